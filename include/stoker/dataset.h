@@ -1,0 +1,93 @@
+// Reading a packed dataset: open by path or URI, look up files by path or index, read their
+// bytes (CRC32C-checked), list directories.
+//
+//   auto ds = stoker::Dataset::Open("/data/imagenet.stoker");
+//   auto idx = (*ds)->Find("train/n01440764/n01440764_10026.JPEG");
+//   auto bytes = (*ds)->ReadFile(*idx);   // Corruption error naming the file on a bad CRC
+//
+// A Dataset is one immutable version (the one MANIFEST named when it was opened).
+// Thread-safety: every const method may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoker/status.h"
+#include "stoker/storage.h"
+
+namespace stoker {
+
+namespace format {
+class Snapshot;
+}
+
+struct FileInfo {
+  uint32_t index = 0;
+  std::string path;
+  uint64_t size = 0;
+  uint32_t crc32c = 0;
+  int32_t label = -1;  // -1: unlabelled
+  uint64_t chunk_id = 0;
+  uint64_t offset = 0;  // of the bytes inside the chunk file
+};
+
+struct DirEntry {
+  std::string name;
+  bool is_dir = false;
+  uint32_t index = 0;  // file index, or directory index
+  uint64_t size = 0;   // files only
+};
+
+struct DatasetOpenOptions {
+  // Verify the snapshot's CRC32C when opening (one pass over it; ~10 ms per million files).
+  bool verify_snapshot = true;
+};
+
+class Dataset {
+ public:
+  static Result<std::unique_ptr<Dataset>> Open(std::string_view uri,
+                                               const DatasetOpenOptions& options = {});
+  static Result<std::unique_ptr<Dataset>> Open(std::shared_ptr<Storage> storage,
+                                               const DatasetOpenOptions& options = {});
+  ~Dataset();
+
+  uint64_t version() const;
+  uint32_t file_count() const;
+  // Samples are files, except for datasets packed from tar shards, where the files sharing a
+  // basename (x.jpg, x.cls, x.json) are one sample.
+  uint32_t sample_count() const;
+  std::pair<uint32_t, uint32_t> SampleFiles(uint32_t sample) const;  // [first, first+count)
+  int32_t SampleLabel(uint32_t sample) const;
+  uint32_t class_count() const;
+  std::string_view ClassName(uint32_t label) const;
+
+  // NotFound if absent. Paths are relative to the dataset root.
+  Result<uint32_t> Find(std::string_view path) const;
+  // Index must be < file_count(); InvalidArgument otherwise.
+  Result<FileInfo> Stat(uint32_t file) const;
+  std::string FilePath(uint32_t file) const;
+  std::vector<std::pair<std::string_view, std::string_view>> FileAttributes(uint32_t file) const;
+
+  // The file's bytes, checked against its CRC32C (Corruption naming the file on mismatch).
+  Result<std::vector<std::byte>> ReadFile(uint32_t file) const;
+  Status ReadFileInto(uint32_t file, std::span<std::byte> dst) const;  // dst.size() == size
+
+  // Entries of a directory ("" for the root): subdirectories first, then files, each by name.
+  Result<std::vector<DirEntry>> List(std::string_view dir) const;
+
+  const format::Snapshot& snapshot() const;
+  Storage& storage() const;
+  const std::string& snapshot_path() const;
+
+ private:
+  struct Impl;
+  explicit Dataset(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,73 @@
+// Storage: the one interface between stoker and wherever a dataset's files live.
+//
+// Every path is relative to the storage's root (a dataset directory, a bucket prefix …) and uses
+// '/' separators. Implementations: POSIX directories (src/storage/posix_storage.cc), an
+// in-memory fake and a fault-injecting wrapper for tests; S3 and network stores come later.
+// Thread-safety: every method of Storage and RandomAccessFile may be called concurrently.
+// A WritableFile is used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  virtual uint64_t Size() const = 0;
+  // Fills all of `dst` from `offset`. Reading past the end, or any short read, is an error:
+  // a short read is never reported as success.
+  virtual Status ReadAt(uint64_t offset, std::span<std::byte> dst) const = 0;
+};
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(std::span<const std::byte> data) = 0;
+  // Makes everything appended so far durable.
+  virtual Status Sync() = 0;
+  virtual Status Close() = 0;
+};
+
+// Bytes of a whole file held in memory: memory-mapped where the storage allows it.
+class FileBytes {
+ public:
+  virtual ~FileBytes() = default;
+  virtual std::span<const std::byte> bytes() const = 0;
+};
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+
+  virtual Result<std::unique_ptr<RandomAccessFile>> OpenRead(std::string_view path) = 0;
+  // Creates or truncates `path`; parent directories must exist (see CreateDirs).
+  virtual Result<std::unique_ptr<WritableFile>> Create(std::string_view path) = 0;
+  // The whole file, memory-mapped if possible.
+  virtual Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) = 0;
+  // Atomically replaces `to` with `from`.
+  virtual Status Rename(std::string_view from, std::string_view to) = 0;
+  virtual Status Remove(std::string_view path) = 0;
+  virtual Status CreateDirs(std::string_view path) = 0;
+  // Makes creations, renames and removals inside directory `path` durable.
+  virtual Status SyncDir(std::string_view path) = 0;
+  // Entry names (not paths) in directory `path`, sorted; NotFound if it does not exist.
+  virtual Result<std::vector<std::string>> List(std::string_view path) = 0;
+  virtual Result<bool> Exists(std::string_view path) = 0;
+  // A human-readable location for error messages, e.g. "/data/imagenet/chunks/00ab.chunk".
+  virtual std::string Describe(std::string_view path) const = 0;
+};
+
+// Opens the storage for a dataset location: a local path or a file:// URI. The directory need
+// not exist yet (pack creates it).
+Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri);
+
+}  // namespace stoker

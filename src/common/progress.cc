@@ -1,0 +1,88 @@
+#include "common/progress.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace stoker {
+
+ProgressBar::ProgressBar(std::string label, bool enabled)
+    : label_(std::move(label)),
+      enabled_(enabled && ::isatty(STDERR_FILENO)),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_() {}
+
+ProgressBar::~ProgressBar() { Finish(); }
+
+void ProgressBar::Update(uint64_t done, uint64_t total, uint64_t bytes, std::string_view unit) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double rate = elapsed > 0 ? static_cast<double>(bytes) / elapsed : 0;
+  std::string line = fmt::format("{} {} {}", label_, done, unit);
+  if (total > 0) {
+    const double fraction = std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
+    constexpr int kWidth = 24;
+    const int filled = static_cast<int>(fraction * kWidth);
+    line = fmt::format("{} [{}{}] {:3.0f}% {}/{} {}", label_, std::string(filled, '#'),
+                       std::string(kWidth - filled, '.'), fraction * 100, done, total, unit);
+    if (fraction > 0 && elapsed > 0.5) {
+      line += fmt::format("  ETA {}", HumanDuration(elapsed * (1 - fraction) / fraction));
+    }
+  }
+  line += fmt::format("  {}  {}/s", HumanBytes(bytes), HumanBytes(static_cast<uint64_t>(rate)));
+  std::fprintf(stderr, "\r\033[2K%s", line.c_str());
+  std::fflush(stderr);
+}
+
+void ProgressBar::Finish() {
+  if (!enabled_) return;
+  std::fprintf(stderr, "\r\033[2K");
+  std::fflush(stderr);
+  enabled_ = false;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+std::string HumanDuration(double seconds) {
+  const auto total = static_cast<uint64_t>(std::llround(seconds));
+  const uint64_t h = total / 3600, m = total / 60 % 60, s = total % 60;
+  return h > 0 ? fmt::format("{}:{:02}:{:02}", h, m, s) : fmt::format("{}:{:02}", m, s);
+}
+
+bool ParseByteSize(std::string_view text, uint64_t* out) {
+  uint64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr == text.data()) return false;
+  std::string suffix(ptr, text.data() + text.size());
+  for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix.ends_with("IB")) suffix.resize(suffix.size() - 2);
+  else if (suffix.size() == 2 && suffix.ends_with("B")) suffix.resize(1);
+  int shift = 0;
+  if (suffix.empty() || suffix == "B") shift = 0;
+  else if (suffix == "K") shift = 10;
+  else if (suffix == "M") shift = 20;
+  else if (suffix == "G") shift = 30;
+  else return false;
+  if (shift > 0 && value > (UINT64_MAX >> shift)) return false;
+  *out = value << shift;
+  return true;
+}
+
+}  // namespace stoker

@@ -1,0 +1,36 @@
+// A one-line progress bar for long CLI work (pack, verify): count, rate and ETA, redrawn at most
+// ten times a second on stderr, and only when stderr is a terminal.
+// Not thread-safe: call from one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace stoker {
+
+class ProgressBar {
+ public:
+  // `enabled` false (or stderr not a TTY) makes every call a no-op.
+  ProgressBar(std::string label, bool enabled);
+  ~ProgressBar();
+
+  // `done`/`total` drive the percentage and ETA (total 0: unknown); `bytes` drives the rate.
+  void Update(uint64_t done, uint64_t total, uint64_t bytes, std::string_view unit = "files");
+  // Clears the line.
+  void Finish();
+
+ private:
+  std::string label_;
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+// "1.5 GiB", "320 KiB", "17 B"
+std::string HumanBytes(uint64_t bytes);
+// "1:02:03" / "2:03"
+std::string HumanDuration(double seconds);
+// Parses "65536", "64K", "64M", "1G", "64MiB" (binary multiples).
+bool ParseByteSize(std::string_view text, uint64_t* out);
+
+}  // namespace stoker

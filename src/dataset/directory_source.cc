@@ -1,0 +1,199 @@
+// Directory trees as a pack source: walk and validate everything first (so a bad file fails the
+// pack before any chunk is written), then read files on a small thread pool, delivering them in
+// path order within a bounded read-ahead window.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "dataset/source.h"
+#include "format/snapshot_builder.h"
+
+namespace stoker::dataset {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PlannedFile {
+  std::string path;      // relative
+  std::string absolute;  // what to open
+  uint64_t size;
+};
+
+std::string FileTypeName(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+Result<std::string> RealPath(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) == nullptr) return Err(Status::FromErrno(errno, "resolve " + path));
+  return std::string(buf);
+}
+
+// Depth-first walk collecting regular files; errors name the offending path.
+Status Walk(const std::string& root_real, const std::string& dir_abs, const std::string& dir_rel,
+            std::vector<PlannedFile>* out) {
+  std::error_code ec;
+  fs::directory_iterator it(dir_abs, ec);
+  if (ec) return Status::FromErrno(ec.value(), "list " + dir_abs);
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return Status::FromErrno(ec.value(), "list " + dir_abs);
+    const std::string name = it->path().filename().string();
+    const std::string abs = dir_abs + "/" + name;
+    const std::string rel = dir_rel.empty() ? name : dir_rel + "/" + name;
+    struct stat st;
+    if (::lstat(abs.c_str(), &st) != 0) return Status::FromErrno(errno, "stat " + abs);
+    std::string target = abs;
+    if (S_ISLNK(st.st_mode)) {
+      auto real = RealPath(abs);
+      if (!real) return Status::InvalidArgument(fmt::format("dangling symlink: {}", abs));
+      if (!real->starts_with(root_real + "/")) {
+        return Status::InvalidArgument(
+            fmt::format("symlink escapes the source tree: {} -> {}", abs, *real));
+      }
+      if (::stat(real->c_str(), &st) != 0) return Status::FromErrno(errno, "stat " + *real);
+      if (S_ISDIR(st.st_mode)) {
+        return Status::InvalidArgument(
+            fmt::format("symlink to a directory (not followed, to avoid cycles): {}", abs));
+      }
+      target = *real;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      STOKER_RETURN_IF_ERROR(Walk(root_real, abs, rel, out));
+    } else if (S_ISREG(st.st_mode)) {
+      if (Status s = format::ValidateRelativePath(rel); !s.ok()) return s.WithContext(abs);
+      out->push_back({rel, target, static_cast<uint64_t>(st.st_size)});
+    } else {
+      return Status::InvalidArgument(fmt::format("{} is {}; only regular files can be packed", abs,
+                                                 FileTypeName(st.st_mode)));
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::vector<std::byte>> ReadWholeFile(const PlannedFile& f) {
+  const int fd = ::open(f.absolute.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Err(Status::FromErrno(errno, "open " + f.absolute));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Err(Status::InvalidArgument(f.absolute + " is no longer a regular file"));
+  }
+  std::vector<std::byte> bytes(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      ::close(fd);
+      if (err != 0) return Err(Status::FromErrno(err, "read " + f.absolute));
+      return Err(Status::IOError(fmt::format("{} shrank while being packed", f.absolute)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+class DirectorySource final : public PackSource {
+ public:
+  DirectorySource(std::vector<PlannedFile> files, DirectorySourceOptions options)
+      : files_(std::move(files)), options_(options) {
+    for (const auto& f : files_) total_bytes_ += f.size;
+    const int threads = std::max(1, options_.threads);
+    for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { WorkerLoop(); });
+  }
+  ~DirectorySource() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  Result<std::optional<SourceItem>> Next() override {
+    if (delivered_ == files_.size()) return std::optional<SourceItem>();
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return ready_.contains(delivered_); });
+    auto node = ready_.extract(delivered_);
+    window_used_ -= files_[delivered_].size;
+    consumed_ += files_[delivered_].size;
+    ++delivered_;
+    lock.unlock();
+    cv_.notify_all();
+    auto& result = node.mapped();
+    if (!result) return Err(result.error());
+    return std::optional<SourceItem>(
+        SourceItem{std::move(files_[delivered_ - 1].path), std::move(*result)});
+  }
+  uint64_t total_items() const override { return files_.size(); }
+  uint64_t total_bytes() const override { return total_bytes_; }
+  uint64_t consumed_bytes() const override { return consumed_; }
+
+ private:
+  void WorkerLoop() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      // Issue the next file once it fits in the window (always issue the one being waited for).
+      cv_.wait(lock, [&] {
+        return stop_ || (issued_ < files_.size() &&
+                         (issued_ == delivered_ ||
+                          window_used_ + files_[issued_].size <= options_.window_bytes));
+      });
+      if (stop_) return;
+      const size_t index = issued_++;
+      window_used_ += files_[index].size;
+      lock.unlock();
+      auto bytes = ReadWholeFile(files_[index]);
+      lock.lock();
+      ready_.emplace(index, std::move(bytes));
+      cv_.notify_all();
+    }
+  }
+
+  std::vector<PlannedFile> files_;
+  const DirectorySourceOptions options_;
+  uint64_t total_bytes_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<size_t, Result<std::vector<std::byte>>> ready_;  // guarded by mu_
+  size_t issued_ = 0, delivered_ = 0;                       // guarded by mu_
+  uint64_t window_used_ = 0;                                // guarded by mu_
+  uint64_t consumed_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
+                                                        const DirectorySourceOptions& options) {
+  STOKER_ASSIGN_OR_RETURN(const std::string root_real, RealPath(root));
+  struct stat st;
+  if (::stat(root_real.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Err(Status::InvalidArgument(fmt::format("not a directory: {}", root)));
+  }
+  std::vector<PlannedFile> files;
+  STOKER_RETURN_IF_ERROR(Walk(root_real, root_real, "", &files));
+  std::sort(files.begin(), files.end(),
+            [](const PlannedFile& a, const PlannedFile& b) { return a.path < b.path; });
+  return std::make_unique<DirectorySource>(std::move(files), options);
+}
+
+}  // namespace stoker::dataset

@@ -1,0 +1,56 @@
+// `stoker pack`: turns a source (directory tree or tar shards) into a dataset version.
+//
+// Chunks are written and synced, then the snapshot, then MANIFEST is atomically replaced, so a
+// crash at any instant leaves the previous version (or no dataset) visible, never a partial one.
+// On an error the chunks written so far are removed again.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dataset/source.h"
+#include "stoker/storage.h"
+
+namespace stoker::dataset {
+
+enum class LabelPolicy : uint8_t {
+  kAuto,  // tree: first directory level when every file is inside one; tar: .cls members
+  kNone,
+};
+
+struct PackProgress {
+  uint64_t files_done = 0, bytes_done = 0;   // payload written
+  uint64_t files_total = 0;                  // 0: unknown (tar input)
+  uint64_t source_bytes_done = 0, source_bytes_total = 0;
+};
+
+struct PackOptions {
+  // Target size of a chunk file. 64 MiB from the sweep in docs/benchmarks.md: large enough for
+  // full-bandwidth reads from disks, network file systems and S3, small enough that a shuffle
+  // window of a few dozen chunks fits in memory.
+  uint64_t chunk_bytes = 64ull << 20;
+  bool append = false;  // add to the existing dataset as a new version that reuses its chunks
+  bool tar_input = false;  // group files sharing a basename into samples (WebDataset)
+  LabelPolicy labels = LabelPolicy::kAuto;
+  // Called from the packing thread after every file and once at the end.
+  std::function<void(const PackProgress&)> progress;
+
+  Status Validate() const;
+};
+
+struct PackSummary {
+  uint64_t version = 0;
+  uint64_t files_added = 0, bytes_added = 0;
+  uint64_t files_total = 0, bytes_total = 0;  // in the new version
+  uint64_t chunks_added = 0, chunks_total = 0;
+  uint64_t snapshot_bytes = 0;
+  uint32_t classes = 0;
+  uint32_t samples = 0;
+  double seconds = 0;
+};
+
+Result<PackSummary> Pack(PackSource& source, Storage& destination, const PackOptions& options);
+
+}  // namespace stoker::dataset

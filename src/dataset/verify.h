@@ -1,0 +1,29 @@
+// `stoker verify`: re-reads every chunk of the current version and checks every CRC32C
+// (manifest, snapshot, chunk header/index/data, every file), naming each corrupt file and chunk.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "stoker/storage.h"
+
+namespace stoker::dataset {
+
+struct VerifyReport {
+  uint64_t version = 0;
+  uint64_t files_checked = 0, chunks_checked = 0, bytes_checked = 0;
+  std::vector<std::string> problems;        // manifest / snapshot level: nothing else was checked
+  std::vector<std::string> corrupt_chunks;  // "chunks/….chunk: why"
+  std::vector<std::string> corrupt_files;   // "path: why"
+  bool ok() const { return problems.empty() && corrupt_chunks.empty() && corrupt_files.empty(); }
+};
+
+// Called after each chunk with (chunks done, chunk count, bytes done).
+using VerifyProgress = std::function<void(uint64_t, uint64_t, uint64_t)>;
+
+// Fails only if the storage cannot be reached at all; corruption is reported in the report.
+Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress = {});
+
+}  // namespace stoker::dataset

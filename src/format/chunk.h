@@ -1,0 +1,86 @@
+// Chunk files: many samples' bytes back to back between a header and an index + footer.
+// Layout (docs/format.md §2), all integers little-endian:
+//
+//   header  32 B   "STKCHUNK" | u32 version=1 | u32 flags=0 | u64 chunk_id | u64 reserved=0
+//   data           payloads back to back (entry i starts where entry i-1 ends)
+//   index   8 B/entry   u32 length | u32 crc32c of the payload
+//   footer  32 B   "STKCEND1" | u32 entry_count | u32 index_crc32c | u64 data_length
+//                  | u32 data_crc32c | u32 footer_crc32c (of the header + the footer's first 28 B)
+//
+// The snapshot records each chunk's id, file size, data CRC and entry count, and each sample's
+// offset, length and CRC, so readers need nothing but the snapshot to fetch one sample with a
+// single range read. The index and footer make a chunk self-describing for `verify` and repair.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stoker/storage.h"
+
+namespace stoker::format {
+
+inline constexpr char kChunkMagic[8] = {'S', 'T', 'K', 'C', 'H', 'U', 'N', 'K'};
+inline constexpr char kChunkFooterMagic[8] = {'S', 'T', 'K', 'C', 'E', 'N', 'D', '1'};
+inline constexpr uint32_t kChunkVersion = 1;
+inline constexpr uint64_t kChunkHeaderSize = 32;
+inline constexpr uint64_t kChunkFooterSize = 32;
+inline constexpr uint64_t kChunkIndexEntrySize = 8;
+// One payload's length is a u32; bigger files are rejected at pack time.
+inline constexpr uint64_t kMaxPayloadSize = 0xFFFFFFFFull;
+
+// "chunks/00000000deadbeef.chunk"
+std::string ChunkPath(uint64_t chunk_id);
+
+// Where one payload landed.
+struct ChunkEntryRef {
+  uint64_t offset;  // from the start of the chunk file
+  uint32_t length;
+  uint32_t crc32c;
+};
+
+// What the snapshot records about a finished chunk.
+struct ChunkInfo {
+  uint64_t id = 0;
+  uint64_t file_size = 0;
+  uint32_t data_crc32c = 0;
+  uint32_t entry_count = 0;
+};
+
+// Writes one chunk file. Not thread-safe. Finish() syncs the file; until then it is garbage
+// that no snapshot references.
+class ChunkWriter {
+ public:
+  static Result<std::unique_ptr<ChunkWriter>> Create(Storage& storage, uint64_t chunk_id);
+
+  Result<ChunkEntryRef> Add(std::span<const std::byte> payload);
+  // Bytes the file would have if finished now.
+  uint64_t projected_size() const;
+  uint32_t entry_count() const { return static_cast<uint32_t>(index_.size() / kChunkIndexEntrySize); }
+  uint64_t id() const { return id_; }
+  Result<ChunkInfo> Finish();
+
+ private:
+  ChunkWriter(std::unique_ptr<WritableFile> file, uint64_t id, std::string header);
+  std::unique_ptr<WritableFile> file_;
+  const uint64_t id_;
+  const std::string header_;
+  std::string index_;
+  uint64_t data_length_ = 0;
+  uint32_t data_crc_ = 0;
+};
+
+// What `verify` learns from a chunk file read whole and checked against its own index.
+struct ChunkCheck {
+  Status status;                       // OK, or the first structural/checksum problem
+  std::vector<ChunkEntryRef> entries;  // from the chunk's index (empty if it is unreadable)
+};
+
+// Checks header, footer, index and data CRCs of a whole chunk file held in `bytes`; `expected`
+// is what the snapshot says about it.
+ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expected,
+                      const std::string& name);
+
+}  // namespace stoker::format

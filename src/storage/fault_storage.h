@@ -1,0 +1,57 @@
+// A Storage wrapper that injects faults, for tests of everything above storage: read errors,
+// short reads, flipped bits, delays, and write/sync failures. Faults apply to paths containing
+// `path_filter` and fire with the given probability from a seeded generator, so a failing test
+// replays exactly. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "stoker/storage.h"
+
+namespace stoker::storage {
+
+struct FaultOptions {
+  std::string path_filter;            // empty: every path
+  double read_error_probability = 0;  // ReadAt/Map fail with IOError
+  double short_read_probability = 0;  // ReadAt reports a short read (an IOError)
+  double bit_flip_probability = 0;    // ReadAt/Map succeed but one bit of the result is flipped
+  double write_error_probability = 0; // Append/Sync/Rename fail with IOError
+  std::chrono::microseconds read_delay{0};
+  uint64_t seed = 1;
+};
+
+class FaultStorage final : public Storage {
+ public:
+  FaultStorage(std::shared_ptr<Storage> base, FaultOptions options);
+  ~FaultStorage() override;
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenRead(std::string_view path) override;
+  Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override;
+  Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override;
+  Status Rename(std::string_view from, std::string_view to) override;
+  Status Remove(std::string_view path) override { return base_->Remove(path); }
+  Status CreateDirs(std::string_view path) override { return base_->CreateDirs(path); }
+  Status SyncDir(std::string_view path) override { return base_->SyncDir(path); }
+  Result<std::vector<std::string>> List(std::string_view path) override {
+    return base_->List(path);
+  }
+  Result<bool> Exists(std::string_view path) override { return base_->Exists(path); }
+  std::string Describe(std::string_view path) const override { return base_->Describe(path); }
+
+  // How many faults of each kind have fired so far.
+  struct Counters {
+    uint64_t read_errors = 0, short_reads = 0, bit_flips = 0, write_errors = 0;
+  };
+  Counters counters() const;
+
+  struct Injector;  // shared with the file wrappers it hands out
+
+ private:
+  std::shared_ptr<Storage> base_;
+  std::shared_ptr<Injector> injector_;
+};
+
+}  // namespace stoker::storage

@@ -1,0 +1,168 @@
+#include "storage/memory_storage.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace stoker::storage {
+
+struct MemoryStorage::State {
+  mutable std::mutex mu;
+  // Each file's bytes are immutable once stored; writers build a new string and swap it in.
+  std::map<std::string, std::shared_ptr<const std::string>, std::less<>> files;
+  std::set<std::string, std::less<>> dirs{""};
+};
+
+namespace {
+
+class MemoryFile final : public RandomAccessFile, public FileBytes {
+ public:
+  MemoryFile(std::shared_ptr<const std::string> data, std::string name)
+      : data_(std::move(data)), name_(std::move(name)) {}
+  uint64_t Size() const override { return data_->size(); }
+  Status ReadAt(uint64_t offset, std::span<std::byte> dst) const override {
+    if (offset > data_->size() || dst.size() > data_->size() - offset) {
+      return Status::IOError("read past the end of " + name_);
+    }
+    std::copy_n(data_->data() + offset, dst.size(), reinterpret_cast<char*>(dst.data()));
+    return Status::OK();
+  }
+  std::span<const std::byte> bytes() const override {
+    return {reinterpret_cast<const std::byte*>(data_->data()), data_->size()};
+  }
+
+ private:
+  std::shared_ptr<const std::string> data_;
+  std::string name_;
+};
+
+// Publishes its buffer to the store on every Append, so a test that "crashes" a writer sees
+// exactly what POSIX would show: the bytes written so far.
+class MemoryWritableFile final : public WritableFile {
+ public:
+  MemoryWritableFile(std::shared_ptr<MemoryStorage::State> state, std::string path)
+      : state_(std::move(state)), path_(std::move(path)) {}
+  Status Append(std::span<const std::byte> data) override {
+    buffer_.append(reinterpret_cast<const char*>(data.data()), data.size());
+    std::lock_guard lock(state_->mu);
+    state_->files[path_] = std::make_shared<const std::string>(buffer_);
+    return Status::OK();
+  }
+  Status Sync() override { return Status::OK(); }
+  Status Close() override { return Status::OK(); }
+
+ private:
+  std::shared_ptr<MemoryStorage::State> state_;
+  std::string path_;
+  std::string buffer_;
+};
+
+std::string ParentOf(std::string_view path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string() : std::string(path.substr(0, slash));
+}
+
+}  // namespace
+
+MemoryStorage::MemoryStorage() : state_(std::make_shared<State>()) {}
+MemoryStorage::~MemoryStorage() = default;
+
+Result<std::unique_ptr<RandomAccessFile>> MemoryStorage::OpenRead(std::string_view path) {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->files.find(path);
+  if (it == state_->files.end()) return Err(Status::NotFound("no such file: " + Describe(path)));
+  return std::make_unique<MemoryFile>(it->second, Describe(path));
+}
+
+Result<std::unique_ptr<WritableFile>> MemoryStorage::Create(std::string_view path) {
+  std::lock_guard lock(state_->mu);
+  if (!state_->dirs.contains(ParentOf(path))) {
+    return Err(Status::NotFound("no such directory: " + Describe(ParentOf(path))));
+  }
+  state_->files[std::string(path)] = std::make_shared<const std::string>();
+  return std::make_unique<MemoryWritableFile>(state_, std::string(path));
+}
+
+Result<std::shared_ptr<const FileBytes>> MemoryStorage::Map(std::string_view path) {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->files.find(path);
+  if (it == state_->files.end()) return Err(Status::NotFound("no such file: " + Describe(path)));
+  return std::make_shared<MemoryFile>(it->second, Describe(path));
+}
+
+Status MemoryStorage::Rename(std::string_view from, std::string_view to) {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->files.find(from);
+  if (it == state_->files.end()) return Status::NotFound("no such file: " + Describe(from));
+  auto data = it->second;
+  state_->files.erase(it);
+  state_->files[std::string(to)] = std::move(data);
+  return Status::OK();
+}
+
+Status MemoryStorage::Remove(std::string_view path) {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->files.find(path);
+  if (it == state_->files.end()) return Status::NotFound("no such file: " + Describe(path));
+  state_->files.erase(it);
+  return Status::OK();
+}
+
+Status MemoryStorage::CreateDirs(std::string_view path) {
+  std::lock_guard lock(state_->mu);
+  std::string prefix(path);
+  while (!prefix.empty()) {
+    state_->dirs.insert(prefix);
+    prefix = ParentOf(prefix);
+  }
+  return Status::OK();
+}
+
+Status MemoryStorage::SyncDir(std::string_view) { return Status::OK(); }
+
+Result<std::vector<std::string>> MemoryStorage::List(std::string_view path) {
+  std::lock_guard lock(state_->mu);
+  if (!state_->dirs.contains(path)) {
+    return Err(Status::NotFound("no such directory: " + Describe(path)));
+  }
+  std::set<std::string> names;
+  auto child_name = [&](std::string_view full) -> std::string_view {
+    if (path.empty()) return full.substr(0, full.find('/'));
+    if (!full.starts_with(path) || full.size() <= path.size() || full[path.size()] != '/') {
+      return {};
+    }
+    full.remove_prefix(path.size() + 1);
+    return full.substr(0, full.find('/'));
+  };
+  for (const auto& [name, data] : state_->files) {
+    if (auto child = child_name(name); !child.empty()) names.emplace(child);
+  }
+  for (const auto& dir : state_->dirs) {
+    if (auto child = child_name(dir); !child.empty()) names.emplace(child);
+  }
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+Result<bool> MemoryStorage::Exists(std::string_view path) {
+  std::lock_guard lock(state_->mu);
+  return state_->files.contains(path) || state_->dirs.contains(path);
+}
+
+std::string MemoryStorage::Describe(std::string_view path) const {
+  return "mem://" + std::string(path);
+}
+
+Result<std::string> MemoryStorage::GetContents(std::string_view path) const {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->files.find(path);
+  if (it == state_->files.end()) return Err(Status::NotFound("no such file: " + std::string(path)));
+  return *it->second;
+}
+
+void MemoryStorage::SetContents(std::string_view path, std::string contents) {
+  std::lock_guard lock(state_->mu);
+  state_->files[std::string(path)] = std::make_shared<const std::string>(std::move(contents));
+}
+
+}  // namespace stoker::storage

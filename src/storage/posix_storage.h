@@ -1,0 +1,13 @@
+// Storage on a local (or mounted parallel/network) file system, rooted at a directory.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "stoker/storage.h"
+
+namespace stoker::storage {
+
+std::shared_ptr<Storage> NewPosixStorage(std::string root);
+
+}  // namespace stoker::storage

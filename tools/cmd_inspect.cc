@@ -1,0 +1,227 @@
+// ls, stat, cat, info, verify: reading a dataset from the command line.
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/progress.h"
+#include "dataset/verify.h"
+#include "format/snapshot.h"
+#include "stoker/dataset.h"
+#include "tools/commands.h"
+
+namespace stoker::cli {
+namespace {
+
+int Fail(std::string_view command, const Status& status) {
+  std::fprintf(stderr, "stoker %.*s: %s\n", static_cast<int>(command.size()), command.data(),
+               status.ToString().c_str());
+  return status.IsCorruption() ? kExitCorrupt : kExitError;
+}
+
+nlohmann::json FileJson(const FileInfo& f, const Dataset& ds) {
+  nlohmann::json j = {{"path", f.path}, {"index", f.index}, {"size", f.size},
+                      {"crc32c", fmt::format("{:08x}", f.crc32c)},
+                      {"chunk", fmt::format("{:016x}", f.chunk_id)}, {"offset", f.offset}};
+  if (f.label >= 0) {
+    j["label"] = f.label;
+    j["class"] = std::string(ds.ClassName(static_cast<uint32_t>(f.label)));
+  }
+  nlohmann::json attrs = nlohmann::json::object();
+  for (const auto& [k, v] : ds.FileAttributes(f.index)) attrs[std::string(k)] = std::string(v);
+  if (!attrs.empty()) j["attributes"] = attrs;
+  return j;
+}
+
+struct Common {
+  std::string dataset;
+  std::string path;
+  bool json = false;
+  bool long_format = false;
+};
+
+int RunLs(const Common& a) {
+  auto ds = Dataset::Open(a.dataset);
+  if (!ds) return Fail("ls", ds.error());
+  auto entries = (*ds)->List(a.path);
+  if (!entries) {
+    // `ls FILE` lists the file itself, like ls(1).
+    auto index = (*ds)->Find(a.path);
+    if (!index) return Fail("ls", entries.error());
+    auto info = (*ds)->Stat(*index);
+    entries = std::vector<DirEntry>{{info->path, false, *index, info->size}};
+  }
+  if (a.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : *entries) {
+      out.push_back({{"name", e.name}, {"type", e.is_dir ? "dir" : "file"}, {"size", e.size}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::string text;
+  for (const auto& e : *entries) {
+    if (a.long_format) {
+      text += e.is_dir ? fmt::format("d {:>12}  {}/\n", "-", e.name)
+                       : fmt::format("- {:>12}  {}\n", e.size, e.name);
+    } else {
+      text += e.name + (e.is_dir ? "/\n" : "\n");
+    }
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return kExitOk;
+}
+
+int RunStat(const Common& a) {
+  auto ds = Dataset::Open(a.dataset);
+  if (!ds) return Fail("stat", ds.error());
+  auto index = (*ds)->Find(a.path);
+  if (!index) {
+    if ((*ds)->snapshot().FindDir(a.path)) {
+      std::cout << (a.json ? nlohmann::json{{"path", a.path}, {"type", "dir"}}.dump(2)
+                           : fmt::format("{}: directory", a.path))
+                << "\n";
+      return kExitOk;
+    }
+    return Fail("stat", index.error());
+  }
+  auto info = (*ds)->Stat(*index);
+  if (!info) return Fail("stat", info.error());
+  const nlohmann::json j = FileJson(*info, **ds);
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    for (const auto& [k, v] : j.items()) {
+      std::cout << fmt::format("{:<10} {}\n", k + ":", v.is_string() ? v.get<std::string>() : v.dump());
+    }
+  }
+  return kExitOk;
+}
+
+int RunCat(const Common& a) {
+  auto ds = Dataset::Open(a.dataset);
+  if (!ds) return Fail("cat", ds.error());
+  auto index = (*ds)->Find(a.path);
+  if (!index) return Fail("cat", index.error());
+  auto bytes = (*ds)->ReadFile(*index);  // CRC-checked: corrupt bytes never reach stdout
+  if (!bytes) return Fail("cat", bytes.error());
+  if (std::fwrite(bytes->data(), 1, bytes->size(), stdout) != bytes->size() || std::fflush(stdout)) {
+    return Fail("cat", Status::IOError("write to stdout failed"));
+  }
+  return kExitOk;
+}
+
+int RunInfo(const Common& a) {
+  auto ds = Dataset::Open(a.dataset);
+  if (!ds) return Fail("info", ds.error());
+  const auto& snap = (*ds)->snapshot();
+  const double per_file = snap.file_count() ? static_cast<double>(snap.size_bytes()) / snap.file_count() : 0;
+  nlohmann::json j = {
+      {"dataset", a.dataset}, {"version", snap.dataset_version()},
+      {"created_unix", snap.created_unix_seconds()},
+      {"files", snap.file_count()}, {"samples", snap.sample_count()},
+      {"directories", snap.dir_count()}, {"chunks", snap.chunk_count()},
+      {"bytes", snap.total_bytes()}, {"classes", snap.class_count()},
+      {"labels", !snap.labelled() ? "none"
+                 : snap.grouped() ? "from .cls members" : "from first-level directories"},
+      {"snapshot", (*ds)->snapshot_path()}, {"snapshot_bytes", snap.size_bytes()},
+      {"snapshot_bytes_per_file", per_file},
+      {"snapshot_crc32c", fmt::format("{:08x}", snap.crc32c())},
+  };
+  uint64_t chunk_bytes = 0;
+  for (uint32_t c = 0; c < snap.chunk_count(); ++c) chunk_bytes += snap.chunk(c).file_size;
+  j["chunk_bytes"] = chunk_bytes;
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  const std::time_t created = static_cast<std::time_t>(snap.created_unix_seconds());
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&created));
+  std::cout << fmt::format(
+      "dataset    {}\nversion    {} (created {})\nfiles      {} in {} directories, {} samples\n"
+      "bytes      {} in {} chunks ({})\nlabels     {}, {} classes\nsnapshot   {} ({}, {:.1f} B per "
+      "file, crc32c {:08x})\n",
+      a.dataset, snap.dataset_version(), when, snap.file_count(), snap.dir_count(),
+      snap.sample_count(), HumanBytes(snap.total_bytes()), snap.chunk_count(),
+      HumanBytes(chunk_bytes), j["labels"].get<std::string>(), snap.class_count(),
+      (*ds)->snapshot_path(), HumanBytes(snap.size_bytes()), per_file, snap.crc32c());
+  return kExitOk;
+}
+
+int RunVerify(const Common& a) {
+  auto storage = OpenStorage(a.dataset);
+  if (!storage) return Fail("verify", storage.error());
+  ProgressBar bar("verify", !a.json);
+  auto report = dataset::Verify(**storage, [&](uint64_t done, uint64_t total, uint64_t bytes) {
+    bar.Update(done, total, bytes, "chunks");
+  });
+  bar.Finish();
+  if (!report) return Fail("verify", report.error());
+  const auto& r = *report;
+  if (a.json) {
+    std::cout << nlohmann::json{{"dataset", a.dataset}, {"version", r.version}, {"ok", r.ok()},
+                                {"files_checked", r.files_checked},
+                                {"chunks_checked", r.chunks_checked},
+                                {"bytes_checked", r.bytes_checked}, {"problems", r.problems},
+                                {"corrupt_chunks", r.corrupt_chunks},
+                                {"corrupt_files", r.corrupt_files}}
+                     .dump(2)
+              << "\n";
+  } else {
+    for (const auto& p : r.problems) std::cout << "CORRUPT  " << p << "\n";
+    for (const auto& c : r.corrupt_chunks) std::cout << "CORRUPT chunk  " << c << "\n";
+    for (const auto& f : r.corrupt_files) std::cout << "CORRUPT file   " << f << "\n";
+    std::cout << fmt::format("{}: version {}, {} files in {} chunks ({}) checked: {}\n", a.dataset,
+                             r.version, r.files_checked, r.chunks_checked,
+                             HumanBytes(r.bytes_checked),
+                             r.ok() ? "OK"
+                                    : fmt::format("{} corrupt files, {} corrupt chunks{}",
+                                                  r.corrupt_files.size(), r.corrupt_chunks.size(),
+                                                  r.problems.empty() ? "" : ", dataset unreadable"));
+  }
+  return r.ok() ? kExitOk : kExitCorrupt;
+}
+
+CLI::App* AddCommand(CLI::App& app, const char* name, const char* help,
+                     std::shared_ptr<Common> args, bool takes_path, bool path_required) {
+  CLI::App* cmd = app.add_subcommand(name, help);
+  cmd->add_option("dataset", args->dataset, "dataset path or file:// URI")->required();
+  if (takes_path) {
+    auto* opt = cmd->add_option("path", args->path, "path inside the dataset");
+    if (path_required) opt->required();
+  }
+  cmd->add_flag("--json", args->json, "machine-readable output");
+  return cmd;
+}
+
+}  // namespace
+
+void RegisterInspect(CLI::App& app, int& exit_code) {
+  auto ls = std::make_shared<Common>();
+  AddCommand(app, "ls", "List a directory of the dataset", ls, true, false)
+      ->callback([ls, &exit_code] { exit_code = RunLs(*ls); })
+      ->add_flag("-l", ls->long_format, "show sizes");
+  auto st = std::make_shared<Common>();
+  AddCommand(app, "stat", "Show a file's size, CRC, label, chunk and offset", st, true, true)
+      ->callback([st, &exit_code] { exit_code = RunStat(*st); });
+  auto cat = std::make_shared<Common>();
+  AddCommand(app, "cat", "Write a file's bytes (CRC-checked) to stdout", cat, true, true)
+      ->callback([cat, &exit_code] { exit_code = RunCat(*cat); });
+  auto info = std::make_shared<Common>();
+  AddCommand(app, "info", "Summarize the dataset's current version", info, false, false)
+      ->callback([info, &exit_code] { exit_code = RunInfo(*info); });
+}
+
+void RegisterVerify(CLI::App& app, int& exit_code) {
+  auto v = std::make_shared<Common>();
+  AddCommand(app, "verify", "Re-check every CRC; name every corrupt file and chunk (exit 3)", v,
+             false, false)
+      ->callback([v, &exit_code] { exit_code = RunVerify(*v); });
+}
+
+}  // namespace stoker::cli

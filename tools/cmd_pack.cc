@@ -1,0 +1,134 @@
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/progress.h"
+#include "dataset/packer.h"
+#include "tools/commands.h"
+
+namespace stoker::cli {
+namespace {
+
+struct PackArgs {
+  std::vector<std::string> paths;  // SRC... DST
+  std::string chunk_size = "64MiB";
+  bool append = false;
+  std::string labels = "auto";
+  int threads = 0;
+  bool json = false;
+  bool quiet = false;
+};
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int RunPack(const PackArgs& args) {
+  const std::string dst = args.paths.back();
+  const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
+  dataset::PackOptions options;
+  if (!ParseByteSize(args.chunk_size, &options.chunk_bytes)) {
+    std::fprintf(stderr, "stoker pack: bad --chunk-size '%s' (e.g. 64MiB)\n", args.chunk_size.c_str());
+    return kExitUsage;
+  }
+  options.append = args.append;
+  options.labels = args.labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
+
+  // One directory tree, or any number of tar shards.
+  Result<std::unique_ptr<dataset::PackSource>> source = Err(Status::Internal("no source"));
+  if (sources.size() == 1 && IsDirectory(sources[0])) {
+    dataset::DirectorySourceOptions dir_options;
+    dir_options.threads = args.threads > 0
+                              ? args.threads
+                              : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+    source = dataset::OpenDirectorySource(sources[0], dir_options);
+  } else {
+    for (const auto& s : sources) {
+      if (IsDirectory(s)) {
+        std::fprintf(stderr, "stoker pack: give either one directory or tar files, not both (%s)\n",
+                     s.c_str());
+        return kExitUsage;
+      }
+    }
+    options.tar_input = true;
+    source = dataset::OpenTarSource(sources);
+  }
+  if (!source) {
+    std::fprintf(stderr, "stoker pack: %s\n", source.error().ToString().c_str());
+    return kExitError;
+  }
+  auto storage = OpenStorage(dst);
+  if (!storage) {
+    std::fprintf(stderr, "stoker pack: %s\n", storage.error().ToString().c_str());
+    return kExitError;
+  }
+  ProgressBar bar("pack", !args.quiet && !args.json);
+  options.progress = [&](const dataset::PackProgress& p) {
+    if (p.files_total > 0) {
+      bar.Update(p.files_done, p.files_total, p.bytes_done);
+    } else {
+      bar.Update(p.source_bytes_done >> 20, p.source_bytes_total >> 20, p.bytes_done, "MiB read");
+    }
+  };
+  auto summary = dataset::Pack(**source, **storage, options);
+  bar.Finish();
+  if (!summary) {
+    std::fprintf(stderr, "stoker pack: %s\n", summary.error().ToString().c_str());
+    return kExitError;
+  }
+  const auto& s = *summary;
+  const double per_file = s.files_total ? static_cast<double>(s.snapshot_bytes) / s.files_total : 0;
+  if (args.json) {
+    nlohmann::json j = {
+        {"dataset", dst},           {"version", s.version},
+        {"files_added", s.files_added}, {"bytes_added", s.bytes_added},
+        {"files", s.files_total},   {"bytes", s.bytes_total},
+        {"samples", s.samples},     {"classes", s.classes},
+        {"chunks_added", s.chunks_added}, {"chunks", s.chunks_total},
+        {"snapshot_bytes", s.snapshot_bytes}, {"snapshot_bytes_per_file", per_file},
+        {"seconds", s.seconds},
+        {"files_per_second", s.seconds > 0 ? s.files_added / s.seconds : 0},
+        {"mb_per_second", s.seconds > 0 ? s.bytes_added / s.seconds / 1e6 : 0},
+    };
+    std::cout << j.dump(2) << "\n";
+  } else if (!args.quiet) {
+    std::cout << fmt::format(
+        "packed {} files ({}) into {} as version {}: {} chunks added ({} total), {} samples, {} "
+        "classes, snapshot {} ({:.0f} B/file), {:.1f} s ({:.0f} files/s, {}/s)\n",
+        s.files_added, HumanBytes(s.bytes_added), dst, s.version, s.chunks_added, s.chunks_total,
+        s.samples, s.classes, HumanBytes(s.snapshot_bytes), per_file, s.seconds,
+        s.seconds > 0 ? s.files_added / s.seconds : 0,
+        HumanBytes(static_cast<uint64_t>(s.seconds > 0 ? s.bytes_added / s.seconds : 0)));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterPack(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<PackArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "pack", "Pack a directory tree (labels from its first level, like ImageFolder) or tar "
+              "shards (WebDataset) into a dataset");
+  cmd->add_option("paths", args->paths, "SRC... DST: one directory, or tar files; then the dataset")
+      ->required()
+      ->expected(2, -1);
+  cmd->add_option("--chunk-size", args->chunk_size, "target chunk file size")
+      ->capture_default_str();
+  cmd->add_flag("--append", args->append, "add the files to DST as a new version");
+  cmd->add_option("--labels", args->labels, "auto: from the first directory level or .cls members")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "parallel file reads (default: cores, min 2)");
+  cmd->add_flag("--json", args->json, "print a JSON summary");
+  cmd->add_flag("-q,--quiet", args->quiet, "no progress bar or summary");
+  cmd->callback([args, &exit_code] { exit_code = RunPack(*args); });
+}
+
+}  // namespace stoker::cli
