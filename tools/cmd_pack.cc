@@ -1,6 +1,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -22,7 +23,31 @@ struct PackArgs {
   int threads = 0;
   bool json = false;
   bool quiet = false;
+  std::string attributes_file;
 };
+
+// --attributes: JSON Lines, one object per file: {"path": "a/b.jpg", "key": "value", ...}.
+// Values that are not strings are stored as their JSON text.
+Status LoadAttributes(const std::string& file, dataset::PackOptions* options) {
+  std::ifstream in(file);
+  if (!in) return Status::NotFound("cannot open attributes file " + file);
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto where = fmt::format("{}:{}", file, number);
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("path") || !j["path"].is_string()) {
+      return Status::InvalidArgument(where + ": expected a JSON object with a \"path\" string");
+    }
+    auto& attrs = options->attributes[j["path"].get<std::string>()];
+    if (!attrs.empty()) return Status::InvalidArgument(where + ": path given twice");
+    for (const auto& [key, value] : j.items()) {
+      if (key == "path") continue;
+      attrs.emplace_back(key, value.is_string() ? value.get<std::string>() : value.dump());
+    }
+  }
+  return Status::OK();
+}
 
 bool IsDirectory(const std::string& path) {
   struct stat st;
@@ -38,6 +63,12 @@ int RunPack(const PackArgs& args) {
     return kExitUsage;
   }
   options.append = args.append;
+  if (!args.attributes_file.empty()) {
+    if (Status st = LoadAttributes(args.attributes_file, &options); !st.ok()) {
+      std::fprintf(stderr, "stoker pack: %s\n", st.ToString().c_str());
+      return kExitError;
+    }
+  }
   options.labels = args.labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
 
   // One directory tree, or any number of tar shards.
@@ -126,6 +157,8 @@ void RegisterPack(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "none"}))
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "parallel file reads (default: cores, min 2)");
+  cmd->add_option("--attributes", args->attributes_file,
+                  "JSON Lines file of per-file attributes: {\"path\": ..., \"key\": \"value\"}");
   cmd->add_flag("--json", args->json, "print a JSON summary");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress bar or summary");
   cmd->callback([args, &exit_code] { exit_code = RunPack(*args); });

@@ -146,6 +146,7 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
   progress.files_total = source.total_items();
   progress.source_bytes_total = source.total_bytes();
   PackSummary summary;
+  size_t attributes_used = 0;
   while (true) {
     STOKER_ASSIGN_OR_RETURN(auto item, source.Next());
     if (!item) break;
@@ -165,6 +166,10 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
     if (from_tars && options.labels == LabelPolicy::kAuto) {
       e.label = LabelFromClsMember(item->path, item->bytes);
     }
+    if (auto it = options.attributes.find(item->path); it != options.attributes.end()) {
+      e.attributes = it->second;
+      ++attributes_used;
+    }
     e.path = std::move(item->path);
     spec.entries.push_back(std::move(e));
     ++summary.files_added;
@@ -174,6 +179,19 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
       progress.bytes_done = summary.bytes_added;
       progress.source_bytes_done = source.consumed_bytes();
       options.progress(progress);
+    }
+  }
+  if (attributes_used != options.attributes.size()) {
+    // Some attributes name a path that this pack did not add: say which.
+    std::unordered_set<std::string_view> added;
+    for (size_t i = spec.entries.size() - summary.files_added; i < spec.entries.size(); ++i) {
+      added.insert(spec.entries[i].path);
+    }
+    for (const auto& [path, attrs] : options.attributes) {
+      if (!added.contains(path)) {
+        return Err(Status::InvalidArgument(
+            fmt::format("attributes given for a path that is not in the input: {}", path)));
+      }
     }
   }
   STOKER_RETURN_IF_ERROR(chunks.FinishCurrent());

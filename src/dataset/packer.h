@@ -9,6 +9,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "dataset/source.h"
 #include "stoker/storage.h"
@@ -34,6 +37,8 @@ struct PackOptions {
   bool append = false;  // add to the existing dataset as a new version that reuses its chunks
   bool tar_input = false;  // group files sharing a basename into samples (WebDataset)
   LabelPolicy labels = LabelPolicy::kAuto;
+  // Optional user attributes (key, value) by file path; every path must be among the input.
+  std::unordered_map<std::string, std::vector<std::pair<std::string, std::string>>> attributes;
   // Called from the packing thread after every file and once at the end.
   std::function<void(const PackProgress&)> progress;
 
