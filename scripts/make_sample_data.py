@@ -14,7 +14,7 @@ per-image JPEG quality chosen so the result lands at ImageNet's 4-5 bits per pix
 mild colour jitter make every file distinct.
 
 Output is a pure function of (--images, --classes, --seed, the accepted source files, the Pillow
-build): --jobs only changes speed. A stamp file OUT/.stoker-sample.json makes re-runs with the
+build): --jobs only changes speed. A stamp file .OUT.stoker-sample.json beside OUT makes re-runs with the
 same parameters a no-op.
 """
 from __future__ import annotations
@@ -361,17 +361,23 @@ def make_image(index: int) -> tuple[int, int, int, int, float]:
 # --------------------------------------------------------------------------------------------
 
 
+def stamp_path(out: Path) -> Path:
+    """The stamp sits beside OUT, not inside it, so OUT holds nothing but the image tree (a file
+    at its top level would make it a tree that `stoker pack` does not label like ImageFolder)."""
+    return out.parent / f".{out.name}{STAMP_NAME}"
+
+
 def read_stamp(out: Path) -> dict | None:
     try:
-        return json.loads((out / STAMP_NAME).read_text())
+        return json.loads(stamp_path(out).read_text())
     except (OSError, ValueError):
         return None
 
 
 def write_stamp(out: Path, stamp: dict) -> None:
-    tmp = out / (STAMP_NAME + ".tmp")
+    tmp = stamp_path(out).with_name(stamp_path(out).name + ".tmp")
     tmp.write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, out / STAMP_NAME)
+    os.replace(tmp, stamp_path(out))
 
 
 def tree_matches(out: Path, images: int, classes: int, total_bytes: int) -> bool:
