@@ -1,0 +1,274 @@
+// stoker.Dataset: a map-style view of one dataset version.
+//
+//   ds = stoker.Dataset("/data/imagenet.stoker")
+//   data, label, path = ds[i]           # sample i (negative i counts from the end)
+//   ds.read("train/a/x.jpg")            # bytes of one file (by path or file index)
+//   ds.read_buffer(7)                   # the same without a copy into bytes: a memoryview
+//
+// Samples vs files: a sample is one file, except in datasets packed from tar shards (WebDataset),
+// where the files sharing a key ("dir/x.jpg", "dir/x.cls") form one sample; ds[i] then returns
+// ({"jpg": b"...", "cls": b"..."}, label, "dir/x"). Indices given to find/stat/read/read_buffer
+// are file indices. Labels are -1 for unlabelled data.
+//
+// Every call that touches storage releases the GIL. Pickling keeps only (uri, version): the copy
+// reopens lazily on first use (so DataLoader workers each open their own), and refuses to
+// continue if a different version has been published since, because indices would then name
+// different samples.
+#include "dataset.h"
+
+#include <Python.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <variant>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include "errors.h"
+#include "format/snapshot.h"
+#include "stoker/dataset.h"
+
+namespace nb = nanobind;
+
+namespace stoker::python {
+namespace {
+
+using PathOrIndex = std::variant<int64_t, std::string>;
+
+class PyDataset {
+ public:
+  // Opens now, so a bad URI fails at construction.
+  explicit PyDataset(std::string uri) : uri_(std::move(uri)) { Get(); }
+  // Unpickling: reopen on first use, and only the pickled version.
+  PyDataset(std::string uri, uint64_t version) : uri_(std::move(uri)), pinned_version_(version) {}
+
+  const std::string& uri() const { return uri_; }
+
+  const Dataset& Get() {
+    if (const Dataset* d = ready_.load(std::memory_order_acquire)) return *d;
+    Status status;
+    {
+      // Lock order: the GIL is released before mu_ is taken, and mu_ is unlocked before the GIL
+      // is taken back (destruction order), so two threads opening at once cannot deadlock.
+      nb::gil_scoped_release release;
+      std::lock_guard lock(mu_);
+      if (ready_.load(std::memory_order_relaxed) == nullptr) {
+        auto opened = Dataset::Open(uri_);
+        if (!opened) {
+          status = opened.error();
+        } else if (pinned_version_ != 0 && (*opened)->version() != pinned_version_) {
+          status = Status::InvalidArgument(
+              uri_ + " now holds version " + std::to_string((*opened)->version()) +
+              ", but this Dataset was pickled at version " + std::to_string(pinned_version_) +
+              " (indices would name different samples); open it again");
+        } else {
+          dataset_ = std::move(*opened);
+          ready_.store(dataset_.get(), std::memory_order_release);
+        }
+      }
+    }
+    ThrowIfError(status);
+    return *ready_.load(std::memory_order_acquire);
+  }
+
+  uint64_t version() {
+    // A pickled copy knows its version without opening anything.
+    if (ready_.load(std::memory_order_acquire) == nullptr && pinned_version_ != 0) {
+      return pinned_version_;
+    }
+    return Get().version();
+  }
+
+  // A file index from a path, or a (possibly negative) file index checked against the count.
+  uint32_t FileIndex(const PathOrIndex& key) {
+    const Dataset& ds = Get();
+    if (const auto* path = std::get_if<std::string>(&key)) {
+      return ValueOrThrow(ds.Find(*path));
+    }
+    int64_t i = std::get<int64_t>(key);
+    const int64_t n = ds.file_count();
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) {
+      throw nb::index_error(("file index " + std::to_string(std::get<int64_t>(key)) +
+                             " out of range (dataset has " + std::to_string(n) + " files)")
+                                .c_str());
+    }
+    return static_cast<uint32_t>(i);
+  }
+
+  uint32_t SampleIndex(int64_t i) {
+    const int64_t n = Get().sample_count();
+    const int64_t original = i;
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) {
+      throw nb::index_error(("sample index " + std::to_string(original) +
+                             " out of range (dataset has " + std::to_string(n) + " samples)")
+                                .c_str());
+    }
+    return static_cast<uint32_t>(i);
+  }
+
+  // The file's bytes in a new bytes object, filled with the GIL released (no second copy).
+  nb::bytes ReadBytes(uint32_t file) {
+    const Dataset& ds = Get();
+    const uint64_t size = ValueOrThrow(ds.Stat(file)).size;
+    PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
+    if (raw == nullptr) throw nb::python_error();
+    nb::bytes out = nb::steal<nb::bytes>(raw);
+    // Nobody else can see `out` yet, so writing into it without the GIL is safe.
+    std::byte* dst = reinterpret_cast<std::byte*>(PyBytes_AS_STRING(raw));
+    Status status;
+    {
+      nb::gil_scoped_release release;
+      status = ds.ReadFileInto(file, {dst, size});
+    }
+    ThrowIfError(status);
+    return out;
+  }
+
+  // Zero-copy: a memoryview over a C++-owned buffer that lives as long as the view.
+  nb::ndarray<nb::memview, const uint8_t, nb::ndim<1>> ReadBuffer(uint32_t file) {
+    const Dataset& ds = Get();
+    Result<std::vector<std::byte>> bytes = Err(Status::Internal("unset"));
+    {
+      nb::gil_scoped_release release;
+      bytes = ds.ReadFile(file);
+    }
+    auto* owned = new std::vector<std::byte>(ValueOrThrow(std::move(bytes)));
+    nb::capsule owner(owned, [](void* p) noexcept {
+      delete static_cast<std::vector<std::byte>*>(p);
+    });
+    const size_t shape[1] = {owned->size()};
+    return {reinterpret_cast<const uint8_t*>(owned->data()), 1, shape, owner};
+  }
+
+  nb::tuple GetItem(int64_t index) {
+    const Dataset& ds = Get();
+    const uint32_t sample = SampleIndex(index);
+    const auto [first, count] = ds.SampleFiles(sample);
+    const int32_t label = ds.SampleLabel(sample);
+    if (!ds.snapshot().grouped()) {
+      return nb::make_tuple(ReadBytes(first), label, ds.FilePath(first));
+    }
+    // WebDataset sample: {extension: bytes}, keyed by the text after the key's first '.'.
+    nb::dict members;
+    std::string key;
+    for (uint32_t f = first; f < first + count; ++f) {
+      const std::string path = ds.FilePath(f);
+      const size_t slash = path.rfind('/');
+      const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+      if (key.empty()) key = path.substr(0, dot);
+      const std::string ext = dot == std::string::npos ? std::string() : path.substr(dot + 1);
+      members[nb::str(ext.c_str())] = ReadBytes(f);
+    }
+    return nb::make_tuple(members, label, key);
+  }
+
+  nb::dict StatDict(const PathOrIndex& key) {
+    const Dataset& ds = Get();
+    const FileInfo info = ValueOrThrow(ds.Stat(FileIndex(key)));
+    nb::dict d;
+    d["index"] = info.index;
+    d["path"] = info.path;
+    d["size"] = info.size;
+    d["crc32c"] = info.crc32c;
+    d["label"] = info.label;
+    if (info.label >= 0) {
+      const std::string_view name = ds.ClassName(static_cast<uint32_t>(info.label));
+      d["class"] = nb::str(name.data(), name.size());
+    } else {
+      d["class"] = nb::none();
+    }
+    d["chunk"] = info.chunk_id;
+    d["offset"] = info.offset;
+    nb::dict attrs;
+    for (const auto& [k, v] : ds.FileAttributes(info.index)) {
+      attrs[nb::str(k.data(), k.size())] = nb::str(v.data(), v.size());
+    }
+    d["attributes"] = attrs;
+    return d;
+  }
+
+  std::vector<std::string> ListDir(const std::string& path) {
+    auto entries = ValueOrThrow(Get().List(path));
+    std::vector<std::string> names;
+    names.reserve(entries.size());
+    for (auto& e : entries) names.push_back(std::move(e.name));
+    return names;
+  }
+
+  std::vector<std::string> Classes() {
+    const Dataset& ds = Get();
+    std::vector<std::string> out;
+    for (uint32_t c = 0; c < ds.class_count(); ++c) out.emplace_back(ds.ClassName(c));
+    return out;
+  }
+
+ private:
+  const std::string uri_;
+  const uint64_t pinned_version_ = 0;  // 0: whatever MANIFEST names
+  std::mutex mu_;
+  std::unique_ptr<Dataset> dataset_;        // guarded by mu_ until published in ready_
+  std::atomic<const Dataset*> ready_ = nullptr;
+};
+
+}  // namespace
+
+void RegisterDataset(nb::module_& m) {
+  nb::class_<PyDataset>(m, "Dataset",
+                        "A packed dataset (one version), map-style: len(ds) samples, "
+                        "ds[i] -> (bytes, label, path); for tar-packed datasets "
+                        "ds[i] -> ({ext: bytes}, label, key). Labels are -1 when absent.")
+      .def(nb::init<std::string>(), nb::arg("uri"),
+           "Opens the current version at a path or file:// URI.")
+      .def("__len__", [](PyDataset& self) { return self.Get().sample_count(); })
+      .def("__getitem__", &PyDataset::GetItem, nb::arg("index"))
+      .def("find", [](PyDataset& self, const std::string& path) {
+            return ValueOrThrow(self.Get().Find(path));
+          }, nb::arg("path"), "File index of a path; FileNotFoundError if absent.")
+      .def("stat", &PyDataset::StatDict, nb::arg("path_or_index"),
+           "dict(index, path, size, crc32c, label, class, chunk, offset, attributes)")
+      .def("read", [](PyDataset& self, const PathOrIndex& key) {
+            return self.ReadBytes(self.FileIndex(key));
+          }, nb::arg("path_or_index"), "A file's bytes (CRC-checked) by path or file index.")
+      .def("read_buffer", [](PyDataset& self, const PathOrIndex& key) {
+            return self.ReadBuffer(self.FileIndex(key));
+          }, nb::arg("path_or_index"),
+           "Like read(), as a read-only memoryview over the C++ buffer (no copy into bytes).")
+      .def("listdir", &PyDataset::ListDir, nb::arg("path") = "",
+           "Names in a directory: subdirectories first, then files, each sorted.")
+      .def("sample_files", [](PyDataset& self, int64_t index) {
+            const Dataset& ds = self.Get();
+            const auto [first, count] = ds.SampleFiles(self.SampleIndex(index));
+            std::vector<std::string> paths;
+            for (uint32_t f = first; f < first + count; ++f) paths.push_back(ds.FilePath(f));
+            return paths;
+          }, nb::arg("index"), "Paths of the files making up sample `index`.")
+      .def_prop_ro("uri", &PyDataset::uri)
+      .def_prop_ro("version", &PyDataset::version)
+      .def_prop_ro("num_files", [](PyDataset& self) { return self.Get().file_count(); })
+      .def_prop_ro("num_samples", [](PyDataset& self) { return self.Get().sample_count(); })
+      .def_prop_ro("classes", &PyDataset::Classes, "Class names; label i is classes[i].")
+      .def_prop_ro("grouped", [](PyDataset& self) { return self.Get().snapshot().grouped(); },
+                   "True for tar-packed datasets, whose samples are groups of files.")
+      .def("__repr__", [](PyDataset& self) {
+            return "stoker.Dataset('" + self.uri() + "', version=" +
+                   std::to_string(self.version()) + ")";
+          })
+      .def("__getstate__", [](PyDataset& self) {
+            return std::make_tuple(self.uri(), self.version());
+          })
+      .def("__setstate__", [](PyDataset& self, const std::tuple<std::string, uint64_t>& state) {
+            new (&self) PyDataset(std::get<0>(state), std::get<1>(state));
+          });
+}
+
+}  // namespace stoker::python

@@ -1,0 +1,14 @@
+// stoker._core: the C++ extension behind the `stoker` Python package. Thin: each component
+// registers its own bindings (errors.cc, dataset.cc, pack.cc).
+#include <nanobind/nanobind.h>
+
+#include "dataset.h"
+#include "errors.h"
+#include "pack.h"
+
+NB_MODULE(_core, m) {
+  m.doc() = "stoker C++ core: datasets, pack and verify";
+  stoker::python::RegisterErrors(m);
+  stoker::python::RegisterDataset(m);
+  stoker::python::RegisterPack(m);
+}

@@ -1,0 +1,271 @@
+"""End-to-end tests of the installed `stoker` CLI: pack, ls, stat, cat, info, verify."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import chunk_files, make_tree
+
+EXIT_ERROR, EXIT_CORRUPT = 1, 3
+
+
+@pytest.fixture
+def packed(tmp_path, tree, stoker_cli):
+    src, files = tree
+    dst = tmp_path / "ds"
+    proc = stoker_cli("pack", src, dst, "--chunk-size", "64KiB", "--json", check=True)
+    return dst, files, json.loads(proc.stdout)
+
+
+def write_tar(path: Path, members: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_pack_json_summary(packed):
+    dst, files, summary = packed
+    assert summary["version"] == 1
+    assert summary["files"] == summary["files_added"] == summary["samples"] == len(files)
+    assert summary["bytes"] == sum(map(len, files.values()))
+    assert summary["classes"] == 3
+    assert summary["chunks"] == summary["chunks_added"] == len(chunk_files(dst)) > 1
+
+
+def test_pack_human_summary_and_quiet(tmp_path, tree, stoker_cli):
+    src, files = tree
+    proc = stoker_cli("pack", src, tmp_path / "a", check=True)
+    assert f"packed {len(files)} files" in proc.stdout and "version 1" in proc.stdout
+    proc = stoker_cli("pack", "-q", src, tmp_path / "b", check=True)
+    assert proc.stdout == "" and proc.stderr == ""
+
+
+def test_ls(packed, stoker_cli):
+    dst, files, _ = packed
+    assert stoker_cli("ls", dst, check=True).stdout.split() == ["class00/", "class01/", "class02/"]
+    direct = sorted(p.split("/")[1] for p in files
+                    if p.startswith("class01/") and p.count("/") == 1)
+    listing = json.loads(stoker_cli("ls", dst, "class01", "--json", check=True).stdout)
+    assert listing[0] == {"name": "nested", "type": "dir", "size": 0}
+    assert [e["name"] for e in listing[1:]] == direct
+    assert all(e["type"] == "file" and e["size"] == len(files["class01/" + e["name"]])
+               for e in listing[1:])
+    long = stoker_cli("ls", "-l", dst, "class01", check=True).stdout.splitlines()
+    assert long[0].startswith("d ") and long[0].endswith("nested/")
+    assert any(line.split()[1] == str(len(files["class01/" + direct[0]])) for line in long)
+    missing = stoker_cli("ls", dst, "no/such/dir")
+    assert missing.returncode == EXIT_ERROR and "no/such/dir" in missing.stderr
+
+
+def test_stat_and_cat(packed, stoker_cli):
+    dst, files, _ = packed
+    for path in sorted(files)[::7]:
+        st = json.loads(stoker_cli("stat", dst, path, "--json", check=True).stdout)
+        assert st["path"] == path and st["size"] == len(files[path])
+        assert st["class"] == path.split("/")[0] and st["label"] == int(path[5:7])
+        assert stoker_cli("cat", dst, path, binary=True, check=True).stdout == files[path]
+    human = stoker_cli("stat", dst, "class02/f0002.jpg", check=True).stdout
+    assert "path:" in human and "class02/f0002.jpg" in human
+    d = json.loads(stoker_cli("stat", dst, "class00/nested", "--json", check=True).stdout)
+    assert d == {"path": "class00/nested", "type": "dir"}
+    for cmd in ("stat", "cat"):
+        proc = stoker_cli(cmd, dst, "class00/missing.jpg")
+        assert proc.returncode == EXIT_ERROR and "class00/missing.jpg" in proc.stderr
+
+
+def test_info(packed, stoker_cli):
+    dst, files, summary = packed
+    info = json.loads(stoker_cli("info", dst, "--json", check=True).stdout)
+    assert info["version"] == 1 and info["files"] == len(files) and info["classes"] == 3
+    assert info["bytes"] == sum(map(len, files.values()))
+    assert info["chunks"] == summary["chunks"]
+    assert info["chunk_bytes"] == sum(len(b) for b in chunk_files(dst).values())
+    assert info["labels"] == "from first-level directories"
+    human = stoker_cli("info", dst, check=True).stdout
+    assert "version    1" in human and f"files      {len(files)}" in human
+
+
+def test_verify_ok(packed, stoker_cli):
+    dst, files, summary = packed
+    report = json.loads(stoker_cli("verify", dst, "--json", check=True).stdout)
+    assert report["ok"] and report["files_checked"] == len(files)
+    assert report["chunks_checked"] == summary["chunks"]
+    assert report["corrupt_files"] == report["corrupt_chunks"] == report["problems"] == []
+    assert "checked: OK" in stoker_cli("verify", dst, check=True).stdout
+
+
+def test_verify_names_corrupt_file_and_chunk(packed, stoker_cli):
+    dst, files, _ = packed
+    victim = max(files, key=lambda p: len(files[p]))
+    st = json.loads(stoker_cli("stat", dst, victim, "--json", check=True).stdout)
+    chunk = f"chunks/{st['chunk']}.chunk"
+    with open(dst / chunk, "r+b") as f:  # flip one bit in the middle of the victim's bytes
+        f.seek(st["offset"] + st["size"] // 2)
+        b = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([b[0] ^ 0x01]))
+    proc = stoker_cli("verify", dst)
+    assert proc.returncode == EXIT_CORRUPT
+    assert f"CORRUPT file   {victim}" in proc.stdout and chunk in proc.stdout
+    assert any(line.startswith("CORRUPT chunk") and chunk in line
+               for line in proc.stdout.splitlines())
+    proc = stoker_cli("verify", dst, "--json")
+    assert proc.returncode == EXIT_CORRUPT
+    report = json.loads(proc.stdout)
+    assert not report["ok"]
+    assert [f.split(":")[0] for f in report["corrupt_files"]] == [victim]
+    assert any(chunk in f for f in report["corrupt_files"])
+    assert len(report["corrupt_chunks"]) == 1 and chunk in report["corrupt_chunks"][0]
+    # cat refuses to hand out the bad bytes.
+    cat = stoker_cli("cat", dst, victim, binary=True)
+    assert cat.returncode == EXIT_CORRUPT and cat.stdout == b""
+    assert victim.encode() in cat.stderr
+    # Other files are still served.
+    other = next(p for p in files if p != victim and files[p])
+    assert stoker_cli("cat", dst, other, binary=True, check=True).stdout == files[other]
+
+
+def assert_rejected(proc, name: str, dst: Path, before: dict | None = None):
+    assert proc.returncode == EXIT_ERROR, proc.stderr
+    assert name in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("stoker pack: ")
+    if before is None:
+        assert not (dst / "MANIFEST").exists()
+        assert chunk_files(dst) == {}
+    else:  # appending: the old version stays the current one, no chunk is added
+        assert (dst / "MANIFEST").read_bytes() == before["manifest"]
+        assert chunk_files(dst) == before["chunks"]
+
+
+def test_hostile_symlink_escaping_source(tmp_path, tree, stoker_cli):
+    src, _ = tree
+    (tmp_path / "outside.jpg").write_bytes(b"secret")
+    (src / "class01" / "escape.jpg").symlink_to(tmp_path / "outside.jpg")
+    proc = stoker_cli("pack", src, tmp_path / "ds")
+    assert_rejected(proc, "escape.jpg", tmp_path / "ds")
+    assert "escapes" in proc.stderr
+
+
+def test_hostile_fifo(tmp_path, tree, stoker_cli):
+    src, _ = tree
+    os.mkfifo(src / "class02" / "pipe.jpg")
+    proc = stoker_cli("pack", src, tmp_path / "ds", timeout=60)  # must not block on the FIFO
+    assert_rejected(proc, "pipe.jpg", tmp_path / "ds")
+    assert "FIFO" in proc.stderr
+
+
+@pytest.mark.parametrize("member", ["/etc/evil.jpg", "../evil.jpg", "a/../../evil.jpg"])
+def test_hostile_tar_member_names(tmp_path, stoker_cli, member):
+    shard = tmp_path / "shard.tar"
+    write_tar(shard, {"ok/x.jpg": b"fine", member: b"evil", "ok/y.jpg": b"fine"})
+    proc = stoker_cli("pack", shard, tmp_path / "ds")
+    assert_rejected(proc, member, tmp_path / "ds")
+    assert str(shard) in proc.stderr
+
+
+def test_duplicate_member_across_shards(tmp_path, stoker_cli):
+    write_tar(tmp_path / "0.tar", {"s/a.jpg": b"1" * 5000, "s/dup.jpg": b"first"})
+    write_tar(tmp_path / "1.tar", {"s/b.jpg": b"2", "s/dup.jpg": b"second"})
+    proc = stoker_cli("pack", tmp_path / "0.tar", tmp_path / "1.tar", tmp_path / "ds",
+                      "--chunk-size", "4KiB")
+    assert_rejected(proc, "s/dup.jpg", tmp_path / "ds")
+    assert "duplicate" in proc.stderr
+
+
+def test_append_duplicate_leaves_version(packed, tmp_path, stoker_cli):
+    dst, files, _ = packed
+    before = {"manifest": (dst / "MANIFEST").read_bytes(), "chunks": chunk_files(dst)}
+    src2 = tmp_path / "src2"
+    make_tree(src2, seed=7, classes=1, files_per_class=12, prefix="new-")
+    victim = sorted(files)[0]
+    (src2 / victim).parent.mkdir(parents=True, exist_ok=True)
+    (src2 / victim).write_bytes(b"again")
+    proc = stoker_cli("pack", "--append", "--chunk-size", "4KiB", src2, dst)
+    assert_rejected(proc, victim, dst, before)
+
+
+def test_pack_into_existing_dataset_refused(packed, tree, stoker_cli):
+    dst, _, _ = packed
+    manifest = (dst / "MANIFEST").read_bytes()
+    proc = stoker_cli("pack", tree[0], dst)
+    assert proc.returncode == EXIT_ERROR and "--append" in proc.stderr
+    assert (dst / "MANIFEST").read_bytes() == manifest
+
+
+def test_append_keeps_old_chunks_byte_identical(packed, tmp_path, stoker_cli):
+    dst, files, _ = packed
+    old_chunks = chunk_files(dst)
+    old_snapshot = (dst / "snapshots" / f"{1:016x}.snap").read_bytes()
+    src2 = tmp_path / "src2"
+    more = make_tree(src2, seed=77, classes=4, files_per_class=6, prefix="v2-")
+    summary = json.loads(stoker_cli("pack", "--append", "--json", "--chunk-size", "64KiB",
+                                    src2, dst, check=True).stdout)
+    assert summary["version"] == 2 and summary["files_added"] == len(more)
+    assert summary["files"] == len(files) + len(more)
+    new_chunks = chunk_files(dst)
+    assert {k: new_chunks[k] for k in old_chunks} == old_chunks
+    assert len(new_chunks) == len(old_chunks) + summary["chunks_added"]
+    assert (dst / "snapshots" / f"{1:016x}.snap").read_bytes() == old_snapshot
+    info = json.loads(stoker_cli("info", dst, "--json", check=True).stdout)
+    assert info["version"] == 2 and info["classes"] == 4
+    for path, data in [*files.items()][::9] + [*more.items()][::5]:
+        assert stoker_cli("cat", dst, path, binary=True, check=True).stdout == data
+    assert json.loads(stoker_cli("verify", dst, "--json", check=True).stdout)["ok"]
+
+
+def run_on_pty(argv: list[str]) -> tuple[int, str]:
+    """Runs argv with stderr on a pseudo-terminal; returns (exit code, what the terminal got)."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=follower)
+    finally:
+        os.close(follower)
+    out = b""
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    os.close(leader)
+    proc.stdout.read()
+    return proc.wait(timeout=120), out.decode(errors="replace")
+
+
+def test_progress_bar_only_on_a_tty(tmp_path, tree, stoker_exe, stoker_cli):
+    src, files = tree
+    rc, terminal = run_on_pty([stoker_exe, "pack", str(src), str(tmp_path / "a")])
+    assert rc == 0
+    assert "pack [" in terminal and f"/{len(files)} files" in terminal
+    assert terminal.endswith("\r\x1b[2K")  # the bar clears its line when done
+    rc, terminal = run_on_pty([stoker_exe, "verify", str(tmp_path / "a")])
+    assert rc == 0 and "verify [" in terminal and "chunks" in terminal
+    # Not a terminal, or --json / -q: no bar.
+    proc = stoker_cli("pack", src, tmp_path / "b", check=True)
+    assert proc.stderr == ""
+    assert stoker_cli("verify", tmp_path / "b", check=True).stderr == ""
+    for flag in ("--json", "-q"):
+        rc, terminal = run_on_pty([stoker_exe, "pack", flag, str(src), str(tmp_path / flag)])
+        assert rc == 0 and terminal == ""
+
+
+def test_usage_errors(tmp_path, stoker_cli):
+    assert stoker_cli("pack", tmp_path).returncode == 2  # SRC... DST: one path is not enough
+    assert stoker_cli("frobnicate").returncode == 2
+    proc = stoker_cli("pack", "--chunk-size", "big", tmp_path, tmp_path / "ds")
+    assert proc.returncode == 2 and "chunk-size" in proc.stderr
+    assert stoker_cli("--version", check=True).stdout.strip() == "stoker 0.1.0"
+    proc = stoker_cli("info", tmp_path / "nothing")
+    assert proc.returncode == EXIT_ERROR and "no MANIFEST" in proc.stderr

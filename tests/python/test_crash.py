@@ -1,0 +1,149 @@
+"""kill -9 the packer at random moments: a dataset shows the previous version or the complete new
+one, never a partial one, and packing again afterwards succeeds.
+
+`stoker pack` (fresh, and --append onto an existing version) runs on a tree that takes about a
+second to pack with small chunks (one fdatasync each); it is SIGKILLed after a random delay, or
+right after the new version's snapshot file or MANIFEST.tmp appears (inside the publish step:
+snapshot write and sync, MANIFEST.tmp write and sync, rename). The delays come from a fixed
+seed, so a failure can be replayed.
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import stoker
+from conftest import dataset_contents, make_tree
+
+CHUNK = "128KiB"
+RUNS_PER_MODE = 12  # per fresh / append; a third of them aimed at the publish step
+
+
+@pytest.fixture(scope="module")
+def big_tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("crash") / "big"
+    files = make_tree(root, seed=42, classes=8, files_per_class=320, min_size=1000,
+                      max_size=48_000, prefix="big-")
+    return root, files
+
+
+@pytest.fixture(scope="module")
+def base_dataset(tmp_path_factory, stoker_exe):
+    work = tmp_path_factory.mktemp("base")
+    files = make_tree(work / "src", seed=43, classes=3, files_per_class=10)
+    subprocess.run([stoker_exe, "pack", "-q", "--chunk-size", CHUNK, str(work / "src"),
+                    str(work / "ds")], check=True, timeout=120)
+    return work / "ds", files
+
+
+def observed_state(dst: Path, expected: dict) -> int | None:
+    """The version the dataset shows (None: no dataset), checked against `expected`
+    ({version or None: {path: bytes}}) byte for byte, and by stoker.verify."""
+    if not (dst / "MANIFEST").exists():
+        assert None in expected, f"{dst}: no dataset, expected one of {sorted(expected)}"
+        with pytest.raises(FileNotFoundError):
+            stoker.Dataset(str(dst))
+        return None
+    ds = stoker.Dataset(str(dst))
+    assert ds.version in expected, f"{dst}: version {ds.version}, expected one of {list(expected)}"
+    assert ds.num_files == len(expected[ds.version])
+    assert dataset_contents(ds) == expected[ds.version]
+    report = stoker.verify(str(dst))
+    assert report["ok"], report
+    return ds.version
+
+
+def pack_and_kill(argv: list[str], dst: Path, snapshot_name: str, rng: random.Random,
+                  mode: str, duration: float) -> int:
+    """Starts argv, SIGKILLs it per `mode`; returns its exit status (-9 if killed)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        if mode in ("snapshot", "manifest"):
+            # Poll until the publish step has begun (the new snapshot file, or MANIFEST.tmp,
+            # exists), then kill within a few milliseconds: before, during or after the rename.
+            marker = (dst / "snapshots" / snapshot_name if mode == "snapshot"
+                      else dst / "MANIFEST.tmp")
+            while proc.poll() is None and not marker.exists():
+                time.sleep(0.0002)
+            time.sleep(rng.uniform(0, 0.003))
+        else:
+            time.sleep(rng.uniform(0, 1.2 * duration) if mode == "random" else 0)
+        proc.send_signal(signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (0, -signal.SIGKILL), err
+    return proc.returncode
+
+
+def modes(rng: random.Random) -> list[str]:
+    out = ["immediate"] + ["snapshot", "manifest"] * (RUNS_PER_MODE // 6)
+    out += ["random"] * (RUNS_PER_MODE - len(out))
+    rng.shuffle(out)
+    return out
+
+
+def run_crash_series(tmp_path, stoker_exe, big_tree, *, base=None):
+    src, big_files = big_tree
+    rng = random.Random(20240601 if base is None else 20240602)
+    old_version = None if base is None else 1
+    old = {} if base is None else base[1]
+    new_version = 1 if base is None else 2
+    expected = {old_version: old, new_version: {**old, **big_files}}
+    snapshot_name = f"{new_version:016x}.snap"
+    argv = [stoker_exe, "pack", "-q", "--chunk-size", CHUNK]
+    if base is not None:
+        argv.append("--append")
+
+    def fresh_destination(name: str) -> Path:
+        dst = tmp_path / name
+        if base is not None:
+            shutil.copytree(base[0], dst)
+        return dst
+
+    # An uninterrupted run: the reference result, and how long a pack takes here.
+    dst = fresh_destination("reference")
+    start = time.monotonic()
+    subprocess.run(argv + [str(src), str(dst)], check=True, timeout=300)
+    duration = time.monotonic() - start
+    assert observed_state(dst, expected) == new_version
+
+    outcomes = {"previous": 0, "new": 0}
+    by_mode: dict[str, list[str]] = {}
+    for run, mode in enumerate(modes(rng)):
+        dst = fresh_destination(f"run{run}")
+        rc = pack_and_kill(argv + [str(src), str(dst)], dst, snapshot_name, rng, mode, duration)
+        context = f"run {run} ({mode}, exit {rc})"
+        version = observed_state(dst, expected)
+        if rc == 0:
+            assert version == new_version, context
+        by_mode.setdefault(mode, []).append("previous" if version == old_version else "new")
+        if version == old_version:
+            outcomes["previous"] += 1
+            # Packing again after the crash succeeds and publishes the next version exactly.
+            proc = subprocess.run(argv + [str(src), str(dst)], capture_output=True, text=True,
+                                  timeout=300)
+            assert proc.returncode == 0, f"{context}: re-run failed: {proc.stderr}"
+            assert observed_state(dst, expected) == new_version, context
+        else:
+            outcomes["new"] += 1
+        shutil.rmtree(dst)
+    print(f"pack takes {duration:.2f} s; outcome of each kill: {by_mode}")  # shown with -s / -rP
+    # The "immediate" run always dies before publishing.
+    assert outcomes["previous"] >= 1, outcomes
+
+
+def test_kill_fresh_pack(tmp_path, stoker_exe, big_tree):
+    run_crash_series(tmp_path, stoker_exe, big_tree)
+
+
+def test_kill_append(tmp_path, stoker_exe, big_tree, base_dataset):
+    run_crash_series(tmp_path, stoker_exe, big_tree, base=base_dataset)

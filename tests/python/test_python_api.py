@@ -1,0 +1,299 @@
+"""The Python API (stoker.Dataset, stoker.pack, stoker.verify) against generated trees."""
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import subprocess
+import sys
+import tarfile
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+import stoker
+from conftest import chunk_files, dataset_contents, make_tree
+
+
+def class_of(path: str) -> str:
+    return path.split("/", 1)[0]
+
+
+@pytest.fixture
+def packed(tmp_path, tree):
+    src, files = tree
+    dst = tmp_path / "ds"
+    summary = stoker.pack(str(src), str(dst), chunk_size="64KiB")
+    return dst, files, summary
+
+
+def flip_byte_of(dataset: Path, ds: stoker.Dataset, path: str) -> None:
+    st = ds.stat(path)
+    chunk = dataset / "chunks" / f"{st['chunk']:016x}.chunk"
+    with open(chunk, "r+b") as f:
+        f.seek(st["offset"] + st["size"] // 2)
+        b = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([b[0] ^ 0x40]))
+
+
+def test_round_trip(packed):
+    dst, files, summary = packed
+    assert summary["version"] == 1
+    assert summary["files"] == summary["files_added"] == len(files)
+    assert summary["bytes"] == sum(map(len, files.values()))
+    assert summary["chunks"] > 1  # small chunks: the data spans several chunk files
+    ds = stoker.Dataset(str(dst))
+    classes = sorted({class_of(p) for p in files})
+    assert ds.version == 1
+    assert ds.classes == classes
+    assert len(ds) == ds.num_files == ds.num_samples == len(files)
+    assert not ds.grouped
+    seen = {}
+    for i in range(len(ds)):
+        data, label, path = ds[i]
+        assert label == classes.index(class_of(path))
+        assert ds.find(path) == i
+        assert ds.read(path) == ds.read(i) == data
+        assert bytes(ds.read_buffer(path)) == data
+        st = ds.stat(i)
+        assert (st["path"], st["size"], st["index"], st["label"]) == (path, len(data), i, label)
+        assert st["class"] == class_of(path)
+        assert st == ds.stat(path)
+        seen[path] = data
+    assert seen == files
+    # Negative indices count from the end, like a list.
+    assert ds[-1] == ds[len(ds) - 1]
+    assert ds[-len(ds)] == ds[0]
+    assert ds.read(-1) == ds.read(ds.num_files - 1)
+
+
+def test_listdir(packed):
+    dst, files, _ = packed
+    ds = stoker.Dataset(str(dst))
+    assert ds.listdir() == sorted({class_of(p) for p in files})
+    expected = sorted(p.split("/")[1] for p in files
+                      if p.startswith("class00/") and p.count("/") == 1)
+    assert ds.listdir("class00") == ["nested"] + expected
+    assert ds.listdir("class00/nested") == sorted(
+        p.rsplit("/", 1)[1] for p in files if p.startswith("class00/nested/"))
+
+
+def test_read_buffer_is_zero_copy_view(packed):
+    dst, files, _ = packed
+    ds = stoker.Dataset(str(dst))
+    path = max(files, key=lambda p: len(files[p]))
+    view = ds.read_buffer(path)
+    assert isinstance(view, memoryview)
+    assert view.readonly and view.nbytes == len(files[path])
+    del ds  # the view owns its buffer, not the dataset
+    np = pytest.importorskip("numpy")
+    arr = np.frombuffer(view, dtype=np.uint8)
+    assert arr.tobytes() == files[path]
+
+
+def test_labels_none(tmp_path, tree):
+    src, files = tree
+    stoker.pack(str(src), str(tmp_path / "ds"), labels="none")
+    ds = stoker.Dataset(str(tmp_path / "ds"))
+    assert ds.classes == []
+    assert {ds[i][1] for i in range(len(ds))} == {-1}
+    assert ds.stat(0)["class"] is None
+
+
+def write_tar(path: Path, members: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_tar_shards_group_samples(tmp_path):
+    shard0 = {"s/a.jpg": b"A" * 100, "s/a.cls": b"3\n", "s/a.meta.json": b"{}",
+              "s/b.jpg": b"B" * 50, "s/b.cls": b"1"}
+    shard1 = {"s/c.jpg": b"C" * 7, "s/c.cls": b"0"}
+    write_tar(tmp_path / "0.tar", shard0)
+    write_tar(tmp_path / "1.tar", shard1)
+    summary = stoker.pack([str(tmp_path / "0.tar"), str(tmp_path / "1.tar")], str(tmp_path / "ds"))
+    assert summary["samples"] == 3 and summary["files"] == 7
+    ds = stoker.Dataset(str(tmp_path / "ds"))
+    assert ds.grouped and len(ds) == 3 and ds.num_files == 7
+    samples = {key: (members, label) for members, label, key in (ds[i] for i in range(len(ds)))}
+    assert samples == {
+        "s/a": ({"jpg": b"A" * 100, "cls": b"3\n", "meta.json": b"{}"}, 3),
+        "s/b": ({"jpg": b"B" * 50, "cls": b"1"}, 1),
+        "s/c": ({"jpg": b"C" * 7, "cls": b"0"}, 0),
+    }
+    assert sorted(ds.sample_files(0)) == sorted(f"s/a.{e}" for e in ("jpg", "cls", "meta.json"))
+
+
+def test_append_adds_version(tmp_path, packed):
+    dst, files, _ = packed
+    before = chunk_files(dst)
+    src2 = tmp_path / "src2"
+    more = make_tree(src2, seed=99, classes=4, files_per_class=5, prefix="new-")
+    summary = stoker.pack(str(src2), str(dst), chunk_size=65536, append=True)
+    assert summary["version"] == 2 and summary["files_added"] == len(more)
+    ds = stoker.Dataset(str(dst))
+    assert ds.version == 2
+    assert dataset_contents(ds) == {**files, **more}
+    after = chunk_files(dst)
+    assert {k: after[k] for k in before} == before  # old chunks untouched
+    assert stoker.verify(str(dst))["ok"]
+
+
+def test_errors(tmp_path, packed):
+    dst, files, _ = packed
+    ds = stoker.Dataset(str(dst))
+    n = len(ds)
+    for bad in (n, -n - 1, 2**40):
+        with pytest.raises(IndexError):
+            ds[bad]
+    with pytest.raises(IndexError):
+        ds.read(ds.num_files)
+    with pytest.raises(FileNotFoundError, match="no/such.jpg"):
+        ds.find("no/such.jpg")
+    with pytest.raises(FileNotFoundError):
+        ds.read("no/such.jpg")
+    with pytest.raises(FileNotFoundError):
+        ds.listdir("no-such-dir")
+    with pytest.raises(ValueError, match="not a directory"):
+        ds.listdir(next(iter(files)))
+    with pytest.raises(FileNotFoundError, match="no MANIFEST"):
+        stoker.Dataset(str(tmp_path / "nothing-here"))
+    with pytest.raises(FileExistsError, match="already holds a dataset"):
+        stoker.pack(str(tmp_path / "src"), str(dst))
+    with pytest.raises(ValueError, match="chunk_size"):
+        stoker.pack(str(tmp_path / "src"), str(tmp_path / "x"), chunk_size="lots")
+    with pytest.raises(ValueError, match="labels"):
+        stoker.pack(str(tmp_path / "src"), str(tmp_path / "x"), labels="maybe")
+    with pytest.raises(FileNotFoundError):
+        stoker.verify(str(tmp_path / "nothing-here"))
+
+
+def test_hostile_source_is_value_error(tmp_path, tree):
+    src, _ = tree
+    outside = tmp_path / "secret"
+    outside.write_bytes(b"x")
+    (src / "class00" / "link.jpg").symlink_to(outside)
+    with pytest.raises(ValueError, match="link.jpg"):
+        stoker.pack(str(src), str(tmp_path / "ds"))
+    assert not (tmp_path / "ds" / "MANIFEST").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+def test_permission_error(packed):
+    dst, _, _ = packed
+    ds = stoker.Dataset(str(dst))
+    for chunk in (dst / "chunks").iterdir():
+        chunk.chmod(0)
+    with pytest.raises(PermissionError):
+        ds.read(0)
+
+
+def test_corruption_error(packed):
+    dst, files, _ = packed
+    ds = stoker.Dataset(str(dst))
+    victim = next(p for p, d in files.items() if len(d) > 100)
+    flip_byte_of(dst, ds, victim)
+    fresh = stoker.Dataset(str(dst))
+    with pytest.raises(stoker.CorruptionError, match=victim) as info:
+        fresh.read(victim)
+    assert isinstance(info.value, OSError)
+    assert info.value.code == "Corruption"
+    with pytest.raises(stoker.CorruptionError):
+        fresh[fresh.find(victim)]
+    with pytest.raises(stoker.CorruptionError):
+        fresh.read_buffer(victim)
+    # Other files still read fine; verify names the victim.
+    other = next(p for p in files if p != victim)
+    assert fresh.read(other) == files[other]
+    report = stoker.verify(str(dst))
+    assert not report["ok"]
+    assert any(victim in f for f in report["corrupt_files"])
+
+
+def test_pickle_reopens_lazily(tmp_path, packed):
+    dst, files, _ = packed
+    ds = stoker.Dataset(str(dst))
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone.version == 1 and clone.uri == str(dst)
+    assert [clone[i] for i in range(len(clone))] == [ds[i] for i in range(len(ds))]
+    # A copy pickled before a new version was published refuses to serve it: its indices
+    # would name other samples.
+    stale = pickle.dumps(ds)
+    src2 = tmp_path / "src2"
+    make_tree(src2, seed=5, classes=1, files_per_class=3, prefix="later-")
+    stoker.pack(str(src2), str(dst), append=True)
+    with pytest.raises(ValueError, match="version 1"):
+        len(pickle.loads(stale))
+    assert ds.version == 1 and ds[0] == clone[0]  # open objects keep their version
+
+
+def test_concurrent_reads(packed):
+    dst, files, _ = packed
+    ds = stoker.Dataset(str(dst))
+    paths = sorted(files)
+    errors = []
+
+    def reader(offset):
+        try:
+            for k in range(len(paths)):
+                p = paths[(k + offset) % len(paths)]
+                assert ds.read(p) == files[p]
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(t * 7,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+GIL_PROBE = textwrap.dedent("""
+    import os, sys, threading
+    import stoker
+    dataset, fifo, dst2, src = sys.argv[1:]
+    results = {}
+    def run(name, fn):
+        try:
+            fn()
+            results[name] = "ok"
+        except OSError as e:
+            results[name] = type(e).__name__
+    # Both calls block in open() on the same FIFO until the other end is opened: the reader in
+    # ds.read (a chunk file replaced by the FIFO), the writer in pack (creating its first chunk
+    # file, a symlink to the FIFO). They can only meet if each releases the GIL while it waits.
+    # (A Dataset keeps its chunk files open: this one is dropped after the read, so the pack
+    # then fails on a broken pipe instead of filling it.)
+    a = threading.Thread(target=run, args=("read", lambda: stoker.Dataset(dataset).read(0)))
+    b = threading.Thread(target=run, args=("pack", lambda: stoker.pack(src, dst2)))
+    a.start(); b.start(); a.join(); b.join()
+    print(results["read"], results["pack"])
+""")
+
+
+def test_gil_released_while_blocked(tmp_path, packed):
+    dst, files, _ = packed
+    ds = stoker.Dataset(str(dst))
+    chunk_name = f"{ds.stat(0)['chunk']:016x}.chunk"
+    fifo = dst / "chunks" / chunk_name
+    fifo.unlink()
+    os.mkfifo(fifo)
+    dst2 = tmp_path / "ds2"
+    (dst2 / "chunks").mkdir(parents=True)
+    # A fresh pack's first chunk has the same name as the first dataset's first chunk.
+    (dst2 / "chunks" / chunk_name).symlink_to(fifo)
+    proc = subprocess.run(
+        [sys.executable, "-c", GIL_PROBE, str(dst), str(fifo), str(dst2), str(tmp_path / "src")],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # Both fail (a FIFO is no chunk file), but both returned: neither held the GIL while blocked.
+    read_result, pack_result = proc.stdout.split()
+    assert read_result != "ok" and pack_result != "ok"
+    assert not (dst2 / "MANIFEST").exists()
