@@ -1,0 +1,103 @@
+// The sampler: which sample each rank (and each worker of a rank) reads, in which order, in
+// every epoch. Modes (docs/sampler.md):
+//   sequential  storage order;
+//   full        a uniform random permutation of all samples;
+//   chunk       chunks in random order, grouped into windows of W chunks, samples shuffled
+//               within each window — large sequential reads, order still well mixed.
+//
+// Determinism: an epoch's order depends only on (seed, epoch, dataset version, mode, W, the
+// number of ranks the epoch was planned for) and uses stoker's own PRNG (Pcg32) and shuffle, so
+// it is identical on every machine and library version; golden-value tests pin it.
+//
+// Distribution: the epoch's global order G is consumed round-robin — position p goes to rank
+// p mod R — so after every rank has taken i samples exactly G[0, i·R) has been consumed. That
+// makes the resume state a single position, valid for any new R or worker count. In chunk mode G
+// is built by interleaving per-rank streams so that each rank reads whole chunks of its own.
+//
+// Epoch ends (DDP-safe): every rank yields the same count. With drop_last = false (default) the
+// last round is padded with samples from the start of G (each padded sample is one extra read,
+// reported in padded()); with drop_last = true the final N mod R samples are skipped (reported
+// in dropped()).
+//
+// Thread-safety: a Sampler is immutable after construction; methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker::loader {
+
+enum class ShuffleMode : uint8_t { kSequential = 0, kFull = 1, kChunk = 2 };
+
+std::string_view ShuffleModeName(ShuffleMode mode);
+Result<ShuffleMode> ParseShuffleMode(std::string_view name);
+
+struct SamplerOptions {
+  ShuffleMode mode = ShuffleMode::kChunk;
+  uint64_t seed = 0;
+  uint32_t window_chunks = 16;  // W, chunk mode only
+  bool drop_last = false;
+  Status Validate() const;
+};
+
+// Where a job is in an epoch: everything needed to continue it exactly, with any world size.
+struct SamplerState {
+  uint64_t epoch = 0;
+  uint64_t position = 0;          // samples of the epoch's global order already consumed
+  uint32_t planned_world_size = 1;  // the R the epoch's order was built for
+};
+
+class Sampler {
+ public:
+  // `sample_chunks[s]`: the chunk holding sample s (only used by chunk mode).
+  static Result<Sampler> Create(std::vector<uint32_t> sample_chunks, uint64_t dataset_version,
+                                const SamplerOptions& options);
+
+  uint32_t sample_count() const { return static_cast<uint32_t>(sample_chunks_.size()); }
+  const SamplerOptions& options() const { return options_; }
+
+  // The epoch's global order G (a permutation of all samples), planned for `world_size` ranks.
+  std::vector<uint32_t> GlobalOrder(uint64_t epoch, uint32_t world_size) const;
+
+  // What rank `rank` of `world_size` reads from `state` to the end of the epoch, in order.
+  // state.planned_world_size says how G was built; when it differs from world_size (an elastic
+  // resume) the rest of G is simply re-dealt round-robin over the new ranks.
+  struct RankPlan {
+    std::vector<uint32_t> samples;  // in reading order
+    uint64_t padded = 0;            // how many of them are repeats that fill the last round
+    uint64_t dropped = 0;           // samples of the epoch no rank reads (drop_last)
+  };
+  RankPlan PlanRank(const SamplerState& state, uint32_t world_size, uint32_t rank) const;
+
+  // The state after every rank of `world_size` has read `samples_per_rank` samples from `from`.
+  static SamplerState Advance(const SamplerState& from, uint32_t world_size,
+                              uint64_t samples_per_rank);
+
+ private:
+  Sampler(std::vector<uint32_t> sample_chunks, uint64_t dataset_version, SamplerOptions options)
+      : sample_chunks_(std::move(sample_chunks)), version_(dataset_version), options_(options) {}
+  std::vector<uint32_t> ChunkOrder(uint64_t epoch, uint32_t world_size) const;
+
+  std::vector<uint32_t> sample_chunks_;
+  uint64_t version_;
+  SamplerOptions options_;
+};
+
+// The seed of one epoch's generator: SplitMix64 over (seed, epoch, version, salt), specified in
+// docs/sampler.md so other implementations can reproduce an order.
+uint64_t EpochSeed(uint64_t seed, uint64_t epoch, uint64_t dataset_version, uint64_t salt);
+
+// Fisher–Yates (Durstenfeld, from the back) with Pcg32::Below: stoker's one shuffle.
+template <typename T, typename Rng>
+void Shuffle(std::span<T> items, Rng& rng) {
+  for (size_t i = items.size(); i > 1; --i) {
+    const size_t j = static_cast<size_t>(rng.Below(i));
+    std::swap(items[i - 1], items[j]);
+  }
+}
+
+}  // namespace stoker::loader
