@@ -26,6 +26,12 @@ struct Dataset::Impl {
     const std::string path = format::ChunkPath(snapshot->chunk(index).id);
     auto file = storage->OpenRead(path);
     if (!file) return Err(file.error());
+    // A chunk of another size (truncated, replaced) is corrupt for every file in it; reading
+    // past its end would otherwise surface as a retryable IOError.
+    if (const uint64_t want = snapshot->chunk(index).file_size; (*file)->Size() != want) {
+      return Err(Status::Corruption(fmt::format("{}: {} bytes, the snapshot says {}",
+                                                storage->Describe(path), (*file)->Size(), want)));
+    }
     std::shared_ptr<RandomAccessFile> shared = std::move(*file);
     chunks.emplace(index, shared);
     return shared;
@@ -103,7 +109,9 @@ Status Dataset::ReadFileInto(uint32_t file, std::span<std::byte> dst) const {
     return Status::InvalidArgument(
         fmt::format("buffer of {} bytes for {} ({} bytes)", dst.size(), FilePath(file), r.length));
   }
-  STOKER_ASSIGN_OR_RETURN(auto chunk, impl_->Chunk(r.chunk));
+  auto chunk_or = impl_->Chunk(r.chunk);
+  if (!chunk_or) return chunk_or.error().WithContext(fmt::format("reading {}", FilePath(file)));
+  const auto& chunk = *chunk_or;
   if (Status s = chunk->ReadAt(r.offset, dst); !s.ok()) {
     return s.WithContext(fmt::format("reading {}", FilePath(file)));
   }

@@ -1,5 +1,6 @@
 #include "dataset/verify.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -56,7 +57,8 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress) {
         buffer, {rec.id, rec.file_size, rec.data_crc32c, rec.entry_count}, name);
     if (!check.status.ok()) report.corrupt_chunks.push_back(check.status.message());
     // Each file: its bytes against its CRC, and its extent against the chunk's own index.
-    std::unordered_map<uint64_t, format::ChunkEntryRef> by_offset;
+    // A multimap: an empty file shares its offset with the file after it.
+    std::unordered_multimap<uint64_t, format::ChunkEntryRef> by_offset;
     for (const auto& e : check.entries) by_offset.emplace(e.offset, e);
     for (uint32_t f : files_of[c]) {
       ++report.files_checked;
@@ -73,9 +75,11 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress) {
             r.crc32c, actual));
         continue;
       }
-      auto it = by_offset.find(r.offset);
-      if (!check.entries.empty() &&
-          (it == by_offset.end() || it->second.length != r.length || it->second.crc32c != r.crc32c)) {
+      const auto [first, last] = by_offset.equal_range(r.offset);
+      const bool indexed = std::any_of(first, last, [&](const auto& kv) {
+        return kv.second.length == r.length && kv.second.crc32c == r.crc32c;
+      });
+      if (!check.entries.empty() && !indexed) {
         report.corrupt_files.push_back(fmt::format(
             "{}: does not match the index of {}", snap.FilePath(f), name));
       }

@@ -29,7 +29,10 @@ Result<T> ParseNumber(std::string_view s, int base, std::string_view what) {
   T value{};
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value, base);
   const bool leading_zero = base == 10 && s.size() > 1 && s[0] == '0';
-  if (ec != std::errc() || ptr != s.data() + s.size() || leading_zero || s.empty()) {
+  // Lowercase only: from_chars also takes 'A'-'F', and a flipped 0x20 bit in the final CRC line
+  // (covered by no CRC) would otherwise still parse to the same value.
+  const bool uppercase = base == 16 && s.find_first_of("ABCDEF") != std::string_view::npos;
+  if (ec != std::errc() || ptr != s.data() + s.size() || leading_zero || uppercase || s.empty()) {
     return Err(Status::Corruption(fmt::format("MANIFEST: bad {} '{}'", what, s.substr(0, 40))));
   }
   return value;
@@ -60,6 +63,12 @@ Result<Manifest> ParseManifest(std::string_view text) {
   Manifest m;
   STOKER_ASSIGN_OR_RETURN(auto format, TakeField(text, "stoker-manifest"));
   if (format != "1") {
+    // A newer format keeps the final CRC line; without a valid one this is a damaged line.
+    const auto last = all.rfind('\n', all.size() >= 2 ? all.size() - 2 : 0);
+    const std::string_view crc_line = last == std::string_view::npos ? "" : all.substr(last + 1);
+    const std::string expected =
+        fmt::format("manifest-crc32c {:08x}\n", crc32c::Value(all.substr(0, last + 1)));
+    if (crc_line != expected) return Err(Status::Corruption("MANIFEST: CRC32C mismatch"));
     return Err(Status::Unsupported(fmt::format("MANIFEST: format '{}' (this build reads 1)",
                                                format.substr(0, 20))));
   }

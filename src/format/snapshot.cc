@@ -36,12 +36,6 @@ Result<std::unique_ptr<Snapshot>> Snapshot::Open(std::shared_ptr<const FileBytes
   };
   if (size < kSnapshotHeaderSize + kSnapshotTrailerSize) return corrupt("too short");
   if (std::memcmp(p, kSnapshotMagic, sizeof(kSnapshotMagic)) != 0) return corrupt("bad magic");
-  const uint32_t version = coding::DecodeFixed<uint32_t>(p + header::kVersion);
-  if (version != kSnapshotVersion) {
-    return Err(Status::Unsupported(fmt::format(
-        "snapshot {}: format version {} (this build reads version {})", name, version,
-        kSnapshotVersion)));
-  }
   const char* trailer = p + size - kSnapshotTrailerSize;
   if (std::memcmp(trailer + 12, kSnapshotTrailerMagic, 4) != 0) {
     return corrupt("bad trailer magic (truncated?)");
@@ -50,6 +44,14 @@ Result<std::unique_ptr<Snapshot>> Snapshot::Open(std::shared_ptr<const FileBytes
   snap->crc32c_ = coding::DecodeFixed<uint32_t>(trailer + 8);
   if (options.verify_checksum && crc32c::Value(p, size - 8) != snap->crc32c_) {
     return corrupt("CRC32C mismatch");
+  }
+  // Checked after the CRC, so a flipped bit in this field reads as corruption, not as a newer
+  // format.
+  const uint32_t version = coding::DecodeFixed<uint32_t>(p + header::kVersion);
+  if (version != kSnapshotVersion) {
+    return Err(Status::Unsupported(fmt::format(
+        "snapshot {}: format version {} (this build reads version {})", name, version,
+        kSnapshotVersion)));
   }
   snap->flags_ = coding::DecodeFixed<uint32_t>(p + header::kFlags);
   snap->dataset_version_ = coding::DecodeFixed<uint64_t>(p + header::kDatasetVersion);

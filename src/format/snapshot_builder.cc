@@ -5,6 +5,7 @@
 #include <functional>
 #include <numeric>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -134,11 +135,14 @@ Result<std::string> BuildSnapshot(SnapshotSpec spec) {
   // sorted by name, so each directory's children and files are contiguous.
   std::unordered_map<std::string_view, std::vector<std::string_view>> children;  // by dir path
   std::unordered_map<std::string_view, std::vector<uint32_t>> files_in;          // entry indices
+  // Directories already attached to their parent. (Presence in `children` is not enough: a
+  // parent's entry is created by its first child before the parent itself is attached.)
+  std::unordered_set<std::string_view> attached;
   children[""];
   for (uint32_t i = 0; i < entries.size(); ++i) {
     std::string_view dir = ParentOf(entries[i].path);
     files_in[dir].push_back(i);
-    while (!children.contains(dir)) {
+    while (!dir.empty() && attached.insert(dir).second) {
       children[dir];
       children[ParentOf(dir)].push_back(dir);
       dir = ParentOf(dir);

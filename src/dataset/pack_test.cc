@@ -1,0 +1,427 @@
+// Packing beyond the plain round trip: tar shards (WebDataset), appending versions, and hostile
+// or mistaken input, which must fail with a clear error and leave the destination as it was.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "dataset/packer.h"
+#include "dataset/publish.h"
+#include "format/snapshot.h"
+#include "stoker/dataset.h"
+#include "storage/posix_storage.h"
+#include "testing/test_util.h"
+
+namespace stoker::dataset {
+namespace {
+
+namespace fs = std::filesystem;
+using test::AsString;
+using test::TarMember;
+
+// Every chunk file's bytes, by name.
+std::map<std::string, std::string> ChunkContents(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& name : test::ChunkFiles(dir)) {
+    out[name] = test::ReadFileToString(dir + "/chunks/" + name);
+  }
+  return out;
+}
+
+PackOptions Opts(uint64_t chunk_bytes, bool append = false) {
+  PackOptions options;
+  options.chunk_bytes = chunk_bytes;
+  options.append = append;
+  return options;
+}
+PackOptions Appending() { return Opts(PackOptions().chunk_bytes, true); }
+
+class PackTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<Storage> Dst() { return storage::NewPosixStorage(dst_.path()); }
+  std::string Manifest() { return test::ReadFileToString(dst_.Join("MANIFEST")); }
+
+  // Expects `result` to be InvalidArgument mentioning every string in `names`.
+  template <typename T>
+  void ExpectInvalid(const Result<T>& result, std::initializer_list<std::string_view> names) {
+    ASSERT_FALSE(result.has_value());
+    EXPECT_EQ(result.error().code(), StatusCode::kInvalidArgument) << result.error().ToString();
+    for (auto name : names) {
+      EXPECT_NE(result.error().message().find(name), std::string::npos)
+          << "'" << name << "' not in: " << result.error().message();
+    }
+  }
+
+  test::TempDir src_, dst_, tars_;
+};
+
+// ---- tar input ----
+
+TEST_F(PackTest, WebDatasetShardsBecomeLabelledSamples) {
+  const auto shard0 = test::RandomWdsSamples(1, 40, 7, "train/s0/");
+  const auto shard1 = test::RandomWdsSamples(2, 35, 7, "train/s1/");
+  test::WriteTar(tars_.Join("shard-000000.tar"), test::WdsMembers(shard0));
+  test::WriteTar(tars_.Join("shard-000001.tar"), test::WdsMembers(shard1));
+  auto summary = test::PackTars({tars_.Join("shard-000000.tar"), tars_.Join("shard-000001.tar")},
+                                *Dst(), Opts(16 << 10));
+  ASSERT_TRUE(summary.has_value()) << summary.error().ToString();
+  EXPECT_EQ(summary->samples, 75u);
+
+  auto ds = Dataset::Open(dst_.path());
+  ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
+  EXPECT_EQ((*ds)->sample_count(), 75u);
+  int max_label = 0;
+  std::map<std::string, const test::WdsSample*> by_key;
+  for (const auto* shard : {&shard0, &shard1}) {
+    for (const auto& s : *shard) {
+      by_key[s.key] = &s;
+      max_label = std::max(max_label, s.label);
+    }
+  }
+  EXPECT_EQ((*ds)->class_count(), static_cast<uint32_t>(max_label + 1));
+  uint64_t files = 0;
+  for (uint32_t sample = 0; sample < (*ds)->sample_count(); ++sample) {
+    const auto [first, count] = (*ds)->SampleFiles(sample);
+    const std::string first_path = (*ds)->FilePath(first);
+    const std::string key = first_path.substr(0, first_path.find('.'));
+    ASSERT_TRUE(by_key.contains(key)) << first_path;
+    const test::WdsSample& s = *by_key[key];
+    EXPECT_EQ(count, s.seg.empty() ? 3u : 4u) << key;
+    EXPECT_EQ((*ds)->SampleLabel(sample), s.label) << key;
+    const std::map<std::string, std::string> expected = {
+        {key + ".cls", std::to_string(s.label) + "\n"},
+        {key + ".jpg", s.jpg},
+        {key + ".json", s.json},
+        {key + ".seg.png", s.seg}};
+    for (uint32_t f = first; f < first + count; ++f) {
+      const std::string path = (*ds)->FilePath(f);
+      ASSERT_TRUE(expected.contains(path)) << path;
+      EXPECT_EQ((*ds)->Stat(f)->label, s.label);
+      EXPECT_TRUE(AsString((*ds)->ReadFile(f).value()) == expected.at(path)) << path;
+      ++files;
+    }
+    by_key.erase(key);
+  }
+  EXPECT_TRUE(by_key.empty());  // every sample seen exactly once
+  EXPECT_EQ(files, (*ds)->file_count());
+}
+
+TEST_F(PackTest, TarDotSlashPrefixesAndDirectoryMembers) {
+  test::WriteTar(tars_.Join("a.tar"), {test::Special(TarMember::Type::kDir, "./"),
+                                       test::Special(TarMember::Type::kDir, "./d/"),
+                                       test::File("./d/x.txt", "x"), test::File("./././y", "y")});
+  ASSERT_TRUE(test::PackTars({tars_.Join("a.tar")}, *Dst()).has_value());
+  auto ds = Dataset::Open(dst_.path()).value();
+  EXPECT_EQ(ds->file_count(), 2u);
+  EXPECT_EQ(AsString(ds->ReadFile(ds->Find("d/x.txt").value()).value()), "x");
+  EXPECT_EQ(AsString(ds->ReadFile(ds->Find("y").value()).value()), "y");
+}
+
+// ---- refusing to overwrite ----
+
+TEST_F(PackTest, FreshPackIntoAnUnrelatedDirectoryIsRefused) {
+  test::WriteTree(test::RandomTree(1, {.files = 5}), src_.path());
+  test::WriteStringToFile(dst_.Join("thesis.tex"), "precious");
+  auto result = test::PackDirectory(src_.path(), *Dst());
+  ASSERT_FALSE(result.has_value());
+  EXPECT_EQ(result.error().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(result.error().message().find("thesis.tex"), std::string::npos);
+  EXPECT_EQ(test::ReadFileToString(dst_.Join("thesis.tex")), "precious");
+  EXPECT_FALSE(fs::exists(dst_.Join("chunks")));
+  EXPECT_FALSE(fs::exists(dst_.Join("MANIFEST")));
+}
+
+TEST_F(PackTest, PackIntoAnExistingDatasetNeedsAppend) {
+  test::WriteTree(test::RandomTree(2, {.files = 5}), src_.path());
+  ASSERT_TRUE(test::PackDirectory(src_.path(), *Dst()).has_value());
+  const std::string manifest = Manifest();
+  const auto chunks = ChunkContents(dst_.path());
+  auto again = test::PackDirectory(src_.path(), *Dst());
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(again.error().message().find("append"), std::string::npos);
+  EXPECT_EQ(Manifest(), manifest);
+  EXPECT_EQ(ChunkContents(dst_.path()), chunks);
+}
+
+TEST_F(PackTest, AppendToNothingIsNotFound) {
+  test::WriteTree(test::RandomTree(3, {.files = 5}), src_.path());
+  auto result = test::PackDirectory(src_.path(), *Dst(), Appending());
+  ASSERT_FALSE(result.has_value());
+  EXPECT_EQ(result.error().code(), StatusCode::kNotFound);
+}
+
+// ---- append ----
+
+TEST_F(PackTest, AppendAddsAVersionReusingOldChunks) {
+  test::RandomTreeOptions options{
+      .files = 40, .dirs = 4, .max_file_bytes = 20000, .image_folder = true, .classes = 3};
+  test::Tree v1 = test::RandomTree(10, options);
+  test::WriteTree(v1, src_.path());
+  ASSERT_TRUE(test::PackDirectory(src_.path(), *Dst(), Opts(8192)).has_value());
+  const std::string v1_manifest_text = Manifest();
+  const auto v1_chunks = ChunkContents(dst_.path());
+  const std::vector<std::string> v1_classes = v1.Classes();
+
+  // v2: more files in an existing class and a new class that sorts before all others, so every
+  // ImageFolder label index shifts by one.
+  test::Tree added;
+  added.files["\x01new-class/one.jpg"] = test::RandomBytes(1, 5000);
+  added.files["\x01new-class/two.jpg"] = "";
+  added.files[v1_classes[1] + "/added.jpg"] = test::RandomBytes(2, 12000);
+  test::TempDir src2;
+  test::WriteTree(added, src2.path());
+  auto summary = test::PackDirectory(src2.path(), *Dst(), Opts(8192, true));
+  ASSERT_TRUE(summary.has_value()) << summary.error().ToString();
+  EXPECT_EQ(summary->version, 2u);
+  EXPECT_EQ(summary->files_added, 3u);
+  EXPECT_EQ(summary->files_total, v1.files.size() + 3);
+  EXPECT_EQ(summary->chunks_total, v1_chunks.size() + summary->chunks_added);
+  EXPECT_EQ(summary->classes, 4u);
+
+  // Old chunks untouched, new ones added.
+  const auto v2_chunks = ChunkContents(dst_.path());
+  EXPECT_EQ(v2_chunks.size(), v1_chunks.size() + summary->chunks_added);
+  for (const auto& [name, bytes] : v1_chunks) {
+    ASSERT_TRUE(v2_chunks.contains(name)) << name;
+    EXPECT_TRUE(v2_chunks.at(name) == bytes) << name;
+  }
+
+  test::Tree all = v1;
+  all.files.insert(added.files.begin(), added.files.end());
+  auto ds = Dataset::Open(dst_.path());
+  ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
+  EXPECT_EQ((*ds)->version(), 2u);
+  ASSERT_EQ((*ds)->file_count(), all.files.size());
+  ASSERT_EQ((*ds)->class_count(), 4u);
+  EXPECT_EQ((*ds)->ClassName(0), "\x01new-class");
+  for (const auto& [path, data] : all.files) {
+    const uint32_t f = (*ds)->Find(path).value();
+    EXPECT_EQ((*ds)->Stat(f)->label, all.ExpectedLabel(path)) << path;
+    EXPECT_TRUE(AsString((*ds)->ReadFile(f).value()) == data) << path;
+  }
+
+  // The previous version's snapshot is still there and readable, with its own labels.
+  auto v1_manifest = format::ParseManifest(v1_manifest_text);
+  ASSERT_TRUE(v1_manifest.has_value());
+  auto storage = Dst();
+  auto old = OpenSnapshot(*storage, *v1_manifest, true);
+  ASSERT_TRUE(old.has_value()) << old.error().ToString();
+  EXPECT_EQ((*old)->dataset_version(), 1u);
+  EXPECT_EQ((*old)->file_count(), v1.files.size());
+  for (const auto& [path, data] : v1.files) {
+    const auto f = (*old)->FindFile(path);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ((*old)->file(*f).label, v1.ExpectedLabel(path));
+  }
+}
+
+TEST_F(PackTest, AppendRejectsDuplicatesAndLeavesNoTrace) {
+  test::Tree v1 = test::RandomTree(11, {.files = 20});
+  test::WriteTree(v1, src_.path());
+  ASSERT_TRUE(test::PackDirectory(src_.path(), *Dst(), Opts(4096)).has_value());
+  const std::string manifest = Manifest();
+  const auto chunks = ChunkContents(dst_.path());
+
+  // New files that sort before the duplicate, so chunks are written before it is found.
+  test::Tree again;
+  again.files["\x01 first/new.bin"] = test::RandomBytes(5, 9000);
+  const std::string dup = std::prev(v1.files.end())->first;
+  again.files[dup] = "different contents";
+  test::TempDir src2;
+  test::WriteTree(again, src2.path());
+  auto result = test::PackDirectory(src2.path(), *Dst(), Opts(4096, true));
+  ExpectInvalid(result, {"duplicate path", dup});
+  EXPECT_EQ(Manifest(), manifest);
+  EXPECT_EQ(ChunkContents(dst_.path()), chunks);
+  EXPECT_EQ(test::ReadFileToString(dst_.Join("MANIFEST")), manifest);
+  EXPECT_EQ(Dataset::Open(dst_.path()).value()->version(), 1u);
+}
+
+TEST_F(PackTest, AppendTarsKeepsExplicitLabels) {
+  const auto a = test::RandomWdsSamples(3, 10, 4, "a/");
+  const auto b = test::RandomWdsSamples(4, 10, 9, "b/");
+  test::WriteTar(tars_.Join("a.tar"), test::WdsMembers(a));
+  test::WriteTar(tars_.Join("b.tar"), test::WdsMembers(b));
+  ASSERT_TRUE(test::PackTars({tars_.Join("a.tar")}, *Dst()).has_value());
+  auto summary = test::PackTars({tars_.Join("b.tar")}, *Dst(), Appending());
+  ASSERT_TRUE(summary.has_value()) << summary.error().ToString();
+  EXPECT_EQ(summary->samples, 20u);
+  auto ds = Dataset::Open(dst_.path()).value();
+  for (const auto* set : {&a, &b}) {
+    for (const auto& s : *set) {
+      EXPECT_EQ(ds->Stat(ds->Find(s.key + ".jpg").value())->label, s.label) << s.key;
+    }
+  }
+  // A directory tree cannot be appended to a tar dataset.
+  test::WriteTree(test::RandomTree(5, {.files = 3}), src_.path());
+  ExpectInvalid(test::PackDirectory(src_.path(), *Dst(), Appending()), {"tar"});
+}
+
+// ---- hostile directory trees ----
+
+class HostileTreeTest : public PackTest {
+ protected:
+  void SetUp() override {
+    // The destination already holds version 1; the hostile input comes as an append.
+    test::TempDir first;
+    test::WriteTree(test::RandomTree(20, {.files = 10}), first.path());
+    ASSERT_TRUE(test::PackDirectory(first.path(), *Dst(), Opts(4096)).has_value());
+    manifest_ = Manifest();
+    chunks_ = ChunkContents(dst_.path());
+    // A well-formed part of the hostile tree, sorting around the bad entry.
+    test::WriteTree(test::RandomTree(21, {.files = 15, .max_file_bytes = 9000}), src_.path());
+  }
+  void ExpectRejected(std::initializer_list<std::string_view> names) {
+    ExpectInvalid(test::PackDirectory(src_.path(), *Dst(), Opts(4096, true)), names);
+    EXPECT_EQ(Manifest(), manifest_);
+    EXPECT_EQ(ChunkContents(dst_.path()), chunks_);
+  }
+  std::string manifest_;
+  std::map<std::string, std::string> chunks_;
+};
+
+TEST_F(HostileTreeTest, SymlinkEscapingTheSource) {
+  test::TempDir outside;
+  test::WriteStringToFile(outside.Join("secret"), "secret");
+  ASSERT_EQ(::symlink(outside.Join("secret").c_str(), src_.Join("link").c_str()), 0);
+  ExpectRejected({"escapes", src_.Join("link")});
+}
+
+TEST_F(HostileTreeTest, RelativeSymlinkEscapingTheSource) {
+  fs::create_directories(src_.Join("sub"));
+  ASSERT_EQ(::symlink("../../../../../../../../etc/hostname", src_.Join("sub/h").c_str()), 0);
+  ExpectRejected({src_.Join("sub/h")});
+}
+
+TEST_F(HostileTreeTest, SymlinkToDevNull) {
+  ASSERT_EQ(::symlink("/dev/null", src_.Join("null").c_str()), 0);
+  ExpectRejected({"escapes", src_.Join("null")});
+}
+
+TEST_F(HostileTreeTest, SymlinkToADirectory) {
+  fs::create_directories(src_.Join("real/dir"));
+  test::WriteStringToFile(src_.Join("real/dir/f"), "f");
+  ASSERT_EQ(::symlink(src_.Join("real/dir").c_str(), src_.Join("dirlink").c_str()), 0);
+  ExpectRejected({"directory", src_.Join("dirlink")});
+}
+
+TEST_F(HostileTreeTest, DanglingSymlink) {
+  ASSERT_EQ(::symlink(src_.Join("nowhere").c_str(), src_.Join("dangling").c_str()), 0);
+  ExpectRejected({src_.Join("dangling")});
+}
+
+TEST_F(HostileTreeTest, Fifo) {
+  fs::create_directories(src_.Join("deep/er"));
+  ASSERT_EQ(::mkfifo(src_.Join("deep/er/pipe").c_str(), 0644), 0);
+  ExpectRejected({"FIFO", src_.Join("deep/er/pipe")});
+}
+
+TEST_F(PackTest, SymlinkToAFileInsideTheSourceIsPackedAsThatFile) {
+  test::WriteStringToFile(src_.Join("real.txt"), "the contents");
+  ASSERT_EQ(::symlink("real.txt", src_.Join("alias.txt").c_str()), 0);
+  ASSERT_TRUE(test::PackDirectory(src_.path(), *Dst()).has_value());
+  auto ds = Dataset::Open(dst_.path()).value();
+  EXPECT_EQ(AsString(ds->ReadFile(ds->Find("alias.txt").value()).value()), "the contents");
+  EXPECT_EQ(ds->file_count(), 2u);
+}
+
+// ---- hostile tar shards ----
+
+class HostileTarTest : public PackTest {
+ protected:
+  void SetUp() override {
+    test::WriteTar(tars_.Join("base.tar"),
+                   test::WdsMembers(test::RandomWdsSamples(30, 8, 3, "b/")));
+    ASSERT_TRUE(test::PackTars({tars_.Join("base.tar")}, *Dst(), Opts(4096)).has_value());
+    manifest_ = Manifest();
+    chunks_ = ChunkContents(dst_.path());
+  }
+  // Good members first (so chunk files get written before the bad member is met), then `bad`.
+  std::string Shard(const std::string& name, std::vector<TarMember> bad) {
+    auto members = test::WdsMembers(test::RandomWdsSamples(31, 12, 3, "good/"));
+    members.insert(members.end(), bad.begin(), bad.end());
+    test::WriteTar(tars_.Join(name), members);
+    return tars_.Join(name);
+  }
+  void ExpectRejected(std::vector<std::string> shards,
+                      std::initializer_list<std::string_view> names) {
+    ExpectInvalid(test::PackTars(std::move(shards), *Dst(), Opts(4096, true)), names);
+    EXPECT_EQ(Manifest(), manifest_);
+    EXPECT_EQ(ChunkContents(dst_.path()), chunks_);
+  }
+  std::string manifest_;
+  std::map<std::string, std::string> chunks_;
+};
+
+TEST_F(HostileTarTest, AbsoluteMember) {
+  const auto tar = Shard("abs.tar", {test::File("/etc/evil", "x")});
+  ExpectRejected({tar}, {tar, "/etc/evil"});
+}
+
+TEST_F(HostileTarTest, DotDotMember) {
+  const auto tar = Shard("dotdot.tar", {test::File("good/../../evil", "x")});
+  ExpectRejected({tar}, {tar, "good/../../evil"});
+}
+
+TEST_F(HostileTarTest, SymlinkMember) {
+  const auto tar =
+      Shard("symlink.tar", {test::Special(TarMember::Type::kSymlink, "l", "/etc/passwd")});
+  ExpectRejected({tar}, {tar, "symlink"});
+}
+
+TEST_F(HostileTarTest, HardlinkMember) {
+  const auto tar =
+      Shard("hardlink.tar", {test::Special(TarMember::Type::kHardlink, "h", "good/000000.jpg")});
+  ExpectRejected({tar}, {tar, "hard link"});
+}
+
+TEST_F(HostileTarTest, DeviceAndFifoMembers) {
+  const auto dev = Shard("dev.tar", {test::Special(TarMember::Type::kCharDevice, "null")});
+  ExpectRejected({dev}, {dev, "character device"});
+  const auto fifo = Shard("fifo.tar", {test::Special(TarMember::Type::kFifo, "pipe")});
+  ExpectRejected({fifo}, {fifo, "FIFO"});
+}
+
+TEST_F(HostileTarTest, DuplicateMemberAcrossShards) {
+  const auto one = Shard("one.tar", {test::File("dup/x.txt", "1")});
+  test::WriteTar(tars_.Join("two.tar"),
+                 {test::File("dup/a.txt", "a"), test::File("dup/x.txt", "2")});
+  ExpectRejected({one, tars_.Join("two.tar")}, {"duplicate path", "dup/x.txt"});
+}
+
+TEST_F(HostileTarTest, DuplicateOfAnExistingMember) {
+  const auto tar = Shard("again.tar", {test::File("b/000001.jpg", "x")});
+  ExpectRejected({tar}, {"duplicate path", "b/000001.jpg"});
+}
+
+TEST_F(HostileTarTest, TruncatedTar) {
+  const auto tar = Shard("trunc.tar", {test::File("big.bin", test::RandomBytes(1, 50000))});
+  const std::string bytes = test::ReadFileToString(tar);
+  // Cut inside the last member's data, and inside a header.
+  for (size_t cut : {bytes.size() - 1024 - 20000, bytes.size() - 1024 - 50000 - 300}) {
+    test::WriteStringToFile(tar, std::string_view(bytes).substr(0, cut));
+    ExpectRejected({tar}, {tar});
+  }
+}
+
+TEST_F(HostileTarTest, NotATar) {
+  test::WriteStringToFile(tars_.Join("garbage.tar"), test::RandomBytes(3, 5000));
+  ExpectRejected({tars_.Join("garbage.tar")}, {tars_.Join("garbage.tar")});
+}
+
+TEST_F(HostileTarTest, FreshPackLeavesNoChunkFiles) {
+  test::TempDir fresh;
+  const auto tar = Shard("abs2.tar", {test::File("/abs", "x")});
+  auto result = test::PackTars({tar}, *storage::NewPosixStorage(fresh.path()), Opts(4096));
+  ExpectInvalid(result, {tar, "/abs"});
+  EXPECT_FALSE(fs::exists(fresh.Join("MANIFEST")));
+  EXPECT_TRUE(test::ChunkFiles(fresh.path()).empty());
+  EXPECT_FALSE(fs::exists(fresh.Join("snapshots")) && !fs::is_empty(fresh.Join("snapshots")));
+}
+
+}  // namespace
+}  // namespace stoker::dataset

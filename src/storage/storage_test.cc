@@ -1,0 +1,347 @@
+// The same behaviour from every Storage: POSIX directories and the in-memory fake run the same
+// tests, so tests above storage can use the fake and trust it. Then FaultStorage's injection.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <functional>
+#include <memory>
+
+#include "storage/fault_storage.h"
+#include "storage/memory_storage.h"
+#include "storage/posix_storage.h"
+#include "testing/test_util.h"
+
+namespace stoker::storage {
+namespace {
+
+using test::AsBytes;
+
+std::string ReadAll(Storage& s, std::string_view path) {
+  auto file = s.OpenRead(path);
+  EXPECT_TRUE(file.has_value()) << file.error().ToString();
+  std::string out((*file)->Size(), '\0');
+  EXPECT_TRUE((*file)->ReadAt(0, {reinterpret_cast<std::byte*>(out.data()), out.size()}).ok());
+  return out;
+}
+
+void Write(Storage& s, std::string_view path, std::string_view contents) {
+  auto file = s.Create(path);
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  ASSERT_TRUE((*file)->Append(AsBytes(contents)).ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  ASSERT_TRUE((*file)->Close().ok());
+}
+
+struct Backend {
+  std::string name;
+  std::function<std::shared_ptr<Storage>(const std::string& dir)> make;
+};
+
+class StorageTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override { storage_ = GetParam().make(dir_.path()); }
+  test::TempDir dir_;
+  std::shared_ptr<Storage> storage_;
+};
+
+TEST_P(StorageTest, CreateAppendRead) {
+  Storage& s = *storage_;
+  auto file = s.Create("a.bin");
+  ASSERT_TRUE(file.has_value());
+  ASSERT_TRUE((*file)->Append(AsBytes("hello ")).ok());
+  ASSERT_TRUE((*file)->Append(AsBytes("")).ok());
+  ASSERT_TRUE((*file)->Append(AsBytes("world")).ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  ASSERT_TRUE((*file)->Close().ok());
+  EXPECT_EQ(ReadAll(s, "a.bin"), "hello world");
+
+  auto reader = s.OpenRead("a.bin");
+  ASSERT_TRUE(reader.has_value());
+  EXPECT_EQ((*reader)->Size(), 11u);
+  std::string part(5, '\0');
+  ASSERT_TRUE((*reader)->ReadAt(6, {reinterpret_cast<std::byte*>(part.data()), 5}).ok());
+  EXPECT_EQ(part, "world");
+  // Zero bytes at the very end is fine.
+  EXPECT_TRUE((*reader)->ReadAt(11, {}).ok());
+}
+
+TEST_P(StorageTest, CreateTruncatesAnExistingFile) {
+  Write(*storage_, "f", "long old contents");
+  Write(*storage_, "f", "new");
+  EXPECT_EQ(ReadAll(*storage_, "f"), "new");
+}
+
+TEST_P(StorageTest, ReadPastTheEndIsAnErrorNeverAShortSuccess) {
+  Write(*storage_, "f", "0123456789");
+  auto reader = storage_->OpenRead("f").value();
+  std::string buf(4, 'x');
+  auto span = std::span<std::byte>(reinterpret_cast<std::byte*>(buf.data()), buf.size());
+  EXPECT_TRUE(reader->ReadAt(6, span).ok());
+  EXPECT_EQ(buf, "6789");
+  for (uint64_t offset : {7ull, 10ull, 11ull, 1ull << 40, ~0ull}) {
+    const Status s = reader->ReadAt(offset, span);
+    EXPECT_FALSE(s.ok()) << offset;
+    EXPECT_EQ(s.code(), StatusCode::kIOError) << offset;
+  }
+  EXPECT_FALSE(reader->ReadAt(11, {}).ok());
+}
+
+TEST_P(StorageTest, MissingFilesAreNotFound) {
+  EXPECT_EQ(storage_->OpenRead("nope").error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(storage_->Map("nope").error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(storage_->Remove("nope").code(), StatusCode::kNotFound);
+  EXPECT_EQ(storage_->Rename("nope", "other").code(), StatusCode::kNotFound);
+  EXPECT_EQ(storage_->List("no/dir").error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(storage_->Create("no/dir/file").error().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StorageTest, RenameReplacesAtomically) {
+  Write(*storage_, "MANIFEST", "old");
+  Write(*storage_, "MANIFEST.tmp", "new");
+  ASSERT_TRUE(storage_->Rename("MANIFEST.tmp", "MANIFEST").ok());
+  EXPECT_EQ(ReadAll(*storage_, "MANIFEST"), "new");
+  EXPECT_FALSE(storage_->Exists("MANIFEST.tmp").value());
+  // A fresh name works too.
+  ASSERT_TRUE(storage_->Rename("MANIFEST", "other").ok());
+  EXPECT_EQ(ReadAll(*storage_, "other"), "new");
+  EXPECT_FALSE(storage_->Exists("MANIFEST").value());
+}
+
+TEST_P(StorageTest, DirectoriesListSortedAndExists) {
+  ASSERT_TRUE(storage_->CreateDirs("chunks/deep/er").ok());
+  ASSERT_TRUE(storage_->CreateDirs("chunks").ok());  // idempotent
+  ASSERT_TRUE(storage_->CreateDirs("snapshots").ok());
+  for (const char* name : {"c", "a", "b", "B", "é", "a.b"})
+    Write(*storage_, std::string("chunks/") + name, name);
+  Write(*storage_, "MANIFEST", "m");
+  EXPECT_EQ(storage_->List("chunks").value(),
+            (std::vector<std::string>{"B", "a", "a.b", "b", "c", "deep", "é"}));
+  EXPECT_EQ(storage_->List("").value(),
+            (std::vector<std::string>{"MANIFEST", "chunks", "snapshots"}));
+  EXPECT_EQ(storage_->List("snapshots").value(), std::vector<std::string>{});
+  EXPECT_EQ(storage_->List("chunks/deep").value(), std::vector<std::string>{"er"});
+  EXPECT_TRUE(storage_->Exists("chunks").value());
+  EXPECT_TRUE(storage_->Exists("chunks/a").value());
+  EXPECT_TRUE(storage_->Exists("chunks/deep/er").value());
+  EXPECT_FALSE(storage_->Exists("chunks/z").value());
+  EXPECT_FALSE(storage_->Exists("zz/top").value());
+  EXPECT_TRUE(storage_->SyncDir("chunks").ok());
+  EXPECT_TRUE(storage_->SyncDir("").ok());
+
+  ASSERT_TRUE(storage_->Remove("chunks/b").ok());
+  EXPECT_FALSE(storage_->Exists("chunks/b").value());
+  EXPECT_EQ(storage_->List("chunks").value().size(), 6u);
+}
+
+TEST_P(StorageTest, MapReturnsTheWholeFile) {
+  const std::string data = test::RandomBytes(4, 100000);
+  Write(*storage_, "big", data);
+  auto mapped = storage_->Map("big");
+  ASSERT_TRUE(mapped.has_value());
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>((*mapped)->bytes().data()),
+                             (*mapped)->bytes().size()),
+            data);
+  Write(*storage_, "empty", "");
+  auto empty = storage_->Map("empty");
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_TRUE((*empty)->bytes().empty());
+}
+
+TEST_P(StorageTest, DescribeNamesThePath) {
+  EXPECT_NE(storage_->Describe("chunks/x.chunk").find("chunks/x.chunk"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, StorageTest,
+    ::testing::Values(
+        Backend{"Posix", [](const std::string& dir) { return NewPosixStorage(dir + "/"); }},
+        Backend{"Memory", [](const std::string&) { return std::make_shared<MemoryStorage>(); }}),
+    [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
+
+TEST(PosixStorage, OpenStorageAcceptsPathsAndFileUris) {
+  test::TempDir dir;
+  auto plain = OpenStorage(dir.path());
+  ASSERT_TRUE(plain.has_value());
+  Write(**plain, "x", "via path");
+  auto uri = OpenStorage("file://" + dir.path());
+  ASSERT_TRUE(uri.has_value());
+  EXPECT_EQ(ReadAll(**uri, "x"), "via path");
+  EXPECT_EQ(test::ReadFileToString(dir.Join("x")), "via path");
+  EXPECT_EQ(OpenStorage("s3://bucket/x").error().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(OpenStorage("").error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MemoryStorage, TestHooksReplaceContentsForNewReaders) {
+  MemoryStorage s;
+  Write(s, "f", "original");
+  auto old_reader = s.OpenRead("f").value();
+  s.SetContents("f", "changed!");
+  EXPECT_EQ(s.GetContents("f").value(), "changed!");
+  EXPECT_EQ(ReadAll(s, "f"), "changed!");
+  std::string buf(8, '\0');
+  ASSERT_TRUE(old_reader->ReadAt(0, {reinterpret_cast<std::byte*>(buf.data()), 8}).ok());
+  EXPECT_EQ(buf, "original");
+  EXPECT_EQ(s.GetContents("missing").error().code(), StatusCode::kNotFound);
+}
+
+// ---- FaultStorage ----
+
+FaultOptions Options(const std::function<void(FaultOptions&)>& set) {
+  FaultOptions o;
+  set(o);
+  return o;
+}
+
+class FaultStorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = std::make_shared<MemoryStorage>();
+    ASSERT_TRUE(base_->CreateDirs("chunks").ok());
+    Write(*base_, "chunks/a", data_);
+    Write(*base_, "MANIFEST", "manifest");
+  }
+  // Outcome of `reads` 100-byte reads: 'e' error, 'f' flipped, '.' exact.
+  std::string Outcomes(FaultStorage& fs, int reads) {
+    auto file = fs.OpenRead("chunks/a").value();
+    std::string out;
+    std::string buf(100, '\0');
+    for (int i = 0; i < reads; ++i) {
+      const uint64_t offset = (i * 37) % (data_.size() - 100);
+      const Status s = file->ReadAt(offset, {reinterpret_cast<std::byte*>(buf.data()), 100});
+      if (!s.ok()) {
+        EXPECT_EQ(s.code(), StatusCode::kIOError);
+        out += 'e';
+        continue;
+      }
+      const std::string_view expected = std::string_view(data_).substr(offset, 100);
+      int bits = 0;
+      for (size_t k = 0; k < 100; ++k)
+        bits +=
+            std::popcount(static_cast<unsigned>(static_cast<unsigned char>(buf[k] ^ expected[k])));
+      EXPECT_LE(bits, 1);  // a flip changes exactly one bit
+      out += bits == 1 ? 'f' : '.';
+    }
+    return out;
+  }
+
+  std::shared_ptr<MemoryStorage> base_;
+  const std::string data_ = test::RandomBytes(11, 10000);
+};
+
+TEST_F(FaultStorageTest, NoFaultsByDefault) {
+  FaultStorage fs(base_, {});
+  EXPECT_EQ(Outcomes(fs, 1000), std::string(1000, '.'));
+  const auto c = fs.counters();
+  EXPECT_EQ(c.read_errors + c.short_reads + c.bit_flips + c.write_errors, 0u);
+}
+
+TEST_F(FaultStorageTest, ReadErrorsAtTheConfiguredRate) {
+  FaultStorage fs(base_, Options([](FaultOptions& o) {
+                    o.read_error_probability = 0.25;
+                    o.seed = 3;
+                  }));
+  const std::string out = Outcomes(fs, 4000);
+  const auto errors = std::count(out.begin(), out.end(), 'e');
+  EXPECT_EQ(static_cast<uint64_t>(errors), fs.counters().read_errors);
+  EXPECT_NEAR(errors, 1000, 120);
+  EXPECT_EQ(std::count(out.begin(), out.end(), 'f'), 0);
+}
+
+TEST_F(FaultStorageTest, ShortReadsAreErrors) {
+  FaultStorage fs(base_, Options([](FaultOptions& o) {
+                    o.short_read_probability = 0.5;
+                    o.seed = 4;
+                  }));
+  const std::string out = Outcomes(fs, 2000);
+  const auto errors = std::count(out.begin(), out.end(), 'e');
+  EXPECT_EQ(static_cast<uint64_t>(errors), fs.counters().short_reads);
+  EXPECT_NEAR(errors, 1000, 120);
+}
+
+TEST_F(FaultStorageTest, BitFlipsChangeExactlyOneBit) {
+  FaultStorage fs(base_, Options([](FaultOptions& o) {
+                    o.bit_flip_probability = 0.1;
+                    o.seed = 5;
+                  }));
+  const std::string out = Outcomes(fs, 5000);
+  const auto flips = std::count(out.begin(), out.end(), 'f');
+  EXPECT_EQ(static_cast<uint64_t>(flips), fs.counters().bit_flips);
+  EXPECT_NEAR(flips, 500, 90);
+  EXPECT_EQ(std::count(out.begin(), out.end(), 'e'), 0);
+}
+
+TEST_F(FaultStorageTest, SameSeedSameFaultsOtherSeedOtherFaults) {
+  const FaultOptions options = Options([](FaultOptions& o) {
+    o.read_error_probability = 0.1;
+    o.bit_flip_probability = 0.1;
+    o.seed = 9;
+  });
+  FaultStorage a(base_, options), b(base_, options);
+  FaultOptions other = options;
+  other.seed = 10;
+  FaultStorage c(base_, other);
+  const std::string out_a = Outcomes(a, 1000);
+  EXPECT_EQ(out_a, Outcomes(b, 1000));
+  EXPECT_NE(out_a, Outcomes(c, 1000));
+}
+
+TEST_F(FaultStorageTest, PathFilterLimitsFaults) {
+  FaultStorage fs(base_, Options([](FaultOptions& o) {
+                    o.path_filter = "chunks/";
+                    o.read_error_probability = 1.0;
+                  }));
+  EXPECT_EQ(Outcomes(fs, 10), std::string(10, 'e'));
+  auto manifest = fs.OpenRead("MANIFEST").value();
+  std::string buf(8, '\0');
+  EXPECT_TRUE(manifest->ReadAt(0, {reinterpret_cast<std::byte*>(buf.data()), 8}).ok());
+  EXPECT_TRUE(fs.Map("MANIFEST").has_value());
+  EXPECT_FALSE(fs.Map("chunks/a").has_value());
+}
+
+TEST_F(FaultStorageTest, MapFlipsOneBitOfACopy) {
+  FaultStorage fs(base_, Options([](FaultOptions& o) {
+                    o.bit_flip_probability = 1.0;
+                    o.seed = 6;
+                  }));
+  auto mapped = fs.Map("chunks/a").value();
+  ASSERT_EQ(mapped->bytes().size(), data_.size());
+  int bits = 0;
+  for (size_t k = 0; k < data_.size(); ++k) {
+    bits += std::popcount(static_cast<unsigned>(
+        static_cast<unsigned char>(static_cast<char>(mapped->bytes()[k]) ^ data_[k])));
+  }
+  EXPECT_EQ(bits, 1);
+  EXPECT_EQ(base_->GetContents("chunks/a").value(), data_);  // the stored bytes are untouched
+}
+
+TEST_F(FaultStorageTest, WriteErrorsAtTheConfiguredRate) {
+  FaultStorage fs(base_, Options([](FaultOptions& o) {
+                    o.write_error_probability = 0.2;
+                    o.seed = 7;
+                  }));
+  auto file = fs.Create("chunks/new").value();
+  int failed = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const Status s = file->Append(AsBytes("x"));
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), StatusCode::kIOError);
+      EXPECT_NE(s.message().find("chunks/new"), std::string::npos);
+      ++failed;
+    }
+  }
+  EXPECT_EQ(static_cast<uint64_t>(failed), fs.counters().write_errors);
+  EXPECT_NEAR(failed, 400, 70);
+  // Failed appends wrote nothing.
+  EXPECT_EQ(base_->GetContents("chunks/new").value().size(), static_cast<size_t>(2000 - failed));
+}
+
+TEST_F(FaultStorageTest, RenameCanFail) {
+  FaultStorage fs(base_, Options([](FaultOptions& o) { o.write_error_probability = 1.0; }));
+  Write(*base_, "MANIFEST.tmp", "new");
+  EXPECT_EQ(fs.Rename("MANIFEST.tmp", "MANIFEST").code(), StatusCode::kIOError);
+  EXPECT_EQ(base_->GetContents("MANIFEST").value(), "manifest");  // nothing happened
+}
+
+}  // namespace
+}  // namespace stoker::storage
