@@ -15,5 +15,6 @@ inline constexpr int kExitCorrupt = 3;  // verify found corruption
 void RegisterPack(CLI::App& app, int& exit_code);
 void RegisterInspect(CLI::App& app, int& exit_code);  // ls, stat, cat, info
 void RegisterVerify(CLI::App& app, int& exit_code);
+void RegisterShuffleReport(CLI::App& app, int& exit_code);
 
 }  // namespace stoker::cli

@@ -1,0 +1,84 @@
+#include "loader/shuffle_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+namespace stoker::loader {
+
+OrderMetrics MeasureOrder(const std::vector<uint32_t>& order, const std::vector<int32_t>& labels,
+                          const std::vector<uint32_t>& sample_chunks, uint32_t batch_size) {
+  OrderMetrics m;
+  const size_t n = order.size();
+  if (n == 0) return m;
+  const bool labelled = std::any_of(labels.begin(), labels.end(), [](int32_t l) { return l >= 0; });
+  if (labelled && batch_size > 0) {
+    double entropy_sum = 0, distinct_sum = 0;
+    size_t batches = 0;
+    std::unordered_map<int32_t, uint32_t> counts;
+    for (size_t b = 0; b < n; b += batch_size) {
+      counts.clear();
+      const size_t end = std::min(n, b + batch_size);
+      for (size_t i = b; i < end; ++i) ++counts[labels[order[i]]];
+      double entropy = 0;
+      for (const auto& [label, count] : counts) {
+        const double p = static_cast<double>(count) / static_cast<double>(end - b);
+        entropy -= p * std::log2(p);
+      }
+      entropy_sum += entropy;
+      distinct_sum += static_cast<double>(counts.size());
+      ++batches;
+    }
+    m.batch_label_entropy_bits = entropy_sum / static_cast<double>(batches);
+    m.batch_distinct_classes = distinct_sum / static_cast<double>(batches);
+  } else {
+    m.batch_label_entropy_bits = m.batch_distinct_classes = std::numeric_limits<double>::quiet_NaN();
+  }
+  // Spearman's rho between position and storage index: both are ranks 0..n-1 already.
+  double displacement = 0, d2 = 0;
+  size_t same_chunk = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(i) - static_cast<double>(order[i]);
+    displacement += std::abs(d);
+    d2 += d * d;
+    if (i > 0 && sample_chunks[order[i]] == sample_chunks[order[i - 1]]) ++same_chunk;
+  }
+  const double nn = static_cast<double>(n);
+  m.mean_displacement = displacement / nn / nn;
+  m.storage_order_correlation = n > 1 ? 1 - 6 * d2 / (nn * (nn * nn - 1)) : 1;
+  m.same_chunk_neighbours = n > 1 ? static_cast<double>(same_chunk) / (nn - 1) : 0;
+  return m;
+}
+
+Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labels,
+                                                const std::vector<uint32_t>& sample_chunks,
+                                                const std::vector<uint64_t>& chunk_bytes,
+                                                uint64_t dataset_version,
+                                                const ShuffleReportOptions& options) {
+  std::vector<OrderMetrics> rows;
+  auto add = [&](ShuffleMode mode, uint32_t window) -> Status {
+    SamplerOptions o;
+    o.mode = mode;
+    o.seed = options.seed;
+    o.window_chunks = window;
+    STOKER_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(sample_chunks, dataset_version, o));
+    OrderMetrics m = MeasureOrder(sampler.GlobalOrder(options.epoch, 1), labels, sample_chunks,
+                                  options.batch_size);
+    m.mode = mode;
+    m.window_chunks = mode == ShuffleMode::kChunk ? window : 0;
+    // Memory to hold one window: the W largest chunks (an upper bound for any window).
+    std::vector<uint64_t> sizes = chunk_bytes;
+    std::sort(sizes.rbegin(), sizes.rend());
+    const size_t held = mode == ShuffleMode::kChunk ? std::min<size_t>(window, sizes.size()) : 0;
+    for (size_t i = 0; i < held; ++i) m.window_bytes += sizes[i];
+    rows.push_back(m);
+    return Status::OK();
+  };
+  STOKER_RETURN_IF_ERROR(add(ShuffleMode::kSequential, 0));
+  STOKER_RETURN_IF_ERROR(add(ShuffleMode::kFull, 0));
+  for (uint32_t w : options.windows) STOKER_RETURN_IF_ERROR(add(ShuffleMode::kChunk, w));
+  return rows;
+}
+
+}  // namespace stoker::loader
