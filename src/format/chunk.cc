@@ -91,7 +91,9 @@ ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expecte
   const uint64_t data_length = coding::DecodeFixed<uint64_t>(footer + 16);
   const uint64_t index_size = uint64_t{entry_count} * kChunkIndexEntrySize;
   if (entry_count != expected.entry_count) return fail("entry count differs from the snapshot");
-  if (kChunkHeaderSize + data_length + index_size + kChunkFooterSize != size) {
+  // Compared by subtraction: a huge data_length would make the sum wrap around to `size`.
+  const uint64_t body_size = size - kChunkHeaderSize - kChunkFooterSize;
+  if (data_length > body_size || index_size != body_size - data_length) {
     return fail("footer lengths do not add up to the file size");
   }
   const char* index = p + kChunkHeaderSize + data_length;
