@@ -80,6 +80,10 @@ class Dataset {
   // Entries of a directory ("" for the root): subdirectories first, then files, each by name.
   Result<std::vector<DirEntry>> List(std::string_view dir) const;
 
+  // The open chunk file with index `chunk` (opened once, then shared): for readers that fetch
+  // large ranges themselves, like the read pipeline. Checks the file's size.
+  Result<std::shared_ptr<RandomAccessFile>> ChunkFile(uint32_t chunk) const;
+
   const format::Snapshot& snapshot() const;
   Storage& storage() const;
   const std::string& snapshot_path() const;

@@ -26,6 +26,9 @@ class RandomAccessFile {
   // Fills all of `dst` from `offset`. Reading past the end, or any short read, is an error:
   // a short read is never reported as success.
   virtual Status ReadAt(uint64_t offset, std::span<std::byte> dst) const = 0;
+  // The POSIX file descriptor behind this file, or -1: lets the read pipeline submit reads to
+  // io_uring directly. Storage that is not a local file keeps the default.
+  virtual int NativeFd() const { return -1; }
 };
 
 class WritableFile {

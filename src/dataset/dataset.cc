@@ -74,6 +74,12 @@ std::string_view Dataset::ClassName(uint32_t label) const {
   return impl_->snapshot->class_name(label);
 }
 const format::Snapshot& Dataset::snapshot() const { return *impl_->snapshot; }
+Result<std::shared_ptr<RandomAccessFile>> Dataset::ChunkFile(uint32_t chunk) const {
+  if (chunk >= impl_->snapshot->chunk_count()) {
+    return Err(Status::InvalidArgument(fmt::format("chunk index {} out of range", chunk)));
+  }
+  return impl_->Chunk(chunk);
+}
 Storage& Dataset::storage() const { return *impl_->storage; }
 const std::string& Dataset::snapshot_path() const { return impl_->snapshot_path; }
 

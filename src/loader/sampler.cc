@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
+#include "format/snapshot.h"
+#include "stoker/dataset.h"
 
 namespace stoker::loader {
 namespace {
@@ -179,6 +181,15 @@ Sampler::RankPlan Sampler::PlanRank(const SamplerState& state, uint32_t world_si
     }
   }
   return plan;
+}
+
+std::vector<uint32_t> SampleChunks(const Dataset& dataset) {
+  const format::Snapshot& snapshot = dataset.snapshot();
+  std::vector<uint32_t> chunks(snapshot.sample_count());
+  for (uint32_t s = 0; s < snapshot.sample_count(); ++s) {
+    chunks[s] = snapshot.file(snapshot.SampleFiles(s).first).chunk;
+  }
+  return chunks;
 }
 
 SamplerState Sampler::Advance(const SamplerState& from, uint32_t world_size,

@@ -29,6 +29,10 @@
 
 #include "stoker/status.h"
 
+namespace stoker {
+class Dataset;
+}
+
 namespace stoker::loader {
 
 enum class ShuffleMode : uint8_t { kSequential = 0, kFull = 1, kChunk = 2 };
@@ -86,6 +90,10 @@ class Sampler {
   uint64_t version_;
   SamplerOptions options_;
 };
+
+// The chunk holding each sample's first file, from the dataset's snapshot: the `sample_chunks`
+// input of Sampler::Create. O(samples), no I/O beyond the already-mapped snapshot.
+std::vector<uint32_t> SampleChunks(const Dataset& dataset);
 
 // The seed of one epoch's generator: SplitMix64 over (seed, epoch, version, salt), specified in
 // docs/sampler.md so other implementations can reproduce an order.

@@ -39,6 +39,7 @@ class PosixFile final : public RandomAccessFile {
   PosixFile(int fd, uint64_t size, std::string name) : fd_(fd), size_(size), name_(std::move(name)) {}
   ~PosixFile() override { ::close(fd_); }
   uint64_t Size() const override { return size_; }
+  int NativeFd() const override { return fd_; }
   Status ReadAt(uint64_t offset, std::span<std::byte> dst) const override {
     if (offset > size_ || dst.size() > size_ - offset) {
       return Status::IOError("read past the end of " + name_ + " (" + std::to_string(size_) +

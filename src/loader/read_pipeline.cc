@@ -1,0 +1,294 @@
+#include "loader/read_pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/crc32c.h"
+#include "format/chunk.h"
+#include "format/snapshot.h"
+
+namespace stoker::loader {
+namespace {
+
+// One file of one plan position, as it lies in a chunk.
+struct Extent {
+  uint64_t position;
+  uint32_t slot_file;  // index within the sample's files
+  uint32_t file;
+  uint32_t chunk;
+  uint64_t offset;
+  uint32_t length;
+  uint32_t crc32c;
+};
+
+struct Range {
+  uint32_t chunk;
+  uint64_t offset = 0, length = 0;
+  std::vector<Extent> extents;
+};
+
+// Sorts a segment's extents by place and merges neighbours into ranges.
+std::vector<Range> Coalesce(std::vector<Extent> extents, const ReadPipelineOptions& o) {
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
+    return std::tie(a.chunk, a.offset) < std::tie(b.chunk, b.offset);
+  });
+  std::vector<Range> ranges;
+  for (const Extent& e : extents) {
+    if (!ranges.empty()) {
+      Range& r = ranges.back();
+      const uint64_t end = r.offset + r.length;
+      const uint64_t new_end = std::max(end, e.offset + e.length);
+      if (r.chunk == e.chunk && e.offset <= end + o.max_gap_bytes &&
+          new_end - r.offset <= o.max_range_bytes) {
+        r.length = new_end - r.offset;
+        r.extents.push_back(e);
+        continue;
+      }
+    }
+    ranges.push_back({e.chunk, e.offset, e.length, {e}});
+  }
+  return ranges;
+}
+
+}  // namespace
+
+struct ReadPipeline::State {
+  std::shared_ptr<const Dataset> dataset;
+  std::vector<uint32_t> plan;
+  ReadPipelineOptions options;
+  std::unique_ptr<IoEngine> engine;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  struct Slot {
+    SampleData data;
+    uint32_t pending = 0;  // files not yet read
+  };
+  std::map<uint64_t, Slot> slots;  // scheduled and not yet delivered
+  uint64_t next_to_deliver = 0;
+  uint64_t bytes_held = 0;
+  uint64_t ranges_in_flight = 0;
+  bool scheduler_waiting_for_budget = false;
+  bool stop = false;
+  ReadPipelineStats stats;
+  std::weak_ptr<State> self_weak;  // for range buffers, which may outlive the pipeline
+  std::thread scheduler;
+
+  void Schedule();
+  void Complete(const Range& range, const std::shared_ptr<std::byte[]>& buffer, Status status);
+  // Marks the range's bytes as no longer held (runs when the last sample using them is gone).
+  static void Release(const std::weak_ptr<State>& weak, uint64_t bytes);
+};
+
+void ReadPipeline::State::Release(const std::weak_ptr<State>& weak, uint64_t bytes) {
+  if (auto self = weak.lock()) {
+    {
+      std::lock_guard lock(self->mu);
+      self->bytes_held -= bytes;
+    }
+    self->cv.notify_all();
+  }
+}
+
+void ReadPipeline::State::Schedule() {
+  const auto& snap = dataset->snapshot();
+  const uint64_t segment_bytes =
+      options.segment_bytes ? options.segment_bytes : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
+  uint64_t next = 0;
+  std::weak_ptr<State> weak;
+  {
+    std::lock_guard lock(mu);
+    weak = self_weak;
+  }
+  while (next < plan.size()) {
+    // One segment: consecutive plan positions worth up to segment_bytes (at least one sample).
+    std::vector<Extent> extents;
+    uint64_t bytes = 0;
+    const uint64_t first = next;
+    while (next < plan.size() && (next == first || bytes < segment_bytes)) {
+      const auto [file0, count] = snap.SampleFiles(plan[next]);
+      for (uint32_t k = 0; k < count; ++k) {
+        const format::FileRecord r = snap.file(file0 + k);
+        extents.push_back({next, k, file0 + k, r.chunk, r.offset, r.length, r.crc32c});
+        bytes += r.length;
+      }
+      ++next;
+    }
+    {
+      std::lock_guard lock(mu);
+      if (stop) return;
+      for (uint64_t p = first; p < next; ++p) {
+        Slot& slot = slots[p];
+        slot.data.position = p;
+        slot.data.sample = plan[p];
+        const auto [file0, count] = snap.SampleFiles(plan[p]);
+        slot.pending = count;
+        slot.data.files.resize(count);
+      }
+    }
+    for (Range& range : Coalesce(std::move(extents), options)) {
+      {
+        std::unique_lock lock(mu);
+        scheduler_waiting_for_budget = true;
+        cv.notify_all();
+        cv.wait(lock, [&] {
+          return stop || bytes_held == 0 ||
+                 bytes_held + range.length <= options.memory_budget_bytes;
+        });
+        scheduler_waiting_for_budget = false;
+        if (stop) return;
+        bytes_held += range.length;
+        stats.peak_bytes_held = std::max(stats.peak_bytes_held, bytes_held);
+        ++ranges_in_flight;
+      }
+      const uint64_t length = range.length;
+      // The buffer gives its bytes back to the budget when the last sample using it is gone.
+      std::shared_ptr<std::byte[]> buffer(new std::byte[length],
+                                          [weak, length](std::byte* p) {
+                                            delete[] p;
+                                            Release(weak, length);
+                                          });
+      auto file = dataset->ChunkFile(range.chunk);
+      if (!file) {
+        Complete(range, buffer, file.error());
+        continue;
+      }
+      auto shared_range = std::make_shared<Range>(std::move(range));
+      engine->Submit({std::move(*file), shared_range->offset,
+                      std::span<std::byte>(buffer.get(), length),
+                      [this, shared_range, buffer](Status s) {
+                        Complete(*shared_range, buffer, std::move(s));
+                      }});
+    }
+  }
+}
+
+void ReadPipeline::State::Complete(const Range& range, const std::shared_ptr<std::byte[]>& buffer,
+                                   Status status) {
+  const auto& snap = dataset->snapshot();
+  // Check CRCs outside the lock: this is the expensive part and runs on I/O threads.
+  std::vector<Status> results(range.extents.size());
+  for (size_t i = 0; i < range.extents.size(); ++i) {
+    const Extent& e = range.extents[i];
+    if (!status.ok()) {
+      results[i] = status.WithContext(fmt::format("reading {}", snap.FilePath(e.file)));
+      continue;
+    }
+    const uint32_t actual = crc32c::Value(buffer.get() + (e.offset - range.offset), e.length);
+    if (actual != e.crc32c) {
+      results[i] = Status::Corruption(fmt::format(
+          "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", snap.FilePath(e.file),
+          e.crc32c, actual, format::ChunkPath(snap.chunk(e.chunk).id)));
+    }
+  }
+  {
+    std::lock_guard lock(mu);
+    --ranges_in_flight;
+    ++stats.ranges;
+    if (status.ok()) stats.bytes_read += range.length;
+    for (size_t i = 0; i < range.extents.size(); ++i) {
+      const Extent& e = range.extents[i];
+      Slot& slot = slots[e.position];
+      slot.data.files[e.slot_file] = {
+          e.file, std::span<const std::byte>(buffer.get() + (e.offset - range.offset), e.length)};
+      if (slot.data.keepalive.empty() || slot.data.keepalive.back().get() != buffer.get()) {
+        slot.data.keepalive.push_back(std::shared_ptr<const void>(buffer, buffer.get()));
+      }
+      if (!results[i].ok() && slot.data.status.ok()) slot.data.status = std::move(results[i]);
+      --slot.pending;
+    }
+  }
+  cv.notify_all();
+}
+
+Status ReadPipelineOptions::Validate() const {
+  if (memory_budget_bytes == 0) return Status::InvalidArgument("memory budget must be positive");
+  if (max_range_bytes == 0) return Status::InvalidArgument("max range size must be positive");
+  if (io_depth == 0 || io_depth > 1024) return Status::InvalidArgument("io depth must be 1..1024");
+  return Status::OK();
+}
+
+ReadPipeline::ReadPipeline(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+Result<std::unique_ptr<ReadPipeline>> ReadPipeline::Start(std::shared_ptr<const Dataset> dataset,
+                                                          std::vector<uint32_t> plan,
+                                                          const ReadPipelineOptions& options) {
+  STOKER_RETURN_IF_ERROR(options.Validate());
+  for (uint32_t s : plan) {
+    if (s >= dataset->sample_count()) {
+      return Err(Status::InvalidArgument(fmt::format("plan names sample {} of {}", s,
+                                                     dataset->sample_count())));
+    }
+  }
+  auto state = std::make_shared<State>();
+  state->dataset = std::move(dataset);
+  state->plan = std::move(plan);
+  state->options = options;
+  STOKER_ASSIGN_OR_RETURN(state->engine, CreateIoEngine(options.engine, options.io_depth));
+  state->self_weak = state;
+  state->scheduler = std::thread([raw = state.get()] { raw->Schedule(); });
+  return std::unique_ptr<ReadPipeline>(new ReadPipeline(std::move(state)));
+}
+
+ReadPipeline::~ReadPipeline() {
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->cv.notify_all();
+  state_->scheduler.join();
+  state_->engine.reset();  // waits for reads in flight; their callbacks still see the state
+  std::lock_guard lock(state_->mu);
+  state_->slots.clear();   // buffers of undelivered samples go back now
+}
+
+Result<std::optional<SampleData>> ReadPipeline::Next() {
+  State& s = *state_;
+  std::unique_lock lock(s.mu);
+  if (s.next_to_deliver == s.plan.size()) return std::optional<SampleData>();
+  const uint64_t p = s.next_to_deliver;
+  auto ready = [&] {
+    auto it = s.slots.find(p);
+    return it != s.slots.end() && it->second.pending == 0;
+  };
+  if (!ready()) {
+    ++s.stats.consumer_waits;
+    const auto start = std::chrono::steady_clock::now();
+    bool stuck = false;
+    s.cv.wait(lock, [&] {
+      // Nothing is in flight and the scheduler waits for memory to read the rest of this
+      // sample's segment: the budget is held by samples the consumer has not released (a
+      // segment is at most half the budget), so waiting longer would wait forever.
+      stuck = s.scheduler_waiting_for_budget && s.ranges_in_flight == 0;
+      return ready() || stuck;
+    });
+    s.stats.consumer_wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (stuck && !ready()) {
+      return Err(Status::ResourceExhausted(fmt::format(
+          "read pipeline: the memory budget ({} bytes) is used up by samples still held by the "
+          "consumer; release them or raise the budget",
+          s.options.memory_budget_bytes)));
+    }
+  }
+  auto node = s.slots.extract(p);
+  ++s.next_to_deliver;
+  ++s.stats.samples;
+  for (const auto& f : node.mapped().data.files) s.stats.payload_bytes += f.bytes.size();
+  return std::optional<SampleData>(std::move(node.mapped().data));
+}
+
+ReadPipelineStats ReadPipeline::stats() const {
+  std::lock_guard lock(state_->mu);
+  return state_->stats;
+}
+
+std::string_view ReadPipeline::engine_name() const { return state_->engine->name(); }
+
+}  // namespace stoker::loader
