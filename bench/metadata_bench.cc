@@ -265,6 +265,27 @@ void BM_SnapshotFindFile(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// Snapshot::FindFiles over batches of 64 random existing paths (items = paths resolved).
+void BM_SnapshotFindFilesBatched(benchmark::State& state) {
+  const format::Snapshot& snapshot = g->dataset->snapshot();
+  constexpr size_t kBatch = 64;
+  std::vector<std::string_view> views(g->lookups.begin(), g->lookups.end());
+  std::vector<std::optional<uint32_t>> out(kBatch);
+  size_t i = state.thread_index() * (views.size() / state.threads()) / kBatch * kBatch;
+  uint64_t found = 0;
+  for (auto _ : state) {
+    if (i + kBatch > views.size()) i = 0;
+    snapshot.FindFiles(std::span(views).subspan(i, kBatch), out);
+    for (const auto& o : out) found += o.has_value();
+    benchmark::DoNotOptimize(out.data());
+    i += kBatch;
+  }
+  if (found != static_cast<uint64_t>(state.iterations()) * kBatch) {
+    state.SkipWithError("a batched lookup of an existing path failed");
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+
 // One ImageFolder-style lookup: stat() the path, open() and close() it (mode 1), or stat only
 // (mode 0). Relative to a directory fd, which spares the kernel the walk to the tree's root.
 bool FsLookup(const std::string& path, bool open_close) {
@@ -347,6 +368,8 @@ void RegisterAll() {
       ->Args({1, 0})->Unit(kMillisecond)->MinTime(2.0)->UseRealTime();
   benchmark::RegisterBenchmark("DatasetOpen/warm/no_crc", BM_DatasetOpen)
       ->Args({0, 0})->Unit(kMillisecond)->MinTime(2.0)->UseRealTime();
+  benchmark::RegisterBenchmark("SnapshotFindFiles/batch64", BM_SnapshotFindFilesBatched)
+      ->Threads(1)->Threads(2)->MinTime(3.0)->UseRealTime();
   benchmark::RegisterBenchmark("SnapshotFindFile/mmap", BM_SnapshotFindFile)
       ->Arg(0)->Threads(1)->Threads(2)->MinTime(3.0)->UseRealTime();
   benchmark::RegisterBenchmark("SnapshotFindFile/anon_4k", BM_SnapshotFindFile)

@@ -67,6 +67,10 @@ class Snapshot {
   // O(1) lookups by relative path ("a/b.jpg"; a leading or trailing '/' is ignored).
   std::optional<uint32_t> FindFile(std::string_view path) const;
   std::optional<uint32_t> FindDir(std::string_view path) const;
+  // FindFile for many paths at once (out[i] for paths[i]); several times the throughput of
+  // single lookups on large snapshots, because the cache misses of a group overlap.
+  void FindFiles(std::span<const std::string_view> paths,
+                 std::span<std::optional<uint32_t>> out) const;
 
  private:
   struct Counts {
@@ -79,7 +83,7 @@ class Snapshot {
   bool ValidString(uint32_t strref) const;
   template <typename T>
   T Load(Section section, uint64_t i) const;
-  std::optional<uint32_t> Probe(Section table, uint32_t slots, std::string_view path,
+  std::optional<uint32_t> Probe(Section table, uint32_t slots, std::string_view path, uint64_t hash,
                                 bool is_dir) const;
 
   std::shared_ptr<const FileBytes> bytes_;

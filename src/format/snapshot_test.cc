@@ -138,6 +138,29 @@ TEST(Snapshot, BuildAndReadBackRandomTrees) {
   }
 }
 
+TEST(Snapshot, BatchedLookupsAgreeWithSingleOnes) {
+  const test::Tree tree = test::RandomTree(9, {.files = 300, .dirs = 30});
+  const SnapshotSpec spec = SpecFor(PathsOf(tree));
+  std::string bytes;
+  auto snap = BuildAndOpen(spec, &bytes);
+  ASSERT_TRUE(snap);
+  std::vector<std::string> queries;
+  for (const auto& [path, data] : tree.files) {
+    queries.push_back(path);
+    queries.push_back(path + "x");       // absent
+    queries.push_back("/" + path + "/");  // slashes trimmed
+  }
+  queries.push_back("");
+  std::vector<std::string_view> views(queries.begin(), queries.end());
+  std::vector<std::optional<uint32_t>> out(views.size());
+  snap->FindFiles(views, out);
+  for (size_t i = 0; i < views.size(); ++i) {
+    EXPECT_EQ(out[i], snap->FindFile(views[i])) << views[i];
+  }
+  EXPECT_TRUE(out[0].has_value());
+  EXPECT_FALSE(out[1].has_value());
+}
+
 TEST(Snapshot, BuildIsDeterministicAndOrderIndependent) {
   const test::Tree tree = test::RandomTree(9);
   SnapshotSpec spec = SpecFor(PathsOf(tree));
