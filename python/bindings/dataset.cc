@@ -222,6 +222,14 @@ class PyDataset {
 
 }  // namespace
 
+const Dataset& UnwrapDataset(nb::handle obj) {
+  PyDataset* dataset = nullptr;
+  if (!nb::try_cast<PyDataset*>(obj, dataset) || dataset == nullptr) {
+    throw nb::type_error("expected a stoker.Dataset");
+  }
+  return dataset->Get();
+}
+
 void RegisterDataset(nb::module_& m) {
   nb::class_<PyDataset>(m, "Dataset",
                         "A packed dataset (one version), map-style: len(ds) samples, "

@@ -1,14 +1,16 @@
 // stoker._core: the C++ extension behind the `stoker` Python package. Thin: each component
-// registers its own bindings (errors.cc, dataset.cc, pack.cc).
+// registers its own bindings (errors.cc, dataset.cc, pack.cc, sampler.cc).
 #include <nanobind/nanobind.h>
 
 #include "dataset.h"
 #include "errors.h"
 #include "pack.h"
+#include "sampler.h"
 
 NB_MODULE(_core, m) {
-  m.doc() = "stoker C++ core: datasets, pack and verify";
+  m.doc() = "stoker C++ core: datasets, pack, verify and the sampler";
   stoker::python::RegisterErrors(m);
   stoker::python::RegisterDataset(m);
   stoker::python::RegisterPack(m);
+  stoker::python::RegisterSampler(m);
 }

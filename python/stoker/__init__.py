@@ -7,15 +7,40 @@
     ds.read("n01440764/x.JPEG"); ds.stat(0); ds.listdir("")
     report = stoker.verify("/data/train.stoker")        # report["ok"]
 
+    loader = stoker.Loader("/data/train.stoker", batch_size=256, shuffle="chunk",
+                           transform=decode, collate=collate)   # this rank's share
+    for batch in loader: ...                            # epochs 0, 1, ... (or set_epoch(e))
+    state = loader.state_dict(); loader.load_state_dict(state)  # exact, any world size
+
+    import stoker.torch                                 # torch.utils.data adapters
+    stoker.torch.StokerIterableDataset(uri, ...); stoker.torch.StokerMapDataset(uri)
+
+Loading: stoker.Loader iterates one rank's share of an epoch in the sampler's order
+(docs/sampler.md: shuffle "chunk", "full" or "sequential"); rank and world size default to
+torchrun's RANK and WORLD_SIZE. Its state_dict() is a position in the epoch's global order, so
+load_state_dict() continues exactly with any number of ranks. stoker.Sampler is the bare order
+(global_order, plan_rank). stoker.torch (imported on first use; `import stoker` does not import
+torch) wraps datasets for torch.utils.data.DataLoader with any number of workers.
+
 Errors: FileNotFoundError (no such file or dataset), ValueError (bad argument or hostile input),
 PermissionError, stoker.CorruptionError (an OSError: a checksum failed; the message names the file
-and chunk), OSError for other storage failures. Every call that reads or writes storage releases
-the GIL. Datasets pickle as (uri, version) and reopen lazily, so they can be handed to
-DataLoader worker processes.
+and chunk), OSError for other storage failures. Every call that reads or writes storage, and every
+sampler computation, releases the GIL. Datasets pickle as (uri, version) and reopen lazily, so they
+can be handed to DataLoader worker processes.
 """
 from __future__ import annotations
 
-from ._core import CorruptionError, Dataset, pack, verify
+import importlib
+
+from ._core import CorruptionError, Dataset, Sampler, pack, verify
+from .loader import Loader
 
 __version__ = "0.1.0"
-__all__ = ["CorruptionError", "Dataset", "pack", "verify", "__version__"]
+__all__ = ["CorruptionError", "Dataset", "Loader", "Sampler", "pack", "verify", "__version__"]
+
+
+def __getattr__(name: str):
+    # `stoker.torch` without an explicit import, still without importing torch up front.
+    if name == "torch":
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'stoker' has no attribute {name!r}")

@@ -1,0 +1,144 @@
+// stoker._core.Sampler: the C++ sampler (src/loader/sampler.h, docs/sampler.md) behind
+// stoker.Loader and stoker.torch. It only decides orders; reading stays with stoker.Dataset.
+//
+//   s = Sampler(ds, mode="chunk", seed=0, window=16, drop_last=False)
+//   g = s.global_order(epoch, world_size)                       # memoryview of uint32
+//   plan, padded, dropped = s.plan_rank(epoch, position, planned_world_size, world_size, rank)
+//
+// Orders come back as read-only uint32 memoryviews over C++-owned vectors: no per-element Python
+// objects for million-sample epochs, and np.asarray() views them without a copy (numpy is not a
+// dependency). Every computation runs with the GIL released.
+#include "sampler.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "dataset.h"
+#include "errors.h"
+#include "loader/sampler.h"
+#include "stoker/dataset.h"
+
+namespace nb = nanobind;
+
+namespace stoker::python {
+namespace {
+
+using loader::Sampler;
+using Order = nb::ndarray<nb::memview, const uint32_t, nb::ndim<1>>;
+
+// Hands `samples` to Python without copying: the memoryview owns the vector.
+Order ToMemoryview(std::vector<uint32_t>&& samples) {
+  auto* owned = new std::vector<uint32_t>(std::move(samples));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint32_t>*>(p); });
+  const size_t shape[1] = {owned->size()};
+  return {owned->data(), 1, shape, owner};
+}
+
+loader::SamplerOptions MakeOptions(const std::string& mode, uint64_t seed, uint32_t window,
+                                   bool drop_last) {
+  loader::SamplerOptions options;
+  options.mode = ValueOrThrow(loader::ParseShuffleMode(mode));
+  options.seed = seed;
+  options.window_chunks = window;
+  options.drop_last = drop_last;
+  return options;
+}
+
+Sampler CreateSampler(std::vector<uint32_t> sample_chunks, uint64_t version,
+                      const loader::SamplerOptions& options) {
+  Result<Sampler> sampler = Err(Status::Internal("unset"));
+  {
+    nb::gil_scoped_release release;
+    sampler = Sampler::Create(std::move(sample_chunks), version, options);
+  }
+  return ValueOrThrow(std::move(sampler));
+}
+
+void CheckWorld(uint32_t world_size, uint32_t rank) {
+  if (world_size == 0) ThrowStatus(Status::InvalidArgument("world_size must be at least 1"));
+  if (rank >= world_size) {
+    ThrowStatus(Status::InvalidArgument("rank " + std::to_string(rank) +
+                                        " out of range for world_size " +
+                                        std::to_string(world_size)));
+  }
+}
+
+}  // namespace
+
+void RegisterSampler(nb::module_& m) {
+  nb::class_<Sampler>(m, "Sampler",
+                      "Which samples each rank reads, in which order, every epoch "
+                      "(docs/sampler.md). Immutable; orders are uint32 memoryviews.")
+      .def("__init__",
+           [](Sampler* self, nb::handle dataset, const std::string& mode, uint64_t seed,
+              uint32_t window, bool drop_last) {
+             const loader::SamplerOptions options = MakeOptions(mode, seed, window, drop_last);
+             const Dataset& ds = UnwrapDataset(dataset);
+             std::vector<uint32_t> chunks;
+             {
+               nb::gil_scoped_release release;
+               chunks = loader::SampleChunks(ds);
+             }
+             new (self) Sampler(CreateSampler(std::move(chunks), ds.version(), options));
+           },
+           nb::arg("dataset"), nb::kw_only(), nb::arg("mode") = "chunk", nb::arg("seed") = 0,
+           nb::arg("window") = 16, nb::arg("drop_last") = false,
+           "A sampler over a stoker.Dataset's samples. mode: 'sequential', 'full' or 'chunk'; "
+           "window: chunks per shuffle window (chunk mode).")
+      .def_static("from_chunks",
+                  [](std::vector<uint32_t> sample_chunks, uint64_t dataset_version,
+                     const std::string& mode, uint64_t seed, uint32_t window, bool drop_last) {
+                    return CreateSampler(std::move(sample_chunks), dataset_version,
+                                         MakeOptions(mode, seed, window, drop_last));
+                  },
+                  nb::arg("sample_chunks"), nb::arg("dataset_version"), nb::kw_only(),
+                  nb::arg("mode") = "chunk", nb::arg("seed") = 0, nb::arg("window") = 16,
+                  nb::arg("drop_last") = false,
+                  "A sampler over synthetic samples: sample_chunks[s] is sample s's chunk.")
+      .def_prop_ro("num_samples", &Sampler::sample_count)
+      .def_prop_ro("mode", [](const Sampler& s) {
+        return std::string(loader::ShuffleModeName(s.options().mode));
+      })
+      .def_prop_ro("seed", [](const Sampler& s) { return s.options().seed; })
+      .def_prop_ro("window", [](const Sampler& s) { return s.options().window_chunks; })
+      .def_prop_ro("drop_last", [](const Sampler& s) { return s.options().drop_last; })
+      .def("global_order",
+           [](const Sampler& s, uint64_t epoch, uint32_t world_size) {
+             CheckWorld(world_size, 0);
+             std::vector<uint32_t> order;
+             {
+               nb::gil_scoped_release release;
+               order = s.GlobalOrder(epoch, world_size);
+             }
+             return ToMemoryview(std::move(order));
+           },
+           nb::arg("epoch"), nb::arg("world_size") = 1,
+           "The epoch's global order G, planned for world_size ranks: a permutation of "
+           "range(num_samples).")
+      .def("plan_rank",
+           [](const Sampler& s, uint64_t epoch, uint64_t position, uint32_t planned_world_size,
+              uint32_t world_size, uint32_t rank) {
+             CheckWorld(planned_world_size, 0);
+             CheckWorld(world_size, rank);
+             Sampler::RankPlan plan;
+             {
+               nb::gil_scoped_release release;
+               plan = s.PlanRank({epoch, position, planned_world_size}, world_size, rank);
+             }
+             return nb::make_tuple(ToMemoryview(std::move(plan.samples)), plan.padded,
+                                   plan.dropped);
+           },
+           nb::arg("epoch"), nb::arg("position"), nb::arg("planned_world_size"),
+           nb::arg("world_size"), nb::arg("rank"),
+           "What `rank` of `world_size` reads from `position` of the epoch's order (built for "
+           "planned_world_size ranks) to the epoch's end: (samples, padded, dropped).");
+}
+
+}  // namespace stoker::python

@@ -1,0 +1,351 @@
+"""stoker.Loader: an iterable, resumable, distributed loader over a packed dataset.
+
+    loader = stoker.Loader("/data/train.stoker", batch_size=256, shuffle="chunk", seed=0,
+                           transform=decode, collate=torch.utils.data.default_collate)
+    for epoch in range(start_epoch, epochs):
+        loader.set_epoch(epoch)            # optional: without it, epochs advance by themselves
+        for batch in loader:
+            ...
+            if step % 1000 == 0:
+                torch.save({"model": ..., "loader": loader.state_dict()}, path)
+    ...
+    loader.load_state_dict(checkpoint["loader"])   # on restart: continues exactly
+
+Order and distribution are decided by the C++ sampler (docs/sampler.md): each epoch has one
+global order G of all samples, and position p of G goes to rank p mod world_size. After every
+rank has yielded k samples of a pass that began at position P, exactly G[0, P + k*world_size)
+has been read, so the resume state is one number, valid for any new world size.
+
+The state is exact when every rank saves it at the same step (as data-parallel training does:
+all ranks run the same number of steps with the same batch size). Save rank 0's state and load
+it on every rank of the new job, which may have a different number of ranks: the rest of the
+epoch is dealt over the new ranks, and nothing is lost or read twice.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterator
+
+from ._core import Dataset, Sampler
+
+_MODES = ("sequential", "full", "chunk")
+# Keys of state_dict() that decide the epoch's order: a state is only meaningful for a loader
+# whose order is the same.
+_ORDER_KEYS = ("dataset_version", "num_samples", "shuffle", "seed", "window")
+
+
+def env_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """(rank, world_size): the arguments where given, else torchrun's RANK / WORLD_SIZE
+    environment variables, else (0, 1)."""
+    if world_size is None:
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if rank is None:
+        rank = int(os.environ.get("RANK", "0"))
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, not {world_size}")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} out of range for world_size {world_size}")
+    return rank, world_size
+
+
+def reopen_dataset(uri: str, version: int) -> Dataset:
+    """A stoker.Dataset for `uri` pinned to `version`, opened on first use: what unpickling a
+    Dataset gives, without a pickle round trip."""
+    ds = Dataset.__new__(Dataset)
+    ds.__setstate__((uri, version))
+    return ds
+
+
+def _identity(item):
+    return item
+
+
+class _Stream:
+    """What Loader and stoker.torch.StokerIterableDataset share: the options, the per-process
+    Dataset and Sampler, and the position in the epoch.
+
+    The state is (epoch, position, planned_world_size) — where the current (or next) pass over
+    this rank's share starts — plus `_yielded`, the samples yielded by this process since then.
+    """
+
+    def __init__(self, dataset: str | os.PathLike | Dataset, *, shuffle: str, seed: int,
+                 window: int, drop_last: bool, transform: Callable | None,
+                 rank: int | None, world_size: int | None) -> None:
+        if shuffle not in _MODES:
+            raise ValueError(f"shuffle must be one of {_MODES}, not {shuffle!r}")
+        if window < 1:
+            raise ValueError("window must hold at least one chunk")
+        self._rank, self._world_size = env_world(rank, world_size)
+        if isinstance(dataset, Dataset):
+            ds = dataset
+        else:
+            ds = Dataset(os.fspath(dataset))
+        # Opened once here, so a bad URI fails now and every worker and rank reads this version.
+        self._uri: str = ds.uri
+        self._version: int = ds.version
+        self._num_samples: int = len(ds)
+        self._shuffle, self._seed, self._window = shuffle, int(seed), int(window)
+        self._drop_last = bool(drop_last)
+        self._transform = transform
+        self._ds: Dataset | None = ds
+        self._sampler: Sampler | None = None
+        self._pid = os.getpid()
+        self._epoch = 0
+        self._position = 0
+        self._planned = self._world_size
+        self._yielded = 0
+        self._explicit_epoch = False
+        self._pass = 0  # bumped by every new pass, set_epoch and load_state_dict
+
+    # -- per-process handles ----------------------------------------------------------------
+
+    def _handles(self) -> tuple[Dataset, Sampler]:
+        """The Dataset and Sampler of this process: opened again after a fork (the parent's
+        handles are never shared) and after unpickling (spawn), pinned to the version."""
+        if self._pid != os.getpid() or self._ds is None:
+            self._ds = reopen_dataset(self._uri, self._version)
+            self._sampler = None
+            self._pid = os.getpid()
+        if self._sampler is None:
+            self._sampler = Sampler(self._ds, mode=self._shuffle, seed=self._seed,
+                                    window=self._window, drop_last=self._drop_last)
+        return self._ds, self._sampler
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Only the URI, version, options and position travel; handles reopen lazily.
+        state = self.__dict__.copy()
+        state["_ds"] = None
+        state["_sampler"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # -- epochs and state --------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        return self._world_size
+
+    @property
+    def dataset_version(self) -> int:
+        return self._version
+
+    def set_epoch(self, epoch: int) -> None:
+        """Reads epoch `epoch` next. A different epoch than the current one starts at its
+        beginning; the current one keeps its position (so set_epoch(e) after loading a state
+        saved in epoch e continues that epoch instead of restarting it)."""
+        epoch = int(epoch)
+        if epoch < 0:
+            raise ValueError("epoch must be >= 0")
+        self._commit()
+        if epoch != self._epoch:
+            self._epoch, self._position, self._planned = epoch, 0, self._world_size
+        self._explicit_epoch = True
+        self._pass += 1
+
+    def _consumed_position(self, consumed: int) -> int:
+        return min(self._num_samples, self._position + consumed * self._world_size)
+
+    def _commit(self) -> None:
+        """Folds the samples yielded so far into the position (a new pass continues there)."""
+        self._position = self._consumed_position(self._yielded)
+        self._yielded = 0
+
+    def _rank_count(self, position: int, world_size: int) -> int:
+        remaining = max(0, self._num_samples - position)
+        if self._drop_last:
+            return remaining // world_size
+        return -(-remaining // world_size)
+
+    def _rolls_over(self) -> bool:
+        """Whether the next pass starts the next epoch: nothing of this one is left for this
+        rank, and set_epoch did not ask for this epoch."""
+        return (not self._explicit_epoch and self._num_samples > 0 and
+                self._rank_count(self._position, self._world_size) == 0)
+
+    def _pass_samples(self) -> int:
+        """Samples this rank reads in the pass under way, or else in the next one."""
+        if self._yielded == 0 and self._rolls_over():
+            return self._rank_count(0, self._world_size)
+        return self._rank_count(self._position, self._world_size)
+
+    def _begin_pass(self) -> int:
+        """Commits the previous pass, starts the next epoch if nothing of this one is left for
+        this rank (unless set_epoch chose this epoch), and returns the new pass's token."""
+        self._commit()
+        if self._rolls_over():
+            self._epoch, self._position, self._planned = self._epoch + 1, 0, self._world_size
+        self._explicit_epoch = False
+        self._pass += 1
+        return self._pass
+
+    def _end_pass(self, token: int) -> None:
+        """A pass ran to its end: the next one reads the next epoch, planned for this world."""
+        if token == self._pass:
+            self._epoch, self._position, self._planned = self._epoch + 1, 0, self._world_size
+            self._yielded = 0
+
+    def _plan(self):
+        """This rank's samples from the current position to the end of the epoch (uint32
+        memoryview), plus the counts of padded and dropped samples."""
+        _, sampler = self._handles()
+        return sampler.plan_rank(self._epoch, self._position, self._planned, self._world_size,
+                                 self._rank)
+
+    def _state(self, consumed: int) -> dict[str, Any]:
+        return {
+            "epoch": self._epoch,
+            "position": self._consumed_position(consumed),
+            "planned_world_size": self._planned,
+            "samples_yielded": consumed,
+            "world_size": self._world_size,
+            "rank": self._rank,
+            "dataset_version": self._version,
+            "num_samples": self._num_samples,
+            "shuffle": self._shuffle,
+            "seed": self._seed,
+            "window": self._window,
+            "drop_last": self._drop_last,
+        }
+
+    def _load(self, state: dict[str, Any]) -> None:
+        for key in ("epoch", "position", "planned_world_size"):
+            if key not in state:
+                raise ValueError(f"not a stoker loader state: no '{key}'")
+        mine = self._state(0)
+        for key in _ORDER_KEYS:
+            if key in state and state[key] != mine[key] and not (
+                    key == "window" and self._shuffle != "chunk"):
+                raise ValueError(
+                    f"the state was saved with {key}={state[key]!r}, this loader has "
+                    f"{key}={mine[key]!r}: the epoch's order would differ, so the position "
+                    "would name other samples")
+        epoch, position, planned = (int(state["epoch"]), int(state["position"]),
+                                    int(state["planned_world_size"]))
+        if epoch < 0 or position < 0 or planned < 1:
+            raise ValueError(f"bad loader state: epoch={epoch} position={position} "
+                             f"planned_world_size={planned}")
+        self._epoch, self._position, self._planned = epoch, position, planned
+        self._yielded = 0
+        self._explicit_epoch = False
+        self._pass += 1
+
+
+class Loader(_Stream):
+    """Iterates one rank's share of a packed dataset, sample by sample or batch by batch.
+
+    Args:
+      uri_or_dataset: a path / file:// URI, or an open stoker.Dataset.
+      batch_size: None yields samples; an int yields collate(list of batch_size samples).
+      shuffle: "chunk" (default: chunks in random order, samples shuffled within windows of
+        `window` chunks — large sequential reads, well mixed), "full" (uniform permutation) or
+        "sequential" (storage order). See docs/sampler.md.
+      seed: the order of epoch e is a function of (seed, e, dataset version, options, the number
+        of ranks the epoch was planned for), identical on every machine.
+      window: chunks per shuffle window (chunk mode).
+      drop_last: skip the last N mod world_size samples of the epoch instead of padding the last
+        round with samples from its start (either way every rank yields the same count, so
+        distributed training never hangs on a short rank); with batch_size, also drop the last
+        incomplete batch.
+      transform: applied to each sample (bytes, label, path) — for tar-packed datasets
+        ({ext: bytes}, label, key) — before it is yielded or batched; default: the tuple itself.
+      collate: turns a list of transformed samples into a batch; default: the list.
+      rank, world_size: default torchrun's RANK and WORLD_SIZE environment variables, else 0, 1.
+
+    Epochs: a pass that runs to its end moves the loader to the next epoch, so plain
+    `for epoch ...: for batch in loader:` reads epochs 0, 1, 2, ... (what torchdata's
+    StatefulDataLoader users expect). set_epoch(e) chooses the epoch explicitly (what
+    DistributedSampler users do every epoch); calling it for the epoch the loader is already in
+    keeps its position, so it does not undo a resume. Leaving a loop early and iterating again
+    continues the epoch where it stopped. A state saved after a pass's last sample resumes with
+    the next epoch (unless set_epoch picks that finished epoch again, which then yields
+    nothing).
+
+    State: state_dict() is a plain dict — "epoch", "position" (samples of the epoch's global
+    order read, by all ranks together), "planned_world_size" (the world size the epoch's order
+    was built for), "samples_yielded" (by this rank in the current pass) and the options that
+    fix the order, which load_state_dict() checks. It is exact only when all ranks save at the
+    same step (as DDP does); load it into loaders with any world size.
+    """
+
+    def __init__(self, uri_or_dataset: str | os.PathLike | Dataset, *,
+                 batch_size: int | None = None, shuffle: str = "chunk", seed: int = 0,
+                 window: int = 16, drop_last: bool = False, transform: Callable | None = None,
+                 collate: Callable | None = None, rank: int | None = None,
+                 world_size: int | None = None) -> None:
+        if batch_size is not None and batch_size < 1:
+            raise ValueError("batch_size must be at least 1 (or None for single samples)")
+        super().__init__(uri_or_dataset, shuffle=shuffle, seed=seed, window=window,
+                         drop_last=drop_last, transform=transform, rank=rank,
+                         world_size=world_size)
+        self._batch_size = batch_size
+        self._collate = collate
+
+    @property
+    def batch_size(self) -> int | None:
+        return self._batch_size
+
+    @property
+    def dataset(self) -> Dataset:
+        return self._handles()[0]
+
+    def __len__(self) -> int:
+        """Samples (or batches, with batch_size) this rank yields in the current pass, or in the
+        next one when none is under way."""
+        samples = self._pass_samples()
+        if self._batch_size is None:
+            return samples
+        if self._drop_last:
+            return samples // self._batch_size
+        return -(-samples // self._batch_size)
+
+    def __iter__(self) -> Iterator[Any]:
+        token = self._begin_pass()
+        plan, _, _ = self._plan()
+        return self._generate(plan, token)
+
+    def _generate(self, plan, token: int) -> Iterator[Any]:
+        ds, _ = self._handles()
+        transform = self._transform or _identity
+        if self._batch_size is None:
+            for s in plan:
+                item = transform(ds[s])
+                if token == self._pass:
+                    self._yielded += 1
+                yield item
+        else:
+            size = self._batch_size
+            collate = self._collate or _identity
+            for begin in range(0, len(plan), size):
+                indices = plan[begin:begin + size]
+                if self._drop_last and len(indices) < size:
+                    break
+                batch = collate([transform(ds[s]) for s in indices])
+                if token == self._pass:
+                    self._yielded += len(indices)
+                yield batch
+        self._end_pass(token)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this loader is: see the class docstring. Plain ints, strs and bools."""
+        return self._state(self._yielded)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continues from `state` (from any world size): the next pass reads the rest of its
+        epoch. ValueError if the state belongs to a different order (dataset version, shuffle,
+        seed, window)."""
+        self._load(state)
+
+    def __repr__(self) -> str:
+        return (f"stoker.Loader('{self._uri}', version={self._version}, "
+                f"shuffle='{self._shuffle}', batch_size={self._batch_size}, "
+                f"rank={self._rank}, world_size={self._world_size}, epoch={self._epoch})")

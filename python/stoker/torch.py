@@ -1,0 +1,189 @@
+"""PyTorch adapters: stoker datasets for torch.utils.data.DataLoader.
+
+    import stoker.torch
+    ds = stoker.torch.StokerIterableDataset("/data/train.stoker", transform=decode)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=8)
+    for epoch in range(epochs):
+        ds.set_epoch(epoch)
+        for sample in loader: ...
+
+    # or map-style, with torch's own samplers:
+    ds = stoker.torch.StokerMapDataset("/data/train.stoker", transform=decode)
+    sampler = torch.utils.data.DistributedSampler(ds)
+    loader = torch.utils.data.DataLoader(ds, batch_size=256, sampler=sampler, num_workers=8)
+
+Both pickle as (URI, dataset version, options) and reopen the dataset lazily in each worker
+process, after fork or spawn, pinned to the version the main process opened. Importing this
+module imports torch; `import stoker` alone does not.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterator
+
+import torch.utils.data
+
+from .loader import _identity, _Stream, reopen_dataset
+from ._core import Dataset
+
+
+def _worker() -> tuple[int, int]:
+    """(worker id, number of workers) of this DataLoader worker process; (0, 1) outside one."""
+    info = torch.utils.data.get_worker_info()
+    return (0, 1) if info is None else (info.id, info.num_workers)
+
+
+class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
+    """This rank's share of a packed dataset, in stoker's order (docs/sampler.md), as a torch
+    IterableDataset. Yields transform((bytes, label, path)).
+
+    Options as for stoker.Loader: shuffle ("chunk", "full", "sequential"), seed, window,
+    drop_last, transform; rank and world_size default to torchrun's RANK and WORLD_SIZE.
+
+    Workers: with K DataLoader workers, worker k takes the rank's samples i with
+    (i // loader_batch_size) % K == k. With loader_batch_size=1 (default) that is i % K == k, so
+    DataLoader's round-robin over workers delivers exactly the rank's order when it fetches
+    single samples (batch_size=None or 1). When the DataLoader batches (batch_size=B), each batch
+    is made of one worker's samples, so with the default the batches hold the rank's samples
+    interleaved (batch j: samples of worker j mod K); pass loader_batch_size=B to have worker k
+    take whole batches k, k+K, ... instead, so batch j is exactly samples [jB, (j+1)B) of the
+    rank's order. Either way every sample of the rank's share arrives exactly once.
+
+    Epochs: call set_epoch(epoch) at the start of every epoch, as with DistributedSampler.
+    Worker processes read a copy of this object, so the main process learns of the epoch only
+    through set_epoch; with num_workers=0 (or persistent workers) a copy that finishes a pass
+    moves on to the next epoch by itself. set_epoch for the current epoch keeps a loaded
+    position. Do not combine persistent_workers=True with set_epoch: persistent workers keep
+    their own copies and never see it.
+
+    State: state_dict(samples_consumed) in the main process returns the rank-level state of
+    stoker.Loader (epoch, position, planned_world_size, ...): samples_consumed is how many
+    samples this rank has taken from the DataLoader in the current pass (e.g. steps x batch
+    size); it may be left out with num_workers=0, where this object counts them itself. It is
+    exact when those samples are a prefix of the rank's order (single-sample fetching, or
+    loader_batch_size equal to the DataLoader's batch_size) and all ranks save at the same step;
+    load_state_dict() then continues with any number of ranks and workers. Called inside a
+    worker (as torchdata's StatefulDataLoader does), state_dict() returns that worker's own
+    state, which load_state_dict() restores in the worker of the same id, number of workers,
+    rank and world size.
+    """
+
+    def __init__(self, uri: str | os.PathLike | Dataset, *, shuffle: str = "chunk",
+                 seed: int = 0, window: int = 16, drop_last: bool = False,
+                 transform: Callable | None = None, rank: int | None = None,
+                 world_size: int | None = None, loader_batch_size: int = 1) -> None:
+        if loader_batch_size < 1:
+            raise ValueError("loader_batch_size must be at least 1")
+        _Stream.__init__(self, uri, shuffle=shuffle, seed=seed, window=window,
+                         drop_last=drop_last, transform=transform, rank=rank,
+                         world_size=world_size)
+        self._block = int(loader_batch_size)
+        self._worker_skip = 0  # samples of its own share a worker skips (per-worker resume)
+
+    def __len__(self) -> int:
+        """Samples this rank yields in the current pass (all workers together)."""
+        return self._pass_samples()
+
+    def __iter__(self) -> Iterator[Any]:
+        worker, workers = _worker()
+        skip, self._worker_skip = self._worker_skip, 0
+        if torch.utils.data.get_worker_info() is not None:
+            # A (persistent) worker's count is not a rank position, and the main process may
+            # not have taken all it produced: a pass abandoned there restarts, as DataLoader's
+            # passes do, instead of continuing like the single-process case.
+            self._yielded = 0
+        token = self._begin_pass()
+        plan, _, _ = self._plan()
+        return self._generate(plan, worker, workers, skip, token)
+
+    def _generate(self, plan, worker: int, workers: int, skip: int,
+                  token: int) -> Iterator[Any]:
+        ds, _ = self._handles()
+        transform = self._transform or _identity
+        block = self._block
+        if token == self._pass:
+            self._yielded = skip  # a resumed worker's count includes what it read before
+        for begin in range(worker * block, len(plan), workers * block):
+            for s in plan[begin:begin + block]:
+                if skip > 0:
+                    skip -= 1
+                    continue
+                item = transform(ds[s])
+                if token == self._pass:
+                    self._yielded += 1
+                yield item
+        self._end_pass(token)
+
+    def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
+        """See the class docstring: rank-level in the main process, per-worker in a worker."""
+        worker, workers = _worker()
+        if workers > 1:
+            state = self._state(0)
+            state["samples_yielded"] = self._yielded
+            state["worker"] = {"id": worker, "num_workers": workers, "yielded": self._yielded,
+                               "loader_batch_size": self._block}
+            return state
+        consumed = self._yielded if samples_consumed is None else int(samples_consumed)
+        if consumed < 0:
+            raise ValueError("samples_consumed must be >= 0")
+        return self._state(consumed)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continues from `state`: a rank-level state with any number of ranks and workers, a
+        per-worker one in the matching worker (see the class docstring)."""
+        saved = state.get("worker")
+        self._load(state)
+        if saved is None:
+            return
+        worker, workers = _worker()
+        same = (saved["id"] == worker and saved["num_workers"] == workers and
+                saved["loader_batch_size"] == self._block and
+                state.get("rank") == self._rank and state.get("world_size") == self._world_size)
+        if not same:
+            raise ValueError(
+                f"this state is worker {saved['id']} of {saved['num_workers']}'s (rank "
+                f"{state.get('rank')} of {state.get('world_size')}); it can only be restored in "
+                "that same worker. For a different number of workers or ranks, save a "
+                "rank-level state in the main process: state_dict(samples_consumed=...)")
+        self._worker_skip = int(saved["yielded"])
+
+
+class StokerMapDataset(torch.utils.data.Dataset):
+    """A packed dataset as a map-style torch Dataset: len(ds) samples, ds[i] ->
+    transform((bytes, label, path)). For DataLoader with torch's samplers (DistributedSampler,
+    RandomSampler, ...). Opens the dataset now (pinning its version); workers reopen it lazily,
+    after fork or spawn."""
+
+    def __init__(self, uri: str | os.PathLike | Dataset,
+                 transform: Callable | None = None) -> None:
+        ds = uri if isinstance(uri, Dataset) else Dataset(os.fspath(uri))
+        self._uri: str = ds.uri
+        self._version: int = ds.version
+        self._len: int = len(ds)
+        self._transform = transform
+        self._ds: Dataset | None = ds
+        self._pid = os.getpid()
+
+    def _dataset(self) -> Dataset:
+        if self._ds is None or self._pid != os.getpid():
+            self._ds = reopen_dataset(self._uri, self._version)
+            self._pid = os.getpid()
+        return self._ds
+
+    @property
+    def dataset_version(self) -> int:
+        return self._version
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index: int) -> Any:
+        return (self._transform or _identity)(self._dataset()[int(index)])
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_ds"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)

@@ -1,0 +1,328 @@
+"""stoker.Loader and stoker.Sampler: order, distribution over ranks, epochs, exact elastic resume.
+
+Ranks are simulated by constructing one Loader per rank with rank/world_size. The dataset has
+77 samples in ~20 small chunks, so 2, 3 and 4 ranks do not divide it (padding and drop_last
+matter) and chunk mode has chunks to shuffle.
+"""
+from __future__ import annotations
+
+import io
+import itertools
+import pickle
+import random
+import tarfile
+from collections import Counter
+
+import pytest
+
+import stoker
+from conftest import make_tree
+
+MODES = ["sequential", "full", "chunk"]
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("loader")
+    make_tree(root / "src", seed=77, classes=7, files_per_class=11, max_size=4000)
+    stoker.pack(str(root / "src"), str(root / "ds"), chunk_size=8192)
+    return str(root / "ds")
+
+
+@pytest.fixture(scope="module")
+def ds(packed):
+    return stoker.Dataset(packed)
+
+
+@pytest.fixture(scope="module")
+def index_of(ds):
+    return {ds.sample_files(i)[0]: i for i in range(len(ds))}
+
+
+def path_of(item):
+    return item[2]
+
+
+def read(loader, index_of, steps=None):
+    """Sample indices the loader yields (all, or the first `steps` items), batches flattened."""
+    out = []
+    # islice takes exactly `steps` items, as a training loop that stops after `steps` does.
+    for item in itertools.islice(loader, steps):
+        out.extend(index_of[p] for p in (item if isinstance(item, list) else [item]))
+    return out
+
+
+def loaders(ds, world, **kwargs):
+    kwargs.setdefault("transform", path_of)
+    return [stoker.Loader(ds, rank=r, world_size=world, **kwargs) for r in range(world)]
+
+
+def check_covered(samples, n, drop_last, world, padded_expected=None):
+    """Every sample once, except that padding repeats some (drop_last=False) or the epoch's last
+    n mod world are skipped (drop_last=True)."""
+    counts = Counter(samples)
+    assert set(counts) <= set(range(n))
+    if drop_last:
+        assert max(counts.values()) == 1
+        assert len(counts) == n - n % world
+    else:
+        assert len(counts) == n, f"lost samples: {sorted(set(range(n)) - set(counts))}"
+        assert len(samples) - n == (padded_expected if padded_expected is not None
+                                    else -n % world)
+
+
+def test_sampler_orders_are_permutations(ds):
+    n = len(ds)
+    for mode in MODES:
+        s = stoker.Sampler(ds, mode=mode, seed=3, window=2)
+        assert (s.num_samples, s.mode, s.seed, s.window) == (n, mode, 3, 2)
+        for world in (1, 2, 3):
+            g = s.global_order(0, world)
+            assert g.format == "I" and sorted(g) == list(range(n))
+            for rank in range(world):
+                plan, padded, dropped = s.plan_rank(0, 0, world, world, rank)
+                expected = [g[q % n] for q in range(rank, n + (-n % world), world)]
+                # The last round's missing positions (n, n+1, ...) go to the highest ranks.
+                assert list(plan) == expected
+                assert padded == (1 if n % world and rank >= n % world else 0)
+                assert dropped == 0
+    assert list(stoker.Sampler(ds, mode="sequential").global_order(5)) == list(range(n))
+    with pytest.raises(ValueError, match="shuffle mode"):
+        stoker.Sampler(ds, mode="random")
+    with pytest.raises(ValueError, match="window"):
+        stoker.Sampler(ds, window=0)
+    with pytest.raises(ValueError, match="rank"):
+        stoker.Sampler(ds).plan_rank(0, 0, 1, 2, 2)
+    with pytest.raises(TypeError):
+        stoker.Sampler("not a dataset")
+
+
+def test_sampler_chunk_mode_reads_chunks_together(ds):
+    chunk = [ds.stat(ds.sample_files(i)[0])["chunk"] for i in range(len(ds))]
+    assert len(set(chunk)) >= 10
+    s = stoker.Sampler(ds, mode="chunk", seed=1, window=1)
+    for epoch in range(3):
+        order = [chunk[i] for i in s.global_order(epoch, 1)]
+        runs = [c for k, c in enumerate(order) if k == 0 or order[k - 1] != c]
+        assert len(runs) == len(set(order)), "window=1: each chunk's samples are contiguous"
+    # Chunk order differs between epochs.
+    firsts = {tuple(dict.fromkeys(chunk[i] for i in s.global_order(e, 1))) for e in range(4)}
+    assert len(firsts) > 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_every_sample_once_per_epoch(ds, index_of, mode, drop_last):
+    n = len(ds)
+    for world in (1, 2, 3):
+        per_rank = [read(l, index_of) for l in loaders(ds, world, shuffle=mode, seed=5,
+                                                         window=3, drop_last=drop_last)]
+        expected_count = n // world if drop_last else -(-n // world)
+        assert [len(p) for p in per_rank] == [expected_count] * world
+        check_covered([s for p in per_rank for s in p], n, drop_last, world)
+        g = stoker.Sampler(ds, mode=mode, seed=5, window=3).global_order(0, world)
+        for rank, got in enumerate(per_rank):  # rank r reads G[r::world]
+            assert got == [g[q % n] for q in range(rank, world * expected_count, world)]
+
+
+def test_determinism_and_epochs(ds, index_of):
+    n = len(ds)
+    a = read(stoker.Loader(ds, shuffle="full", seed=9, transform=path_of), index_of)
+    b = read(stoker.Loader(ds.uri, shuffle="full", seed=9, transform=path_of), index_of)
+    c = read(stoker.Loader(ds, shuffle="full", seed=10, transform=path_of), index_of)
+    assert a == b and a != c and sorted(a) == list(range(n))
+    seq = stoker.Loader(ds, shuffle="sequential", transform=path_of)
+    assert read(seq, index_of) == list(range(n)) == read(seq, index_of)
+
+    # A finished pass moves to the next epoch; set_epoch goes back.
+    for mode in ("full", "chunk"):
+        loader = stoker.Loader(ds, shuffle=mode, seed=2, transform=path_of)
+        e0 = read(loader, index_of)
+        assert loader.epoch == 1
+        e1 = read(loader, index_of)
+        assert loader.epoch == 2 and e0 != e1 and sorted(e0) == sorted(e1) == list(range(n))
+        loader.set_epoch(0)
+        assert read(loader, index_of) == e0
+        loader.set_epoch(1)
+        assert read(loader, index_of) == e1
+
+
+def test_batches_and_len(ds, index_of):
+    n = len(ds)
+    loader = stoker.Loader(ds, batch_size=10, shuffle="full", transform=path_of,
+                           rank=1, world_size=2)
+    assert len(loader) == 4  # 39 samples
+    batches = list(loader)
+    assert [len(b) for b in batches] == [10, 10, 10, 9] and all(isinstance(b, list)
+                                                                 for b in batches)
+    dropped = stoker.Loader(ds, batch_size=10, shuffle="full", drop_last=True, rank=1,
+                            world_size=2, collate=len)
+    assert len(dropped) == 3 and list(dropped) == [10, 10, 10]
+    single = stoker.Loader(ds, rank=2, world_size=3)
+    assert len(single) == 26
+    data, label, path = next(iter(single))
+    assert isinstance(data, bytes) and ds.read(path) == data and label >= 0
+    with pytest.raises(ValueError):
+        stoker.Loader(ds, batch_size=0)
+    with pytest.raises(ValueError):
+        stoker.Loader(ds, shuffle="nope")
+    assert len(stoker.Loader(ds, shuffle="sequential")) == n
+
+
+def test_env_defaults(ds, index_of, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    loader = stoker.Loader(ds)
+    assert (loader.rank, loader.world_size) == (0, 1)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    loader = stoker.Loader(ds, shuffle="full", seed=4, transform=path_of)
+    assert (loader.rank, loader.world_size) == (1, 3)
+    g = stoker.Sampler(ds, mode="full", seed=4).global_order(0, 3)
+    assert read(loader, index_of) == [g[q % len(ds)] for q in range(1, 78, 3)]
+    assert stoker.Loader(ds, rank=0).rank == 0  # arguments win over the environment
+    monkeypatch.setenv("RANK", "3")
+    with pytest.raises(ValueError, match="rank 3"):
+        stoker.Loader(ds)
+
+
+def run_elastic_epoch(ds, index_of, rng, mode, drop_last):
+    """Runs one epoch as a job that is stopped and resumed 0-3 times, each time with a random
+    number of ranks (1-4) that all stop after the same random number of steps; the next job's
+    loaders load rank 0's state. Returns every sample index read, the expected number of padded
+    repeats, and the last world size."""
+    n = len(ds)
+    state, seen, padded = None, [], 0
+    cuts = rng.randint(0, 3)
+    for segment in range(cuts + 1):
+        world = rng.randint(1, 4)
+        ranks = loaders(ds, world, shuffle=mode, seed=11, window=2, drop_last=drop_last)
+        if state is not None:
+            for l in ranks:
+                l.load_state_dict(state)
+        start = ranks[0].state_dict()["position"]
+        remaining = n - start
+        count = remaining // world if drop_last else -(-remaining // world)
+        if segment == cuts:  # the last job reads to the end of the epoch
+            if count == 0:  # nothing this world can read: iterating would start epoch 1
+                return seen, padded, world
+            got = [read(l, index_of) for l in ranks]
+            assert [len(g) for g in got] == [count] * world
+            assert all(l.epoch == 1 for l in ranks)
+            seen += [s for g in got for s in g]
+            padded += count * world - remaining
+            return seen, padded, world
+        steps = rng.randint(0, max(0, count - 1))  # stop before the end of the epoch
+        got = [read(l, index_of, steps) for l in ranks]
+        states = [l.state_dict() for l in ranks]
+        assert len({(s["epoch"], s["position"], s["planned_world_size"]) for s in states}) == 1
+        state = states[0]
+        assert (state["epoch"], state["position"], state["samples_yielded"]) == (
+            0, start + steps * world, steps)
+        seen += [s for g in got for s in g]
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_elastic_resume_random_cuts(ds, index_of, mode):
+    rng = random.Random(MODES.index(mode))
+    n = len(ds)
+    for trial in range(40):
+        drop_last = trial % 3 == 2
+        seen, padded, last_world = run_elastic_epoch(ds, index_of, rng, mode, drop_last)
+        counts = Counter(seen)
+        if drop_last:
+            assert max(counts.values()) == 1, trial
+            assert n - len(counts) < last_world, trial  # only the final round's tail
+        else:
+            assert len(counts) == n, (trial, sorted(set(range(n)) - set(counts)))
+            assert len(seen) - n == padded, trial
+
+
+def test_resume_with_batches_and_order(ds, index_of):
+    # R=2 reads 3 batches of 4 per rank, R'=3 finishes: the concatenation is exactly G(R=2)'s
+    # prefix followed by the rest of G dealt over 3 ranks.
+    n = len(ds)
+    first = loaders(ds, 2, shuffle="chunk", seed=1, batch_size=4)
+    before = [read(l, index_of, 3) for l in first]
+    state = first[0].state_dict()
+    assert state["position"] == 24 and state["planned_world_size"] == 2
+    g = stoker.Sampler(ds, mode="chunk", seed=1).global_order(0, 2)
+    assert sorted(before[0] + before[1]) == sorted(g[:24])
+    second = loaders(ds, 3, shuffle="chunk", seed=1, batch_size=4)
+    for l in second:
+        l.load_state_dict(pickle.loads(pickle.dumps(state)))
+    after = [read(l, index_of) for l in second]
+    for r in range(3):
+        assert after[r] == [g[q % n] for q in range(24 + r, 24 + 3 * 18, 3)]
+    # The next epoch is planned for the new world size.
+    assert second[0].state_dict()["epoch"] == 1
+    assert second[0].state_dict()["planned_world_size"] == 3
+
+
+def test_resume_at_epoch_end_and_set_epoch(ds, index_of):
+    n = len(ds)
+    loader = stoker.Loader(ds, shuffle="full", seed=3, transform=path_of)
+    e0 = read(loader, index_of, n)  # every sample taken, the pass not yet finished
+    state = loader.state_dict()
+    assert (state["epoch"], state["position"]) == (0, n)
+    resumed = stoker.Loader(ds, shuffle="full", seed=3, transform=path_of)
+    resumed.load_state_dict(state)
+    e1 = read(resumed, index_of)  # nothing left of epoch 0: epoch 1 starts
+    assert sorted(e1) == list(range(n)) and e1 != e0 and resumed.epoch == 2
+    # Unless set_epoch picks the finished epoch: then there is nothing left to read.
+    explicit = stoker.Loader(ds, shuffle="full", seed=3, transform=path_of)
+    explicit.load_state_dict(state)
+    explicit.set_epoch(0)
+    assert len(explicit) == 0 and read(explicit, index_of) == [] and explicit.epoch == 1
+
+    # set_epoch for the epoch a state is in keeps its position; another epoch starts over.
+    mid = stoker.Loader(ds, shuffle="full", seed=3, transform=path_of)
+    head = read(mid, index_of, 30)
+    saved = mid.state_dict()
+    again = stoker.Loader(ds, shuffle="full", seed=3, transform=path_of)
+    again.load_state_dict(saved)
+    again.set_epoch(0)
+    assert len(again) == n - 30
+    assert head + read(again, index_of) == e0
+    again.load_state_dict(saved)
+    again.set_epoch(1)
+    assert read(again, index_of) == e1
+
+    # Leaving a loop and iterating again continues the epoch.
+    cont = stoker.Loader(ds, shuffle="full", seed=3, transform=path_of)
+    assert read(cont, index_of, 10) + read(cont, index_of) == e0
+
+
+def test_load_state_dict_rejects_other_orders(ds, index_of):
+    state = stoker.Loader(ds, shuffle="full", seed=1).state_dict()
+    for kwargs in ({"seed": 2}, {"shuffle": "chunk"}):
+        with pytest.raises(ValueError, match="order would differ"):
+            stoker.Loader(ds, **{"shuffle": "full", "seed": 1, **kwargs}).load_state_dict(state)
+    with pytest.raises(ValueError, match="position"):
+        stoker.Loader(ds).load_state_dict({"epoch": 0})
+    # Only ints, strs and bools: safe for torch.save, json, any checkpoint format.
+    assert all(isinstance(v, (int, str, bool)) for v in state.values())
+
+
+def test_tar_grouped_samples(tmp_path):
+    tars = []
+    for shard in range(3):
+        path = tmp_path / f"shard-{shard}.tar"
+        with tarfile.open(path, "w") as tar:
+            for i in range(7):
+                for ext, data in (("jpg", bytes([shard, i]) * 50), ("cls", b"%d" % (i % 2))):
+                    info = tarfile.TarInfo(f"s{shard}/k{i:03d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        tars.append(str(path))
+    stoker.pack(tars, str(tmp_path / "ds"), chunk_size=4096)
+    ds = stoker.Dataset(str(tmp_path / "ds"))
+    assert len(ds) == 21
+    keys = []
+    for rank in range(2):
+        for members, _, key in stoker.Loader(ds, shuffle="chunk", rank=rank, world_size=2,
+                                             drop_last=True):
+            assert set(members) == {"jpg", "cls"}
+            keys.append(key)
+    assert len(keys) == 20 and len(set(keys)) == 20
