@@ -30,19 +30,11 @@ int RunReport(const ReportArgs& a) {
     return kExitError;
   }
   const auto& snap = (*ds)->snapshot();
-  std::vector<int32_t> labels(snap.sample_count());
-  std::vector<uint32_t> chunks(snap.sample_count());
-  for (uint32_t s = 0; s < snap.sample_count(); ++s) {
-    labels[s] = snap.sample_label(s);
-    chunks[s] = snap.file(snap.SampleFiles(s).first).chunk;
-  }
-  std::vector<uint64_t> chunk_bytes(snap.chunk_count());
-  for (uint32_t c = 0; c < snap.chunk_count(); ++c) chunk_bytes[c] = snap.chunk(c).file_size;
   loader::ShuffleReportOptions options;
   options.batch_size = a.batch_size;
   options.windows = a.windows;
   options.seed = a.seed;
-  auto rows = loader::ShuffleReport(labels, chunks, chunk_bytes, snap.dataset_version(), options);
+  auto rows = loader::ShuffleReport(**ds, options);
   if (!rows) {
     std::fprintf(stderr, "stoker shuffle-report: %s\n", rows.error().ToString().c_str());
     return kExitError;

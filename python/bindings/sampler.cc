@@ -23,6 +23,7 @@
 #include "dataset.h"
 #include "errors.h"
 #include "loader/sampler.h"
+#include "loader/shuffle_report.h"
 #include "stoker/dataset.h"
 
 namespace nb = nanobind;
@@ -139,6 +140,45 @@ void RegisterSampler(nb::module_& m) {
            nb::arg("world_size"), nb::arg("rank"),
            "What `rank` of `world_size` reads from `position` of the epoch's order (built for "
            "planned_world_size ranks) to the epoch's end: (samples, padded, dropped).");
+
+  m.def(
+      "shuffle_report",
+      [](nb::handle dataset, uint32_t batch_size, std::vector<uint32_t> windows, uint64_t seed,
+         uint64_t epoch) {
+        const Dataset& ds = UnwrapDataset(dataset);
+        loader::ShuffleReportOptions options;
+        options.batch_size = batch_size;
+        options.windows = std::move(windows);
+        options.seed = seed;
+        options.epoch = epoch;
+        Result<std::vector<loader::OrderMetrics>> rows = Err(Status::Internal("unset"));
+        {
+          nb::gil_scoped_release release;
+          rows = loader::ShuffleReport(ds, options);
+        }
+        nb::list out;
+        for (const auto& r : ValueOrThrow(std::move(rows))) {
+          nb::dict row;
+          row["mode"] = std::string(loader::ShuffleModeName(r.mode));
+          row["window"] = r.window_chunks;
+          row["batch_label_entropy_bits"] = r.batch_label_entropy_bits;
+          row["batch_distinct_classes"] = r.batch_distinct_classes;
+          row["mean_displacement"] = r.mean_displacement;
+          row["storage_order_correlation"] = r.storage_order_correlation;
+          row["same_chunk_neighbours"] = r.same_chunk_neighbours;
+          row["window_bytes"] = r.window_bytes;
+          out.append(row);
+        }
+        return out;
+      },
+      nb::arg("dataset"), nb::arg("batch_size") = 256,
+      nb::arg("windows") = std::vector<uint32_t>{1, 4, 16, 64}, nb::arg("seed") = 0,
+      nb::arg("epoch") = 0,
+      "How random each order is on `dataset` (a stoker.Dataset): one dict per order — "
+      "sequential, full, then chunk mode per window — with per-batch label entropy (bits; NaN "
+      "without labels) and distinct classes, mean displacement, rank correlation with storage "
+      "order, the fraction of same-chunk neighbours, and the window's memory. See "
+      "`stoker shuffle-report`.");
 }
 
 }  // namespace stoker::python

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import importlib
 
-from ._core import CorruptionError, Dataset, Sampler, pack, verify
+from ._core import CorruptionError, Dataset, Sampler, pack, shuffle_report, verify
 from .loader import Loader
 
 __version__ = "0.1.0"
-__all__ = ["CorruptionError", "Dataset", "Loader", "Sampler", "pack", "verify", "__version__"]
+__all__ = ["CorruptionError", "Dataset", "Loader", "Sampler", "pack", "shuffle_report", "verify",
+           "__version__"]
 
 
 def __getattr__(name: str):

@@ -5,6 +5,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include "format/snapshot.h"
+
 namespace stoker::loader {
 
 OrderMetrics MeasureOrder(const std::vector<uint32_t>& order, const std::vector<int32_t>& labels,
@@ -79,6 +81,16 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
   STOKER_RETURN_IF_ERROR(add(ShuffleMode::kFull, 0));
   for (uint32_t w : options.windows) STOKER_RETURN_IF_ERROR(add(ShuffleMode::kChunk, w));
   return rows;
+}
+
+Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
+                                                const ShuffleReportOptions& options) {
+  const auto& snap = dataset.snapshot();
+  std::vector<int32_t> labels(snap.sample_count());
+  for (uint32_t s = 0; s < snap.sample_count(); ++s) labels[s] = snap.sample_label(s);
+  std::vector<uint64_t> chunk_bytes(snap.chunk_count());
+  for (uint32_t c = 0; c < snap.chunk_count(); ++c) chunk_bytes[c] = snap.chunk(c).file_size;
+  return ShuffleReport(labels, SampleChunks(dataset), chunk_bytes, snap.dataset_version(), options);
 }
 
 }  // namespace stoker::loader

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "loader/sampler.h"
+#include "stoker/dataset.h"
 
 namespace stoker::loader {
 
@@ -44,6 +45,10 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
                                                 const std::vector<uint32_t>& sample_chunks,
                                                 const std::vector<uint64_t>& chunk_bytes,
                                                 uint64_t dataset_version,
+                                                const ShuffleReportOptions& options);
+
+// The same for a dataset: its samples' labels and chunks, and its chunks' sizes.
+Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
                                                 const ShuffleReportOptions& options);
 
 }  // namespace stoker::loader

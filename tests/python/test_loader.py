@@ -326,3 +326,30 @@ def test_tar_grouped_samples(tmp_path):
             assert set(members) == {"jpg", "cls"}
             keys.append(key)
     assert len(keys) == 20 and len(set(keys)) == 20
+
+
+def test_shuffle_report_python_call_matches_the_cli(tmp_path, stoker_exe):
+    """stoker.shuffle_report and `stoker shuffle-report --json` measure the same orders."""
+    import json
+    import subprocess
+
+    src = tmp_path / "src"
+    for c in range(4):
+        for i in range(30):
+            p = src / f"class{c}" / f"{i:03d}.bin"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(bytes([c, i]) * 300)
+    dst = tmp_path / "ds"
+    stoker.pack(str(src), str(dst), chunk_size=4096)
+    rows = stoker.shuffle_report(stoker.Dataset(str(dst)), batch_size=16, windows=[1, 4])
+    assert [(r["mode"], r["window"]) for r in rows] == [
+        ("sequential", 0), ("full", 0), ("chunk", 1), ("chunk", 4)]
+    seq, full = rows[0], rows[1]
+    assert seq["storage_order_correlation"] == pytest.approx(1.0)
+    assert full["batch_distinct_classes"] > seq["batch_distinct_classes"]
+    cli = json.loads(subprocess.run(
+        [stoker_exe, "shuffle-report", str(dst), "--batch-size", "16", "--windows", "1,4",
+         "--json"], check=True, capture_output=True, text=True).stdout)
+    for py, js in zip(rows, cli):
+        assert py["batch_label_entropy_bits"] == pytest.approx(js["batch_label_entropy_bits"])
+        assert py["same_chunk_neighbours"] == pytest.approx(js["same_chunk_neighbours"])
