@@ -19,6 +19,7 @@
 #include <Python.h>
 
 #include <atomic>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -151,25 +152,7 @@ class PyDataset {
   }
 
   nb::tuple GetItem(int64_t index) {
-    const Dataset& ds = Get();
-    const uint32_t sample = SampleIndex(index);
-    const auto [first, count] = ds.SampleFiles(sample);
-    const int32_t label = ds.SampleLabel(sample);
-    if (!ds.snapshot().grouped()) {
-      return nb::make_tuple(ReadBytes(first), label, ds.FilePath(first));
-    }
-    // WebDataset sample: {extension: bytes}, keyed by the text after the key's first '.'.
-    nb::dict members;
-    std::string key;
-    for (uint32_t f = first; f < first + count; ++f) {
-      const std::string path = ds.FilePath(f);
-      const size_t slash = path.rfind('/');
-      const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
-      if (key.empty()) key = path.substr(0, dot);
-      const std::string ext = dot == std::string::npos ? std::string() : path.substr(dot + 1);
-      members[nb::str(ext.c_str())] = ReadBytes(f);
-    }
-    return nb::make_tuple(members, label, key);
+    return SampleTuple(Get(), SampleIndex(index), [this](uint32_t f) { return ReadBytes(f); });
   }
 
   nb::dict StatDict(const PathOrIndex& key) {
@@ -221,6 +204,27 @@ class PyDataset {
 };
 
 }  // namespace
+
+nb::tuple SampleTuple(const Dataset& ds, uint32_t sample,
+                      const std::function<nb::bytes(uint32_t)>& file_bytes) {
+  const auto [first, count] = ds.SampleFiles(sample);
+  const int32_t label = ds.SampleLabel(sample);
+  if (!ds.snapshot().grouped()) {
+    return nb::make_tuple(file_bytes(first), label, ds.FilePath(first));
+  }
+  // WebDataset sample: {extension: bytes}, keyed by the text after the key's first '.'.
+  nb::dict members;
+  std::string key;
+  for (uint32_t f = first; f < first + count; ++f) {
+    const std::string path = ds.FilePath(f);
+    const size_t slash = path.rfind('/');
+    const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+    if (key.empty()) key = path.substr(0, dot);
+    const std::string ext = dot == std::string::npos ? std::string() : path.substr(dot + 1);
+    members[nb::str(ext.c_str())] = file_bytes(f);
+  }
+  return nb::make_tuple(members, label, key);
+}
 
 const Dataset& UnwrapDataset(nb::handle obj) {
   PyDataset* dataset = nullptr;

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 #include <nanobind/nanobind.h>
 
 namespace stoker {
@@ -15,5 +17,10 @@ void RegisterDataset(nanobind::module_& m);
 // lazily). TypeError if `obj` is not a stoker.Dataset. Call with the GIL held; the reference
 // lives as long as `obj`.
 const Dataset& UnwrapDataset(nanobind::handle obj);
+
+// What ds[i] returns for `sample`: (bytes, label, path), or ({ext: bytes}, label, key) for a
+// sample of several files (tar input). `file_bytes` supplies each file's bytes.
+nanobind::tuple SampleTuple(const Dataset& ds, uint32_t sample,
+                            const std::function<nanobind::bytes(uint32_t)>& file_bytes);
 
 }  // namespace stoker::python

@@ -5,6 +5,7 @@
 #include "dataset.h"
 #include "errors.h"
 #include "pack.h"
+#include "pipeline.h"
 #include "sampler.h"
 
 NB_MODULE(_core, m) {
@@ -12,5 +13,6 @@ NB_MODULE(_core, m) {
   stoker::python::RegisterErrors(m);
   stoker::python::RegisterDataset(m);
   stoker::python::RegisterPack(m);
+  stoker::python::RegisterPipeline(m);
   stoker::python::RegisterSampler(m);
 }

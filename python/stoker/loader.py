@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterator
 
-from ._core import Dataset, Sampler
+from ._core import Dataset, ReadPipeline, Sampler
 
 _MODES = ("sequential", "full", "chunk")
 # Keys of state_dict() that decide the epoch's order: a state is only meaningful for a loader
@@ -270,6 +270,13 @@ class Loader(_Stream):
     the next epoch (unless set_epoch picks that finished epoch again, which then yields
     nothing).
 
+    Reading: samples come through the C++ read pipeline (stoker._core.ReadPipeline), which
+    fetches this rank's plan ahead of the consumer with coalesced range reads (io_uring where the
+    kernel allows it), checks every CRC32C and holds at most `memory_budget` bytes (samples still
+    referenced by the consumer included). For whole-chunk reads in chunk mode, give it about
+    2 × window × chunk size; smaller budgets still work, with smaller reads. io_depth: concurrent
+    reads. stats() reports the last pass's counters, including the time spent waiting for data.
+
     State: state_dict() is a plain dict — "epoch", "position" (samples of the epoch's global
     order read, by all ranks together), "planned_world_size" (the world size the epoch's order
     was built for), "samples_yielded" (by this rank in the current pass) and the options that
@@ -281,7 +288,8 @@ class Loader(_Stream):
                  batch_size: int | None = None, shuffle: str = "chunk", seed: int = 0,
                  window: int = 16, drop_last: bool = False, transform: Callable | None = None,
                  collate: Callable | None = None, rank: int | None = None,
-                 world_size: int | None = None) -> None:
+                 world_size: int | None = None, memory_budget: int = 1 << 30,
+                 io_depth: int = 8) -> None:
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be at least 1 (or None for single samples)")
         super().__init__(uri_or_dataset, shuffle=shuffle, seed=seed, window=window,
@@ -289,6 +297,9 @@ class Loader(_Stream):
                          world_size=world_size)
         self._batch_size = batch_size
         self._collate = collate
+        self._memory_budget = memory_budget
+        self._io_depth = io_depth
+        self._stats: dict[str, Any] = {}
 
     @property
     def batch_size(self) -> int | None:
@@ -316,24 +327,37 @@ class Loader(_Stream):
     def _generate(self, plan, token: int) -> Iterator[Any]:
         ds, _ = self._handles()
         transform = self._transform or _identity
-        if self._batch_size is None:
-            for s in plan:
-                item = transform(ds[s])
-                if token == self._pass:
-                    self._yielded += 1
-                yield item
-        else:
-            size = self._batch_size
-            collate = self._collate or _identity
-            for begin in range(0, len(plan), size):
-                indices = plan[begin:begin + size]
-                if self._drop_last and len(indices) < size:
-                    break
-                batch = collate([transform(ds[s]) for s in indices])
-                if token == self._pass:
-                    self._yielded += len(indices)
-                yield batch
+        # The C++ read pipeline fetches this rank's plan ahead of us: coalesced range reads,
+        # CRC-checked, within memory_budget; it yields what ds[i] yields, in plan order.
+        pipe = ReadPipeline(ds, plan, memory_budget=self._memory_budget, io_depth=self._io_depth)
+        try:
+            if self._batch_size is None:
+                for sample in pipe:
+                    item = transform(sample)
+                    if token == self._pass:
+                        self._yielded += 1
+                    yield item
+            else:
+                size = self._batch_size
+                collate = self._collate or _identity
+                for begin in range(0, len(plan), size):
+                    count = min(size, len(plan) - begin)
+                    if self._drop_last and count < size:
+                        break
+                    batch = collate([transform(next(pipe)) for _ in range(count)])
+                    if token == self._pass:
+                        self._yielded += count
+                    yield batch
+        finally:
+            self._stats = pipe.stats()
+            pipe.close()
         self._end_pass(token)
+
+    def stats(self) -> dict[str, Any]:
+        """Read-pipeline counters of the last pass: samples, ranges, bytes_read, payload_bytes,
+        consumer_waits, consumer_wait_seconds (how long training waited for data),
+        peak_bytes_held, engine ("io_uring" or "threads")."""
+        return dict(self._stats)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is: see the class docstring. Plain ints, strs and bools."""

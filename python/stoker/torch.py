@@ -18,13 +18,14 @@ module imports torch; `import stoker` alone does not.
 """
 from __future__ import annotations
 
+import array
 import os
 from typing import Any, Callable, Iterator
 
 import torch.utils.data
 
 from .loader import _identity, _Stream, reopen_dataset
-from ._core import Dataset
+from ._core import Dataset, ReadPipeline
 
 
 def _worker() -> tuple[int, int]:
@@ -71,13 +72,16 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
     def __init__(self, uri: str | os.PathLike | Dataset, *, shuffle: str = "chunk",
                  seed: int = 0, window: int = 16, drop_last: bool = False,
                  transform: Callable | None = None, rank: int | None = None,
-                 world_size: int | None = None, loader_batch_size: int = 1) -> None:
+                 world_size: int | None = None, loader_batch_size: int = 1,
+                 memory_budget: int = 256 << 20) -> None:
         if loader_batch_size < 1:
             raise ValueError("loader_batch_size must be at least 1")
         _Stream.__init__(self, uri, shuffle=shuffle, seed=seed, window=window,
                          drop_last=drop_last, transform=transform, rank=rank,
                          world_size=world_size)
         self._block = int(loader_batch_size)
+        # Per DataLoader worker: each worker runs its own read pipeline over its share.
+        self._memory_budget = int(memory_budget)
         self._worker_skip = 0  # samples of its own share a worker skips (per-worker resume)
 
     def __len__(self) -> int:
@@ -103,15 +107,19 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
         block = self._block
         if token == self._pass:
             self._yielded = skip  # a resumed worker's count includes what it read before
+        # This worker's share of the rank's plan, read ahead by the C++ read pipeline.
+        mine = array.array("I")
         for begin in range(worker * block, len(plan), workers * block):
-            for s in plan[begin:begin + block]:
-                if skip > 0:
-                    skip -= 1
-                    continue
-                item = transform(ds[s])
+            mine.extend(plan[begin:begin + block])
+        pipe = ReadPipeline(ds, mine[skip:], memory_budget=self._memory_budget)
+        try:
+            for sample in pipe:
+                item = transform(sample)
                 if token == self._pass:
                     self._yielded += 1
                 yield item
+        finally:
+            pipe.close()
         self._end_pass(token)
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
