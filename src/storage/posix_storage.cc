@@ -104,21 +104,27 @@ class MappedFile final : public FileBytes {
   const size_t size_;
 };
 
+// Opens `full` read-only: (descriptor, size). The caller owns the descriptor.
+Result<std::pair<int, uint64_t>> OpenForReading(const std::string& full) {
+  const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Err(Status::FromErrno(errno, "open " + full));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Err(Status::FromErrno(err, "stat " + full));
+  }
+  return std::pair<int, uint64_t>(fd, static_cast<uint64_t>(st.st_size));
+}
+
 class PosixStorage final : public Storage {
  public:
   explicit PosixStorage(std::string root) : root_(std::move(root)) {}
 
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(std::string_view path) override {
     const std::string full = Describe(path);
-    const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Err(Status::FromErrno(errno, "open " + full));
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return Err(Status::FromErrno(err, "stat " + full));
-    }
-    return std::make_unique<PosixFile>(fd, static_cast<uint64_t>(st.st_size), full);
+    STOKER_ASSIGN_OR_RETURN(const auto opened, OpenForReading(full));
+    return std::make_unique<PosixFile>(opened.first, opened.second, full);
   }
 
   Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
@@ -130,15 +136,9 @@ class PosixStorage final : public Storage {
 
   Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override {
     const std::string full = Describe(path);
-    const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Err(Status::FromErrno(errno, "open " + full));
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return Err(Status::FromErrno(err, "stat " + full));
-    }
-    const size_t size = static_cast<size_t>(st.st_size);
+    STOKER_ASSIGN_OR_RETURN(const auto opened, OpenForReading(full));
+    const int fd = opened.first;
+    const size_t size = static_cast<size_t>(opened.second);
     void* base = nullptr;
     if (size > 0) {
       // MAP_POPULATE: the snapshot is checksummed right after mapping, so fault it in at once.
