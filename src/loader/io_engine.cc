@@ -75,7 +75,8 @@ class UringEngine final : public IoEngine {
     io_uring_queue_exit(&ring_);
   }
   void Submit(ReadRequest request) override {
-    if (request.file->NativeFd() < 0) {
+    // (An empty read would complete with 0 bytes, which the ring takes for end of file.)
+    if (request.file->NativeFd() < 0 || request.dst.empty()) {
       fallback_.Submit(std::move(request));
       return;
     }

@@ -33,8 +33,12 @@ struct Range {
   std::vector<Extent> extents;
 };
 
-// Sorts a segment's extents by place and merges neighbours into ranges.
-std::vector<Range> Coalesce(std::vector<Extent> extents, const ReadPipelineOptions& o) {
+// Sorts a segment's extents by place and merges neighbours into ranges. Reading through holes
+// costs budget like payload, so at most `hole_allowance` hole bytes are read in all: otherwise a
+// sparse segment (full mode) could need more than the whole budget at once, and the scheduler
+// would wait for memory that only delivering this very segment can free.
+std::vector<Range> Coalesce(std::vector<Extent> extents, const ReadPipelineOptions& o,
+                            uint64_t hole_allowance) {
   std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
     return std::tie(a.chunk, a.offset) < std::tie(b.chunk, b.offset);
   });
@@ -44,8 +48,10 @@ std::vector<Range> Coalesce(std::vector<Extent> extents, const ReadPipelineOptio
       Range& r = ranges.back();
       const uint64_t end = r.offset + r.length;
       const uint64_t new_end = std::max(end, e.offset + e.length);
-      if (r.chunk == e.chunk && e.offset <= end + o.max_gap_bytes &&
+      const uint64_t hole = e.offset > end ? e.offset - end : 0;
+      if (r.chunk == e.chunk && hole <= o.max_gap_bytes && hole <= hole_allowance &&
           new_end - r.offset <= o.max_range_bytes) {
+        hole_allowance -= hole;
         r.length = new_end - r.offset;
         r.extents.push_back(e);
         continue;
@@ -75,13 +81,16 @@ struct ReadPipeline::State {
   uint64_t bytes_held = 0;
   uint64_t ranges_in_flight = 0;
   bool scheduler_waiting_for_budget = false;
+  uint64_t scheduler_waiting_bytes = 0;  // the length of the range it waits to admit
   bool stop = false;
   ReadPipelineStats stats;
   std::weak_ptr<State> self_weak;  // for range buffers, which may outlive the pipeline
   std::thread scheduler;
 
   void Schedule();
-  void Complete(const Range& range, const std::shared_ptr<std::byte[]>& buffer, Status status);
+  // Takes the I/O path's reference to `buffer` and drops it before the range stops counting as
+  // in flight, so Next() never sees a finished range whose bytes still look held.
+  void Complete(const Range& range, std::shared_ptr<std::byte[]> buffer, Status status);
   // Marks the range's bytes as no longer held (runs when the last sample using them is gone).
   static void Release(const std::weak_ptr<State>& weak, uint64_t bytes);
 };
@@ -99,7 +108,8 @@ void ReadPipeline::State::Release(const std::weak_ptr<State>& weak, uint64_t byt
 void ReadPipeline::State::Schedule() {
   const auto& snap = dataset->snapshot();
   const uint64_t segment_bytes =
-      options.segment_bytes ? options.segment_bytes : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
+      options.segment_bytes ? std::min(options.segment_bytes, options.memory_budget_bytes)
+                            : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
   uint64_t next = 0;
   std::weak_ptr<State> weak;
   {
@@ -108,11 +118,16 @@ void ReadPipeline::State::Schedule() {
   }
   while (next < plan.size()) {
     // One segment: consecutive plan positions worth up to segment_bytes (at least one sample).
+    // All of a segment's reads must fit in the budget together (see Coalesce), so a sample that
+    // would take the segment past segment_bytes starts the next one.
     std::vector<Extent> extents;
     uint64_t bytes = 0;
     const uint64_t first = next;
-    while (next < plan.size() && (next == first || bytes < segment_bytes)) {
+    while (next < plan.size()) {
       const auto [file0, count] = snap.SampleFiles(plan[next]);
+      uint64_t sample_bytes = 0;
+      for (uint32_t k = 0; k < count; ++k) sample_bytes += snap.file(file0 + k).length;
+      if (next > first && bytes + sample_bytes > segment_bytes) break;
       for (uint32_t k = 0; k < count; ++k) {
         const format::FileRecord r = snap.file(file0 + k);
         extents.push_back({next, k, file0 + k, r.chunk, r.offset, r.length, r.crc32c});
@@ -132,10 +147,14 @@ void ReadPipeline::State::Schedule() {
         slot.data.files.resize(count);
       }
     }
-    for (Range& range : Coalesce(std::move(extents), options)) {
+    // The segment's reads (payload + holes) must fit in the budget together: see Coalesce.
+    const uint64_t holes =
+        options.memory_budget_bytes > bytes ? options.memory_budget_bytes - bytes : 0;
+    for (Range& range : Coalesce(std::move(extents), options, holes)) {
       {
         std::unique_lock lock(mu);
         scheduler_waiting_for_budget = true;
+        scheduler_waiting_bytes = range.length;
         cv.notify_all();
         cv.wait(lock, [&] {
           return stop || bytes_held == 0 ||
@@ -156,20 +175,20 @@ void ReadPipeline::State::Schedule() {
                                           });
       auto file = dataset->ChunkFile(range.chunk);
       if (!file) {
-        Complete(range, buffer, file.error());
+        Complete(range, std::move(buffer), file.error());
         continue;
       }
       auto shared_range = std::make_shared<Range>(std::move(range));
       engine->Submit({std::move(*file), shared_range->offset,
                       std::span<std::byte>(buffer.get(), length),
-                      [this, shared_range, buffer](Status s) {
-                        Complete(*shared_range, buffer, std::move(s));
+                      [this, shared_range, buffer](Status s) mutable {
+                        Complete(*shared_range, std::move(buffer), std::move(s));
                       }});
     }
   }
 }
 
-void ReadPipeline::State::Complete(const Range& range, const std::shared_ptr<std::byte[]>& buffer,
+void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte[]> buffer,
                                    Status status) {
   const auto& snap = dataset->snapshot();
   // Check CRCs outside the lock: this is the expensive part and runs on I/O threads.
@@ -189,7 +208,6 @@ void ReadPipeline::State::Complete(const Range& range, const std::shared_ptr<std
   }
   {
     std::lock_guard lock(mu);
-    --ranges_in_flight;
     ++stats.ranges;
     if (status.ok()) stats.bytes_read += range.length;
     for (size_t i = 0; i < range.extents.size(); ++i) {
@@ -203,6 +221,11 @@ void ReadPipeline::State::Complete(const Range& range, const std::shared_ptr<std
       if (!results[i].ok() && slot.data.status.ok()) slot.data.status = std::move(results[i]);
       --slot.pending;
     }
+  }
+  buffer.reset();  // outside mu: if the samples are gone already, this releases the bytes
+  {
+    std::lock_guard lock(mu);
+    --ranges_in_flight;
   }
   cv.notify_all();
 }
@@ -244,8 +267,10 @@ ReadPipeline::~ReadPipeline() {
   state_->cv.notify_all();
   state_->scheduler.join();
   state_->engine.reset();  // waits for reads in flight; their callbacks still see the state
+  // Buffers of undelivered samples go back now, destroyed outside mu: their deleters take mu.
+  std::map<uint64_t, State::Slot> undelivered;
   std::lock_guard lock(state_->mu);
-  state_->slots.clear();   // buffers of undelivered samples go back now
+  undelivered.swap(state_->slots);
 }
 
 Result<std::optional<SampleData>> ReadPipeline::Next() {
@@ -265,7 +290,10 @@ Result<std::optional<SampleData>> ReadPipeline::Next() {
       // Nothing is in flight and the scheduler waits for memory to read the rest of this
       // sample's segment: the budget is held by samples the consumer has not released (a
       // segment is at most half the budget), so waiting longer would wait forever.
-      stuck = s.scheduler_waiting_for_budget && s.ranges_in_flight == 0;
+      // (The budget must really be short: bytes released a moment ago may not have woken the
+      // scheduler yet.)
+      stuck = s.scheduler_waiting_for_budget && s.ranges_in_flight == 0 && s.bytes_held != 0 &&
+              s.bytes_held + s.scheduler_waiting_bytes > s.options.memory_budget_bytes;
       return ready() || stuck;
     });
     s.stats.consumer_wait_seconds +=
