@@ -18,6 +18,7 @@
 
 #include <Python.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <cstring>
@@ -271,6 +272,17 @@ void RegisterDataset(nb::module_& m) {
       .def_prop_ro("classes", &PyDataset::Classes, "Class names; label i is classes[i].")
       .def_prop_ro("grouped", [](PyDataset& self) { return self.Get().snapshot().grouped(); },
                    "True for tar-packed datasets, whose samples are groups of files.")
+      .def_prop_ro(
+          "largest_chunk_bytes",
+          [](PyDataset& self) {
+            const auto& snap = self.Get().snapshot();
+            uint64_t largest = 0;
+            for (uint32_t c = 0; c < snap.chunk_count(); ++c) {
+              largest = std::max(largest, snap.chunk(c).file_size);
+            }
+            return largest;
+          },
+          "Size of the largest chunk file: sizes the read pipeline's memory for chunk shuffle.")
       .def("__repr__", [](PyDataset& self) {
             return "stoker.Dataset('" + self.uri() + "', version=" +
                    std::to_string(self.version()) + ")";

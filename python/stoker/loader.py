@@ -56,6 +56,10 @@ def reopen_dataset(uri: str, version: int) -> Dataset:
     return ds
 
 
+# The smallest read-ahead budget the loader picks by itself (bytes).
+DEFAULT_MIN_BUDGET = 256 << 20
+
+
 def _identity(item):
     return item
 
@@ -273,9 +277,9 @@ class Loader(_Stream):
     Reading: samples come through the C++ read pipeline (stoker._core.ReadPipeline), which
     fetches this rank's plan ahead of the consumer with coalesced range reads (io_uring where the
     kernel allows it), checks every CRC32C and holds at most `memory_budget` bytes (samples still
-    referenced by the consumer included). For whole-chunk reads in chunk mode, give it about
-    2 × window × chunk size; smaller budgets still work, with smaller reads. io_depth: concurrent
-    reads. stats() reports the last pass's counters, including the time spent waiting for data.
+    referenced by the consumer included). By default (None) that is 2 × window × the largest
+    chunk in chunk mode (whole-chunk reads: 2 GiB for W = 16 and 64 MiB chunks), at least
+    256 MiB; smaller budgets still work, with smaller reads. io_depth: concurrent reads. stats() reports the last pass's counters, including the time spent waiting for data.
 
     State: state_dict() is a plain dict — "epoch", "position" (samples of the epoch's global
     order read, by all ranks together), "planned_world_size" (the world size the epoch's order
@@ -288,7 +292,7 @@ class Loader(_Stream):
                  batch_size: int | None = None, shuffle: str = "chunk", seed: int = 0,
                  window: int = 16, drop_last: bool = False, transform: Callable | None = None,
                  collate: Callable | None = None, rank: int | None = None,
-                 world_size: int | None = None, memory_budget: int = 1 << 30,
+                 world_size: int | None = None, memory_budget: int | None = None,
                  io_depth: int = 8) -> None:
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be at least 1 (or None for single samples)")
@@ -329,7 +333,7 @@ class Loader(_Stream):
         transform = self._transform or _identity
         # The C++ read pipeline fetches this rank's plan ahead of us: coalesced range reads,
         # CRC-checked, within memory_budget; it yields what ds[i] yields, in plan order.
-        pipe = ReadPipeline(ds, plan, memory_budget=self._memory_budget, io_depth=self._io_depth)
+        pipe = ReadPipeline(ds, plan, memory_budget=self._budget(ds), io_depth=self._io_depth)
         try:
             if self._batch_size is None:
                 for sample in pipe:
@@ -352,6 +356,14 @@ class Loader(_Stream):
             self._stats = pipe.stats()
             pipe.close()
         self._end_pass(token)
+
+    def _budget(self, ds: Dataset) -> int:
+        if self._memory_budget is not None:
+            return int(self._memory_budget)
+        # Enough to read a whole window of chunks while the previous one is consumed: the read
+        # pipeline plans in segments of half its budget (docs/decisions/0004).
+        window = self._window if self._shuffle == "chunk" else 1
+        return max(DEFAULT_MIN_BUDGET, 2 * window * ds.largest_chunk_bytes)
 
     def stats(self) -> dict[str, Any]:
         """Read-pipeline counters of the last pass: samples, ranges, bytes_read, payload_bytes,
