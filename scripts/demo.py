@@ -45,21 +45,28 @@ def main():
     run(["stoker", "verify", dataset])
     run(["stoker", "info", dataset])
 
-    print("\n4. Reading every image back through the Python API and comparing with the source")
+    print("\n4. Reading every image back in chunk-shuffled order through stoker.Loader"
+          " and comparing with the source")
     ds = stoker.Dataset(str(dataset))
     classes = ds.classes
+    loader = stoker.Loader(ds, shuffle="chunk", window=16, seed=0)
     start = time.perf_counter()
     mismatches = 0
     total = 0
-    for i in range(len(ds)):
-        data, label, path = ds[i]
+    order = []
+    for data, label, path in loader:
         total += len(data)
+        order.append(path)
         source = (images / path).read_bytes()
         if data != source or classes[label] != path.split("/")[0]:
             mismatches += 1
             print(f"   MISMATCH: {path}")
     seconds = time.perf_counter() - start
-    with_source = len(ds)
+    with_source = len(order)
+    stats = loader.stats()
+    if sorted(order) != sorted(ds[i][2] for i in range(len(ds))):
+        mismatches += 1
+        print("   the epoch did not deliver every image exactly once")
 
     print("\nReport")
     print(f"  images        {sample['images']} in {sample['classes']} classes, "
@@ -73,7 +80,9 @@ def main():
           f"{packed['classes']} classes")
     print(f"  read back     {with_source} images, {total / 1e6:.0f} MB in {seconds:.2f} s "
           f"({with_source / seconds:.0f} images/s incl. comparing with the source files)")
-    print(f"  result        {'every byte and label identical' if mismatches == 0 else f'{mismatches} MISMATCHES'}")
+    print(f"  read pipeline {stats['ranges']} range reads for {stats['samples']} samples "
+          f"({stats['engine']}), waited {stats['consumer_wait_seconds']:.2f} s for data")
+    print(f"  result        {'every image once, every byte and label identical' if mismatches == 0 else f'{mismatches} MISMATCHES'}")
     print(f"\nTry: stoker ls {dataset}  |  stoker stat {dataset} {ds[0][2]}  |  "
           f"stoker cat {dataset} {ds[0][2]} > x.jpg")
     return 0 if mismatches == 0 else 1
