@@ -1,9 +1,6 @@
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -24,6 +21,8 @@ struct PackArgs {
   bool json = false;
   bool quiet = false;
   std::string attributes_file;
+  std::string order = "path";
+  uint64_t order_seed = 0;
 };
 
 // --attributes: JSON Lines, one object per file: {"path": "a/b.jpg", "key": "value", ...}.
@@ -49,11 +48,6 @@ Status LoadAttributes(const std::string& file, dataset::PackOptions* options) {
   return Status::OK();
 }
 
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 int RunPack(const PackArgs& args) {
   const std::string dst = args.paths.back();
   const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
@@ -72,24 +66,10 @@ int RunPack(const PackArgs& args) {
   options.labels = args.labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
 
   // One directory tree, or any number of tar shards.
-  Result<std::unique_ptr<dataset::PackSource>> source = Err(Status::Internal("no source"));
-  if (sources.size() == 1 && IsDirectory(sources[0])) {
-    dataset::DirectorySourceOptions dir_options;
-    dir_options.threads = args.threads > 0
-                              ? args.threads
-                              : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
-    source = dataset::OpenDirectorySource(sources[0], dir_options);
-  } else {
-    for (const auto& s : sources) {
-      if (IsDirectory(s)) {
-        std::fprintf(stderr, "stoker pack: give either one directory or tar files, not both (%s)\n",
-                     s.c_str());
-        return kExitUsage;
-      }
-    }
-    options.tar_input = true;
-    source = dataset::OpenTarSource(sources);
-  }
+  dataset::DirectorySourceOptions dir_options;
+  if (args.order == "shuffled") dir_options.shuffle_seed = args.order_seed;
+  dir_options.threads = args.threads;
+  auto source = dataset::OpenPackSource(sources, dir_options, &options.tar_input);
   if (!source) {
     std::fprintf(stderr, "stoker pack: %s\n", source.error().ToString().c_str());
     return kExitError;
@@ -157,6 +137,13 @@ void RegisterPack(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "none"}))
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "parallel file reads (default: cores, min 2)");
+  cmd->add_option("--order", args->order,
+                  "file order inside chunks: path (class by class) or shuffled (every chunk "
+                  "mixes classes, so chunk shuffle needs a smaller window; directory input)")
+      ->check(CLI::IsMember({"path", "shuffled"}))
+      ->capture_default_str();
+  cmd->add_option("--order-seed", args->order_seed, "seed of --order shuffled")
+      ->capture_default_str();
   cmd->add_option("--attributes", args->attributes_file,
                   "JSON Lines file of per-file attributes: {\"path\": ..., \"key\": \"value\"}");
   cmd->add_flag("--json", args->json, "print a JSON summary");

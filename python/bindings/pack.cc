@@ -3,10 +3,8 @@
 // Both run with the GIL released.
 #include "pack.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <thread>
+#include <optional>
 #include <variant>
 
 #include <nanobind/stl/string.h>
@@ -23,11 +21,6 @@ namespace nb = nanobind;
 namespace stoker::python {
 namespace {
 
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 using Sources = std::variant<std::string, std::vector<std::string>>;
 
 std::vector<std::string> SourceList(const Sources& src) {
@@ -37,24 +30,11 @@ std::vector<std::string> SourceList(const Sources& src) {
 
 Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
                                      const std::string& dst, dataset::PackOptions options,
-                                     int threads) {
-  if (sources.empty()) return Err(Status::InvalidArgument("pack: no source given"));
-  Result<std::unique_ptr<dataset::PackSource>> source = Err(Status::Internal("no source"));
-  if (sources.size() == 1 && IsDirectory(sources[0])) {
-    dataset::DirectorySourceOptions dir_options;
-    dir_options.threads =
-        threads > 0 ? threads : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
-    source = dataset::OpenDirectorySource(sources[0], dir_options);
-  } else {
-    for (const auto& s : sources) {
-      if (IsDirectory(s)) {
-        return Err(Status::InvalidArgument(
-            "give either one directory or tar files, not both (" + s + ")"));
-      }
-    }
-    options.tar_input = true;
-    source = dataset::OpenTarSource(sources);
-  }
+                                     int threads, std::optional<uint64_t> shuffle_seed) {
+  dataset::DirectorySourceOptions dir_options;
+  dir_options.threads = threads;
+  dir_options.shuffle_seed = shuffle_seed;
+  auto source = dataset::OpenPackSource(sources, dir_options, &options.tar_input);
   if (!source) return Err(source.error());
   STOKER_ASSIGN_OR_RETURN(auto storage, OpenStorage(dst));
   return dataset::Pack(**source, *storage, options);
@@ -62,7 +42,8 @@ Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
 
 nb::dict Pack(const Sources& src,
               const std::string& dst, const std::variant<uint64_t, std::string>& chunk_size,
-              bool append, const std::string& labels, int threads) {
+              bool append, const std::string& labels, int threads, const std::string& order,
+              uint64_t order_seed) {
   dataset::PackOptions options;
   if (const auto* text = std::get_if<std::string>(&chunk_size)) {
     if (!ParseByteSize(*text, &options.chunk_bytes)) {
@@ -76,11 +57,16 @@ nb::dict Pack(const Sources& src,
   }
   options.labels = labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
   options.append = append;
+  if (order != "path" && order != "shuffled") {
+    ThrowStatus(Status::InvalidArgument("order must be 'path' or 'shuffled', not '" + order + "'"));
+  }
+  const std::optional<uint64_t> shuffle_seed =
+      order == "shuffled" ? std::optional<uint64_t>(order_seed) : std::nullopt;
   const std::vector<std::string> sources = SourceList(src);
   Result<dataset::PackSummary> result = Err(Status::Internal("unset"));
   {
     nb::gil_scoped_release release;
-    result = RunPack(sources, dst, options, threads);
+    result = RunPack(sources, dst, options, threads, shuffle_seed);
   }
   const dataset::PackSummary s = ValueOrThrow(std::move(result));
   nb::dict d;
@@ -125,10 +111,12 @@ nb::dict Verify(const std::string& uri) {
 void RegisterPack(nb::module_& m) {
   m.def("pack", &Pack, nb::arg("src"), nb::arg("dst"), nb::kw_only(),
         nb::arg("chunk_size") = std::string("64MiB"), nb::arg("append") = false,
-        nb::arg("labels") = "auto", nb::arg("threads") = 0,
+        nb::arg("labels") = "auto", nb::arg("threads") = 0, nb::arg("order") = "path",
+        nb::arg("order_seed") = 0,
         "Packs a directory tree (labels from its first level) or a list of tar shards into the "
         "dataset at `dst`, as a new version (append=True adds to an existing one). chunk_size "
-        "is bytes or a string like '64MiB'. Returns a summary dict.");
+        "is bytes or a string like '64MiB'. order='shuffled' places files in chunks in a random "
+        "order (seeded by order_seed) so that chunks mix classes. Returns a summary dict.");
   m.def("verify", &Verify, nb::arg("uri"),
         "Re-reads the current version and checks every CRC. Returns a report dict with 'ok', "
         "'problems', 'corrupt_chunks' and 'corrupt_files'; raises only if the dataset cannot be "

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "common/random.h"
 #include "dataset/source.h"
 #include "format/snapshot_builder.h"
 
@@ -115,7 +116,9 @@ class DirectorySource final : public PackSource {
   DirectorySource(std::vector<PlannedFile> files, DirectorySourceOptions options)
       : files_(std::move(files)), options_(options) {
     for (const auto& f : files_) total_bytes_ += f.size;
-    const int threads = std::max(1, options_.threads);
+    const int threads = options_.threads > 0
+                            ? options_.threads
+                            : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
     for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { WorkerLoop(); });
   }
   ~DirectorySource() override {
@@ -193,7 +196,31 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
   STOKER_RETURN_IF_ERROR(Walk(root_real, root_real, "", &files));
   std::sort(files.begin(), files.end(),
             [](const PlannedFile& a, const PlannedFile& b) { return a.path < b.path; });
+  if (options.shuffle_seed) {
+    // Fisher-Yates from the back with stoker's own generator: the same layout everywhere.
+    Pcg32 rng(*options.shuffle_seed);
+    for (size_t i = files.size(); i > 1; --i) std::swap(files[i - 1], files[rng.Below(i)]);
+  }
   return std::make_unique<DirectorySource>(std::move(files), options);
+}
+
+Result<std::unique_ptr<PackSource>> OpenPackSource(const std::vector<std::string>& sources,
+                                                   const DirectorySourceOptions& options,
+                                                   bool* tar_input) {
+  auto is_directory = [](const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  };
+  if (sources.empty()) return Err(Status::InvalidArgument("no source given"));
+  *tar_input = !(sources.size() == 1 && is_directory(sources[0]));
+  if (!*tar_input) return OpenDirectorySource(sources[0], options);
+  for (const auto& s : sources) {
+    if (is_directory(s)) {
+      return Err(Status::InvalidArgument(
+          fmt::format("give either one directory or tar files, not both ({})", s)));
+    }
+  }
+  return OpenTarSource(sources);
 }
 
 }  // namespace stoker::dataset

@@ -33,8 +33,13 @@ class PackSource {
 };
 
 struct DirectorySourceOptions {
-  int threads = 4;                        // parallel file reads
+  int threads = 0;                        // parallel file reads; 0: the cores, at least 2
   uint64_t window_bytes = 256ull << 20;   // read-ahead limit
+  // Where files land in chunks: path order (nullopt; ImageFolder trees end up in class order,
+  // each chunk one class), or a random permutation from this seed, so that every chunk mixes
+  // classes and chunk-wise shuffle needs only a small window. Sample indices and paths are the
+  // same either way: the snapshot is always in path order.
+  std::optional<uint64_t> shuffle_seed;
 };
 
 // Every regular file under `root`, in path order. Symlinks are followed only to regular files
@@ -45,5 +50,11 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
 // The regular-file members of the given tar archives (any compression libarchive reads), shard
 // by shard, in archive order.
 Result<std::unique_ptr<PackSource>> OpenTarSource(std::vector<std::string> tar_paths);
+
+// What `stoker pack SRC... DST` packs: one directory tree, or any number of tar files (mixing
+// them is an InvalidArgument). Sets *tar_input for tar files (their samples group by key).
+Result<std::unique_ptr<PackSource>> OpenPackSource(const std::vector<std::string>& sources,
+                                                   const DirectorySourceOptions& options,
+                                                   bool* tar_input);
 
 }  // namespace stoker::dataset

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import stoker
+
 from conftest import chunk_files, make_tree
 
 EXIT_ERROR, EXIT_CORRUPT = 1, 3
@@ -269,3 +271,34 @@ def test_usage_errors(tmp_path, stoker_cli):
     assert stoker_cli("--version", check=True).stdout.strip() == "stoker 0.1.0"
     proc = stoker_cli("info", tmp_path / "nothing")
     assert proc.returncode == EXIT_ERROR and "no MANIFEST" in proc.stderr
+
+
+def test_pack_shuffled_order_mixes_classes_in_chunks(tmp_path, stoker_cli):
+    """--order shuffled changes only where files land: same paths, bytes and labels, but chunks
+    that mix classes, so chunk shuffle with W=1 mixes batches like a full shuffle."""
+    import random as _random
+
+    rng = _random.Random(3)
+    src = tmp_path / "src"
+    for c in range(8):
+        for i in range(40):
+            p = src / f"class{c}" / f"{i:03d}.bin"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(rng.randbytes(rng.randrange(500, 1500)))
+    reports = {}
+    for order in ("path", "shuffled"):
+        dst = tmp_path / order
+        stoker_cli("pack", src, dst, "--chunk-size", "8KiB", "--order", order, "-q", check=True)
+        ds = stoker.Dataset(str(dst))
+        for i in range(len(ds)):
+            data, label, path = ds[i]
+            assert data == (src / path).read_bytes()
+            assert ds.classes[label] == path.split("/")[0]
+        report = json.loads(stoker_cli("shuffle-report", dst, "--batch-size", "16", "--windows",
+                                       "1", "--json", check=True).stdout)
+        reports[order] = {r["mode"]: r for r in report}
+    assert stoker_cli("verify", tmp_path / "shuffled").returncode == 0
+    path_w1 = reports["path"]["chunk"]["batch_distinct_classes"]
+    shuffled_w1 = reports["shuffled"]["chunk"]["batch_distinct_classes"]
+    full = reports["shuffled"]["full"]["batch_distinct_classes"]
+    assert path_w1 < 3 < 0.8 * full < shuffled_w1
