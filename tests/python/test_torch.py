@@ -17,7 +17,8 @@ import stoker.torch  # noqa: E402
 from conftest import make_tree  # noqa: E402
 
 # This machine may have fewer cores than the tests' workers; torch warns, the tests don't care.
-pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
+pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create"),
+              pytest.mark.filterwarnings("ignore:.set_vital. is deprecated")]
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +221,30 @@ def test_import_stoker_without_torch():
     code = ("import sys; import stoker; assert 'torch' not in sys.modules; "
             "stoker.Loader; import stoker.torch; assert 'torch' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("cut", [1, 17, 40])
+def test_torchdata_stateful_dataloader_resume(packed, index_of, workers, cut):
+    """torchdata's StatefulDataLoader saves the dataset's state (per worker) and restores it in a
+    fresh loader: the resumed epoch delivers exactly the samples not yet seen."""
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+
+    def make():
+        ds = stoker.torch.StokerIterableDataset(packed, shuffle="chunk", window=2, seed=4,
+                                                rank=0, world_size=1,
+                                                transform=lambda s: s[2])
+        return sdl.StatefulDataLoader(ds, batch_size=None, num_workers=workers,
+                                      multiprocessing_context="fork" if workers else None)
+
+    first = make()
+    it = iter(first)
+    seen = [next(it) for _ in range(cut)]
+    state = first.state_dict()
+    del it
+    second = make()
+    second.load_state_dict(state)
+    rest = list(second)
+    counts = Counter(index_of[p] for p in seen + rest)
+    assert sorted(counts) == list(range(len(index_of)))
+    assert set(counts.values()) == {1}
