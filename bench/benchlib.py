@@ -7,6 +7,7 @@ docs/benchmarks.md). Page-cache hits are not throttled, so callers drop the cach
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -149,6 +150,16 @@ def machine() -> dict:
     return {"cpus": os.cpu_count(), "cpu": cpu, "kernel": platform.release(),
             "mem_gib": round(mem / 2**30, 1), "fs": fs, "disk": root_disk(),
             "loadavg": os.getloadavg()}
+
+
+def argument_parser(doc: str | None):
+    """The options every image benchmark shares: the build and the sample data set."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--build-dir", default=str(REPO / "build-bench"))
+    p.add_argument("--images", type=int, default=20000)
+    p.add_argument("--classes", type=int, default=100)
+    p.add_argument("--seed", type=int, default=1)
+    return p
 
 
 def median(xs):

@@ -84,11 +84,7 @@ def write_list(path: Path, files: list[Path], seed: int) -> Path:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--build-dir", default=str(benchlib.REPO / "build-bench"))
-    p.add_argument("--images", type=int, default=20000)
-    p.add_argument("--classes", type=int, default=100)
-    p.add_argument("--seed", type=int, default=1)
+    p = benchlib.argument_parser(__doc__)
     p.add_argument("--sizes", default="1,4,16,64,256", help="chunk sizes in MiB")
     p.add_argument("--settings", default="hdd,nfs,none")
     p.add_argument("--read-size", type=int, default=4 << 20)

@@ -23,7 +23,6 @@ Needs root. Results: docs/benchmarks.md §4.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -63,11 +62,7 @@ def resident_bytes(paths: list[Path]) -> int:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--build-dir", default=str(benchlib.REPO / "build-bench"))
-    p.add_argument("--images", type=int, default=20000)
-    p.add_argument("--classes", type=int, default=100)
-    p.add_argument("--seed", type=int, default=1)
+    p = benchlib.argument_parser(__doc__)
     p.add_argument("--settings", default="hdd,nfs")
     p.add_argument("--reps", type=int, default=3, help="rounds; medians reported")
     p.add_argument("--windows", default="1,4,16", help="chunk-mode windows W (chunks)")

@@ -12,7 +12,6 @@ order of the tools; the tables report medians. docs/benchmarks.md §2 has the re
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -32,11 +31,7 @@ def timed(argv: list[str]) -> tuple[float, str]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--build-dir", default=str(benchlib.REPO / "build-bench"))
-    p.add_argument("--images", type=int, default=20000)
-    p.add_argument("--classes", type=int, default=100)
-    p.add_argument("--seed", type=int, default=1)
+    p = benchlib.argument_parser(__doc__)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1, help="untimed repetitions first")
     p.add_argument("--chunk-size", default="64MiB")
