@@ -6,11 +6,13 @@ PRNG, so every run packs the same bytes.
 """
 from __future__ import annotations
 
+import io
 import os
 import random
 import shutil
 import subprocess
 import sysconfig
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,15 @@ def dataset_contents(ds) -> dict[str, bytes]:
         st = ds.stat(i)
         out[st["path"]] = ds.read(i)
     return out
+
+
+def write_tar(path: Path, members: dict[str, bytes]) -> None:
+    """A tar file of regular-file members {name: bytes}, in the given order."""
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
 
 
 def chunk_files(dataset: Path) -> dict[str, bytes]:

@@ -1,19 +1,17 @@
 """End-to-end tests of the installed `stoker` CLI: pack, ls, stat, cat, info, verify."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import pty
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 
 import stoker
 
-from conftest import chunk_files, make_tree
+from conftest import chunk_files, make_tree, write_tar
 
 EXIT_ERROR, EXIT_CORRUPT = 1, 3
 
@@ -24,14 +22,6 @@ def packed(tmp_path, tree, stoker_cli):
     dst = tmp_path / "ds"
     proc = stoker_cli("pack", src, dst, "--chunk-size", "64KiB", "--json", check=True)
     return dst, files, json.loads(proc.stdout)
-
-
-def write_tar(path: Path, members: dict[str, bytes]) -> None:
-    with tarfile.open(path, "w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
 
 
 def test_pack_json_summary(packed):

@@ -1,12 +1,10 @@
 """The Python API (stoker.Dataset, stoker.pack, stoker.verify) against generated trees."""
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import subprocess
 import sys
-import tarfile
 import textwrap
 import threading
 from pathlib import Path
@@ -14,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import stoker
-from conftest import chunk_files, dataset_contents, make_tree
+from conftest import chunk_files, dataset_contents, make_tree, write_tar
 
 
 def class_of(path: str) -> str:
@@ -101,14 +99,6 @@ def test_labels_none(tmp_path, tree):
     assert ds.classes == []
     assert {ds[i][1] for i in range(len(ds))} == {-1}
     assert ds.stat(0)["class"] is None
-
-
-def write_tar(path: Path, members: dict[str, bytes]) -> None:
-    with tarfile.open(path, "w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
 
 
 def test_tar_shards_group_samples(tmp_path):
