@@ -9,6 +9,7 @@
 
 #include "dataset/publish.h"
 #include "format/chunk.h"
+#include "format/snapshot.h"
 #include "format/snapshot_builder.h"
 
 namespace stoker::dataset {
@@ -28,6 +29,19 @@ int32_t LabelFromClsMember(std::string_view path, const std::vector<std::byte>& 
   if (ec != std::errc() || ptr != text.data() + text.size() || label < 0) return format::kNoLabel;
   return label;
 }
+
+// A finished snapshot held in memory, readable through the FileBytes interface.
+class StringBytes final : public FileBytes {
+ public:
+  explicit StringBytes(std::string data) : data_(std::move(data)) {}
+  std::span<const std::byte> bytes() const override {
+    return {reinterpret_cast<const std::byte*>(data_.data()), data_.size()};
+  }
+  std::string_view view() const { return data_; }
+
+ private:
+  const std::string data_;
+};
 
 // The pre-existing content of the destination when appending.
 struct BaseVersion {
@@ -208,17 +222,20 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
   for (const auto& e : spec.entries) summary.bytes_total += e.length;
   summary.chunks_added = chunks.finished().size();
   summary.chunks_total = spec.chunks.size();
-  STOKER_ASSIGN_OR_RETURN(const std::string snapshot, format::BuildSnapshot(std::move(spec)));
-  STOKER_RETURN_IF_ERROR(PublishVersion(dst, version, snapshot));
+  STOKER_ASSIGN_OR_RETURN(std::string snapshot, format::BuildSnapshot(std::move(spec)));
+  // Nothing is published that the reader would reject: open the new snapshot from memory with
+  // full validation first (this also yields the counts for the summary).
+  auto bytes = std::make_shared<const StringBytes>(std::move(snapshot));
+  auto snap = format::Snapshot::Open(bytes, SnapshotPath(version));
+  if (!snap) {
+    return Err(Status::Internal("the packer built a snapshot its reader rejects: " +
+                                snap.error().ToString()));
+  }
+  STOKER_RETURN_IF_ERROR(PublishVersion(dst, version, bytes->view()));
   summary.version = version;
-  summary.snapshot_bytes = snapshot.size();
-  // Report what was published, read back through the reader's own validation.
-  format::Manifest published{version, SnapshotPath(version), snapshot.size(), 0};
-  STOKER_ASSIGN_OR_RETURN(auto current, ReadCurrentVersion(dst));
-  if (current) published = *current;
-  STOKER_ASSIGN_OR_RETURN(auto snap, OpenSnapshot(dst, published, false));
-  summary.classes = snap->class_count();
-  summary.samples = snap->sample_count();
+  summary.snapshot_bytes = bytes->view().size();
+  summary.classes = (*snap)->class_count();
+  summary.samples = (*snap)->sample_count();
   if (options.progress) options.progress(progress);
   summary.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
