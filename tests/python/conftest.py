@@ -57,6 +57,22 @@ def dataset_contents(ds) -> dict[str, bytes]:
     return out
 
 
+def pack_small_tree(tmp_path_factory, name: str, seed: int) -> str:
+    """A 77-sample labelled dataset in ~20 chunks (so 2, 3 and 4 ranks don't divide it)."""
+    import stoker  # here, not at the top: test_sample_data.py runs without the package
+    root = tmp_path_factory.mktemp(name)
+    make_tree(root / "src", seed=seed, classes=7, files_per_class=11, max_size=4000)
+    stoker.pack(str(root / "src"), str(root / "ds"), chunk_size=8192)
+    return str(root / "ds")
+
+
+def sample_index_by_path(uri: str) -> dict[str, int]:
+    """{path of a sample's first file: sample index}."""
+    import stoker
+    ds = stoker.Dataset(uri)
+    return {ds.sample_files(i)[0]: i for i in range(len(ds))}
+
+
 def write_tar(path: Path, members: dict[str, bytes]) -> None:
     """A tar file of regular-file members {name: bytes}, in the given order."""
     with tarfile.open(path, "w") as tar:

@@ -17,17 +17,14 @@ from collections import Counter
 import pytest
 
 import stoker
-from conftest import make_tree
+from conftest import make_tree, pack_small_tree
 
 MODES = ["sequential", "full", "chunk"]
 
 
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("loader")
-    make_tree(root / "src", seed=77, classes=7, files_per_class=11, max_size=4000)
-    stoker.pack(str(root / "src"), str(root / "ds"), chunk_size=8192)
-    return str(root / "ds")
+    return pack_small_tree(tmp_path_factory, "loader", seed=77)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402
 
 import stoker  # noqa: E402
 import stoker.torch  # noqa: E402
-from conftest import make_tree  # noqa: E402
+from conftest import make_tree, pack_small_tree, sample_index_by_path  # noqa: E402
 
 # This machine may have fewer cores than the tests' workers; torch warns, the tests don't care.
 pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create"),
@@ -23,16 +23,12 @@ pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create"),
 
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("torch")
-    make_tree(root / "src", seed=78, classes=7, files_per_class=11, max_size=4000)
-    stoker.pack(str(root / "src"), str(root / "ds"), chunk_size=8192)
-    return str(root / "ds")
+    return pack_small_tree(tmp_path_factory, "torch", seed=78)
 
 
 @pytest.fixture(scope="module")
 def index_of(packed):
-    ds = stoker.Dataset(packed)
-    return {ds.sample_files(i)[0]: i for i in range(len(ds))}
+    return sample_index_by_path(packed)
 
 
 def paths(batch):
