@@ -4,6 +4,7 @@
 
 #include "dataset.h"
 #include "errors.h"
+#include "image_ops.h"
 #include "pack.h"
 #include "pipeline.h"
 #include "sampler.h"
@@ -12,6 +13,7 @@ NB_MODULE(_core, m) {
   m.doc() = "stoker C++ core: datasets, pack, verify and the sampler";
   stoker::python::RegisterErrors(m);
   stoker::python::RegisterDataset(m);
+  stoker::python::RegisterImageOps(m);
   stoker::python::RegisterPack(m);
   stoker::python::RegisterPipeline(m);
   stoker::python::RegisterSampler(m);
