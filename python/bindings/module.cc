@@ -5,6 +5,7 @@
 #include "dataset.h"
 #include "errors.h"
 #include "image_ops.h"
+#include "image_pipeline.h"
 #include "pack.h"
 #include "pipeline.h"
 #include "sampler.h"
@@ -14,6 +15,7 @@ NB_MODULE(_core, m) {
   stoker::python::RegisterErrors(m);
   stoker::python::RegisterDataset(m);
   stoker::python::RegisterImageOps(m);
+  stoker::python::RegisterImagePipeline(m);
   stoker::python::RegisterPack(m);
   stoker::python::RegisterPipeline(m);
   stoker::python::RegisterSampler(m);

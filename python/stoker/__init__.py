@@ -12,6 +12,9 @@
     for batch in loader: ...                            # epochs 0, 1, ... (or set_epoch(e))
     state = loader.state_dict(); loader.load_state_dict(state)  # exact, any world size
 
+    images = stoker.ImageLoader("/data/train.stoker", batch_size=256, train=True, size=224)
+    for x, y in images: ...                             # decoded + augmented in C++ threads
+
     import stoker.torch                                 # torch.utils.data adapters
     stoker.torch.StokerIterableDataset(uri, ...); stoker.torch.StokerMapDataset(uri)
 
@@ -33,10 +36,11 @@ from __future__ import annotations
 import importlib
 
 from ._core import CorruptionError, Dataset, Sampler, pack, shuffle_report, verify
+from .image_loader import ImageLoader
 from .loader import Loader
 
 __version__ = "0.1.0"
-__all__ = ["CorruptionError", "Dataset", "Loader", "Sampler", "pack", "shuffle_report", "verify",
+__all__ = ["CorruptionError", "Dataset", "ImageLoader", "Loader", "Sampler", "pack", "shuffle_report", "verify",
            "__version__"]
 
 

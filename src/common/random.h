@@ -6,8 +6,31 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace stoker {
+
+// One step of SplitMix64 (Steele, Lea, Flood 2014): advances `state`, returns a mixed value.
+inline uint64_t SplitMix64(uint64_t& state) {
+  state += 0x9E3779B97F4A7C15ull;
+  uint64_t z = state;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// A generator seed derived from several inputs (seed, epoch, ...): s = first input, then for
+// each further input x: s = SplitMix64(s) ^ x; the result is SplitMix64(s). Specified in
+// docs/sampler.md; the sampler and the augmentations both derive their seeds this way.
+inline uint64_t DeriveSeed(std::initializer_list<uint64_t> inputs) {
+  uint64_t state = 0;
+  bool first = true;
+  for (uint64_t x : inputs) {
+    state = first ? x : SplitMix64(state) ^ x;
+    first = false;
+  }
+  return SplitMix64(state);
+}
 
 class Pcg32 {
  public:

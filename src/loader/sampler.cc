@@ -15,14 +15,6 @@ namespace {
 constexpr uint64_t kSaltChunks = 1;   // generator for the chunk permutation
 constexpr uint64_t kSaltSamples = 2;  // generator for sample permutations
 
-uint64_t SplitMix64(uint64_t& state) {
-  state += 0x9E3779B97F4A7C15ull;
-  uint64_t z = state;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // Shuffles each run of `window` consecutive chunks' samples and appends them to `out`.
 void AppendWindows(std::span<const uint32_t> chunks, uint32_t window,
                    const std::vector<uint32_t>& chunk_begin,
@@ -65,11 +57,7 @@ Status SamplerOptions::Validate() const {
 }
 
 uint64_t EpochSeed(uint64_t seed, uint64_t epoch, uint64_t dataset_version, uint64_t salt) {
-  uint64_t state = seed;
-  state = SplitMix64(state) ^ epoch;
-  state = SplitMix64(state) ^ dataset_version;
-  state = SplitMix64(state) ^ salt;
-  return SplitMix64(state);
+  return DeriveSeed({seed, epoch, dataset_version, salt});
 }
 
 Result<Sampler> Sampler::Create(std::vector<uint32_t> sample_chunks, uint64_t dataset_version,

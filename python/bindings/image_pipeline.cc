@@ -1,0 +1,230 @@
+// stoker._core.ImagePipeline: ready image batches from a plan, made by the C++ image pipeline
+// (src/loader/image_pipeline.h: read, decode, crop/resize, flip, normalize in C++ threads).
+// Batches come out as torch tensors that share the pipeline's batch buffer (DLPack, no copy);
+// the buffer returns to the pipeline's pool when the tensor is freed. stoker.ImageLoader wraps
+// this; see python/stoker/image_loader.py for the options.
+#include "image_pipeline.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include "dataset.h"
+#include "errors.h"
+#include "loader/image_pipeline.h"
+#include "stoker/dataset.h"
+
+namespace nb = nanobind;
+
+namespace stoker::python {
+namespace {
+
+using loader::ImagePipeline;
+using loader::ImagePipelineOptions;
+using Plan = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+decode::Interpolation ParseInterpolation(const std::string& name) {
+  if (name == "nearest") return decode::Interpolation::kNearest;
+  if (name == "bilinear") return decode::Interpolation::kBilinear;
+  if (name == "bicubic") return decode::Interpolation::kBicubic;
+  throw nb::value_error("interpolation must be 'nearest', 'bilinear' or 'bicubic'");
+}
+
+template <typename T>
+T Get(const nb::dict& options, const char* key) {
+  if (!options.contains(key)) throw nb::key_error(key);
+  return nb::cast<T>(options[key]);
+}
+
+// The options dict built by stoker.ImageLoader (which validates and documents them).
+ImagePipelineOptions ParseOptions(const nb::dict& o) {
+  ImagePipelineOptions options;
+  options.batch_size = Get<uint32_t>(o, "batch_size");
+  options.drop_last = Get<bool>(o, "drop_last");
+  options.threads = Get<uint32_t>(o, "threads");
+  options.prefetch_batches = Get<uint32_t>(o, "prefetch_batches");
+  options.seed = Get<uint64_t>(o, "seed");
+  options.epoch = Get<uint64_t>(o, "epoch");
+  const auto on_error = Get<std::string>(o, "on_error");
+  if (on_error != "raise" && on_error != "skip") {
+    throw nb::value_error("on_error must be 'raise' or 'skip'");
+  }
+  options.on_error = on_error == "raise" ? loader::ErrorPolicy::kRaise : loader::ErrorPolicy::kSkip;
+  options.read.memory_budget_bytes = Get<uint64_t>(o, "memory_budget");
+  options.read.io_depth = Get<uint32_t>(o, "io_depth");
+
+  decode::TransformOptions& t = options.transform;
+  t.train = Get<bool>(o, "train");
+  std::tie(t.crop.scale_min, t.crop.scale_max) = Get<std::tuple<double, double>>(o, "scale");
+  std::tie(t.crop.ratio_min, t.crop.ratio_max) = Get<std::tuple<double, double>>(o, "ratio");
+  t.flip_probability = Get<double>(o, "flip");
+  t.rotation_degrees = Get<double>(o, "rotation");
+  std::tie(t.zoom_min, t.zoom_max) = Get<std::tuple<double, double>>(o, "zoom");
+  t.resize = Get<uint32_t>(o, "resize");
+  t.interpolation = ParseInterpolation(Get<std::string>(o, "interpolation"));
+  t.warp_interpolation = ParseInterpolation(Get<std::string>(o, "warp_interpolation"));
+  t.dct_scaling = Get<bool>(o, "dct_scaling");
+  t.limits.max_pixels = Get<uint64_t>(o, "max_pixels");
+  std::tie(t.output.height, t.output.width) = Get<std::tuple<uint32_t, uint32_t>>(o, "size");
+  const auto dtype = Get<std::string>(o, "dtype");
+  if (dtype != "float32" && dtype != "uint8") throw nb::value_error("dtype: 'float32' or 'uint8'");
+  t.output.dtype = dtype == "uint8" ? decode::DType::kUint8 : decode::DType::kFloat32;
+  const auto layout = Get<std::string>(o, "layout");
+  if (layout != "NCHW" && layout != "NHWC") throw nb::value_error("layout: 'NCHW' or 'NHWC'");
+  t.output.layout = layout == "NHWC" ? decode::Layout::kNHWC : decode::Layout::kNCHW;
+  const auto mean = Get<std::tuple<double, double, double>>(o, "mean");
+  const auto std = Get<std::tuple<double, double, double>>(o, "std");
+  t.output.mean[0] = float(std::get<0>(mean));
+  t.output.mean[1] = float(std::get<1>(mean));
+  t.output.mean[2] = float(std::get<2>(mean));
+  t.output.std[0] = float(std::get<0>(std));
+  t.output.std[1] = float(std::get<1>(std));
+  t.output.std[2] = float(std::get<2>(std));
+  return options;
+}
+
+class PyImagePipeline {
+ public:
+  PyImagePipeline(nb::object dataset, Plan plan_view, const nb::dict& options_dict)
+      : dataset_obj_(std::move(dataset)), options_(ParseOptions(options_dict)) {
+    std::vector<uint32_t> plan(plan_view.data(), plan_view.data() + plan_view.shape(0));
+    const Dataset& ds = UnwrapDataset(dataset_obj_);
+    // The Python Dataset owns the C++ one; dataset_obj_ keeps it alive as long as we live.
+    std::shared_ptr<const Dataset> shared(&ds, [](const Dataset*) {});
+    Result<std::unique_ptr<ImagePipeline>> started = Err(Status::Internal("unset"));
+    {
+      nb::gil_scoped_release release;
+      started = ImagePipeline::Start(std::move(shared), std::move(plan), options_);
+    }
+    pipeline_ = ValueOrThrow(std::move(started));
+  }
+
+  // (images, labels, samples, consumed, errors): images a torch tensor sharing the batch
+  // buffer; errors a list of (position, sample, message) for skipped samples.
+  nb::tuple Next() {
+    if (!pipeline_) throw nb::stop_iteration();
+    Result<std::optional<loader::ImageBatch>> item = Err(Status::Internal("unset"));
+    {
+      nb::gil_scoped_release release;
+      item = pipeline_->Next();
+    }
+    std::optional<loader::ImageBatch> batch = ValueOrThrow(std::move(item));
+    if (!batch) throw nb::stop_iteration();
+    return nb::make_tuple(Images(*batch), Labels(batch->labels), Samples(batch->samples),
+                          batch->consumed, Errors(batch->errors));
+  }
+
+  nb::dict Stats() const {
+    nb::dict d;
+    if (!pipeline_) return d;
+    const loader::ImagePipelineStats s = pipeline_->stats();
+    d["samples"] = s.samples;
+    d["batches"] = s.batches;
+    d["skipped"] = s.skipped;
+    d["threads"] = s.threads;
+    d["read_wait_seconds"] = s.read_wait_seconds;
+    d["decode_seconds"] = s.decode_seconds;
+    d["resize_seconds"] = s.resize_seconds;
+    d["output_seconds"] = s.output_seconds;
+    d["idle_seconds"] = s.idle_seconds;
+    d["consumer_wait_seconds"] = s.consumer_wait_seconds;
+    d["bytes_read"] = s.read.bytes_read;
+    d["ranges"] = s.read.ranges;
+    d["peak_bytes_held"] = s.read.peak_bytes_held;
+    return d;
+  }
+
+  void Close() {
+    nb::gil_scoped_release release;
+    pipeline_.reset();
+  }
+
+ private:
+  nb::object Images(loader::ImageBatch& batch) const {
+    const decode::OutputSpec& out = options_.transform.output;
+    size_t shape[4] = {batch.count, 3, out.height, out.width};
+    if (out.layout == decode::Layout::kNHWC) {
+      shape[1] = out.height;
+      shape[2] = out.width;
+      shape[3] = 3;
+    }
+    // The capsule owns a reference to the pooled buffer: freeing the tensor recycles it.
+    auto* owner = new std::shared_ptr<std::byte>(std::move(batch.images));
+    nb::capsule capsule(owner, [](void* p) noexcept {
+      delete static_cast<std::shared_ptr<std::byte>*>(p);
+    });
+    const nb::dlpack::dtype dtype = out.dtype == decode::DType::kFloat32
+                                        ? nb::dtype<float>()
+                                        : nb::dtype<uint8_t>();
+    return nb::cast(nb::ndarray<nb::pytorch>(owner->get(), 4, shape, capsule, nullptr, dtype));
+  }
+
+  template <typename T>
+  static nb::object Vector(const std::vector<T>& values) {
+    auto* copy = new std::vector<T>(values);
+    nb::capsule capsule(copy, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+    const size_t shape[1] = {copy->size()};
+    return nb::cast(nb::ndarray<nb::pytorch, T, nb::ndim<1>>(copy->data(), 1, shape, capsule));
+  }
+  static nb::object Labels(const std::vector<int64_t>& labels) { return Vector(labels); }
+  static nb::object Samples(const std::vector<uint32_t>& samples) {
+    // torch has no uint32 tensors in older releases: widen to int64.
+    return Vector(std::vector<int64_t>(samples.begin(), samples.end()));
+  }
+
+  static nb::list Errors(const std::vector<loader::SampleError>& errors) {
+    nb::list list;
+    for (const loader::SampleError& e : errors) {
+      list.append(nb::make_tuple(e.position, e.sample, e.status.ToString()));
+    }
+    return list;
+  }
+
+  nb::object dataset_obj_;
+  ImagePipelineOptions options_;
+  std::unique_ptr<ImagePipeline> pipeline_;
+};
+
+}  // namespace
+
+void RegisterImagePipeline(nb::module_& m) {
+  m.def(
+      "image_sample_params",
+      [](const nb::dict& options_dict, uint32_t width, uint32_t height, uint32_t sample) {
+        const ImagePipelineOptions options = ParseOptions(options_dict);
+        ThrowIfError(options.Validate());  // ValueError, as the pipeline would
+        const decode::SampleParams p = decode::ChooseParams(
+            options.transform, width, height,
+            decode::AugmentSeed(options.seed, options.epoch, sample));
+        nb::dict d;
+        d["box"] = nb::make_tuple(p.box.x0, p.box.y0, p.box.x1, p.box.y1);
+        d["clip_to_box"] = p.clip_to_box;
+        d["flip"] = p.flip;
+        d["angle"] = p.angle;
+        d["zoom"] = p.zoom;
+        return d;
+      },
+      nb::arg("options"), nb::arg("width"), nb::arg("height"), nb::arg("sample"),
+      "The augmentation parameters sample `sample` (an image of width x height) gets under "
+      "`options` (as ImagePipeline's, with 'epoch'): box (x0, y0, x1, y1) in source pixels, "
+      "clip_to_box, flip, angle, zoom.");
+
+  nb::class_<PyImagePipeline>(m, "ImagePipeline",
+                              "Decodes and transforms `plan` into batches in C++ threads; "
+                              "iterating yields (images, labels, samples, consumed, errors).")
+      .def(nb::init<nb::object, Plan, const nb::dict&>(), nb::arg("dataset"), nb::arg("plan"),
+           nb::arg("options"))
+      .def("__iter__", [](nb::handle self) { return self; })
+      .def("__next__", &PyImagePipeline::Next)
+      .def("stats", &PyImagePipeline::Stats,
+           "Counters: samples, batches, skipped, threads, read_wait_seconds, decode_seconds, "
+           "resize_seconds, output_seconds, idle_seconds, consumer_wait_seconds, bytes_read, "
+           "ranges, peak_bytes_held.")
+      .def("close", &PyImagePipeline::Close, "Stops the threads; delivered batches stay valid.");
+}
+
+}  // namespace stoker::python

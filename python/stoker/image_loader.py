@@ -1,0 +1,229 @@
+"""stoker.ImageLoader: ready training batches of images — read, decoded, augmented, normalized
+and batched in C++ threads, handed to PyTorch without a copy.
+
+    loader = stoker.ImageLoader("/data/train.stoker", batch_size=256, train=True, size=224)
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for images, labels in loader:       # float32 (B, 3, 224, 224), int64 (B,)
+            ...
+    val = stoker.ImageLoader("/data/val.stoker", batch_size=256, train=False)
+
+train=True is torchvision's RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip(flip)
+[+ RandomRotation(rotation) + RandomAffine(scale=zoom)] + ToTensor + Normalize(mean, std);
+train=False is Resize(resize) + CenterCrop(size) + ToTensor + Normalize. Every sample's random
+parameters come from (seed, epoch, sample index), so batches are reproducible and a resumed job
+(load_state_dict) continues with exactly the augmentations the interrupted one would have used.
+See docs/augment.md.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import os
+from typing import Any, Callable, Iterator, Sequence
+
+from ._core import Dataset, ImagePipeline, image_sample_params
+from .loader import DEFAULT_MIN_BUDGET, _Stream
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+_ON_ERROR = ("raise", "skip", "log")
+_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
+
+log = logging.getLogger("stoker")
+
+
+def _pair(value: float | Sequence[float], name: str) -> tuple[float, float]:
+    if isinstance(value, (int, float)):
+        return float(value), float(value)
+    if len(value) != 2:
+        raise ValueError(f"{name} must be a number or a pair, not {value!r}")
+    return float(value[0]), float(value[1])
+
+
+def _triple(value: Sequence[float], name: str) -> tuple[float, float, float]:
+    if len(value) != 3:
+        raise ValueError(f"{name} must have one value per channel (3), not {value!r}")
+    return float(value[0]), float(value[1]), float(value[2])
+
+
+class ImageLoader(_Stream):
+    """Batches of (images, labels) torch tensors from one rank's share of a packed image dataset.
+
+    Args:
+      uri_or_dataset: a path / file:// URI, or an open stoker.Dataset (JPEG or PNG files,
+        whatever their names; for tar-packed samples, the file with an image extension).
+      batch_size: images per batch. The last batch may be smaller (drop_last drops it).
+      train: the training transform (random crop, flip, ...) or the validation one.
+      size: output size, an int (square) or (height, width).
+      scale, ratio: RandomResizedCrop's area fraction and aspect (width / height) ranges.
+      flip: probability of a horizontal flip (default 0.5 when training, 0 otherwise).
+      rotation: degrees; the angle is uniform in [-rotation, rotation] (0: off).
+      zoom: (min, max) RandomAffine-style scale about the centre ((1, 1): off).
+      resize: validation: the shorter side before the centre crop (default size * 8 / 7).
+      interpolation: "bilinear" (torchvision's default), "bicubic" or "nearest".
+      mean, std: per-channel normalization of the [0, 1] values (float32 output).
+      dtype: "float32" (normalized) or "uint8" (raw pixels, e.g. to normalize on the GPU).
+      layout: "NCHW" (PyTorch's default) or "NHWC" (channels_last).
+      shuffle: "chunk" (default when training), "full" or "sequential" (default otherwise);
+        seed, window, drop_last, rank, world_size: as for stoker.Loader.
+      threads: decode threads (default: the CPUs this process may use).
+      prefetch_batches: batches made ahead of the consumer.
+      on_error: what a sample that cannot be decoded (corrupt, truncated, not an image, over
+        max_pixels) or read does: "raise" (default; the exception names the sample's path),
+        "skip" (left out of its batch, which is then smaller; recorded in `errors`), "log"
+        (skip, and log a warning naming it on the "stoker" logger).
+      dct_scaling: let JPEG decoding downscale in the DCT domain when the crop will be shrunk by
+        2x or more anyway (faster; off gives torchvision's pixels exactly).
+      max_pixels: images whose header claims more pixels are errors (before any allocation).
+      memory_budget, io_depth: for the read pipeline, as for stoker.Loader.
+
+    Iterating yields (images, labels): images share memory with a C++ buffer that is recycled
+    once the tensor is freed (no copy), labels are int64 (-1 for unlabelled samples). stats()
+    has counters of the last pass: samples, images/s, time waiting for reads vs decoding.
+    Prints nothing by default.
+    """
+
+    def __init__(self, uri_or_dataset: str | os.PathLike | Dataset, batch_size: int = 256, *,
+                 train: bool = True, size: int | Sequence[int] = 224,
+                 scale: Sequence[float] = (0.08, 1.0),
+                 ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0), flip: float | None = None,
+                 rotation: float = 0.0, zoom: float | Sequence[float] = (1.0, 1.0),
+                 resize: int | None = None, interpolation: str = "bilinear",
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                 dtype: str = "float32", layout: str = "NCHW", shuffle: str | None = None,
+                 seed: int = 0, window: int = 16, drop_last: bool = False,
+                 threads: int | None = None, prefetch_batches: int = 2,
+                 on_error: str = "raise", dct_scaling: bool = True,
+                 max_pixels: int = 1 << 26, rank: int | None = None,
+                 world_size: int | None = None, memory_budget: int | None = None,
+                 io_depth: int = 8) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if on_error not in _ON_ERROR:
+            raise ValueError(f"on_error must be one of {_ON_ERROR}, not {on_error!r}")
+        if interpolation not in _INTERPOLATIONS:
+            raise ValueError(f"interpolation must be one of {_INTERPOLATIONS}")
+        if dtype not in ("float32", "uint8"):
+            raise ValueError(f"dtype must be 'float32' or 'uint8', not {dtype!r}")
+        if layout not in ("NCHW", "NHWC"):
+            raise ValueError(f"layout must be 'NCHW' or 'NHWC', not {layout!r}")
+        if threads is not None and threads < 1:
+            raise ValueError("threads must be at least 1")
+        height, width = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+        if shuffle is None:
+            shuffle = "chunk" if train else "sequential"
+        super().__init__(uri_or_dataset, shuffle=shuffle, seed=seed, window=window,
+                         drop_last=drop_last, transform=None, rank=rank, world_size=world_size)
+        rot = float(rotation)
+        self._batch_size = int(batch_size)
+        self._on_error = on_error
+        self._memory_budget = memory_budget
+        self._options: dict[str, Any] = {
+            "batch_size": self._batch_size,
+            "drop_last": bool(drop_last),
+            "threads": 0 if threads is None else int(threads),
+            "prefetch_batches": int(prefetch_batches),
+            "seed": int(seed) & (2**64 - 1),
+            "on_error": "raise" if on_error == "raise" else "skip",
+            "io_depth": int(io_depth),
+            "train": bool(train),
+            "scale": _pair(scale, "scale"),
+            "ratio": _pair(ratio, "ratio"),
+            "flip": float((0.5 if train else 0.0) if flip is None else flip),
+            "rotation": rot,
+            "zoom": _pair(zoom, "zoom"),
+            "resize": int(resize if resize is not None else round(max(height, width) * 8 / 7)),
+            "interpolation": interpolation,
+            "warp_interpolation": "nearest",
+            "dct_scaling": bool(dct_scaling),
+            "max_pixels": int(max_pixels),
+            "size": (height, width),
+            "dtype": dtype,
+            "layout": layout,
+            "mean": _triple(mean, "mean"),
+            "std": _triple(std, "std"),
+        }
+        self._stats: dict[str, Any] = {}
+        self.errors: list[tuple[int, int, str]] = []  # (position, sample, message), last pass
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def dataset(self) -> Dataset:
+        return self._handles()[0]
+
+    def __len__(self) -> int:
+        """Batches this rank yields in the current pass, or in the next one."""
+        samples = self._pass_samples()
+        if self._options["drop_last"]:
+            return samples // self._batch_size
+        return -(-samples // self._batch_size)
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        token = self._begin_pass()
+        plan, _, _ = self._plan()
+        return self._generate(plan, token)
+
+    def _generate(self, plan, token: int) -> Iterator[tuple[Any, Any]]:
+        ds, _ = self._handles()
+        options = dict(self._options, epoch=self._epoch, memory_budget=self._budget(ds))
+        pipe = ImagePipeline(ds, plan, options)
+        self.errors = []
+        start = time.perf_counter()
+        try:
+            for images, labels, _samples, consumed, errors in pipe:
+                if errors:
+                    self.errors.extend(errors)
+                    if self._on_error == "log":
+                        for _, _, message in errors:
+                            log.warning("stoker: skipped a sample: %s", message)
+                if token == self._pass:
+                    self._yielded += consumed
+                yield images, labels
+        finally:
+            elapsed = time.perf_counter() - start
+            self._stats = dict(pipe.stats(), seconds=elapsed)
+            self._stats["images_per_second"] = (self._stats["samples"] / elapsed
+                                                if elapsed > 0 else 0.0)
+            pipe.close()
+        self._end_pass(token)
+
+    def _budget(self, ds: Dataset) -> int:
+        if self._memory_budget is not None:
+            return int(self._memory_budget)
+        window = self._window if self._shuffle == "chunk" else 1
+        return max(DEFAULT_MIN_BUDGET, 2 * window * ds.largest_chunk_bytes)
+
+    def sample_params(self, sample: int, width: int, height: int,
+                      epoch: int | None = None) -> dict[str, Any]:
+        """The augmentation sample `sample` (an image of width x height) gets in `epoch`
+        (default: the current one): box (x0, y0, x1, y1) in source pixels, clip_to_box, flip,
+        angle, zoom — what the C++ threads draw, for inspection and tests."""
+        options = dict(self._options, epoch=self._epoch if epoch is None else int(epoch),
+                       memory_budget=0)
+        return image_sample_params(options, int(width), int(height), int(sample))
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of the last (or current) pass: samples, batches, skipped, threads,
+        images_per_second, seconds, read_wait_seconds (the dispatcher waiting for storage),
+        decode_seconds / resize_seconds / output_seconds (summed over threads),
+        idle_seconds (threads without work), consumer_wait_seconds (training waiting for a
+        batch), bytes_read, ranges, peak_bytes_held."""
+        return dict(self._stats)
+
+    def state_dict(self) -> dict[str, Any]:
+        """As stoker.Loader.state_dict(): the position in the epoch's global order."""
+        return self._state(self._yielded)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """As stoker.Loader.load_state_dict(): continues exactly, with any world size."""
+        self._load(state)
+
+    def __repr__(self) -> str:
+        o = self._options
+        return (f"stoker.ImageLoader('{self._uri}', train={o['train']}, size={o['size']}, "
+                f"batch_size={self._batch_size}, shuffle='{self._shuffle}', "
+                f"rank={self._rank}, world_size={self._world_size}, epoch={self._epoch})")

@@ -1,0 +1,355 @@
+#include "loader/image_pipeline.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "decode/augment.h"
+
+namespace stoker::loader {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+constexpr std::align_val_t kBufferAlignment{64};
+
+// Batch buffers, recycled: a released buffer goes back to the free list if the pool still
+// exists (buffers may outlive the pipeline inside tensors), and the list keeps a few at most.
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  BufferPool(size_t bytes, size_t max_free) : bytes_(bytes), max_free_(max_free) {}
+  ~BufferPool() {
+    for (std::byte* p : free_) ::operator delete(p, kBufferAlignment);
+  }
+
+  std::shared_ptr<std::byte> Acquire() {
+    std::byte* p = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      if (!free_.empty()) {
+        p = free_.back();
+        free_.pop_back();
+      }
+    }
+    if (p == nullptr) {
+      // At least one byte, so an empty batch still has an address.
+      p = static_cast<std::byte*>(::operator new(std::max<size_t>(bytes_, 1), kBufferAlignment));
+    }
+    return std::shared_ptr<std::byte>(p, [pool = weak_from_this()](std::byte* q) {
+      if (auto self = pool.lock()) {
+        self->Release(q);
+      } else {
+        ::operator delete(q, kBufferAlignment);
+      }
+    });
+  }
+
+ private:
+  void Release(std::byte* p) {
+    {
+      std::lock_guard lock(mu_);
+      if (free_.size() < max_free_) {
+        free_.push_back(p);
+        return;
+      }
+    }
+    ::operator delete(p, kBufferAlignment);
+  }
+
+  const size_t bytes_, max_free_;
+  std::mutex mu_;
+  std::vector<std::byte*> free_;
+};
+
+// A batch being filled: slots are written by transform threads in any order.
+struct PendingBatch {
+  std::shared_ptr<std::byte> buffer;
+  uint32_t remaining = 0;  // slots not yet written (guarded by State::mu)
+  std::vector<uint64_t> positions;
+  std::vector<uint32_t> samples;
+  std::vector<int64_t> labels;
+  std::vector<Status> status;
+};
+
+struct Task {
+  std::shared_ptr<PendingBatch> batch;
+  uint32_t slot = 0;
+  SampleData data;
+};
+
+bool HasImageExtension(std::string_view path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string_view::npos) return false;
+  std::string ext(path.substr(dot + 1));
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == "jpg" || ext == "jpeg" || ext == "png";
+}
+
+}  // namespace
+
+uint32_t DefaultTransformThreads() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return std::max(1, CPU_COUNT(&set));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+Status ImagePipelineOptions::Validate() const {
+  if (batch_size == 0) return Status::InvalidArgument("batch_size must be at least 1");
+  if (threads > 1024) return Status::InvalidArgument("at most 1024 transform threads");
+  STOKER_RETURN_IF_ERROR(read.Validate());
+  return transform.Validate();
+}
+
+struct ImagePipeline::State {
+  std::shared_ptr<const Dataset> dataset;
+  std::vector<uint32_t> plan;
+  ImagePipelineOptions options;
+  size_t sample_bytes = 0;
+  uint32_t prefetch = 2;
+  size_t task_capacity = 0;
+  std::unique_ptr<ReadPipeline> reader;
+  std::shared_ptr<BufferPool> pool;
+
+  mutable std::mutex mu;
+  std::condition_variable work_cv;      // transform threads: a task or the end
+  std::condition_variable dispatch_cv;  // dispatcher: room for a task or a batch
+  std::condition_variable batch_cv;     // consumer: a batch completed, or the end
+  std::deque<Task> tasks;
+  std::deque<std::shared_ptr<PendingBatch>> batches;  // dispatched, not yet delivered
+  bool stopping = false;
+  bool dispatch_done = false;
+  Status fatal;  // sticky: the read pipeline failed, or a sample failed under kRaise
+  ImagePipelineStats stats;
+
+  std::thread dispatcher;
+  std::vector<std::thread> workers;
+
+  // The file of `sample` that holds its image: the only one, or (for samples packed from tar
+  // shards) the first with an image extension, else the first.
+  const SampleData::File* ImageFile(const SampleData& data) const {
+    if (data.files.size() == 1) return &data.files[0];
+    for (const SampleData::File& f : data.files) {
+      if (HasImageExtension(dataset->FilePath(f.index))) return &f;
+    }
+    return data.files.empty() ? nullptr : &data.files[0];
+  }
+
+  void Fail(Status status) {
+    std::lock_guard lock(mu);
+    if (fatal.ok()) fatal = std::move(status);
+    batch_cv.notify_all();
+  }
+
+  void Dispatch() {
+    const uint32_t batch_size = options.batch_size;
+    for (size_t pos = 0; pos < plan.size();) {
+      const auto count = static_cast<uint32_t>(std::min<size_t>(batch_size, plan.size() - pos));
+      if (options.drop_last && count < batch_size) break;
+      auto batch = std::make_shared<PendingBatch>();
+      {
+        std::unique_lock lock(mu);
+        dispatch_cv.wait(lock, [&] { return stopping || batches.size() < prefetch; });
+        if (stopping) return;
+      }
+      batch->buffer = pool->Acquire();
+      batch->remaining = count;
+      batch->positions.resize(count);
+      batch->samples.resize(count);
+      batch->labels.resize(count);
+      batch->status.resize(count);
+      {
+        std::lock_guard lock(mu);
+        batches.push_back(batch);
+      }
+      for (uint32_t slot = 0; slot < count; ++slot) {
+        const Clock::time_point start = Clock::now();
+        Result<std::optional<SampleData>> item = reader->Next();
+        const double waited = SecondsSince(start);
+        if (!item) return Fail(item.error());
+        if (!*item) return Fail(Status::Internal("the read pipeline ended before the plan"));
+        batch->positions[slot] = pos + slot;
+        batch->samples[slot] = (*item)->sample;
+        batch->labels[slot] = dataset->SampleLabel((*item)->sample);
+        std::unique_lock lock(mu);
+        stats.read_wait_seconds += waited;
+        dispatch_cv.wait(lock, [&] { return stopping || tasks.size() < task_capacity; });
+        if (stopping) return;
+        tasks.push_back({batch, slot, std::move(**item)});
+        work_cv.notify_one();
+      }
+      pos += count;
+    }
+    std::lock_guard lock(mu);
+    dispatch_done = true;
+    work_cv.notify_all();
+    batch_cv.notify_all();
+  }
+
+  void Work() {
+    decode::Transformer transformer(options.transform);
+    decode::TransformTimings reported;
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock lock(mu);
+        const Clock::time_point start = Clock::now();
+        work_cv.wait(lock, [&] { return stopping || !tasks.empty() || dispatch_done; });
+        stats.idle_seconds += SecondsSince(start);
+        if (stopping || tasks.empty()) return;
+        task = std::move(tasks.front());
+        tasks.pop_front();
+        dispatch_cv.notify_one();
+      }
+      Status status = task.data.status;
+      const uint32_t sample = task.data.sample;
+      if (status.ok()) {
+        const SampleData::File* file = ImageFile(task.data);
+        if (file == nullptr) {
+          status = Status::InvalidArgument("the sample has no files");
+        } else {
+          std::byte* slot = task.batch->buffer.get() + size_t{task.slot} * sample_bytes;
+          status = transformer.Run(
+              file->bytes, decode::AugmentSeed(options.seed, options.epoch, sample), slot);
+          if (!status.ok()) status = status.WithContext(dataset->FilePath(file->index));
+        }
+      }
+      task.data = {};  // give the bytes back to the read pipeline's budget now
+      const decode::TransformTimings& t = transformer.timings();
+      std::lock_guard lock(mu);
+      stats.decode_seconds += t.decode - reported.decode;
+      stats.resize_seconds += t.resize - reported.resize;
+      stats.output_seconds += t.output - reported.output;
+      reported = t;
+      task.batch->status[task.slot] = std::move(status);
+      if (--task.batch->remaining == 0) batch_cv.notify_all();
+    }
+  }
+
+  // Moves a finished batch out, leaving out (kSkip) or reporting (kRaise) failed samples.
+  Result<ImageBatch> Deliver(PendingBatch& pending) {
+    ImageBatch batch;
+    const auto slots = static_cast<uint32_t>(pending.samples.size());
+    batch.consumed = slots;
+    for (uint32_t slot = 0; slot < slots; ++slot) {
+      if (pending.status[slot].ok()) {
+        if (batch.count != slot) {  // close the gap a skipped sample left
+          std::byte* base = pending.buffer.get();
+          std::memmove(base + size_t{batch.count} * sample_bytes, base + size_t{slot} * sample_bytes,
+                       sample_bytes);
+        }
+        batch.samples.push_back(pending.samples[slot]);
+        batch.labels.push_back(pending.labels[slot]);
+        ++batch.count;
+        continue;
+      }
+      if (options.on_error == ErrorPolicy::kRaise) return Err(pending.status[slot]);
+      batch.errors.push_back({pending.positions[slot], pending.samples[slot], pending.status[slot]});
+    }
+    batch.images = std::move(pending.buffer);
+    return batch;
+  }
+};
+
+ImagePipeline::ImagePipeline(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::shared_ptr<const Dataset> dataset,
+                                                            std::vector<uint32_t> plan,
+                                                            const ImagePipelineOptions& options) {
+  STOKER_RETURN_IF_ERROR(options.Validate());
+  auto state = std::make_shared<State>();
+  state->options = options;
+  const uint32_t threads = options.threads ? options.threads : DefaultTransformThreads();
+  state->options.threads = threads;
+  state->stats.threads = threads;
+  state->prefetch = options.prefetch_batches ? options.prefetch_batches : 2;
+  // Enough queued samples that no thread waits while the dispatcher fetches the next one.
+  state->task_capacity = size_t{threads} * 4;
+  state->sample_bytes = options.transform.output.sample_bytes();
+  state->pool = std::make_shared<BufferPool>(state->sample_bytes * options.batch_size,
+                                             state->prefetch + 2);
+  state->dataset = dataset;
+  state->plan = plan;
+  STOKER_ASSIGN_OR_RETURN(state->reader,
+                          ReadPipeline::Start(std::move(dataset), std::move(plan), options.read));
+  state->dispatcher = std::thread([s = state.get()] { s->Dispatch(); });
+  for (uint32_t i = 0; i < threads; ++i) {
+    state->workers.emplace_back([s = state.get()] { s->Work(); });
+  }
+  return std::unique_ptr<ImagePipeline>(new ImagePipeline(std::move(state)));
+}
+
+ImagePipeline::~ImagePipeline() {
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mu);
+    s.stopping = true;
+  }
+  s.work_cv.notify_all();
+  s.dispatch_cv.notify_all();
+  for (std::thread& t : s.workers) t.join();
+  {
+    // Queued samples hold read-pipeline budget the dispatcher may be waiting for.
+    std::lock_guard lock(s.mu);
+    s.tasks.clear();
+  }
+  s.dispatcher.join();
+}
+
+Result<std::optional<ImageBatch>> ImagePipeline::Next() {
+  State& s = *state_;
+  std::shared_ptr<PendingBatch> pending;
+  {
+    std::unique_lock lock(s.mu);
+    const Clock::time_point start = Clock::now();
+    s.batch_cv.wait(lock, [&] {
+      return !s.fatal.ok() || (!s.batches.empty() && s.batches.front()->remaining == 0) ||
+             (s.dispatch_done && s.batches.empty());
+    });
+    s.stats.consumer_wait_seconds += SecondsSince(start);
+    if (s.batches.empty() || s.batches.front()->remaining != 0) {
+      if (!s.fatal.ok()) return Err(s.fatal);
+      return std::nullopt;
+    }
+    pending = std::move(s.batches.front());
+    s.batches.pop_front();
+    s.dispatch_cv.notify_all();
+  }
+  Result<ImageBatch> batch = s.Deliver(*pending);
+  std::lock_guard lock(s.mu);
+  if (!batch) {
+    if (s.fatal.ok()) s.fatal = batch.error();
+    return Err(s.fatal);
+  }
+  ++s.stats.batches;
+  s.stats.samples += batch->count;
+  s.stats.skipped += batch->errors.size();
+  return std::optional<ImageBatch>(std::move(*batch));
+}
+
+ImagePipelineStats ImagePipeline::stats() const {
+  ImagePipelineStats out;
+  {
+    std::lock_guard lock(state_->mu);
+    out = state_->stats;
+  }
+  out.read = state_->reader->stats();
+  return out;
+}
+
+}  // namespace stoker::loader

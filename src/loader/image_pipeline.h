@@ -1,0 +1,97 @@
+// The image pipeline: ready training batches from a rank's plan, made in C++ threads.
+//
+//   read pipeline (coalesced, CRC-checked range reads) ─▶ dispatcher ─▶ N transform threads
+//     ─▶ batch buffers (decode + crop/resize + flip + normalize written straight into the slot)
+//
+// The dispatcher takes samples in plan order and hands each to the next free thread, with its
+// slot in its batch; batches are delivered in plan order once every slot is written. Each
+// sample's augmentation comes from (seed, epoch, sample index), so the output does not depend on
+// which thread ran it or when. Batch buffers are recycled: a buffer goes back to the pool when
+// the last reference to it (the caller's, e.g. a torch tensor's) is dropped, and the pipeline
+// stays at most `prefetch_batches` batches ahead of the consumer.
+//
+// Bad images (corrupt, truncated, not an image, over the pixel limit) and failed reads follow
+// `on_error`: kRaise makes Next() return the error, naming the sample's path; kSkip leaves the
+// sample out of its batch (which then holds fewer images — every rank still yields the same
+// number of batches) and reports it in ImageBatch::errors.
+//
+// Thread-safety: Next() and stats() from one consumer thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "decode/transform.h"
+#include "loader/read_pipeline.h"
+#include "stoker/dataset.h"
+
+namespace stoker::loader {
+
+enum class ErrorPolicy : uint8_t { kRaise, kSkip };
+
+struct ImagePipelineOptions {
+  ReadPipelineOptions read;
+  decode::TransformOptions transform;
+  uint32_t batch_size = 256;
+  bool drop_last = false;         // leave out a last batch smaller than batch_size
+  uint32_t threads = 0;           // transform threads; 0: the CPUs this process may use
+  uint32_t prefetch_batches = 0;  // batches made ahead of the consumer; 0: 2
+  uint64_t seed = 0, epoch = 0;   // augmentation randomness (with each sample's index)
+  ErrorPolicy on_error = ErrorPolicy::kRaise;
+  Status Validate() const;
+};
+
+struct SampleError {
+  uint64_t position = 0;  // in the plan
+  uint32_t sample = 0;
+  Status status;          // names the sample's path
+};
+
+struct ImageBatch {
+  // count * transform.output.sample_bytes() bytes, 64-byte aligned; recycled when released.
+  std::shared_ptr<std::byte> images;
+  uint32_t count = 0;     // images in the batch
+  uint32_t consumed = 0;  // plan positions the batch covers: count + skipped samples
+  std::vector<int64_t> labels;     // per image (-1: unlabelled)
+  std::vector<uint32_t> samples;   // per image: sample index in the dataset
+  std::vector<SampleError> errors; // skipped samples (kSkip)
+};
+
+struct ImagePipelineStats {
+  uint64_t samples = 0, batches = 0, skipped = 0;
+  double read_wait_seconds = 0;      // dispatcher waiting for the read pipeline (I/O-bound)
+  double decode_seconds = 0;         // summed over transform threads: decode (incl. header)
+  double resize_seconds = 0;         // crop/resize/rotate
+  double output_seconds = 0;         // flip + normalize + layout into the batch
+  double idle_seconds = 0;           // transform threads waiting for work
+  double consumer_wait_seconds = 0;  // Next() waiting for a batch (training waited for data)
+  uint32_t threads = 0;
+  ReadPipelineStats read;
+};
+
+class ImagePipeline {
+ public:
+  static Result<std::unique_ptr<ImagePipeline>> Start(std::shared_ptr<const Dataset> dataset,
+                                                      std::vector<uint32_t> plan,
+                                                      const ImagePipelineOptions& options);
+  ~ImagePipeline();  // stops the threads; batches already handed out stay valid
+
+  // The next batch in plan order (blocking), nullopt after the last. An error: a sample failed
+  // under kRaise (the message names it), or the read pipeline failed; later calls repeat it.
+  Result<std::optional<ImageBatch>> Next();
+
+  ImagePipelineStats stats() const;
+
+  struct State;
+
+ private:
+  explicit ImagePipeline(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+// The transform threads a pipeline uses when options.threads is 0.
+uint32_t DefaultTransformThreads();
+
+}  // namespace stoker::loader

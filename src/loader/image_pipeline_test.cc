@@ -1,0 +1,237 @@
+#include "loader/image_pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "dataset/packer.h"
+#include "decode/transform.h"
+#include "loader/sampler.h"
+#include "storage/memory_storage.h"
+#include "testing/test_images.h"
+#include "testing/test_util.h"
+
+namespace stoker::loader {
+namespace {
+
+struct ImageSet {
+  test::Tree tree;
+  std::shared_ptr<const Dataset> dataset;
+  std::vector<uint32_t> plan;
+};
+
+// `count` photo-like JPEGs (and a few PNGs) of assorted sizes in 3 class directories, plus the
+// named bad files.
+ImageSet MakeImageSet(int count, const std::map<std::string, std::string>& extra = {}) {
+  ImageSet set;
+  for (int i = 0; i < count; ++i) {
+    const uint32_t w = 40 + (i * 37) % 260, h = 30 + (i * 53) % 200;
+    const auto pixels = test::PhotoLikePixels(w, h, i);
+    const std::string name = "c" + std::to_string(i % 3) + "/img" + std::to_string(i);
+    if (i % 5 == 4) {
+      set.tree.files[name + ".png"] = test::EncodePng(pixels, w, h);
+    } else {
+      test::JpegOptions o;
+      o.progressive = i % 4 == 1;
+      set.tree.files[name + ".jpg"] = test::EncodeJpeg(pixels, w, h, o);
+    }
+  }
+  for (const auto& [path, data] : extra) set.tree.files[path] = data;
+  auto storage = std::make_shared<storage::MemoryStorage>();
+  dataset::PackOptions po;
+  po.chunk_bytes = 256 << 10;
+  auto source = test::TreeSource(set.tree);
+  EXPECT_TRUE(dataset::Pack(*source, *storage, po).has_value());
+  auto ds = Dataset::Open(storage);
+  EXPECT_TRUE(ds.has_value());
+  set.dataset = std::shared_ptr<const Dataset>(std::move(*ds));
+  std::vector<uint32_t> chunks;
+  for (uint32_t s = 0; s < set.dataset->sample_count(); ++s) {
+    chunks.push_back(set.dataset->snapshot().file(set.dataset->SampleFiles(s).first).chunk);
+  }
+  SamplerOptions so;
+  so.mode = ShuffleMode::kFull;
+  so.seed = 5;
+  set.plan = Sampler::Create(chunks, set.dataset->version(), so)->GlobalOrder(0, 1);
+  return set;
+}
+
+ImagePipelineOptions SmallOptions(bool train) {
+  ImagePipelineOptions o;
+  o.batch_size = 7;
+  o.threads = 2;
+  o.seed = 11;
+  o.transform.train = train;
+  o.transform.output.width = 32;
+  o.transform.output.height = 24;
+  o.transform.resize = 40;
+  o.read.memory_budget_bytes = 8 << 20;
+  return o;
+}
+
+struct Epoch {
+  std::vector<std::vector<std::byte>> images;  // one per image, in delivery order
+  std::vector<uint32_t> samples;
+  std::vector<int64_t> labels;
+  std::vector<SampleError> errors;
+  Status status;
+};
+
+Epoch RunEpoch(const ImageSet& set, const ImagePipelineOptions& options) {
+  Epoch e;
+  auto pipe = ImagePipeline::Start(set.dataset, set.plan, options);
+  EXPECT_TRUE(pipe.has_value()) << pipe.error().ToString();
+  const size_t bytes = options.transform.output.sample_bytes();
+  for (;;) {
+    auto batch = (*pipe)->Next();
+    if (!batch) {
+      e.status = batch.error();
+      break;
+    }
+    if (!*batch) break;
+    EXPECT_LE((*batch)->count, options.batch_size);
+    EXPECT_EQ((*batch)->count + (*batch)->errors.size(), (*batch)->consumed);
+    for (uint32_t i = 0; i < (*batch)->count; ++i) {
+      const std::byte* p = (*batch)->images.get() + i * bytes;
+      e.images.emplace_back(p, p + bytes);
+    }
+    e.samples.insert(e.samples.end(), (*batch)->samples.begin(), (*batch)->samples.end());
+    e.labels.insert(e.labels.end(), (*batch)->labels.begin(), (*batch)->labels.end());
+    e.errors.insert(e.errors.end(), (*batch)->errors.begin(), (*batch)->errors.end());
+  }
+  return e;
+}
+
+// Batches come in plan order with the right labels, and the pixels depend only on (seed, epoch,
+// sample): not on the number of threads or the batch size.
+TEST(ImagePipelineTest, DeterministicAcrossThreadsAndBatchSizes) {
+  const ImageSet set = MakeImageSet(40);
+  ImagePipelineOptions one = SmallOptions(true);
+  one.threads = 1;
+  one.batch_size = 40;
+  ImagePipelineOptions many = SmallOptions(true);
+  many.threads = 3;
+  many.batch_size = 6;
+  const Epoch a = RunEpoch(set, one);
+  const Epoch b = RunEpoch(set, many);
+  ASSERT_TRUE(a.status.ok()) << a.status.ToString();
+  ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+  ASSERT_EQ(a.samples, set.plan);
+  EXPECT_EQ(b.samples, set.plan);
+  EXPECT_EQ(a.images, b.images);
+  for (size_t i = 0; i < a.samples.size(); ++i) {
+    EXPECT_EQ(a.labels[i], set.dataset->SampleLabel(a.samples[i]));
+  }
+  // Another epoch draws other crops.
+  ImagePipelineOptions next = one;
+  next.epoch = 1;
+  EXPECT_NE(RunEpoch(set, next).images, a.images);
+}
+
+// Each delivered image is exactly what one Transformer makes of the sample's bytes.
+TEST(ImagePipelineTest, ImagesEqualTheSingleSampleTransform) {
+  const ImageSet set = MakeImageSet(12);
+  for (bool train : {true, false}) {
+    ImagePipelineOptions o = SmallOptions(train);
+    o.transform.output.dtype = decode::DType::kUint8;
+    o.transform.output.layout = decode::Layout::kNHWC;
+    const Epoch e = RunEpoch(set, o);
+    ASSERT_TRUE(e.status.ok()) << e.status.ToString();
+    decode::Transformer transformer(o.transform);
+    for (size_t i = 0; i < e.samples.size(); ++i) {
+      const auto bytes = set.dataset->ReadFile(set.dataset->SampleFiles(e.samples[i]).first);
+      ASSERT_TRUE(bytes.has_value());
+      std::vector<std::byte> expected(o.transform.output.sample_bytes());
+      ASSERT_TRUE(transformer.Run(*bytes, decode::AugmentSeed(o.seed, 0, e.samples[i]),
+                                  expected.data()).ok());
+      EXPECT_EQ(e.images[i], expected) << "sample " << e.samples[i] << " train " << train;
+    }
+  }
+}
+
+// Bad files: skipped and named under kSkip, the first one raised (with earlier batches
+// delivered) under kRaise. Never garbage in a batch.
+TEST(ImagePipelineTest, BadImagesFollowThePolicy) {
+  const auto pixels = test::PhotoLikePixels(120, 90, 99);
+  std::string truncated = test::EncodeJpeg(pixels, 120, 90);
+  truncated.resize(truncated.size() / 2);
+  // A valid JPEG whose frame header claims 60000 x 60000 pixels (3.6 Gpixel).
+  std::string huge = test::EncodeJpeg(pixels, 120, 90);
+  const size_t sof = huge.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  huge[sof + 5] = huge[sof + 7] = static_cast<char>(0xEA);
+  huge[sof + 6] = huge[sof + 8] = static_cast<char>(0x60);
+  const ImageSet set = MakeImageSet(20, {{"c0/truncated.jpg", truncated},
+                                         {"c1/notes.jpg", "this is not an image at all"},
+                                         {"c2/huge.jpg", huge}});
+  ImagePipelineOptions skip = SmallOptions(true);
+  skip.on_error = ErrorPolicy::kSkip;
+  const Epoch e = RunEpoch(set, skip);
+  ASSERT_TRUE(e.status.ok()) << e.status.ToString();
+  EXPECT_EQ(e.images.size(), 20u);
+  ASSERT_EQ(e.errors.size(), 3u);
+  std::string messages;
+  for (const SampleError& err : e.errors) {
+    EXPECT_FALSE(err.status.ok());
+    EXPECT_EQ(set.plan[err.position], err.sample);
+    messages += err.status.ToString() + "\n";
+  }
+  EXPECT_NE(messages.find("c0/truncated.jpg"), std::string::npos) << messages;
+  EXPECT_NE(messages.find("c1/notes.jpg"), std::string::npos) << messages;
+  EXPECT_NE(messages.find("c2/huge.jpg"), std::string::npos) << messages;
+
+  ImagePipelineOptions raise = SmallOptions(true);
+  const Epoch r = RunEpoch(set, raise);
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_LT(r.images.size(), 20u);
+  EXPECT_EQ(r.images.size() % raise.batch_size, 0u);  // whole batches before the bad one
+}
+
+// A batch the caller still holds is never reused for later batches.
+TEST(ImagePipelineTest, HeldBatchesAreNotRecycled) {
+  const ImageSet set = MakeImageSet(30);
+  ImagePipelineOptions o = SmallOptions(true);
+  o.batch_size = 3;
+  o.prefetch_batches = 1;
+  auto pipe = ImagePipeline::Start(set.dataset, set.plan, o);
+  ASSERT_TRUE(pipe.has_value());
+  auto first = (*pipe)->Next();
+  ASSERT_TRUE(first.has_value() && first->has_value());
+  const size_t bytes = o.transform.output.sample_bytes() * (*first)->count;
+  const std::vector<std::byte> copy((*first)->images.get(), (*first)->images.get() + bytes);
+  std::vector<std::shared_ptr<std::byte>> seen;
+  for (;;) {
+    auto batch = (*pipe)->Next();
+    ASSERT_TRUE(batch.has_value());
+    if (!*batch) break;
+    EXPECT_NE((*batch)->images.get(), (*first)->images.get());
+  }
+  EXPECT_EQ(std::memcmp(copy.data(), (*first)->images.get(), bytes), 0);
+}
+
+// Destroying a pipeline mid-epoch stops its threads promptly (no hang, no leak under ASan).
+TEST(ImagePipelineTest, StopsMidEpoch) {
+  const ImageSet set = MakeImageSet(30);
+  for (int taken = 0; taken < 3; ++taken) {
+    auto pipe = ImagePipeline::Start(set.dataset, set.plan, SmallOptions(true));
+    ASSERT_TRUE(pipe.has_value());
+    for (int i = 0; i < taken; ++i) ASSERT_TRUE((*pipe)->Next().has_value());
+  }
+}
+
+TEST(ImagePipelineTest, RejectsBadOptions) {
+  const ImageSet set = MakeImageSet(3);
+  ImagePipelineOptions o = SmallOptions(true);
+  o.batch_size = 0;
+  EXPECT_FALSE(ImagePipeline::Start(set.dataset, set.plan, o).has_value());
+  o = SmallOptions(false);
+  o.transform.resize = 10;  // smaller than the crop
+  EXPECT_FALSE(ImagePipeline::Start(set.dataset, set.plan, o).has_value());
+  o = SmallOptions(true);
+  o.transform.crop.scale_min = 0;
+  EXPECT_FALSE(ImagePipeline::Start(set.dataset, set.plan, o).has_value());
+}
+
+}  // namespace
+}  // namespace stoker::loader
