@@ -203,7 +203,7 @@ class ImageLoader(_Stream):
         (default: the current one): box (x0, y0, x1, y1) in source pixels, clip_to_box, flip,
         angle, zoom — what the C++ threads draw, for inspection and tests."""
         options = dict(self._options, epoch=self._epoch if epoch is None else int(epoch),
-                       memory_budget=0)
+                       memory_budget=DEFAULT_MIN_BUDGET)
         return image_sample_params(options, int(width), int(height), int(sample))
 
     def stats(self) -> dict[str, Any]:

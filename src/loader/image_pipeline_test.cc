@@ -7,6 +7,7 @@
 
 #include "dataset/packer.h"
 #include "decode/transform.h"
+#include "format/snapshot.h"
 #include "loader/sampler.h"
 #include "storage/memory_storage.h"
 #include "testing/test_images.h"
