@@ -77,6 +77,9 @@ class ImageLoader(_Stream):
         2x or more anyway (faster; off gives torchvision's pixels exactly).
       max_pixels: images whose header claims more pixels are errors (before any allocation).
       memory_budget, io_depth: for the read pipeline, as for stoker.Loader.
+      batch_transform: a Python callable applied to every (images, labels) before it is
+        yielded (e.g. mixup, or moving to the GPU); it runs in the consumer's thread, off the
+        C++ fast path. For arbitrary per-sample Python decoding use stoker.Loader(transform=...).
 
     Iterating yields (images, labels): images share memory with a C++ buffer that is recycled
     once the tensor is freed (no copy), labels are int64 (-1 for unlabelled samples). stats()
@@ -97,7 +100,8 @@ class ImageLoader(_Stream):
                  on_error: str = "raise", dct_scaling: bool = True,
                  max_pixels: int = 1 << 26, rank: int | None = None,
                  world_size: int | None = None, memory_budget: int | None = None,
-                 io_depth: int = 8) -> None:
+                 io_depth: int = 8,
+                 batch_transform: Callable[[Any, Any], Any] | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if on_error not in _ON_ERROR:
@@ -119,6 +123,7 @@ class ImageLoader(_Stream):
         self._batch_size = int(batch_size)
         self._on_error = on_error
         self._memory_budget = memory_budget
+        self._batch_transform = batch_transform
         self._options: dict[str, Any] = {
             "batch_size": self._batch_size,
             "drop_last": bool(drop_last),
@@ -182,7 +187,10 @@ class ImageLoader(_Stream):
                             log.warning("stoker: skipped a sample: %s", message)
                 if token == self._pass:
                     self._yielded += consumed
-                yield images, labels
+                if self._batch_transform is not None:
+                    yield self._batch_transform(images, labels)
+                else:
+                    yield images, labels
         finally:
             elapsed = time.perf_counter() - start
             self._stats = dict(pipe.stats(), seconds=elapsed)

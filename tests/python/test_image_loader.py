@@ -172,6 +172,18 @@ def test_ranks_split_the_epoch(photos):
     assert counts == [math.ceil(len(ds) / 3)] * 3
 
 
+def test_rank_from_torchrun_environment_and_batch_transform(photos, monkeypatch):
+    uri, _ = photos
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    flipped = stoker.ImageLoader(uri, batch_size=4, size=16, seed=6,
+                                 batch_transform=lambda x, y: (x.flip(-1), y + 100))
+    assert (flipped.rank, flipped.world_size) == (1, 2)
+    plain = stoker.ImageLoader(uri, batch_size=4, size=16, seed=6)
+    for (a, la), (b, lb) in zip(flipped, plain):
+        assert torch.equal(a, b.flip(-1)) and torch.equal(la, lb + 100)
+
+
 def test_batches_are_torch_tensors_sharing_recycled_buffers(photos):
     uri, _ = photos
     loader = stoker.ImageLoader(uri, batch_size=6, size=24, prefetch_batches=1, threads=1)
