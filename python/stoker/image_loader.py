@@ -77,6 +77,9 @@ class ImageLoader(_Stream):
         2x or more anyway (faster; off gives torchvision's pixels exactly).
       max_pixels: images whose header claims more pixels are errors (before any allocation).
       memory_budget, io_depth: for the read pipeline, as for stoker.Loader.
+      pin_memory: copy each batch into page-locked memory (torch's Tensor.pin_memory(), what
+        DataLoader(pin_memory=True) does) so .cuda(non_blocking=True) overlaps; default: when
+        CUDA is available.
       batch_transform: a Python callable applied to every (images, labels) before it is
         yielded (e.g. mixup, or moving to the GPU); it runs in the consumer's thread, off the
         C++ fast path. For arbitrary per-sample Python decoding use stoker.Loader(transform=...).
@@ -100,7 +103,7 @@ class ImageLoader(_Stream):
                  on_error: str = "raise", dct_scaling: bool = True,
                  max_pixels: int = 1 << 26, rank: int | None = None,
                  world_size: int | None = None, memory_budget: int | None = None,
-                 io_depth: int = 8,
+                 io_depth: int = 8, pin_memory: bool | None = None,
                  batch_transform: Callable[[Any, Any], Any] | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -124,6 +127,7 @@ class ImageLoader(_Stream):
         self._on_error = on_error
         self._memory_budget = memory_budget
         self._batch_transform = batch_transform
+        self._pin_memory = pin_memory
         self._options: dict[str, Any] = {
             "batch_size": self._batch_size,
             "drop_last": bool(drop_last),
@@ -175,6 +179,10 @@ class ImageLoader(_Stream):
     def _generate(self, plan, token: int) -> Iterator[tuple[Any, Any]]:
         ds, _ = self._handles()
         options = dict(self._options, epoch=self._epoch, memory_budget=self._budget(ds))
+        pin = self._pin_memory
+        if pin is None:
+            import torch
+            pin = torch.cuda.is_available()
         pipe = ImagePipeline(ds, plan, options)
         self.errors = []
         start = time.perf_counter()
@@ -187,6 +195,8 @@ class ImageLoader(_Stream):
                             log.warning("stoker: skipped a sample: %s", message)
                 if token == self._pass:
                     self._yielded += consumed
+                if pin:
+                    images = images.pin_memory()
                 if self._batch_transform is not None:
                     yield self._batch_transform(images, labels)
                 else:
