@@ -178,7 +178,8 @@ class ImageLoader(_Stream):
 
     def _generate(self, plan, token: int) -> Iterator[tuple[Any, Any]]:
         ds, _ = self._handles()
-        options = dict(self._options, epoch=self._epoch, memory_budget=self._budget(ds))
+        options = dict(self._options, epoch=self._epoch,
+                       memory_budget=self._read_budget(ds, self._memory_budget))
         pin = self._pin_memory
         if pin is None:
             import torch
@@ -208,12 +209,6 @@ class ImageLoader(_Stream):
                                                 if elapsed > 0 else 0.0)
             pipe.close()
         self._end_pass(token)
-
-    def _budget(self, ds: Dataset) -> int:
-        if self._memory_budget is not None:
-            return int(self._memory_budget)
-        window = self._window if self._shuffle == "chunk" else 1
-        return max(DEFAULT_MIN_BUDGET, 2 * window * ds.largest_chunk_bytes)
 
     def sample_params(self, sample: int, width: int, height: int,
                       epoch: int | None = None) -> dict[str, Any]:

@@ -243,6 +243,15 @@ class _Stream:
         self._explicit_epoch = False
         self._pass += 1
 
+    def _read_budget(self, ds: Dataset, memory_budget: int | None) -> int:
+        """The read pipeline's memory budget: `memory_budget` if given, else enough to read a
+        whole window of chunks while the previous one is consumed (the read pipeline plans in
+        segments of half its budget, docs/decisions/0004)."""
+        if memory_budget is not None:
+            return int(memory_budget)
+        window = self._window if self._shuffle == "chunk" else 1
+        return max(DEFAULT_MIN_BUDGET, 2 * window * ds.largest_chunk_bytes)
+
 
 class Loader(_Stream):
     """Iterates one rank's share of a packed dataset, sample by sample or batch by batch.
@@ -333,7 +342,8 @@ class Loader(_Stream):
         transform = self._transform or _identity
         # The C++ read pipeline fetches this rank's plan ahead of us: coalesced range reads,
         # CRC-checked, within memory_budget; it yields what ds[i] yields, in plan order.
-        pipe = ReadPipeline(ds, plan, memory_budget=self._budget(ds), io_depth=self._io_depth)
+        pipe = ReadPipeline(ds, plan, memory_budget=self._read_budget(ds, self._memory_budget),
+                            io_depth=self._io_depth)
         try:
             if self._batch_size is None:
                 for sample in pipe:
@@ -357,13 +367,6 @@ class Loader(_Stream):
             pipe.close()
         self._end_pass(token)
 
-    def _budget(self, ds: Dataset) -> int:
-        if self._memory_budget is not None:
-            return int(self._memory_budget)
-        # Enough to read a whole window of chunks while the previous one is consumed: the read
-        # pipeline plans in segments of half its budget (docs/decisions/0004).
-        window = self._window if self._shuffle == "chunk" else 1
-        return max(DEFAULT_MIN_BUDGET, 2 * window * ds.largest_chunk_bytes)
 
     def stats(self) -> dict[str, Any]:
         """Read-pipeline counters of the last pass: samples, ranges, bytes_read, payload_bytes,
