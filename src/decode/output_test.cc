@@ -9,25 +9,13 @@
 #include <cstring>
 #include <vector>
 
-#include "common/random.h"
+#include "testing/test_images.h"
 
 namespace stoker::decode {
 namespace {
 
-struct Source {
-  uint32_t width, height;
-  size_t stride;
-  std::vector<uint8_t> bytes;
-  // Padded rows by default; without padding the buffer ends at the last pixel, so that
-  // AddressSanitizer builds see a read past it (the flip kernel loads 16 bytes at a time).
-  Source(uint32_t w, uint32_t h, uint64_t seed, size_t padding = 7)
-      : width(w), height(h), stride(size_t(w) * 3 + padding), bytes(stride * h) {
-    Pcg32 rng(seed);
-    for (uint8_t& b : bytes) b = uint8_t(rng.Next());
-  }
-  ImageView view() const { return {bytes.data(), width, height, stride}; }
-  uint8_t at(uint32_t x, uint32_t y, int c) const { return bytes[y * stride + x * 3 + c]; }
-};
+using test::Noise;
+using test::TestImage;
 
 // Element (c, y, x) of a sample: its index in either layout.
 size_t Index(const OutputSpec& spec, int c, uint32_t y, uint32_t x) {
@@ -40,7 +28,7 @@ float Normalized(uint8_t v, const OutputSpec& spec, int c) {
   return (float(v) / 255.0f - spec.mean[c]) / spec.std[c];
 }
 
-void Check(const Source& src, const OutputSpec& spec, bool flip) {
+void Check(const TestImage& src, const OutputSpec& spec, bool flip) {
   // One guard byte past the sample catches writes beyond sample_bytes().
   std::vector<uint8_t> out(spec.sample_bytes() + 1, 0xA5);
   WriteSample(src.view(), flip, spec, out.data());
@@ -48,7 +36,7 @@ void Check(const Source& src, const OutputSpec& spec, bool flip) {
   for (int c = 0; c < 3; ++c) {
     for (uint32_t y = 0; y < spec.height; ++y) {
       for (uint32_t x = 0; x < spec.width; ++x) {
-        const uint8_t pixel = src.at(flip ? spec.width - 1 - x : x, y, c);
+        const uint8_t pixel = src.at(flip ? spec.width - 1 - x : x, y)[c];
         const size_t i = Index(spec, c, y, x);
         if (spec.dtype == DType::kUint8) {
           ASSERT_EQ(out[i], pixel) << "c " << c << " y " << y << " x " << x << " flip " << flip;
@@ -72,7 +60,9 @@ TEST(OutputTest, EveryLayoutDtypeAndFlipMatchesTheReference) {
   uint64_t seed = 0;
   for (const auto& [w, h] : sizes) {
     ++seed;
-    const Source src(w, h, seed, /*padding=*/seed % 2 ? 7 : 0);
+    // Without padding the buffer ends at the last pixel, so that AddressSanitizer builds see a
+    // read past it (the flip kernel loads 16 bytes at a time).
+    const TestImage src = Noise(w, h, seed, /*padding=*/seed % 2 ? 7 : 0);
     for (DType dtype : {DType::kUint8, DType::kFloat32}) {
       for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
         OutputSpec spec;
@@ -91,7 +81,7 @@ TEST(OutputTest, EveryLayoutDtypeAndFlipMatchesTheReference) {
 }
 
 TEST(OutputTest, CustomMeanAndStd) {
-  const Source src(9, 4, 99);
+  const TestImage src = Noise(9, 4, 99);
   OutputSpec spec;
   spec.width = 9;
   spec.height = 4;
@@ -100,8 +90,9 @@ TEST(OutputTest, CustomMeanAndStd) {
   std::memcpy(spec.std, std, sizeof std);
   Check(src, spec, false);
   // 0 and 255 map to the ends of the range exactly enough for mean 0, std 1.
-  Source extremes(2, 1, 0);
-  extremes.bytes = {0, 0, 0, 255, 255, 255};
+  TestImage extremes(2, 1);
+  std::memset(extremes.at(0, 0), 0, 3);
+  std::memset(extremes.at(1, 0), 255, 3);
   spec.width = 2;
   spec.height = 1;
   std::vector<float> out(6);
@@ -111,7 +102,7 @@ TEST(OutputTest, CustomMeanAndStd) {
 }
 
 TEST(OutputTest, SizeMismatchWritesZeros) {
-  const Source src(4, 4, 3);
+  const TestImage src = Noise(4, 4, 3);
   OutputSpec spec;
   spec.width = 5;
   spec.height = 4;

@@ -20,6 +20,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "decode/resample_coeffs.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define STOKER_RESIZE_AVX2 1
@@ -28,35 +30,13 @@
 namespace stoker::decode {
 namespace {
 
-// Pillow's fixed point: 8 bits of result plus 2 bits of headroom for filters with negative lobes
-// leaves 22 fractional bits in an int32 accumulator.
-constexpr int kPrecisionBits = 22;
+// kPrecisionBits (resample_coeffs.h): the coefficients' fixed point. Sums start at one half, so
+// that the final shift rounds.
 constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);
 
 // The AVX2 kernel splits a coefficient c into hi * 2^kSplitBits + lo with 0 <= lo < 2^kSplitBits;
 // both halves fit int16 for any coefficient up to 2^26, far above Pillow's (about 1.3 * 2^22).
 constexpr int kSplitBits = 11;
-
-struct Filter {
-  double (*weight)(double);
-  double support;
-};
-
-// Pillow's filters, expression for expression: the coefficients are rounded to 22 bits, so a
-// rearranged formula could change a rounding.
-double TriangleWeight(double x) {
-  if (x < 0.0) x = -x;
-  if (x < 1.0) return 1.0 - x;
-  return 0.0;
-}
-
-double CubicWeight(double x) {  // Keys' cubic convolution with a = -0.5
-  constexpr double a = -0.5;
-  if (x < 0.0) x = -x;
-  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
-  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
-  return 0.0;
-}
 
 uint8_t Clip8(int32_t sum) {
   const int32_t v = sum >> kPrecisionBits;  // arithmetic shift: floor, as Pillow's
@@ -67,15 +47,6 @@ uint8_t Clip8(int32_t sum) {
 int Coord(double v) { return v < 0.0 ? -1 : static_cast<int>(v); }
 
 }  // namespace
-
-// How one axis is resampled: for output index i, taps[i] source indices from start[i], weighted
-// by coefs[i * stride ...]. Built once per Resize call.
-struct AxisPlan {
-  int stride = 0;    // coefficients per output index (Pillow's ksize)
-  int max_taps = 0;  // the widest window actually used
-  std::vector<int32_t> start, taps, coefs;
-  std::vector<double> weights;  // scratch for one window
-};
 
 // The AVX2 horizontal kernel's coefficients (see there), laid out once per call: for each pair
 // of pixels and each group of four taps, four vectors (hi and lo halves x taps 01 and 23) of 16
@@ -105,44 +76,6 @@ struct Resizer::Buffers {
 };
 
 namespace {
-
-// Pillow's precompute_coeffs + normalize_coeffs_8bpc. `in0`/`in1` are floats because Pillow
-// receives the box as floats: the scale comes from their float difference.
-void PlanAxis(int in_size, float in0, float in1, int out_size, const Filter& filter,
-              AxisPlan& plan) {
-  const double scale = static_cast<double>(in1 - in0) / out_size;
-  const double filter_scale = std::max(scale, 1.0);  // widen the filter when shrinking
-  const double support = filter.support * filter_scale;
-  const double inv_filter_scale = 1.0 / filter_scale;
-  plan.stride = static_cast<int>(std::ceil(support)) * 2 + 1;
-  plan.max_taps = 0;
-  plan.start.resize(out_size);
-  plan.taps.resize(out_size);
-  plan.coefs.assign(size_t(out_size) * plan.stride, 0);
-  plan.weights.resize(plan.stride);
-  for (int i = 0; i < out_size; ++i) {
-    const double center = in0 + (i + 0.5) * scale;
-    const int lo = std::max(static_cast<int>(center - support + 0.5), 0);
-    const int hi = std::min(static_cast<int>(center + support + 0.5), in_size);
-    const int n = std::max(hi - lo, 0);
-    double total = 0.0;
-    for (int k = 0; k < n; ++k) {
-      const double w = filter.weight((k + lo - center + 0.5) * inv_filter_scale);
-      plan.weights[k] = w;
-      total += w;
-    }
-    int32_t* coefs = &plan.coefs[size_t(i) * plan.stride];
-    for (int k = 0; k < n; ++k) {
-      double w = plan.weights[k];
-      if (total != 0.0) w /= total;
-      coefs[k] = static_cast<int32_t>(w < 0 ? -0.5 + w * (1 << kPrecisionBits)
-                                            : 0.5 + w * (1 << kPrecisionBits));
-    }
-    plan.start[i] = lo;
-    plan.taps[i] = n;
-    plan.max_taps = std::max(plan.max_taps, n);
-  }
-}
 
 // --- Horizontal pass -------------------------------------------------------------------------
 
@@ -479,20 +412,6 @@ MutableImageView TempImage(std::vector<uint8_t>& buffer, int width, int height) 
   return {buffer.data(), uint32_t(width), uint32_t(height), stride};
 }
 
-// Pillow (since 13.0) runs the vertical pass first when the height shrinks by more than twice
-// as many pixels as the width, counted on the whole source image. The order changes the
-// rounding of the intermediate image, so it is part of being exact.
-bool VerticalFirst(int in_w, int in_h, int out_w, int out_h) {
-  const int64_t shrink_h = int64_t{in_h} - out_h, shrink_w = int64_t{in_w} - out_w;
-  return shrink_h > 0 && shrink_h > shrink_w * 2;
-}
-
-// Clamps a coordinate into [0, limit]; NaN becomes 0.
-float ClampCoord(double v, uint32_t limit) {
-  if (!(v > 0)) return 0.0f;
-  return static_cast<float>(std::min(v, double(limit)));
-}
-
 }  // namespace
 
 Resizer::Resizer() : buffers_(std::make_unique<Buffers>()) {}
@@ -506,9 +425,7 @@ void Resizer::Resize(ImageView src, const Box& box, Interpolation interpolation,
     return;
   }
   // Pillow takes the box as floats; rounding ours the same way keeps the arithmetic identical.
-  const float x0 = ClampCoord(box.x0, src.width), y0 = ClampCoord(box.y0, src.height);
-  const float x1 = std::max(ClampCoord(box.x1, src.width), x0);
-  const float y1 = std::max(ClampCoord(box.y1, src.height), y0);
+  const auto [x0, y0, x1, y1] = ClampBox(box, src.width, src.height);
   const int out_w = int(dst.width), out_h = int(dst.height);
   const int in_w = int(src.width), in_h = int(src.height);
 
@@ -523,22 +440,17 @@ void Resizer::Resize(ImageView src, const Box& box, Interpolation interpolation,
     ResizeNearest(src, x0, y0, x1, y1, dst, b.offsets);
     return;
   }
-  const Filter filter = interpolation == Interpolation::kBicubic ? Filter{CubicWeight, 2.0}
-                                                                 : Filter{TriangleWeight, 1.0};
   // Pillow skips a pass whose axis is the identity (the result is the same either way).
   const bool horizontal = out_w != in_w || x0 != 0 || x1 != float(out_w);
   const bool vertical = out_h != in_h || y0 != 0 || y1 != float(out_h);
   AxisPlan& hplan = b.horizontal;
   AxisPlan& vplan = b.vertical;
-  PlanAxis(in_w, x0, x1, out_w, filter, hplan);
-  PlanAxis(in_h, y0, y1, out_h, filter, vplan);
-  // Only the source rows and columns some window touches take part.
-  const int first_row = vplan.start[0];
-  const int end_row = vplan.start[out_h - 1] + vplan.taps[out_h - 1];
-  const int first_col = hplan.start[0];
-  const int end_col = hplan.start[out_w - 1] + hplan.taps[out_w - 1];
-  for (int& s : vplan.start) s -= first_row;  // indices into `source` from here on
-  for (int& s : hplan.start) s -= first_col;
+  PlanAxis(in_w, x0, x1, out_w, interpolation, hplan);
+  PlanAxis(in_h, y0, y1, out_h, interpolation, vplan);
+  // Only the source rows and columns some window touches take part; the window starts are
+  // indices into `source` from here on.
+  const auto [first_row, end_row] = RebaseToSpan(vplan);
+  const auto [first_col, end_col] = RebaseToSpan(hplan);
   const Rows source{src.row(first_row) + size_t(first_col) * 3, src.stride};
   const int used_cols = end_col - first_col;
 

@@ -12,33 +12,13 @@
 #include <vector>
 
 #include "common/random.h"
+#include "testing/test_images.h"
 
 namespace stoker::decode {
 namespace {
 
-// An image with a padded stride by default, so that code using width * 3 for stride shows up;
-// with no padding, the buffer ends right after the last pixel, so that AddressSanitizer sees a
-// read past it.
-struct TestImage {
-  uint32_t width = 0, height = 0;
-  size_t stride = 0;
-  std::vector<uint8_t> bytes;
-  TestImage(uint32_t w, uint32_t h, size_t padding = 5)
-      : width(w), height(h), stride(size_t(w) * 3 + padding), bytes(stride * h, 0xEE) {}
-  uint8_t* at(uint32_t x, uint32_t y) { return bytes.data() + y * stride + x * 3; }
-  const uint8_t* at(uint32_t x, uint32_t y) const { return bytes.data() + y * stride + x * 3; }
-  ImageView view() const { return {bytes.data(), width, height, stride}; }
-  MutableImageView mutable_view() { return {bytes.data(), width, height, stride}; }
-};
-
-TestImage Noise(uint32_t w, uint32_t h, uint64_t seed, size_t padding = 5) {
-  TestImage image(w, h, padding);
-  Pcg32 rng(seed);
-  for (uint32_t y = 0; y < h; ++y) {
-    for (uint32_t x = 0; x < w * 3; ++x) image.at(0, y)[x] = uint8_t(rng.Next());
-  }
-  return image;
-}
+using test::Noise;
+using test::TestImage;
 
 // Smooth content with some structure, closer to photos than noise (rounding ties are rarer in
 // noise; smooth gradients hit them).

@@ -82,6 +82,39 @@ SampleParams ChooseParams(const TransformOptions& options, uint32_t width, uint3
   return params;
 }
 
+PixelBounds ResampledRegion(uint32_t width, uint32_t height, const SampleParams& params,
+                            Interpolation interpolation, uint32_t out_width,
+                            uint32_t out_height) {
+  const Box& box = params.box;
+  double reach_x = 0, reach_y = 0;
+  if (!params.clip_to_box) {
+    reach_x = FilterReach(interpolation, box.width() / out_width);
+    reach_y = FilterReach(interpolation, box.height() / out_height);
+  }
+  const auto lo = [](double v, double reach) {
+    return static_cast<uint32_t>(std::max(0.0, std::floor(v - reach)));
+  };
+  const auto hi = [](double v, double reach, uint32_t limit) {
+    return static_cast<uint32_t>(std::min(double(limit), std::ceil(v + reach)));
+  };
+  return {lo(box.x0, reach_x), lo(box.y0, reach_y), hi(box.x1, reach_x, width),
+          hi(box.y1, reach_y, height)};
+}
+
+PixelBounds ClippedView(const Box& box, uint32_t width, uint32_t height) {
+  // The epsilons keep a box edge that rounding put a hair past a pixel boundary from taking in
+  // a whole extra pixel.
+  const auto left =
+      static_cast<uint32_t>(std::clamp(std::floor(box.x0 + 1e-6), 0.0, double(width - 1)));
+  const auto top =
+      static_cast<uint32_t>(std::clamp(std::floor(box.y0 + 1e-6), 0.0, double(height - 1)));
+  const auto right = static_cast<uint32_t>(
+      std::clamp(std::ceil(box.x1 - 1e-6), double(left + 1), double(width)));
+  const auto bottom = static_cast<uint32_t>(
+      std::clamp(std::ceil(box.y1 - 1e-6), double(top + 1), double(height)));
+  return {left, top, right, bottom};
+}
+
 Transformer::Transformer(const TransformOptions& options) : options_(options) {}
 
 Status Transformer::Run(std::span<const std::byte> bytes, uint64_t sample_seed, void* dst) {
@@ -90,32 +123,20 @@ Status Transformer::Run(std::span<const std::byte> bytes, uint64_t sample_seed, 
   STOKER_ASSIGN_OR_RETURN(const ImageInfo info, ReadImageInfo(bytes, options_.limits));
   const SampleParams params = ChooseParams(options_, info.width, info.height, sample_seed);
 
-  // The source region the resampler will read: the box, plus the filter's reach beyond it
-  // when neighbours outside the box count.
   const Box& box = params.box;
-  double reach_x = 0, reach_y = 0;
-  if (!params.clip_to_box) {
-    reach_x = FilterReach(options_.interpolation, box.width() / out.width);
-    reach_y = FilterReach(options_.interpolation, box.height() / out.height);
-  }
-  const auto lo = [](double v, double reach) {
-    return static_cast<uint32_t>(std::max(0.0, std::floor(v - reach)));
-  };
-  const auto hi = [](double v, double reach, uint32_t limit) {
-    return static_cast<uint32_t>(std::min(double(limit), std::ceil(v + reach)));
-  };
+  const PixelBounds needed = ResampledRegion(info.width, info.height, params,
+                                             options_.interpolation, out.width, out.height);
+  const uint32_t region_width = needed.x1 - needed.x0, region_height = needed.y1 - needed.y0;
   DecodeRequest request;
   request.limits = options_.limits;
-  const uint32_t x0 = lo(box.x0, reach_x), y0 = lo(box.y0, reach_y);
-  const uint32_t x1 = hi(box.x1, reach_x, info.width), y1 = hi(box.y1, reach_y, info.height);
-  request.region = {x0, y0, x1 - x0, y1 - y0};
+  request.region = {needed.x0, needed.y0, region_width, region_height};
   if (options_.dct_scaling) {
     // Scaled down, the box must still cover the output: the region is larger than the box by
     // the same factor.
     request.min_width = static_cast<uint32_t>(
-        std::ceil(double(out.width) * (x1 - x0) / std::max(box.width(), 1e-9)));
+        std::ceil(double(out.width) * region_width / std::max(box.width(), 1e-9)));
     request.min_height = static_cast<uint32_t>(
-        std::ceil(double(out.height) * (y1 - y0) / std::max(box.height(), 1e-9)));
+        std::ceil(double(out.height) * region_height / std::max(box.height(), 1e-9)));
   }
   STOKER_ASSIGN_OR_RETURN(const DecodedRegion region, decoder_.Decode(bytes, request, decoded_));
   timings_.decode += SecondsSince(start);
@@ -126,18 +147,11 @@ Status Transformer::Run(std::span<const std::byte> bytes, uint64_t sample_seed, 
   Box image_box = region.ToImage(box);
   ImageView source = decoded_.view();
   if (params.clip_to_box) {
-    const auto left = static_cast<uint32_t>(
-        std::clamp(std::floor(image_box.x0 + 1e-6), 0.0, double(source.width - 1)));
-    const auto top = static_cast<uint32_t>(
-        std::clamp(std::floor(image_box.y0 + 1e-6), 0.0, double(source.height - 1)));
-    const auto right = static_cast<uint32_t>(
-        std::clamp(std::ceil(image_box.x1 - 1e-6), double(left + 1), double(source.width)));
-    const auto bottom = static_cast<uint32_t>(
-        std::clamp(std::ceil(image_box.y1 - 1e-6), double(top + 1), double(source.height)));
-    source = {source.row(top) + size_t{left} * kChannels, right - left, bottom - top,
+    const PixelBounds v = ClippedView(image_box, source.width, source.height);
+    source = {source.row(v.y0) + size_t{v.x0} * kChannels, v.x1 - v.x0, v.y1 - v.y0,
               source.stride};
-    image_box = {image_box.x0 - left, image_box.y0 - top, image_box.x1 - left,
-                 image_box.y1 - top};
+    image_box = {image_box.x0 - v.x0, image_box.y0 - v.y0, image_box.x1 - v.x0,
+                 image_box.y1 - v.y0};
   }
   resized_.Reset(out.width, out.height);
   resizer_.Resize(source, image_box, options_.interpolation, resized_.mutable_view());

@@ -53,6 +53,23 @@ struct SampleParams {
 SampleParams ChooseParams(const TransformOptions& options, uint32_t width, uint32_t height,
                           uint64_t sample_seed);
 
+// A rectangle of source pixels: [x0, x1) x [y0, y1).
+struct PixelBounds {
+  uint32_t x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+};
+
+// The pixels of a width x height image that resampling `params.box` to out_width x out_height
+// reads: the box, plus the filter's reach beyond it when neighbours outside the box count
+// (clip_to_box off), clamped to the image. Empty (x1 <= x0 or y1 <= y0) only for a box outside
+// the image. The GPU path (cuda/resample_plan.h) decodes from the same region.
+PixelBounds ResampledRegion(uint32_t width, uint32_t height, const SampleParams& params,
+                            Interpolation interpolation, uint32_t out_width, uint32_t out_height);
+
+// For a sample that clips to its box: the pixels of a width x height image (both >= 1) that
+// `box` touches, at least one. The resampler reads only these, so that the filter finds nothing
+// beyond the box (as after PIL's crop).
+PixelBounds ClippedView(const Box& box, uint32_t width, uint32_t height);
+
 // Where a Transformer's time went (seconds, summed over the samples it ran).
 struct TransformTimings {
   double decode = 0, resize = 0, output = 0;

@@ -182,14 +182,13 @@ void NearestDouble(ImageView src, const double* m, const WarpParams& params,
   }
 }
 
-// Pillow's bilinear_filter32RGB at every pixel centre: a source position outside the image
-// gets the fill; inside, neighbours past the edge repeat the edge pixel. `Lerp3` interpolates
-// the three channels of two rows' pixels at byte offsets x0, x1 (bottom null: only the top row),
-// as Pillow does per channel: in double, truncated to 8 bits.
-template <typename Lerp3>
-__attribute__((always_inline)) inline void BilinearBody(ImageView src, const double* m,
-                                                        const WarpParams& params,
-                                                        MutableImageView dst, Lerp3 lerp3) {
+// Pillow's affine sampling (bilinear_filter32RGB, bicubic_filter32RGB) at every output pixel
+// centre: a source position outside the image gets the fill; inside, `sample(out, sx, sy, ix,
+// iy)` gets it in pixel-centre coordinates (shifted by -0.5) with its floor (ix, iy).
+template <typename Sample>
+__attribute__((always_inline)) inline void SampleAtCentres(ImageView src, const double* m,
+                                                           const WarpParams& params,
+                                                           MutableImageView dst, Sample sample) {
   const int w = int(src.width), h = int(src.height);
   for (uint32_t y = 0; y < dst.height; ++y) {
     uint8_t* out = dst.row(y);
@@ -204,14 +203,28 @@ __attribute__((always_inline)) inline void BilinearBody(ImageView src, const dou
       }
       sx -= 0.5;
       sy -= 0.5;
-      const int ix = Floor(sx), iy = Floor(sy);
-      const int x0 = (ix < 0 ? 0 : ix) * 3;  // ix <= w - 1 always
-      const int x1 = (ix + 1 < w ? ix + 1 : w - 1) * 3;
-      const uint8_t* top = src.row(iy < 0 ? 0 : iy);
-      const uint8_t* bottom = iy + 1 < h ? src.row(iy + 1) : nullptr;
-      lerp3(top, bottom, x0, x1, sx - ix, sy - iy, out);
+      sample(out, sx, sy, Floor(sx), Floor(sy));
     }
   }
+}
+
+// Bilinear: neighbours past the edge repeat the edge pixel. `Lerp3` interpolates the three
+// channels of two rows' pixels at byte offsets x0, x1 (bottom null: only the top row), as
+// Pillow does per channel: in double, truncated to 8 bits.
+template <typename Lerp3>
+__attribute__((always_inline)) inline void BilinearBody(ImageView src, const double* m,
+                                                        const WarpParams& params,
+                                                        MutableImageView dst, Lerp3 lerp3) {
+  const int w = int(src.width), h = int(src.height);
+  SampleAtCentres(src, m, params, dst,
+                  [&](uint8_t* out, double sx, double sy, int ix, int iy)
+                      __attribute__((always_inline)) {
+                        const int x0 = (ix < 0 ? 0 : ix) * 3;  // ix <= w - 1 always
+                        const int x1 = (ix + 1 < w ? ix + 1 : w - 1) * 3;
+                        const uint8_t* top = src.row(iy < 0 ? 0 : iy);
+                        const uint8_t* bottom = iy + 1 < h ? src.row(iy + 1) : nullptr;
+                        lerp3(top, bottom, x0, x1, sx - ix, sy - iy, out);
+                      });
 }
 
 void BilinearScalar(ImageView src, const double* m, const WarpParams& params,
@@ -289,43 +302,29 @@ double Cubic(T v1, T v2, T v3, T v4, double d) {
 void Bicubic(ImageView src, const double* m, const WarpParams& params, MutableImageView dst) {
   const int w = int(src.width), h = int(src.height);
   const auto clamp_x = [w](int x) { return (x < 0 ? 0 : x < w ? x : w - 1) * 3; };
-  for (uint32_t y = 0; y < dst.height; ++y) {
-    uint8_t* out = dst.row(y);
-    const double yc = y + 0.5;
-    for (uint32_t x = 0; x < dst.width; ++x, out += 3) {
-      const double xc = x + 0.5;
-      double sx = m[0] * xc + m[1] * yc + m[2];
-      double sy = m[3] * xc + m[4] * yc + m[5];
-      if (!(sx >= 0.0 && sx < w && sy >= 0.0 && sy < h)) {
-        PutFill(out, params);
-        continue;
-      }
-      sx -= 0.5;
-      sy -= 0.5;
-      const int ix = Floor(sx), iy = Floor(sy);
-      const double dx = sx - ix, dy = sy - iy;
-      const int cols[4] = {clamp_x(ix - 1), clamp_x(ix), clamp_x(ix + 1), clamp_x(ix + 2)};
-      // The first row is clamped into the image; a later row past the edge repeats the one
-      // before it.
-      const uint8_t* rows[4];
-      rows[0] = src.row(iy - 1 < 0 ? 0 : iy - 1 < h ? iy - 1 : h - 1);
-      for (int k = 1; k < 4; ++k) {
-        const int r = iy - 1 + k;
-        rows[k] = r >= 0 && r < h ? src.row(r) : nullptr;
-      }
-      for (int c = 0; c < 3; ++c) {
-        const auto row_value = [&](const uint8_t* row) {
-          return Cubic<int>(row[cols[0] + c], row[cols[1] + c], row[cols[2] + c],
-                            row[cols[3] + c], dx);
-        };
-        double v[4];
-        v[0] = row_value(rows[0]);
-        for (int k = 1; k < 4; ++k) v[k] = rows[k] ? row_value(rows[k]) : v[k - 1];
-        const double value = Cubic<double>(v[0], v[1], v[2], v[3], dy);
-        out[c] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : static_cast<uint8_t>(value);
-      }
+  SampleAtCentres(src, m, params, dst, [&](uint8_t* out, double sx, double sy, int ix, int iy) {
+    const double dx = sx - ix, dy = sy - iy;
+    const int cols[4] = {clamp_x(ix - 1), clamp_x(ix), clamp_x(ix + 1), clamp_x(ix + 2)};
+    // The first row is clamped into the image; a later row past the edge repeats the one
+    // before it.
+    const uint8_t* rows[4];
+    rows[0] = src.row(iy - 1 < 0 ? 0 : iy - 1 < h ? iy - 1 : h - 1);
+    for (int k = 1; k < 4; ++k) {
+      const int r = iy - 1 + k;
+      rows[k] = r >= 0 && r < h ? src.row(r) : nullptr;
     }
-  }
+    for (int c = 0; c < 3; ++c) {
+      const auto row_value = [&](const uint8_t* row) {
+        return Cubic<int>(row[cols[0] + c], row[cols[1] + c], row[cols[2] + c], row[cols[3] + c],
+                          dx);
+      };
+      double v[4];
+      v[0] = row_value(rows[0]);
+      for (int k = 1; k < 4; ++k) v[k] = rows[k] ? row_value(rows[k]) : v[k - 1];
+      const double value = Cubic<double>(v[0], v[1], v[2], v[3], dy);
+      out[c] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : static_cast<uint8_t>(value);
+    }
+  });
 }
 
 }  // namespace

@@ -13,33 +13,16 @@
 #include <vector>
 
 #include "common/random.h"
+#include "testing/test_images.h"
 
 namespace stoker::decode {
 namespace {
 
-struct TestImage {
-  uint32_t width = 0, height = 0;
-  size_t stride = 0;
-  std::vector<uint8_t> bytes;
-  TestImage(uint32_t w, uint32_t h, size_t padding = 4)
-      : width(w), height(h), stride(size_t(w) * 3 + padding), bytes(stride * h, 0xEE) {}
-  uint8_t* at(uint32_t x, uint32_t y) { return bytes.data() + y * stride + x * 3; }
-  const uint8_t* at(uint32_t x, uint32_t y) const { return bytes.data() + y * stride + x * 3; }
-  ImageView view() const { return {bytes.data(), width, height, stride}; }
-  MutableImageView mutable_view() { return {bytes.data(), width, height, stride}; }
-};
-
-TestImage Noise(uint32_t w, uint32_t h, uint64_t seed, size_t padding = 4) {
-  TestImage image(w, h, padding);
-  Pcg32 rng(seed);
-  for (uint32_t y = 0; y < h; ++y) {
-    for (uint32_t x = 0; x < w * 3; ++x) image.at(0, y)[x] = uint8_t(rng.Next());
-  }
-  return image;
-}
+using test::Noise;
+using test::TestImage;
 
 TestImage Warped(const TestImage& src, double angle, double zoom, Interpolation f,
-                 const uint8_t fill[3] = nullptr, size_t padding = 4) {
+                 const uint8_t fill[3] = nullptr, size_t padding = 5) {
   WarpParams params;
   params.angle_degrees = angle;
   params.zoom = zoom;

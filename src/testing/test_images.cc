@@ -11,6 +11,15 @@
 
 namespace stoker::test {
 
+TestImage Noise(uint32_t w, uint32_t h, uint64_t seed, size_t padding) {
+  TestImage image(w, h, padding);
+  Pcg32 rng(seed);
+  for (uint32_t y = 0; y < h; ++y) {
+    for (uint32_t x = 0; x < w * 3; ++x) image.at(0, y)[x] = uint8_t(rng.Next());
+  }
+  return image;
+}
+
 std::vector<uint8_t> PhotoLikePixels(uint32_t width, uint32_t height, uint64_t seed) {
   Pcg32 rng(seed);
   const double fx = 1 + rng.NextDouble() * 6, fy = 1 + rng.NextDouble() * 6;

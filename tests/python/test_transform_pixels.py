@@ -56,6 +56,12 @@ def images() -> list[Image.Image]:
     return _photos() + [_noise(370, 300, 1), _noise(97, 131, 2)]
 
 
+@pytest.fixture(scope="module")
+def small_images(images) -> list[Image.Image]:
+    """The warp tests' inputs: half size (warping samples every pixel the slow way in Pillow)."""
+    return [img.resize((img.width // 2, img.height // 2), Image.BILINEAR) for img in images]
+
+
 def _assert_matches(ours: np.ndarray, ref: np.ndarray, what: str) -> None:
     assert ours.shape == ref.shape, what
     diff = np.abs(ours.astype(int) - ref.astype(int))
@@ -149,11 +155,10 @@ ANGLES = [0.0, 90.0, -90.0, 180.0, 45.0, 30.0, -12.5, 170.25, 359.0, 725.0]
 
 
 @pytest.mark.parametrize("interpolation", list(FILTERS))
-def test_warp_rotation_matches_pil_rotate(images, interpolation):
+def test_warp_rotation_matches_pil_rotate(small_images, interpolation):
     # RandomRotation on a PIL image is Image.rotate(angle, resample, fillcolor=fill).
     rng = random.Random(99)
-    for index, img in enumerate(images):
-        small = img.resize((img.width // 2, img.height // 2), Image.BILINEAR)
+    for index, small in enumerate(small_images):
         pixels = np.asarray(small)
         for angle in ANGLES + [rng.uniform(-180, 180) for _ in range(4)]:
             fill = tuple(rng.randint(0, 255) for _ in range(3))
@@ -163,10 +168,9 @@ def test_warp_rotation_matches_pil_rotate(images, interpolation):
 
 
 @pytest.mark.parametrize("interpolation", list(FILTERS))
-def test_warp_zoom_matches_torchvision_affine(images, interpolation):
+def test_warp_zoom_matches_torchvision_affine(small_images, interpolation):
     rng = random.Random(7)
-    for index, img in enumerate(images):
-        small = img.resize((img.width // 2, img.height // 2), Image.BILINEAR)
+    for index, small in enumerate(small_images):
         pixels = np.asarray(small)
         for _ in range(6):
             angle = rng.choice([0.0, 90.0, rng.uniform(-180, 180)])
@@ -178,13 +182,12 @@ def test_warp_zoom_matches_torchvision_affine(images, interpolation):
             _assert_matches(ours, ref, f"image {index} angle {angle} zoom {zoom}")
 
 
-def test_warp_rotation_is_close_to_random_affine(images):
+def test_warp_rotation_is_close_to_random_affine(small_images):
     # At zoom 1 stoker follows Image.rotate, whose matrix is rounded to 15 decimals; RandomAffine
     # with scale 1 uses the unrounded one. Only positions on a rounding tie can differ.
     rng = random.Random(5)
     differing = total = 0
-    for img in images:
-        small = img.resize((img.width // 2, img.height // 2), Image.BILINEAR)
+    for small in small_images:
         for _ in range(5):
             angle = rng.uniform(-180, 180)
             for interpolation in ("nearest", "bilinear"):

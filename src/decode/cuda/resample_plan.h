@@ -1,32 +1,26 @@
 // Host-side planning for the GPU path: which part of a JPEG to decode for a sample, and the
-// resampling coefficients — computed exactly as the CPU path computes them (decode::Transformer
-// for the geometry, decode::Resizer for the coefficients), so that the GPU's pixels differ from
-// the CPU's only where nvJPEG's decoded pixels differ from libjpeg-turbo's.
+// resampling coefficients — computed by the CPU path's own functions (decode::Transformer's
+// ResampledRegion and ClippedView for the geometry, decode::Resizer's PlanAxis for the
+// coefficients), so that the GPU's pixels differ from the CPU's only where nvJPEG's decoded
+// pixels differ from libjpeg-turbo's.
 //
 // Plain C++ (no CUDA): the coefficients are cheap (one window per output row and column) and
 // are uploaded with the batch. Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "decode/cuda/gpu_kernels.h"
 #include "decode/image.h"
 #include "decode/output.h"
+#include "decode/resample_coeffs.h"
 #include "decode/resize.h"
 #include "decode/transform.h"
 
 namespace stoker::decode::cuda {
 
-// One axis: for output index i, taps[i] source indices from start[i], weighted by
-// coefs[i * stride ...] (Pillow's 22-bit fixed point).
-struct AxisPlan {
-  int32_t stride = 0;
-  std::vector<int32_t> start, taps, coefs;
-};
-
 struct ResamplePlan {
-  AxisPlan horizontal, vertical;
+  AxisPlan horizontal, vertical;  // decode::Resizer's own (resample_coeffs.h)
   // The source columns and rows some window touches; the window starts above are relative to
   // (first_col, first_row).
   uint32_t first_col = 0, first_row = 0, cols = 0, rows = 0;
@@ -45,9 +39,7 @@ struct ResamplePlan {
 ResamplePlan PlanResample(uint32_t src_width, uint32_t src_height, const Box& box,
                           Interpolation interpolation, uint32_t out_width, uint32_t out_height);
 
-struct PixelRect {
-  uint32_t x = 0, y = 0, width = 0, height = 0;
-};
+using PixelRect = DecodeRequest::Rect;
 
 // Where one sample's pixels come from.
 struct SampleGeometry {
@@ -57,7 +49,7 @@ struct SampleGeometry {
   Box box;         // the sample's box in view pixels
 };
 
-// The geometry decode::Transformer uses with dct_scaling off (same region, same clipping),
+// The geometry decode::Transformer uses with dct_scaling off (ResampledRegion, ClippedView),
 // except that the ROI is widened to 16-pixel boundaries plus one 16-pixel margin (clamped to the
 // image), so that the pixels the resampler reads never lie on a ROI edge, where a decoder's
 // chroma upsampling lacks its neighbours. width x height: the image; out: the output size.
