@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Creates the virtual environments of the peers that bench/run_decode.py measures, each under
+# $STOKER_BENCH_CACHE (default /var/tmp/stoker-bench). Idempotent: a venv whose marker file exists
+# is left alone, so re-running only retries what failed. Each step is independent; a peer that
+# cannot be installed is reported and skipped (run_decode.py records why when it fails to start).
+#
+#   bash bench/setup_peers.sh [tv] [simd] [dali] [ffcv]      (default: all four)
+#
+#   venv-tv    torch 2.14.1 + torchvision 0.29.1 + Pillow (the reference: ImageFolder + DataLoader)
+#   venv-simd  the same with Pillow replaced by pillow-simd (compiled from source with AVX2)
+#   venv-dali  nvidia-dali-cuda120 (its CPU-only mode) + torch for the output tensors
+#   venv-ffcv  ffcv 1.0.2 (needs Debian's libopencv-dev, libturbojpeg0-dev, pkg-config)
+#
+# torchvision does not import beside the project's torch 2.13.0, which is why these do not use
+# /work/main/.venv. torch 2.14.1 is a CUDA build (~5.5 GB installed); it runs on the CPU.
+set -u
+CACHE=${STOKER_BENCH_CACHE:-/var/tmp/stoker-bench}
+PY=${PYTHON:-python3}
+TORCH="torch==2.14.1"
+TV="torchvision==0.29.1"
+mkdir -p "$CACHE"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tv simd dali ffcv)
+failed=()
+
+log() { echo "setup_peers: $*" >&2; }
+
+# make_venv NAME: creates $CACHE/NAME unless it exists; returns 0 if it is already complete.
+make_venv() {
+  local v=$CACHE/$1
+  if [ -f "$v/.stoker-ready" ]; then log "$1 ready"; return 0; fi
+  [ -x "$v/bin/python" ] || "$PY" -m venv "$v" || return 2
+  "$v/bin/pip" install -q --upgrade pip wheel setuptools >/dev/null || true
+  return 1
+}
+
+setup_tv() {
+  make_venv venv-tv; case $? in 0) return 0;; 2) return 1;; esac
+  local v=$CACHE/venv-tv
+  "$v/bin/pip" install "$TORCH" "$TV" pillow numpy || return 1
+  "$v/bin/python" -c "import torchvision, PIL; print('venv-tv:', torchvision.__version__, PIL.__version__)" \
+    && touch "$v/.stoker-ready"
+}
+
+setup_simd() {
+  make_venv venv-simd; case $? in 0) return 0;; 2) return 1;; esac
+  local v=$CACHE/venv-simd
+  # pillow-simd builds from source: needs libjpeg-dev and zlib1g-dev (Debian), and AVX2 enabled.
+  if ! dpkg -s libjpeg-dev zlib1g-dev >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq libjpeg-dev zlib1g-dev || return 1
+  fi
+  "$v/bin/pip" install "$TORCH" "$TV" numpy || return 1
+  "$v/bin/pip" uninstall -y pillow
+  CC="cc -mavx2" "$v/bin/pip" install --no-cache-dir --no-binary pillow-simd pillow-simd || return 1
+  # torchvision's metadata requires "pillow"; the distribution pillow-simd provides module PIL.
+  "$v/bin/python" -c "import PIL, torchvision; assert 'post' in PIL.__version__, PIL.__version__; print('venv-simd:', PIL.__version__)" \
+    && touch "$v/.stoker-ready"
+}
+
+setup_dali() {
+  make_venv venv-dali; case $? in 0) return 0;; 2) return 1;; esac
+  local v=$CACHE/venv-dali
+  "$v/bin/pip" install "$TORCH" numpy || return 1
+  local ok=1
+  for pkg in nvidia-dali-cuda120 nvidia-dali-cuda130 nvidia-dali-cuda110; do
+    if "$v/bin/pip" install "$pkg"; then ok=0; break; fi
+  done
+  [ $ok -eq 0 ] || return 1
+  "$v/bin/python" -c "import nvidia.dali as d; print('venv-dali:', d.__version__)" \
+    && touch "$v/.stoker-ready"
+}
+
+setup_ffcv() {
+  make_venv venv-ffcv; case $? in 0) return 0;; 2) return 1;; esac
+  local v=$CACHE/venv-ffcv
+  if ! dpkg -s libopencv-dev libturbojpeg0-dev pkg-config >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq libopencv-dev libturbojpeg0-dev pkg-config || return 1
+  fi
+  "$v/bin/pip" install "$TORCH" "$TV" numpy numba opencv-python-headless || return 1
+  # ffcv's setup.py imports numpy/torch-free build helpers and finds opencv/turbojpeg through
+  # pkg-config; build isolation would hide the numpy it needs, so build in the venv itself.
+  "$v/bin/pip" install --no-build-isolation ffcv || return 1
+  "$v/bin/python" -c "import ffcv; print('venv-ffcv: ffcv', ffcv.__version__ if hasattr(ffcv, '__version__') else '?')" \
+    && touch "$v/.stoker-ready"
+}
+
+for s in "${steps[@]}"; do
+  log "== $s"
+  if ! "setup_$s"; then log "$s FAILED"; failed+=("$s"); fi
+done
+if [ ${#failed[@]} -gt 0 ]; then log "failed: ${failed[*]}"; exit 1; fi
+log "all ready"
