@@ -3,6 +3,7 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 find_package(fmt REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
+find_package(OpenSSL REQUIRED)  # libcrypto: HMAC-SHA256 and RAND_bytes for the handshake
 pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)

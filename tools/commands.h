@@ -16,5 +16,6 @@ void RegisterPack(CLI::App& app, int& exit_code);
 void RegisterInspect(CLI::App& app, int& exit_code);  // ls, stat, cat, info
 void RegisterVerify(CLI::App& app, int& exit_code);
 void RegisterShuffleReport(CLI::App& app, int& exit_code);
+void RegisterServe(CLI::App& app, int& exit_code);
 
 }  // namespace stoker::cli

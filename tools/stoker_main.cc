@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterInspect(app, exit_code);
   stoker::cli::RegisterVerify(app, exit_code);
   stoker::cli::RegisterShuffleReport(app, exit_code);
+  stoker::cli::RegisterServe(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

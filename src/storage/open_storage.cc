@@ -1,17 +1,26 @@
-// Maps a dataset URI to its storage backend. New schemes (s3://, stoker://) register here.
+// Maps a dataset URI to its storage backend: local paths and file:// URIs (PosixStorage),
+// stoker:// URIs (a `stoker serve` server, src/net/remote_storage.h).
+//
+// This file is its own library (stoker_storage_uri, see src/CMakeLists.txt) rather than part of
+// stoker_storage: it must see every backend, and the network backend itself builds on
+// stoker_storage. Keeping dispatch one layer up avoids a cycle without a registration hook that
+// static linking could silently drop.
+#include "net/remote_storage.h"
+#include "net/uri.h"
 #include "stoker/storage.h"
 #include "storage/posix_storage.h"
 
 namespace stoker {
 
 Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri) {
+  if (uri.starts_with(net::kStokerScheme)) return net::OpenRemoteStorage(uri);
   constexpr std::string_view kFileScheme = "file://";
   if (uri.starts_with(kFileScheme)) uri.remove_prefix(kFileScheme.size());
   const auto scheme_end = uri.find("://");
   if (scheme_end != std::string_view::npos) {
     return Err(Status::Unsupported("unsupported URI scheme '" +
                                    std::string(uri.substr(0, scheme_end)) +
-                                   "://' (this build reads local paths and file:// URIs)"));
+                                   "://' (this build reads local paths, file:// and stoker:// URIs)"));
   }
   if (uri.empty()) return Err(Status::InvalidArgument("empty dataset path"));
   return storage::NewPosixStorage(std::string(uri));

@@ -1,0 +1,176 @@
+#include "net/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <array>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "net/payload.h"
+
+namespace stoker::net {
+namespace {
+
+using Proof = std::array<unsigned char, kProofSize>;
+using Nonce = std::array<unsigned char, kNonceSize>;
+
+// The labels bind a proof to its direction, so a server's proof cannot be replayed as a
+// client's (the nonces are also swapped between the two).
+constexpr std::string_view kServerLabel = "stoker/1 server";
+constexpr std::string_view kClientLabel = "stoker/1 client";
+
+std::string_view View(const Nonce& n) {
+  return {reinterpret_cast<const char*>(n.data()), n.size()};
+}
+
+Proof ComputeProof(std::string_view secret, std::string_view label, std::string_view first,
+                   std::string_view second) {
+  std::string message;
+  message.reserve(label.size() + first.size() + second.size());
+  message.append(label).append(first).append(second);
+  Proof out{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), out.data(), &len);
+  return out;
+}
+
+bool ProofMatches(const Proof& expected, std::string_view got) {
+  return got.size() == expected.size() &&
+         CRYPTO_memcmp(expected.data(), got.data(), expected.size()) == 0;
+}
+
+Result<Nonce> RandomNonce() {
+  Nonce n{};
+  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
+    return Err(Status::Internal("RAND_bytes failed: no randomness for the handshake nonce"));
+  }
+  return n;
+}
+
+}  // namespace
+
+Status CheckSecret(std::string_view secret, std::string_view where) {
+  if (secret.size() < kMinSecretBytes) {
+    return Status::InvalidArgument("the secret from " + std::string(where) + " has " +
+                                   std::to_string(secret.size()) + " bytes; at least " +
+                                   std::to_string(kMinSecretBytes) + " are required");
+  }
+  return Status::OK();
+}
+
+Result<std::string> LoadSecretFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Err(Status::InvalidArgument("cannot read secret file " + path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string secret = ss.str();
+  if (!secret.empty() && secret.back() == '\n') secret.pop_back();
+  if (!secret.empty() && secret.back() == '\r') secret.pop_back();
+  STOKER_RETURN_IF_ERROR(CheckSecret(secret, "secret file " + path));
+  return secret;
+}
+
+Result<std::string> LoadSecretFromEnvironment() {
+  if (const char* file = std::getenv("STOKER_SECRET_FILE"); file != nullptr && *file != '\0') {
+    return LoadSecretFile(file);
+  }
+  if (const char* secret = std::getenv("STOKER_SECRET"); secret != nullptr && *secret != '\0') {
+    STOKER_RETURN_IF_ERROR(CheckSecret(secret, "$STOKER_SECRET"));
+    return std::string(secret);
+  }
+  return Err(Status::InvalidArgument(
+      "stoker:// needs the server's shared secret: set STOKER_SECRET_FILE (a file holding it) "
+      "or STOKER_SECRET"));
+}
+
+Status ClientHandshake(Socket& socket, std::string_view secret, Deadline deadline) {
+  const std::string& peer = socket.peer();
+  STOKER_ASSIGN_OR_RETURN(const Nonce client_nonce, RandomNonce());
+  PayloadWriter hello;
+  hello.U16(kProtocolVersion).Raw(View(client_nonce));
+  STOKER_RETURN_IF_ERROR(WriteFrame(socket, MessageType::kHello, 0, hello.data(), deadline));
+
+  STOKER_ASSIGN_OR_RETURN(Frame challenge, ReadFrame(socket, kMaxHandshakeFrame, deadline));
+  if (challenge.message_type() == MessageType::kError) {
+    return DecodeErrorPayload(challenge.payload, peer).WithContext(peer + " refused the connection");
+  }
+  PayloadReader r(challenge.payload);
+  auto version = r.U16();
+  auto server_nonce = r.Raw(kNonceSize);
+  auto server_proof = r.Raw(kProofSize);
+  if (challenge.message_type() != MessageType::kChallenge || !server_proof || !r.ExpectEnd().ok()) {
+    return Status::Corruption("malformed handshake from " + peer + " (not a stoker server?)");
+  }
+  if (*version != kProtocolVersion) {
+    return Status::Unsupported(peer + " speaks protocol version " + std::to_string(*version) +
+                               ", this client speaks " + std::to_string(kProtocolVersion));
+  }
+  const Proof expected = ComputeProof(secret, kServerLabel, View(client_nonce), *server_nonce);
+  if (!ProofMatches(expected, *server_proof)) {
+    return {StatusCode::kPermissionDenied,
+            "the handshake proof of " + peer + " does not match our secret: the client's and "
+                "the server's secrets differ (or this is not the server you meant); nothing was "
+                "sent to it"};
+  }
+  const Proof proof = ComputeProof(secret, kClientLabel, *server_nonce, View(client_nonce));
+  STOKER_RETURN_IF_ERROR(WriteFrame(socket, MessageType::kAuth, 0,
+                                    {reinterpret_cast<const char*>(proof.data()), proof.size()},
+                                    deadline));
+  STOKER_ASSIGN_OR_RETURN(Frame welcome, ReadFrame(socket, kMaxHandshakeFrame, deadline));
+  if (welcome.message_type() == MessageType::kError) {
+    return DecodeErrorPayload(welcome.payload, peer).WithContext(peer);
+  }
+  if (welcome.message_type() != MessageType::kWelcome || !welcome.payload.empty()) {
+    return Status::Corruption("malformed handshake from " + peer + ": expected WELCOME");
+  }
+  return Status::OK();
+}
+
+Status ServerHandshake(Socket& socket, std::string_view secret, Deadline deadline,
+                       bool* auth_failed) {
+  *auth_failed = false;
+  STOKER_ASSIGN_OR_RETURN(Frame hello, ReadFrame(socket, kMaxHandshakeFrame, deadline));
+  PayloadReader r(hello.payload);
+  auto version = r.U16();
+  auto client_nonce = r.Raw(kNonceSize);
+  if (hello.message_type() != MessageType::kHello || !client_nonce || !r.ExpectEnd().ok()) {
+    return Status::InvalidArgument("expected HELLO from " + socket.peer());
+  }
+  if (*version != kProtocolVersion) {
+    const Status st = Status::Unsupported("protocol version " + std::to_string(*version) +
+                                          " is not supported (this server speaks " +
+                                          std::to_string(kProtocolVersion) + ")");
+    (void)WriteFrame(socket, MessageType::kError, 0, EncodeErrorPayload(st), deadline);
+    return st;
+  }
+  STOKER_ASSIGN_OR_RETURN(const Nonce server_nonce, RandomNonce());
+  const Proof server_proof = ComputeProof(secret, kServerLabel, *client_nonce, View(server_nonce));
+  PayloadWriter challenge;
+  challenge.U16(kProtocolVersion)
+      .Raw(View(server_nonce))
+      .Raw({reinterpret_cast<const char*>(server_proof.data()), server_proof.size()});
+  STOKER_RETURN_IF_ERROR(
+      WriteFrame(socket, MessageType::kChallenge, 0, challenge.data(), deadline));
+
+  STOKER_ASSIGN_OR_RETURN(Frame auth, ReadFrame(socket, kMaxHandshakeFrame, deadline));
+  if (auth.message_type() != MessageType::kAuth) {
+    return Status::InvalidArgument("expected AUTH from " + socket.peer());
+  }
+  const Proof expected = ComputeProof(secret, kClientLabel, View(server_nonce), *client_nonce);
+  if (!ProofMatches(expected, auth.payload)) {
+    *auth_failed = true;
+    const Status st(StatusCode::kPermissionDenied,
+                    "authentication failed: the client's proof does not match this server's "
+                    "secret");
+    (void)WriteFrame(socket, MessageType::kError, 0, EncodeErrorPayload(st), deadline);
+    return st.WithContext(socket.peer());
+  }
+  return WriteFrame(socket, MessageType::kWelcome, 0, {}, deadline);
+}
+
+}  // namespace stoker::net

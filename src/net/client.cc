@@ -1,0 +1,312 @@
+#include "net/client.h"
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "common/crc32c.h"
+#include "common/hash.h"
+#include "net/auth.h"
+#include "net/payload.h"
+#include "net/protocol.h"
+
+namespace stoker::net {
+
+namespace {
+
+struct Connection {
+  Socket socket;
+  uint32_t next_id = 1;
+};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct Client::Pool {
+  ServerAddress address;
+  std::string name;  // "host:port"
+  std::mutex mu;
+  std::vector<std::unique_ptr<Connection>> idle;  // guarded by mu
+  std::atomic<int64_t> down_until_ns{0};
+
+  void DropIdle() {
+    std::lock_guard lock(mu);
+    idle.clear();
+  }
+};
+
+// The outcome of one request. `connection_failure`: the transport failed (the server may be
+// fine on another connection, or down); otherwise `status` is the server's own answer.
+struct Client::Answer {
+  Status status;
+  Frame frame;
+  bool connection_failure = false;
+  bool data_filled = false;  // a DATA answer went straight into data_into
+  int server = -1;
+};
+
+Status ClientOptions::Validate() const {
+  if (connect_timeout.count() <= 0 || request_timeout.count() <= 0) {
+    return Status::InvalidArgument("client timeouts must be positive");
+  }
+  if (retries < 0) return Status::InvalidArgument("retries must be >= 0");
+  return Status::OK();
+}
+
+Client::Client(StokerUri uri, std::string secret, ClientOptions options)
+    : uri_(std::move(uri)), secret_(std::move(secret)), options_(options) {
+  for (const ServerAddress& a : uri_.servers) {
+    auto pool = std::make_unique<Pool>();
+    pool->address = a;
+    pool->name = a.ToString();
+    pools_.push_back(std::move(pool));
+  }
+}
+
+Client::~Client() = default;
+
+Result<std::shared_ptr<Client>> Client::Create(StokerUri uri, std::string secret,
+                                               ClientOptions options) {
+  STOKER_RETURN_IF_ERROR(options.Validate());
+  STOKER_RETURN_IF_ERROR(CheckSecret(secret, "the client configuration"));
+  if (uri.servers.empty()) return Err(Status::InvalidArgument("stoker:// URI without servers"));
+  return std::shared_ptr<Client>(new Client(std::move(uri), std::move(secret), options));
+}
+
+std::string Client::Describe(std::string_view path, int server) const {
+  std::string out;
+  if (server < 0) {
+    out = uri_.ToString();
+  } else {
+    out = std::string(kStokerScheme) + pools_[static_cast<size_t>(server)]->name + "/" +
+          uri_.dataset;
+  }
+  if (!path.empty()) out += "/" + std::string(path);
+  return out;
+}
+
+std::vector<size_t> Client::ServerOrder(std::string_view path) const {
+  const size_t n = pools_.size();
+  const size_t first = n == 1 ? 0 : static_cast<size_t>(Hash64(path) % n);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i) order.push_back((first + i) % n);
+  // Servers that recently failed every try go last: still tried, but not before healthy ones.
+  const int64_t now = NowNs();
+  std::stable_partition(order.begin(), order.end(),
+                        [&](size_t s) { return pools_[s]->down_until_ns.load() <= now; });
+  return order;
+}
+
+namespace {
+
+// Reads the answer to request `id`. A DATA answer of exactly data_into.size() bytes is received
+// straight into data_into (no copy); everything else into frame.payload.
+Status ReadAnswer(Connection& c, uint32_t id, std::span<std::byte> data_into, Deadline deadline,
+                  Frame* frame, bool* data_filled) {
+  *data_filled = false;
+  std::array<std::byte, kHeaderSize> raw;
+  STOKER_RETURN_IF_ERROR(c.socket.RecvExact(raw, deadline));
+  STOKER_ASSIGN_OR_RETURN(const FrameHeader h, DecodeHeader(raw, kMaxAnswerFrame));
+  if (h.request_id != id) {
+    return Status::Corruption("answer for request " + std::to_string(h.request_id) +
+                              " while waiting for request " + std::to_string(id));
+  }
+  frame->type = h.type;
+  frame->request_id = h.request_id;
+  if (frame->message_type() == MessageType::kData && h.length == data_into.size()) {
+    STOKER_RETURN_IF_ERROR(c.socket.RecvExact(data_into, deadline));
+    if (crc32c::Value(data_into) != h.payload_crc) {
+      return Status::Corruption("DATA payload CRC mismatch (" + std::to_string(h.length) +
+                                " bytes)");
+    }
+    *data_filled = true;
+  } else {
+    frame->payload.resize(h.length);
+    STOKER_RETURN_IF_ERROR(c.socket.RecvExact(
+        std::as_writable_bytes(std::span(frame->payload.data(), frame->payload.size())),
+        deadline));
+    STOKER_RETURN_IF_ERROR(CheckPayload(h, frame->payload));
+  }
+  return Status::OK();
+}
+
+bool IsConnectionError(StatusCode code) {
+  return code == StatusCode::kUnavailable || code == StatusCode::kTimeout ||
+         code == StatusCode::kIOError;
+}
+
+}  // namespace
+
+Client::Answer Client::CallServer(size_t server, MessageType type, const std::string& payload,
+                                  std::span<std::byte> data_into) {
+  Pool& pool = *pools_[server];
+  Answer out;
+  out.server = static_cast<int>(server);
+  Status last;
+  for (int attempt = 0; attempt <= options_.retries; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(options_.retry_backoff * (1 << (attempt - 1)));
+    // The first try may reuse an idle connection; retries always connect afresh, since the
+    // failure suggests the idle ones are stale too (e.g. the server restarted).
+    std::unique_ptr<Connection> conn;
+    if (attempt == 0) {
+      std::lock_guard lock(pool.mu);
+      if (!pool.idle.empty()) {
+        conn = std::move(pool.idle.back());
+        pool.idle.pop_back();
+      }
+    }
+    if (conn == nullptr) {
+      const Deadline deadline = After(options_.connect_timeout);
+      auto socket = Connect(pool.address.host, pool.address.port, deadline);
+      Status st = socket ? ClientHandshake(*socket, secret_, deadline) : socket.error();
+      if (!st.ok()) {
+        // A wrong secret or version will not fix itself: no retry, no failover.
+        if (!IsConnectionError(st.code())) {
+          out.status = st;
+          return out;
+        }
+        last = st;
+        continue;
+      }
+      connections_opened_.fetch_add(1);
+      conn = std::make_unique<Connection>();
+      conn->socket = std::move(*socket);
+    }
+    const uint32_t id = conn->next_id++;
+    const Deadline deadline = After(options_.request_timeout);
+    Status st = WriteFrame(conn->socket, type, id, payload, deadline);
+    if (st.ok()) st = ReadAnswer(*conn, id, data_into, deadline, &out.frame, &out.data_filled);
+    if (!st.ok()) {
+      last = st;
+      pool.DropIdle();
+      continue;
+    }
+    {
+      std::lock_guard lock(pool.mu);
+      if (pool.idle.size() < options_.max_idle_connections) pool.idle.push_back(std::move(conn));
+    }
+    if (out.frame.message_type() == MessageType::kError) {
+      out.status = DecodeErrorPayload(out.frame.payload, pool.name);
+    }
+    pool.down_until_ns.store(0);
+    return out;
+  }
+  pool.down_until_ns.store(NowNs() + std::chrono::nanoseconds(options_.down_penalty).count());
+  out.connection_failure = true;
+  out.status = Status(last.code() == StatusCode::kTimeout ? StatusCode::kTimeout
+                                                          : StatusCode::kUnavailable,
+                      "server " + pool.name + " failed " + std::to_string(options_.retries + 1) +
+                          " tries: " + last.message());
+  return out;
+}
+
+Client::Answer Client::Call(std::string_view path, MessageType type, const std::string& payload,
+                            std::span<std::byte> data_into) {
+  Answer first_failure;
+  for (const size_t server : ServerOrder(path)) {
+    Answer a = CallServer(server, type, payload, data_into);
+    if (a.status.ok()) return a;
+    a.status = a.status.WithContext(Describe(path, a.server));
+    if (!a.connection_failure && !a.status.IsNotFound()) return a;
+    // Report the first server's failure unless a later one says something more specific than
+    // NotFound (e.g. it is down).
+    if (first_failure.server < 0 || (first_failure.status.IsNotFound() && a.connection_failure)) {
+      first_failure = std::move(a);
+    }
+  }
+  return first_failure;
+}
+
+namespace {
+
+std::string PathRequest(std::string_view dataset, std::string_view path) {
+  PayloadWriter w;
+  w.String(dataset).String(path);
+  return std::move(w.data());
+}
+
+Status UnexpectedAnswer(const Frame& f, MessageType want, const std::string& where) {
+  return Status::Corruption(where + ": expected " + std::string(MessageTypeName(want)) +
+                            ", got frame type " + std::to_string(f.type));
+}
+
+}  // namespace
+
+Result<uint64_t> Client::Stat(std::string_view path) {
+  STOKER_RETURN_IF_ERROR(ValidatePath(path, /*allow_root=*/false).WithContext(Describe("")));
+  Answer a = Call(path, MessageType::kStat, PathRequest(uri_.dataset, path), {});
+  if (!a.status.ok()) return Err(a.status);
+  const std::string where = Describe(path, a.server);
+  PayloadReader r(a.frame.payload);
+  auto size = r.U64();
+  if (a.frame.message_type() != MessageType::kStatOk || !size || !r.ExpectEnd().ok()) {
+    return Err(UnexpectedAnswer(a.frame, MessageType::kStatOk, where));
+  }
+  return *size;
+}
+
+Status Client::Read(std::string_view path, uint64_t offset, std::span<std::byte> dst) {
+  STOKER_RETURN_IF_ERROR(ValidatePath(path, /*allow_root=*/false).WithContext(Describe("")));
+  while (!dst.empty()) {
+    const size_t n = std::min<size_t>(dst.size(), kMaxReadLength);
+    PayloadWriter w;
+    w.String(uri_.dataset).String(path).U64(offset).U32(static_cast<uint32_t>(n));
+    Answer a = Call(path, MessageType::kRead, w.data(), dst.first(n));
+    if (!a.status.ok()) return a.status;
+    if (a.frame.message_type() != MessageType::kData) {
+      return UnexpectedAnswer(a.frame, MessageType::kData, Describe(path, a.server));
+    }
+    // ReadAnswer only fills dst for a DATA frame of exactly n bytes; anything else is a short
+    // (or long) read, which is never success.
+    if (!a.data_filled) {
+      return Status::IOError(Describe(path, a.server) + ": short read: asked for " +
+                             std::to_string(n) + " bytes at offset " + std::to_string(offset) +
+                             ", got " + std::to_string(a.frame.payload.size()));
+    }
+    dst = dst.subspan(n);
+    offset += n;
+  }
+  return Status::OK();
+}
+
+Result<std::vector<std::string>> Client::List(std::string_view path) {
+  STOKER_RETURN_IF_ERROR(ValidatePath(path, /*allow_root=*/true).WithContext(Describe("")));
+  // With striping each server holds some of the chunk files, so a directory's entries are the
+  // union over all servers.
+  std::set<std::string> names;
+  bool found = false;
+  Answer failure;
+  for (size_t s = 0; s < pools_.size(); ++s) {
+    Answer a = CallServer(s, MessageType::kList, PathRequest(uri_.dataset, path), {});
+    if (!a.status.ok()) {
+      a.status = a.status.WithContext(Describe(path, a.server));
+      if (!a.connection_failure && !a.status.IsNotFound()) return Err(a.status);
+      if (failure.server < 0 || (failure.status.IsNotFound() && a.connection_failure)) {
+        failure = std::move(a);
+      }
+      continue;
+    }
+    const std::string where = Describe(path, a.server);
+    if (a.frame.message_type() != MessageType::kListOk) {
+      return Err(UnexpectedAnswer(a.frame, MessageType::kListOk, where));
+    }
+    PayloadReader r(a.frame.payload);
+    auto count = r.U32();
+    if (!count) return Err(UnexpectedAnswer(a.frame, MessageType::kListOk, where));
+    for (uint32_t i = 0; i < *count; ++i) {
+      auto name = r.String();
+      if (!name) return Err(name.error().WithContext(where));
+      names.emplace(*name);
+    }
+    STOKER_RETURN_IF_ERROR(r.ExpectEnd().WithContext(where));
+    found = true;
+  }
+  if (!found) return Err(failure.status);
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+}  // namespace stoker::net

@@ -1,0 +1,80 @@
+// The protocol client behind stoker:// storage: one pool of authenticated connections per
+// server, requests with retries on fresh connections, and striping/failover across servers
+// (docs/protocol.md, "Striping").
+//
+// Thread-safe: concurrent calls take different connections from the pool (or open new ones), so
+// many reader threads never queue behind one socket.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "net/frame.h"
+#include "net/socket.h"
+#include "net/uri.h"
+#include "stoker/status.h"
+
+namespace stoker::net {
+
+struct ClientOptions {
+  std::chrono::milliseconds connect_timeout{5000};  // TCP connect + handshake
+  std::chrono::milliseconds request_timeout{60000}; // one request: send until the whole answer
+  // A request that fails for connection reasons (reset, EOF, timeout, a broken frame) is tried
+  // again on a fresh connection this many times, after retry_backoff, doubling each time.
+  int retries = 3;
+  std::chrono::milliseconds retry_backoff{10};
+  // After a server failed every try, it is tried last for this long (others go first).
+  std::chrono::milliseconds down_penalty{2000};
+  size_t max_idle_connections = 64;  // per server
+  Status Validate() const;
+};
+
+class Client {
+ public:
+  static Result<std::shared_ptr<Client>> Create(StokerUri uri, std::string secret,
+                                                ClientOptions options = {});
+  ~Client();
+
+  const StokerUri& uri() const { return uri_; }
+  // "stoker://host:port/name/path" for one server, or with every server listed (`server` < 0).
+  std::string Describe(std::string_view path, int server = -1) const;
+
+  // Size of `path` (STAT), from the first server in the path's striping order that has it.
+  Result<uint64_t> Stat(std::string_view path);
+  // Exactly dst.size() bytes from `offset` (READ), split into requests of at most
+  // kMaxReadLength bytes.
+  Status Read(std::string_view path, uint64_t offset, std::span<std::byte> dst);
+  // The union of the entry names of directory `path` on every server that answers.
+  Result<std::vector<std::string>> List(std::string_view path);
+
+  // Connections opened so far (for tests of pooling).
+  uint64_t connections_opened() const { return connections_opened_.load(); }
+
+  struct Pool;  // per-server connections; defined in client.cc
+
+ private:
+  Client(StokerUri uri, std::string secret, ClientOptions options);
+  struct Answer;
+  // One request to one server, retried on fresh connections after connection failures.
+  Answer CallServer(size_t server, MessageType type, const std::string& payload,
+                    std::span<std::byte> data_into);
+  // CallServer over the servers in `path`'s striping order, moving on after NotFound or a
+  // connection failure.
+  Answer Call(std::string_view path, MessageType type, const std::string& payload,
+              std::span<std::byte> data_into);
+  std::vector<size_t> ServerOrder(std::string_view path) const;
+
+  const StokerUri uri_;
+  const std::string secret_;
+  const ClientOptions options_;
+  std::vector<std::unique_ptr<Pool>> pools_;
+  std::atomic<uint64_t> connections_opened_{0};
+};
+
+}  // namespace stoker::net

@@ -1,0 +1,184 @@
+// Peers that break the protocol: each one loses its connection, and the server keeps serving
+// everybody else.
+#include <gtest/gtest.h>
+
+#include "net/net_test_util.h"
+#include "common/crc32c.h"
+#include "net/payload.h"
+
+#include <cstring>
+
+namespace stoker::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+class HostilePeerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    packed_ = test::PackRandomDir(5, 20);
+    server_ = test::StartServer(test::TestServerOptions({{"ds", packed_->dir.path()}}));
+    ASSERT_NE(server_, nullptr);
+  }
+  // A well-behaved client still gets served.
+  void ExpectStillServing() {
+    auto storage = OpenRemoteStorage(test::UriFor({server_.get()}, "ds"), test::kSecret,
+                                     test::TestClientOptions());
+    ASSERT_TRUE(storage.has_value());
+    auto ds = Dataset::Open(*storage);
+    ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
+    test::ExpectSameFiles(**ds, packed_->tree);
+  }
+  static std::string StatRequest(uint32_t id) {
+    PayloadWriter w;
+    w.String("ds").String("MANIFEST");
+    return EncodeFrame(MessageType::kStat, id, w.data());
+  }
+
+  std::unique_ptr<test::PackedDir> packed_;
+  std::unique_ptr<server::Server> server_;
+};
+
+TEST_F(HostilePeerTest, GarbageBeforeTheHandshake) {
+  Socket s = test::RawConnection(server_->port(), /*authenticate=*/false);
+  ASSERT_TRUE(s.SendAll(std::string(64, 'G'), After(2s)).ok());
+  EXPECT_TRUE(test::ClosedByPeer(s, 5000ms));
+  ExpectStillServing();
+  EXPECT_EQ(server_->metrics().handshake_failures.load(), 1u);
+}
+
+TEST_F(HostilePeerTest, OversizedHandshakeFrame) {
+  Socket s = test::RawConnection(server_->port(), /*authenticate=*/false);
+  ASSERT_TRUE(s.SendAll(EncodeFrame(MessageType::kHello, 0, std::string(300, 'x')), After(2s)).ok());
+  EXPECT_TRUE(test::ClosedByPeer(s, 5000ms));
+  ExpectStillServing();
+}
+
+TEST_F(HostilePeerTest, BadHeaderCrcAfterAuthentication) {
+  Socket s = test::RawConnection(server_->port());
+  std::string frame = StatRequest(1);
+  frame[20] = static_cast<char>(frame[20] ^ 1);
+  ASSERT_TRUE(s.SendAll(frame, After(2s)).ok());
+  EXPECT_TRUE(test::ClosedByPeer(s, 5000ms));
+  ExpectStillServing();
+  EXPECT_EQ(server_->metrics().protocol_errors.load(), 1u);
+}
+
+TEST_F(HostilePeerTest, OversizedLengthIsRefusedWithoutReadingThePayload) {
+  Socket s = test::RawConnection(server_->port());
+  // A valid header announcing 1 GiB; the payload never comes.
+  std::string payload = "x";
+  auto header = EncodeHeader(MessageType::kRead, 1, std::as_bytes(std::span(payload.data(), 1)));
+  std::string raw(reinterpret_cast<const char*>(header.data()), header.size());
+  const uint32_t huge = 1u << 30;
+  std::memcpy(raw.data() + 12, &huge, 4);
+  const uint32_t crc = crc32c::Value(raw.data(), 20);
+  std::memcpy(raw.data() + 20, &crc, 4);
+  ASSERT_TRUE(s.SendAll(raw, After(2s)).ok());
+  EXPECT_TRUE(test::ClosedByPeer(s, 5000ms));
+  ExpectStillServing();
+  EXPECT_EQ(server_->metrics().protocol_errors.load(), 1u);
+}
+
+TEST_F(HostilePeerTest, PayloadCrcMismatch) {
+  Socket s = test::RawConnection(server_->port());
+  std::string frame = StatRequest(1);
+  frame.back() = static_cast<char>(frame.back() ^ 0x20);
+  ASSERT_TRUE(s.SendAll(frame, After(2s)).ok());
+  EXPECT_TRUE(test::ClosedByPeer(s, 5000ms));
+  ExpectStillServing();
+}
+
+TEST_F(HostilePeerTest, MalformedPayloadGetsAnErrorAndTheConnectionClosed) {
+  Socket s = test::RawConnection(server_->port());
+  ASSERT_TRUE(WriteFrame(s, MessageType::kRead, 9, "\x05\x00ab", After(2s)).ok());
+  auto answer = ReadFrame(s, kMaxAnswerFrame, After(2s));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->message_type(), MessageType::kError);
+  EXPECT_EQ(DecodeErrorPayload(answer->payload, "s").code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(test::ClosedByPeer(s, 5000ms));
+}
+
+TEST_F(HostilePeerTest, UnknownRequestTypesAreAnsweredNotFatal) {
+  Socket s = test::RawConnection(server_->port());
+  ASSERT_TRUE(WriteFrame(s, static_cast<MessageType>(99), 3, "", After(2s)).ok());
+  auto answer = ReadFrame(s, kMaxAnswerFrame, After(2s));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(DecodeErrorPayload(answer->payload, "s").code(), StatusCode::kUnsupported);
+  ASSERT_TRUE(s.SendAll(StatRequest(4), After(2s)).ok());
+  answer = ReadFrame(s, kMaxAnswerFrame, After(2s));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->message_type(), MessageType::kStatOk);
+}
+
+TEST_F(HostilePeerTest, SlowLorisIsDroppedBeforeAndAfterAuthentication) {
+  // frame_timeout and handshake_timeout are 500 ms in the test options.
+  Socket before = test::RawConnection(server_->port(), /*authenticate=*/false);
+  Socket after = test::RawConnection(server_->port());
+  const std::string frame = StatRequest(1);
+  ASSERT_TRUE(before.SendAll(std::string_view(frame).substr(0, 10), After(2s)).ok());
+  ASSERT_TRUE(after.SendAll(std::string_view(frame).substr(0, 10), After(2s)).ok());
+  EXPECT_TRUE(test::ClosedByPeer(before, 10000ms));
+  EXPECT_TRUE(test::ClosedByPeer(after, 10000ms));
+  ExpectStillServing();
+  EXPECT_TRUE(test::Eventually([&] { return server_->metrics().protocol_errors.load() == 1; }));
+}
+
+TEST_F(HostilePeerTest, ReadPastTheEndIsAnError) {
+  Socket s = test::RawConnection(server_->port());
+  PayloadWriter w;
+  w.String("ds").String("MANIFEST").U64(1u << 20).U32(10);
+  ASSERT_TRUE(WriteFrame(s, MessageType::kRead, 2, w.data(), After(2s)).ok());
+  auto answer = ReadFrame(s, kMaxAnswerFrame, After(2s));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->message_type(), MessageType::kError);
+  PayloadWriter too_long;
+  too_long.String("ds").String("MANIFEST").U64(0).U32(kMaxReadLength + 1);
+  ASSERT_TRUE(WriteFrame(s, MessageType::kRead, 3, too_long.data(), After(2s)).ok());
+  answer = ReadFrame(s, kMaxAnswerFrame, After(2s));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(DecodeErrorPayload(answer->payload, "s").code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConnectionLimit, ConnectionsBeyondTheLimitAreRejected) {
+  auto packed = test::PackRandomDir(6, 10);
+  auto options = test::TestServerOptions({{"ds", packed->dir.path()}});
+  options.max_connections = 2;
+  auto server = test::StartServer(options);
+  Socket a = test::RawConnection(server->port());
+  Socket b = test::RawConnection(server->port());
+  auto storage = OpenRemoteStorage(test::UriFor({server.get()}, "ds"), test::kSecret,
+                                   test::TestClientOptions());
+  auto ds = Dataset::Open(*storage);
+  ASSERT_FALSE(ds.has_value());
+  EXPECT_EQ(ds.error().code(), StatusCode::kUnavailable) << ds.error().ToString();
+  EXPECT_NE(ds.error().message().find("too many connections"), std::string::npos)
+      << ds.error().ToString();
+  EXPECT_GE(server->metrics().connections_rejected.load(), 1u);
+  // Room again once one leaves.
+  a.Close();
+  EXPECT_TRUE(test::Eventually([&] { return server->metrics().connections_open.load() == 1; }));
+  auto again = Dataset::Open(*storage);
+  EXPECT_TRUE(again.has_value()) << again.error().ToString();
+}
+
+TEST(ServerOptions, BadConfigurationsAreClearErrors) {
+  auto packed = test::PackRandomDir(7, 5);
+  auto o = test::TestServerOptions({{"ds", packed->dir.path()}});
+  o.secret = "short";
+  EXPECT_EQ(server::Server::Start(o).error().code(), StatusCode::kInvalidArgument);
+  o = test::TestServerOptions({{"ds", "/nonexistent/dir"}});
+  auto missing = server::Server::Start(o);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().message().find("/nonexistent/dir"), std::string::npos);
+  auto first = test::StartServer(test::TestServerOptions({{"ds", packed->dir.path()}}));
+  o = test::TestServerOptions({{"ds", packed->dir.path()}});
+  o.port = first->port();
+  auto clash = server::Server::Start(o);
+  ASSERT_FALSE(clash.has_value());
+  EXPECT_EQ(clash.error().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(clash.error().message().find("already in use"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stoker::net

@@ -1,0 +1,22 @@
+// Storage for stoker:// URIs: a read-only view of a dataset exported by `stoker serve`.
+// OpenRead STATs the file and reads ranges over the wire; Map reads the whole file into memory
+// (snapshots and manifests are small); writes are Unsupported. Thread-safe, like every Storage.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "net/client.h"
+#include "stoker/storage.h"
+
+namespace stoker::net {
+
+// The secret comes from $STOKER_SECRET_FILE or $STOKER_SECRET (InvalidArgument if missing).
+Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri);
+Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri, std::string secret,
+                                                   const ClientOptions& options);
+// Over an existing client (tests inspect its counters).
+std::shared_ptr<Storage> NewRemoteStorage(std::shared_ptr<Client> client);
+
+}  // namespace stoker::net

@@ -1,0 +1,218 @@
+// Serving one connection: the handshake, then requests in order until the peer closes, idles
+// out, breaks the protocol, or the server shuts down. Runs on the connection's own thread.
+#include "net/auth.h"
+#include "net/payload.h"
+#include "net/protocol.h"
+#include "server/server_state.h"
+
+namespace stoker::server {
+namespace {
+
+using net::MessageType;
+
+// What a request handler produced: an answer frame, or an error to send as ERROR. `fatal`: the
+// request was malformed, so the connection is closed after the ERROR.
+struct Reply {
+  MessageType type = MessageType::kError;
+  std::string payload;
+  std::unique_ptr<BudgetLease> lease;  // held until a DATA payload has been sent
+  Status error;
+  bool fatal = false;
+};
+
+Reply Fail(Status st, bool fatal = false) {
+  Reply r;
+  r.error = std::move(st);
+  r.fatal = fatal;
+  return r;
+}
+
+Reply Malformed(MessageType type) {
+  return Fail(Status::InvalidArgument("malformed " + std::string(net::MessageTypeName(type)) +
+                                      " request"),
+              /*fatal=*/true);
+}
+
+// The per-connection state a handler needs: the server, and the last file it opened (a client
+// reads a chunk in consecutive ranges, so this saves an open() per READ).
+struct Session {
+  Server::State& server;
+  std::string open_key;
+  std::unique_ptr<RandomAccessFile> open_file;
+
+  Result<Storage*> Dataset(std::string_view name) {
+    auto it = server.datasets.find(std::string(name));
+    if (it == server.datasets.end()) {
+      return Err(Status::NotFound("no dataset named '" + std::string(name) + "' on this server"));
+    }
+    return it->second.get();
+  }
+
+  Result<RandomAccessFile*> Open(std::string_view dataset, std::string_view path) {
+    std::string key = std::string(dataset) + '\0' + std::string(path);
+    if (open_file == nullptr || key != open_key) {
+      open_file.reset();
+      STOKER_ASSIGN_OR_RETURN(Storage * storage, Dataset(dataset));
+      STOKER_ASSIGN_OR_RETURN(open_file, storage->OpenRead(path));
+      open_key = std::move(key);
+    }
+    return open_file.get();
+  }
+};
+
+// The (dataset, path) every request starts with.
+struct Target {
+  std::string_view dataset, path;
+};
+
+Result<Target> ParseTarget(net::PayloadReader& r) {
+  Target t;
+  STOKER_ASSIGN_OR_RETURN(t.dataset, r.String());
+  STOKER_ASSIGN_OR_RETURN(t.path, r.String());
+  return t;
+}
+
+Reply HandleStat(Session& s, std::string_view payload) {
+  net::PayloadReader r(payload);
+  auto t = ParseTarget(r);
+  if (!t || !r.ExpectEnd().ok()) return Malformed(MessageType::kStat);
+  if (Status st = net::ValidatePath(t->path, false); !st.ok()) return Fail(st);
+  auto file = s.Open(t->dataset, t->path);
+  if (!file) return Fail(file.error());
+  Reply reply;
+  reply.type = MessageType::kStatOk;
+  net::PayloadWriter w;
+  w.U64((*file)->Size());
+  reply.payload = std::move(w.data());
+  return reply;
+}
+
+Reply HandleRead(Session& s, std::string_view payload) {
+  net::PayloadReader r(payload);
+  auto t = ParseTarget(r);
+  auto offset = r.U64();
+  auto length = r.U32();
+  if (!t || !offset || !length || !r.ExpectEnd().ok()) return Malformed(MessageType::kRead);
+  if (Status st = net::ValidatePath(t->path, false); !st.ok()) return Fail(st);
+  if (*length > net::kMaxReadLength) {
+    return Fail(Status::InvalidArgument("READ of " + std::to_string(*length) +
+                                        " bytes exceeds the limit of " +
+                                        std::to_string(net::kMaxReadLength)));
+  }
+  auto file = s.Open(t->dataset, t->path);
+  if (!file) return Fail(file.error());
+  Reply reply;
+  // The answer buffer is the big one: wait for room in the shared budget before allocating it.
+  reply.lease = std::make_unique<BudgetLease>(s.server.budget, *length);
+  reply.payload.resize(*length);
+  if (Status st = (*file)->ReadAt(
+          *offset, std::as_writable_bytes(std::span(reply.payload.data(), reply.payload.size())));
+      !st.ok()) {
+    return Fail(st);
+  }
+  reply.type = MessageType::kData;
+  return reply;
+}
+
+Reply HandleList(Session& s, std::string_view payload) {
+  net::PayloadReader r(payload);
+  auto t = ParseTarget(r);
+  if (!t || !r.ExpectEnd().ok()) return Malformed(MessageType::kList);
+  if (Status st = net::ValidatePath(t->path, true); !st.ok()) return Fail(st);
+  auto storage = s.Dataset(t->dataset);
+  if (!storage) return Fail(storage.error());
+  auto names = (*storage)->List(t->path);
+  if (!names) return Fail(names.error());
+  net::PayloadWriter w;
+  w.U32(static_cast<uint32_t>(names->size()));
+  for (const std::string& n : *names) w.String(n);
+  if (!w.status().ok()) return Fail(w.status());
+  if (w.data().size() > net::kMaxAnswerFrame) {
+    return Fail(Status::ResourceExhausted("directory '" + std::string(t->path) +
+                                          "' has too many entries for one LIST answer"));
+  }
+  Reply reply;
+  reply.type = MessageType::kListOk;
+  reply.payload = std::move(w.data());
+  return reply;
+}
+
+Reply Handle(Session& s, const net::Frame& frame) {
+  switch (frame.message_type()) {
+    case MessageType::kStat: return HandleStat(s, frame.payload);
+    case MessageType::kRead: return HandleRead(s, frame.payload);
+    case MessageType::kList: return HandleList(s, frame.payload);
+    default:
+      return Fail(Status::Unsupported("unknown request type " + std::to_string(frame.type)));
+  }
+}
+
+// Sends header and payload separately: a 16 MiB DATA payload is not copied into a frame buffer.
+Status SendFrame(net::Socket& socket, MessageType type, uint32_t id, std::string_view payload,
+                 net::Deadline deadline) {
+  const auto bytes = std::as_bytes(std::span(payload.data(), payload.size()));
+  const auto header = net::EncodeHeader(type, id, bytes);
+  STOKER_RETURN_IF_ERROR(socket.SendAll(header, deadline));
+  return socket.SendAll(bytes, deadline);
+}
+
+}  // namespace
+
+void Server::State::Serve(Connection& c) {
+  net::Socket& socket = c.socket;
+  metrics.connections_open.fetch_add(1);
+  // However this ends, the peer sees the close at once; the fd itself is closed when the
+  // acceptor reaps this connection (so Abort() never shuts down a reused descriptor).
+  struct Finish {
+    ServerMetrics& m;
+    net::Socket& s;
+    ~Finish() {
+      s.ShutdownBoth();
+      m.connections_open.fetch_sub(1);
+    }
+  } finish{metrics, socket};
+
+  bool auth_failed = false;
+  if (Status st = net::ServerHandshake(socket, options.secret,
+                                       net::After(options.handshake_timeout), &auth_failed);
+      !st.ok()) {
+    (auth_failed ? metrics.auth_failures : metrics.handshake_failures).fetch_add(1);
+    return;
+  }
+
+  Session session{*this, {}, nullptr};
+  while (true) {
+    // Between frames the connection may idle; shutdown wakes this wait (and only this one: a
+    // request that has begun to arrive is read and answered).
+    Status st = socket.WaitReadable(net::After(options.idle_timeout), shutdown_pipe[0]);
+    if (st.code() == StatusCode::kTimeout) metrics.idle_closed.fetch_add(1);
+    if (!st.ok()) return;
+    auto frame = net::ReadFrame(socket, net::kMaxRequestFrame, net::After(options.frame_timeout));
+    if (!frame) {
+      // A clean close between frames is the peer's right; anything else is a broken or hostile
+      // peer (bad CRC, oversized, too slow).
+      if (frame.error().code() != StatusCode::kUnavailable) metrics.protocol_errors.fetch_add(1);
+      return;
+    }
+    const auto kind = ServerMetrics::KindOf(frame->message_type());
+    Reply reply = Handle(session, *frame);
+    const net::Deadline send_deadline = net::After(options.frame_timeout);
+    if (!reply.error.ok()) {
+      metrics.CountRequest(kind, 0);
+      metrics.CountError(reply.error.code());
+      if (!net::WriteFrame(socket, MessageType::kError, frame->request_id,
+                           net::EncodeErrorPayload(reply.error), send_deadline)
+               .ok() ||
+          reply.fatal) {
+        return;
+      }
+      continue;
+    }
+    metrics.CountRequest(kind, reply.payload.size());
+    if (!SendFrame(socket, reply.type, frame->request_id, reply.payload, send_deadline).ok()) {
+      return;
+    }
+  }
+}
+
+}  // namespace stoker::server

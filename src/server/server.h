@@ -1,0 +1,66 @@
+// `stoker serve`: exports dataset directories over the stoker wire protocol
+// (docs/protocol.md). One acceptor thread, one thread per connection (requests on a connection
+// are answered in order, so pipelined requests simply wait in the socket), and an optional
+// Prometheus /metrics endpoint on its own thread. Files are read through Storage
+// (NewPosixStorage), one per dataset.
+//
+// Thread-safety: Start/Shutdown/Abort may be called from any thread; metrics() is safe to read
+// at any time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "server/metrics.h"
+#include "stoker/status.h"
+
+namespace stoker::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 7070;  // 0: an ephemeral port (see Server::port())
+  std::map<std::string, std::string> datasets;  // exported name -> dataset directory
+  std::string secret;                           // at least 16 bytes
+  int metrics_port = -1;                        // -1: no /metrics endpoint; 0: ephemeral
+  size_t max_connections = 1024;
+  // Answer buffers of all connections together stay below this; must hold one largest answer.
+  uint64_t memory_limit = uint64_t{1} << 30;
+  std::chrono::milliseconds handshake_timeout{5000};
+  std::chrono::milliseconds idle_timeout{10 * 60 * 1000};
+  std::chrono::milliseconds frame_timeout{30000};  // a begun frame must be complete by then
+  Status Validate() const;
+};
+
+class Server {
+ public:
+  // Checks the options and every dataset directory, binds the listeners, starts serving.
+  // AlreadyExists if the port is in use.
+  static Result<std::unique_ptr<Server>> Start(ServerOptions options);
+  ~Server();  // Shutdown()
+
+  uint16_t port() const;          // the bound port
+  int metrics_port() const;       // the bound metrics port, or -1
+  const ServerMetrics& metrics() const;
+
+  // Graceful: stop accepting, let each connection finish the request it has read, close idle
+  // connections, and join every thread. Idempotent.
+  void Shutdown();
+  // For tests: like a killed process, every connection is cut at once (no more answers).
+  void Abort();
+
+  struct State;
+
+ private:
+  explicit Server(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// Parses NAME=PATH into `datasets` (InvalidArgument on a bad spec or a duplicate name).
+Status AddDatasetSpec(std::string_view spec, std::map<std::string, std::string>* datasets);
+// Adds every subdirectory of `root` that holds a MANIFEST, named by its directory name.
+Status AddDatasetRoot(const std::string& root, std::map<std::string, std::string>* datasets);
+
+}  // namespace stoker::server

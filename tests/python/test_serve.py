@@ -1,0 +1,90 @@
+"""`stoker serve` as a subprocess, read through stoker:// URIs from the Python API."""
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import urllib.request
+
+import pytest
+
+from conftest import dataset_contents, make_tree
+
+SECRET = "a shared secret for the serve tests"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served(tmp_path, stoker_exe, monkeypatch):
+    """(uri, tree, server process, metrics port) for a packed tree served on an ephemeral port."""
+    import stoker
+    tree = make_tree(tmp_path / "src", seed=77, classes=4, files_per_class=15, max_size=30_000)
+    stoker.pack(str(tmp_path / "src"), str(tmp_path / "ds"), chunk_size=16_384)
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(SECRET + "\n")
+    metrics_port = free_port()
+    proc = subprocess.Popen(
+        [stoker_exe, "serve", "--listen", "127.0.0.1:0", "--dataset", f"mnist={tmp_path / 'ds'}",
+         "--secret-file", str(secret_file), "--metrics-port", str(metrics_port)],
+        stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    m = re.match(r"serving 1 dataset\(s\) on 127\.0\.0\.1:(\d+)", line)
+    assert m, f"unexpected first line from stoker serve: {line!r}"
+    monkeypatch.setenv("STOKER_SECRET_FILE", str(secret_file))
+    yield f"stoker://127.0.0.1:{m.group(1)}/mnist", tree, proc, metrics_port
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_dataset_and_loader_over_the_network(served):
+    import stoker
+    uri, tree, proc, metrics_port = served
+    ds = stoker.Dataset(uri)
+    assert dataset_contents(ds) == tree
+    seen = {}
+    for sample in stoker.Loader(uri, shuffle="full", seed=3):
+        seen[sample[2]] = sample[0]
+    assert len(seen) == len(tree)
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read()
+    text = body.decode()
+    reads = re.search(r'^stoker_serve_requests_total\{type="READ"\} (\d+)$', text, re.M)
+    assert reads and int(reads.group(1)) > 0
+    assert re.search(r"^stoker_serve_connections_accepted_total [1-9]", text, re.M)
+    assert "stoker_serve_auth_failures_total 0" in text
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert proc.stderr.read() == ""  # nothing per request
+
+
+def test_wrong_or_missing_secret(served, monkeypatch):
+    import stoker
+    uri, _, _, _ = served
+    monkeypatch.delenv("STOKER_SECRET_FILE")
+    monkeypatch.setenv("STOKER_SECRET", "not the secret the server has")
+    with pytest.raises(Exception, match="secrets differ"):
+        stoker.Dataset(uri)
+    monkeypatch.delenv("STOKER_SECRET")
+    with pytest.raises(Exception, match="STOKER_SECRET"):
+        stoker.Dataset(uri)
+
+
+def test_serve_refuses_bad_configurations(tmp_path, stoker_cli, served):
+    uri, _, _, _ = served
+    short = tmp_path / "short"
+    short.write_text("too short")
+    proc = stoker_cli("serve", "--listen", "127.0.0.1:0", "--dataset", f"x={tmp_path / 'ds'}",
+                      "--secret-file", short, timeout=30)
+    assert proc.returncode != 0 and "at least 16" in proc.stderr
+    port = uri.split(":")[2].split("/")[0]
+    proc = stoker_cli("serve", "--listen", f"127.0.0.1:{port}", "--dataset",
+                      f"x={tmp_path / 'ds'}", "--secret-file", tmp_path / "secret", timeout=30)
+    assert proc.returncode != 0 and "already in use" in proc.stderr

@@ -1,0 +1,112 @@
+// `stoker serve`: export datasets over the stoker wire protocol until SIGINT/SIGTERM.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "net/auth.h"
+#include "server/server.h"
+#include "tools/commands.h"
+
+namespace stoker::cli {
+namespace {
+
+struct ServeArgs {
+  std::string listen = "127.0.0.1:7070";
+  std::vector<std::string> datasets;
+  std::string root;
+  std::string secret_file;
+  int metrics_port = -1;
+  size_t max_connections = 1024;
+  uint64_t memory_limit = uint64_t{1} << 30;
+};
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "stoker serve: %s\n", status.ToString().c_str());
+  return kExitError;
+}
+
+int RunServe(const ServeArgs& a) {
+  server::ServerOptions o;
+  const size_t colon = a.listen.rfind(':');
+  if (colon == std::string::npos) {
+    return Fail(Status::InvalidArgument("--listen wants HOST:PORT, got '" + a.listen + "'"));
+  }
+  o.host = a.listen.substr(0, colon);
+  if (o.host.starts_with('[') && o.host.ends_with(']')) o.host = o.host.substr(1, o.host.size() - 2);
+  try {
+    const int port = std::stoi(a.listen.substr(colon + 1));
+    if (port < 0 || port > 65535) throw std::out_of_range("port");
+    o.port = static_cast<uint16_t>(port);
+  } catch (const std::exception&) {
+    return Fail(Status::InvalidArgument("bad port in --listen '" + a.listen + "'"));
+  }
+  for (const std::string& spec : a.datasets) {
+    if (Status st = server::AddDatasetSpec(spec, &o.datasets); !st.ok()) return Fail(st);
+  }
+  if (!a.root.empty()) {
+    if (Status st = server::AddDatasetRoot(a.root, &o.datasets); !st.ok()) return Fail(st);
+  }
+  if (o.datasets.empty()) {
+    return Fail(Status::InvalidArgument("nothing to serve: give --dataset NAME=PATH or --root DIR "
+                                        "(with dataset subdirectories)"));
+  }
+  auto secret = net::LoadSecretFile(a.secret_file);
+  if (!secret) return Fail(secret.error());
+  o.secret = std::move(*secret);
+  o.metrics_port = a.metrics_port;
+  o.max_connections = a.max_connections;
+  o.memory_limit = a.memory_limit;
+
+  // Block the shutdown signals before any thread starts (threads inherit the mask), then wait
+  // for them synchronously here: no async signal handler, no races with the server's threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const size_t dataset_count = o.datasets.size();
+  const std::string host = o.host;
+  auto server = server::Server::Start(std::move(o));
+  if (!server) return Fail(server.error());
+  std::string line = fmt::format("serving {} dataset(s) on {}:{}", dataset_count,
+                                 host.find(':') != std::string::npos ? "[" + host + "]" : host,
+                                 (*server)->port());
+  if ((*server)->metrics_port() >= 0) {
+    line += fmt::format(", metrics on port {}", (*server)->metrics_port());
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+  int sig = 0;
+  sigwait(&signals, &sig);
+  (*server)->Shutdown();
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Export datasets over the network (stoker:// URIs)");
+  cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--dataset", args->datasets, "NAME=PATH of a dataset to export (repeatable)");
+  cmd->add_option("--root", args->root,
+                  "export every subdirectory of DIR holding a MANIFEST, named by the directory");
+  cmd->add_option("--secret-file", args->secret_file,
+                  "file holding the shared secret (at least 16 bytes)")
+      ->required();
+  cmd->add_option("--metrics-port", args->metrics_port,
+                  "serve Prometheus metrics on GET /metrics at this port (0: any free port)");
+  cmd->add_option("--max-connections", args->max_connections, "connections served at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--memory-limit", args->memory_limit,
+                  "bytes of answer buffers over all connections")
+      ->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = RunServe(*args); });
+}
+
+}  // namespace stoker::cli
