@@ -107,7 +107,7 @@ TEST(Uri, ParsesServerListsAndNames) {
   EXPECT_EQ(ParseStokerUri("stoker://h/x")->servers[0].port, kDefaultPort);
   for (const char* bad : {"stoker://h:1", "stoker://h:1/", "stoker://:1/x", "stoker://h:x/x",
                           "stoker://h:99999/x", "stoker://h:1/a/b", "stoker://h:1,/x",
-                          "stoker://::1:5/x"}) {
+                          "stoker://::1:5/x", "stoker://[[x]:1/d", "stoker://h st:1/d"}) {
     EXPECT_EQ(ParseStokerUri(bad).error().code(), StatusCode::kInvalidArgument) << bad;
   }
 }

@@ -37,6 +37,13 @@ Result<ServerAddress> ParseServerAddress(std::string_view text) {
     a.host = std::string(text);
   }
   if (a.host.empty()) return bad("empty host");
+  // Names and IP literals only: anything else (brackets, NUL, spaces, bytes) would not print
+  // back as the same address, and no resolver accepts it anyway.
+  for (char c : a.host) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == '_' || c == ':' || c == '%';
+    if (!ok) return bad("the host may hold only letters, digits and . - _ (IPv6: [addr])");
+  }
   if (!port_text.empty()) {
     unsigned value = 0;
     const auto [end, ec] =
