@@ -21,8 +21,13 @@ struct Dataset::Impl {
   mutable std::unordered_map<uint32_t, std::shared_ptr<RandomAccessFile>> chunks;
 
   Result<std::shared_ptr<RandomAccessFile>> Chunk(uint32_t index) const {
-    std::lock_guard lock(mu);
-    if (auto it = chunks.find(index); it != chunks.end()) return it->second;
+    {
+      std::lock_guard lock(mu);
+      if (auto it = chunks.find(index); it != chunks.end()) return it->second;
+    }
+    // Opened without the lock: over the network an open is a round trip, and first reads of
+    // different chunks must not queue behind each other. Two threads may open the same chunk;
+    // the first to finish is kept.
     const std::string path = format::ChunkPath(snapshot->chunk(index).id);
     auto file = storage->OpenRead(path);
     if (!file) return Err(file.error());
@@ -33,8 +38,8 @@ struct Dataset::Impl {
                                                 storage->Describe(path), (*file)->Size(), want)));
     }
     std::shared_ptr<RandomAccessFile> shared = std::move(*file);
-    chunks.emplace(index, shared);
-    return shared;
+    std::lock_guard lock(mu);
+    return chunks.try_emplace(index, std::move(shared)).first->second;
   }
 };
 
