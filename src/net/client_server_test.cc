@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -227,6 +228,24 @@ TEST_F(ClientServerTest, PathEscapesAreInvalidArguments) {
               StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(server_->metrics().errors(StatusCode::kInvalidArgument), 3u);
+}
+
+// A symbolic link planted in a served dataset (to a file or a directory outside it) is refused:
+// the server never follows one out of the dataset directory.
+TEST_F(ClientServerTest, SymbolicLinksAreNotServed) {
+  stoker::test::TempDir outside;
+  stoker::test::WriteStringToFile(outside.Join("secret.txt"), "not for clients");
+  std::filesystem::create_symlink(outside.Join("secret.txt"), packed_->dir.Join("chunks/link"));
+  std::filesystem::create_directory_symlink(outside.path(), packed_->dir.Join("outside"));
+  auto storage = Open();
+  for (const char* path : {"chunks/link", "outside/secret.txt"}) {
+    auto file = storage->OpenRead(path);
+    ASSERT_FALSE(file.has_value()) << path;
+    EXPECT_EQ(file.error().code(), StatusCode::kPermissionDenied) << file.error().ToString();
+  }
+  auto listing = storage->List("outside");
+  ASSERT_FALSE(listing.has_value());
+  EXPECT_EQ(listing.error().code(), StatusCode::kPermissionDenied);
 }
 
 TEST_F(ClientServerTest, UnknownDatasetsAndFilesAreNotFound) {

@@ -1,5 +1,7 @@
 // Serving one connection: the handshake, then requests in order until the peer closes, idles
 // out, breaks the protocol, or the server shuts down. Runs on the connection's own thread.
+#include <filesystem>
+
 #include "net/auth.h"
 #include "net/payload.h"
 #include "net/protocol.h"
@@ -25,6 +27,24 @@ Reply Fail(Status st, bool fatal = false) {
   r.error = std::move(st);
   r.fatal = fatal;
   return r;
+}
+
+// Datasets hold only regular files and directories that `stoker pack` wrote. A symbolic link
+// inside one could point anywhere on the server, so no component of a served path may be one.
+Status RefuseSymlinks(const std::string& dataset_dir, std::string_view path) {
+  std::filesystem::path p(dataset_dir);
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    p /= std::string(path.substr(start, slash - start));
+    std::error_code ec;
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) {
+      return {StatusCode::kPermissionDenied,
+              std::string(path) + ": refusing to serve a symbolic link"};
+    }
+    start = slash + 1;
+  }
+  return Status::OK();
 }
 
 Reply Malformed(MessageType type) {
@@ -53,6 +73,7 @@ struct Session {
     if (open_file == nullptr || key != open_key) {
       open_file.reset();
       STOKER_ASSIGN_OR_RETURN(Storage * storage, Dataset(dataset));
+      STOKER_RETURN_IF_ERROR(RefuseSymlinks(server.options.datasets.at(std::string(dataset)), path));
       STOKER_ASSIGN_OR_RETURN(open_file, storage->OpenRead(path));
       open_key = std::move(key);
     }
@@ -121,6 +142,10 @@ Reply HandleList(Session& s, std::string_view payload) {
   if (Status st = net::ValidatePath(t->path, true); !st.ok()) return Fail(st);
   auto storage = s.Dataset(t->dataset);
   if (!storage) return Fail(storage.error());
+  if (Status st = RefuseSymlinks(s.server.options.datasets.at(std::string(t->dataset)), t->path);
+      !st.ok()) {
+    return Fail(st);
+  }
   auto names = (*storage)->List(t->path);
   if (!names) return Fail(names.error());
   net::PayloadWriter w;
