@@ -47,13 +47,6 @@ decode::ImageView ViewOf(const PixelsIn& pixels) {
           static_cast<uint32_t>(pixels.shape(0)), pixels.shape(1) * decode::kChannels};
 }
 
-decode::Interpolation ParseInterpolation(const std::string& name) {
-  if (name == "nearest") return decode::Interpolation::kNearest;
-  if (name == "bilinear") return decode::Interpolation::kBilinear;
-  if (name == "bicubic") return decode::Interpolation::kBicubic;
-  throw nb::value_error("interpolation must be 'nearest', 'bilinear' or 'bicubic'");
-}
-
 nb::dict InfoDict(const decode::ImageInfo& info) {
   nb::dict d;
   d["format"] = info.format == decode::ImageFormat::kJpeg  ? "jpeg"
@@ -71,6 +64,13 @@ std::span<const std::byte> BytesOf(const nb::bytes& data) {
 }
 
 }  // namespace
+
+decode::Interpolation ParseInterpolation(const std::string& name) {
+  if (name == "nearest") return decode::Interpolation::kNearest;
+  if (name == "bilinear") return decode::Interpolation::kBilinear;
+  if (name == "bicubic") return decode::Interpolation::kBicubic;
+  throw nb::value_error("interpolation must be 'nearest', 'bilinear' or 'bicubic'");
+}
 
 void RegisterImageOps(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("image", "Single-image decode and transform operations");

@@ -15,6 +15,7 @@
 
 #include "dataset.h"
 #include "errors.h"
+#include "image_ops.h"
 #include "loader/image_pipeline.h"
 #include "stoker/dataset.h"
 
@@ -26,13 +27,6 @@ namespace {
 using loader::ImagePipeline;
 using loader::ImagePipelineOptions;
 using Plan = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-
-decode::Interpolation ParseInterpolation(const std::string& name) {
-  if (name == "nearest") return decode::Interpolation::kNearest;
-  if (name == "bilinear") return decode::Interpolation::kBilinear;
-  if (name == "bicubic") return decode::Interpolation::kBicubic;
-  throw nb::value_error("interpolation must be 'nearest', 'bilinear' or 'bicubic'");
-}
 
 template <typename T>
 T Get(const nb::dict& options, const char* key) {

@@ -44,9 +44,18 @@ struct Decoder::JpegState {
 };
 
 Result<ImageInfo> ReadImageInfo(std::span<const std::byte> bytes, const DecodeLimits& limits) {
+  return Decoder().ReadInfo(bytes, limits);
+}
+
+Decoder::Decoder() : jpeg_(new JpegState) {}
+
+Decoder::~Decoder() { delete jpeg_; }
+
+Result<ImageInfo> Decoder::ReadInfo(std::span<const std::byte> bytes,
+                                    const DecodeLimits& limits) {
   switch (Sniff(bytes)) {
     case ImageFormat::kJpeg:
-      return internal::JpegCodec().ReadInfo(bytes, limits);
+      return jpeg_->codec.ReadInfo(bytes, limits);
     case ImageFormat::kPng:
       return internal::ReadPngInfo(bytes, limits);
     case ImageFormat::kUnknown:
@@ -54,10 +63,6 @@ Result<ImageInfo> ReadImageInfo(std::span<const std::byte> bytes, const DecodeLi
   }
   return Err(NotAnImage(bytes));
 }
-
-Decoder::Decoder() : jpeg_(new JpegState) {}
-
-Decoder::~Decoder() { delete jpeg_; }
 
 Result<DecodedRegion> Decoder::Decode(std::span<const std::byte> bytes,
                                       const DecodeRequest& request, Image& out) {

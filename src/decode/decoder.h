@@ -72,6 +72,10 @@ class Decoder {
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
 
+  // ReadImageInfo with this decoder's reusable libjpeg state: the per-sample path reads the
+  // header (to choose the crop) and then decodes, so it should not set libjpeg up twice.
+  Result<ImageInfo> ReadInfo(std::span<const std::byte> bytes, const DecodeLimits& limits = {});
+
   // Decodes `bytes` (JPEG or PNG, sniffed) into `out` as RGB. On error `out` is unspecified and
   // must not be used; the Status says why (Corruption for damaged data, InvalidArgument for
   // non-images, ResourceExhausted for limits, Unsupported for e.g. 16-bit-per-sample JPEG).

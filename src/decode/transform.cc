@@ -120,7 +120,7 @@ Transformer::Transformer(const TransformOptions& options) : options_(options) {}
 Status Transformer::Run(std::span<const std::byte> bytes, uint64_t sample_seed, void* dst) {
   const OutputSpec& out = options_.output;
   Clock::time_point start = Clock::now();
-  STOKER_ASSIGN_OR_RETURN(const ImageInfo info, ReadImageInfo(bytes, options_.limits));
+  STOKER_ASSIGN_OR_RETURN(const ImageInfo info, decoder_.ReadInfo(bytes, options_.limits));
   const SampleParams params = ChooseParams(options_, info.width, info.height, sample_seed);
 
   const Box& box = params.box;
