@@ -84,6 +84,17 @@ setup_ffcv() {
     && touch "$v/.stoker-ready"
 }
 
+# bench/run_cache.py's shared-cache baseline: Debian's redis-server (its service is not started
+# here; the benchmark runs its own redis-server inside a network namespace) and redis-py (with the
+# hiredis parser) + crc32c in the project's venv (/work/main/.venv, or $STOKER_VENV). Not in the
+# default set: `bash bench/setup_peers.sh redis`.
+setup_redis() {
+  local v=${STOKER_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}
+  command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq redis-server; } || return 1
+  "$v/bin/pip" install -q "redis==8.1.0" "hiredis==3.5.0" "crc32c==2.9.post0" || return 1
+  "$v/bin/python" -c "import redis, hiredis, crc32c; print('redis-py', redis.__version__, 'hiredis', hiredis.__version__)"
+}
+
 for s in "${steps[@]}"; do
   log "== $s"
   if ! "setup_$s"; then log "$s FAILED"; failed+=("$s"); fi

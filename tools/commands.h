@@ -17,5 +17,6 @@ void RegisterInspect(CLI::App& app, int& exit_code);  // ls, stat, cat, info
 void RegisterVerify(CLI::App& app, int& exit_code);
 void RegisterShuffleReport(CLI::App& app, int& exit_code);
 void RegisterServe(CLI::App& app, int& exit_code);
+void RegisterNode(CLI::App& app, int& exit_code);
 
 }  // namespace stoker::cli

@@ -67,10 +67,17 @@ class Storage {
   virtual Result<bool> Exists(std::string_view path) = 0;
   // A human-readable location for error messages, e.g. "/data/imagenet/chunks/00ab.chunk".
   virtual std::string Describe(std::string_view path) const = 0;
+  // The files a reader is about to read, in the order it will first read them (the loader's
+  // plan for an epoch). A cache behind the storage (the node daemon) prefetches and evicts by
+  // it; other storage ignores it.
+  virtual void AdviseReadOrder(std::span<const std::string> /*paths*/) {}
 };
 
-// Opens the storage for a dataset location: a local path or a file:// URI. The directory need
-// not exist yet (pack creates it).
+// Opens the storage for a dataset location: a local path, a file:// URI or a stoker:// URI. The
+// directory need not exist yet (pack creates it). With $STOKER_NODE set (the socket of this
+// machine's node daemon, docs/cache.md), chunk files are read through the daemon when it answers.
 Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri);
+// The same, never through a node daemon (what the daemon itself reads).
+Result<std::shared_ptr<Storage>> OpenStoreDirect(std::string_view uri);
 
 }  // namespace stoker

@@ -18,6 +18,27 @@ std::span<const std::byte> AsBytes(const std::string& s) {
 
 std::string ChunkPath(uint64_t chunk_id) { return fmt::format("chunks/{:016x}.chunk", chunk_id); }
 
+std::optional<uint64_t> ParseChunkPath(std::string_view path) {
+  constexpr std::string_view kPrefix = "chunks/", kSuffix = ".chunk";
+  if (path.size() != kPrefix.size() + 16 + kSuffix.size() || !path.starts_with(kPrefix) ||
+      !path.ends_with(kSuffix)) {
+    return std::nullopt;
+  }
+  uint64_t id = 0;
+  for (char c : path.substr(kPrefix.size(), 16)) {
+    int digit;
+    if (c >= '0' && c <= '9') {
+      digit = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      digit = c - 'a' + 10;
+    } else {
+      return std::nullopt;  // upper case is not what ChunkPath writes
+    }
+    id = (id << 4) | static_cast<uint64_t>(digit);
+  }
+  return id;
+}
+
 ChunkWriter::ChunkWriter(std::unique_ptr<WritableFile> file, uint64_t id, std::string header)
     : file_(std::move(file)), id_(id), header_(std::move(header)) {}
 

@@ -14,8 +14,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stoker/storage.h"
@@ -33,6 +35,8 @@ inline constexpr uint64_t kMaxPayloadSize = 0xFFFFFFFFull;
 
 // "chunks/00000000deadbeef.chunk"
 std::string ChunkPath(uint64_t chunk_id);
+// The id in a path that ChunkPath wrote exactly; nullopt for any other path.
+std::optional<uint64_t> ParseChunkPath(std::string_view path);
 
 // Where one payload landed.
 struct ChunkEntryRef {

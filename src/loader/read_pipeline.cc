@@ -239,6 +239,29 @@ Status ReadPipelineOptions::Validate() const {
 
 ReadPipeline::ReadPipeline(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
+namespace {
+
+// Tells the storage which chunk files this plan reads, in first-use order, so that a cache
+// behind it (the node daemon) can prefetch and evict by the future rather than the past.
+void AdviseChunkOrder(const Dataset& dataset, const std::vector<uint32_t>& plan) {
+  const format::Snapshot& snap = dataset.snapshot();
+  std::vector<bool> seen(snap.chunk_count());
+  std::vector<std::string> order;
+  for (uint32_t sample : plan) {
+    const auto [file0, count] = snap.SampleFiles(sample);
+    for (uint32_t k = 0; k < count; ++k) {
+      const uint32_t chunk = snap.file(file0 + k).chunk;
+      if (!seen[chunk]) {
+        seen[chunk] = true;
+        order.push_back(format::ChunkPath(snap.chunk(chunk).id));
+      }
+    }
+  }
+  dataset.storage().AdviseReadOrder(order);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ReadPipeline>> ReadPipeline::Start(std::shared_ptr<const Dataset> dataset,
                                                           std::vector<uint32_t> plan,
                                                           const ReadPipelineOptions& options) {
@@ -249,6 +272,7 @@ Result<std::unique_ptr<ReadPipeline>> ReadPipeline::Start(std::shared_ptr<const 
                                                      dataset->sample_count())));
     }
   }
+  AdviseChunkOrder(*dataset, plan);
   auto state = std::make_shared<State>();
   state->dataset = std::move(dataset);
   state->plan = std::move(plan);

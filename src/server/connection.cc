@@ -31,8 +31,11 @@ Reply Fail(Status st, bool fatal = false) {
 
 // Datasets hold only regular files and directories that `stoker pack` wrote. A symbolic link
 // inside one could point anywhere on the server, so no component of a served path may be one.
-Status RefuseSymlinks(const std::string& dataset_dir, std::string_view path) {
-  std::filesystem::path p(dataset_dir);
+Status RefuseSymlinks(const ServerOptions& options, std::string_view dataset,
+                      std::string_view path) {
+  const auto dir = options.datasets.find(std::string(dataset));
+  if (dir == options.datasets.end()) return Status::OK();  // an exported Storage, no directory
+  std::filesystem::path p(dir->second);
   size_t start = 0;
   while (start <= path.size()) {
     const size_t slash = std::min(path.find('/', start), path.size());
@@ -73,7 +76,7 @@ struct Session {
     if (open_file == nullptr || key != open_key) {
       open_file.reset();
       STOKER_ASSIGN_OR_RETURN(Storage * storage, Dataset(dataset));
-      STOKER_RETURN_IF_ERROR(RefuseSymlinks(server.options.datasets.at(std::string(dataset)), path));
+      STOKER_RETURN_IF_ERROR(RefuseSymlinks(server.options, dataset, path));
       STOKER_ASSIGN_OR_RETURN(open_file, storage->OpenRead(path));
       open_key = std::move(key);
     }
@@ -142,7 +145,7 @@ Reply HandleList(Session& s, std::string_view payload) {
   if (Status st = net::ValidatePath(t->path, true); !st.ok()) return Fail(st);
   auto storage = s.Dataset(t->dataset);
   if (!storage) return Fail(storage.error());
-  if (Status st = RefuseSymlinks(s.server.options.datasets.at(std::string(t->dataset)), t->path);
+  if (Status st = RefuseSymlinks(s.server.options, t->dataset, t->path);
       !st.ok()) {
     return Fail(st);
   }

@@ -53,7 +53,10 @@ void Server::State::MetricsLoop() {
     if (head.empty()) continue;
     const std::string_view line = std::string_view(head).substr(0, head.find('\n'));
     if (line.starts_with("GET /metrics ") || line.starts_with("GET /metrics?")) {
-      Respond(*accepted, "200 OK", metrics.RenderPrometheus(), deadline);
+      Respond(*accepted, "200 OK",
+              metrics.RenderPrometheus() +
+                  (options.extra_metrics ? options.extra_metrics() : std::string()),
+              deadline);
     } else if (line.starts_with("GET ")) {
       Respond(*accepted, "404 Not Found", "only /metrics is served here\n", deadline);
     } else {

@@ -16,7 +16,7 @@ namespace stoker::server {
 
 Status ServerOptions::Validate() const {
   STOKER_RETURN_IF_ERROR(net::CheckSecret(secret, "the server configuration"));
-  if (datasets.empty()) return Status::InvalidArgument("no datasets to serve");
+  if (datasets.empty() && storages.empty()) return Status::InvalidArgument("no datasets to serve");
   if (max_connections == 0) return Status::InvalidArgument("max_connections must be >= 1");
   if (memory_limit < net::kMaxAnswerFrame) {
     return Status::InvalidArgument("memory_limit must hold at least one largest answer (" +
@@ -96,6 +96,12 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
                                          " is not a stoker dataset (no MANIFEST)"));
     }
     state->datasets.emplace(name, storage::NewPosixStorage(dir));
+  }
+  for (const auto& [name, storage] : o.storages) {
+    STOKER_RETURN_IF_ERROR(CheckDatasetName(name));
+    if (!state->datasets.emplace(name, storage).second) {
+      return Err(Status::InvalidArgument("dataset name '" + name + "' given twice"));
+    }
   }
   STOKER_ASSIGN_OR_RETURN(state->listener, net::Listen(o.host, o.port));
   STOKER_ASSIGN_OR_RETURN(state->port, net::BoundPort(state->listener));

@@ -10,12 +10,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "server/metrics.h"
 #include "stoker/status.h"
+#include "stoker/storage.h"
 
 namespace stoker::server {
 
@@ -23,8 +25,13 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7070;  // 0: an ephemeral port (see Server::port())
   std::map<std::string, std::string> datasets;  // exported name -> dataset directory
+  // Exported name -> any Storage (the node daemon exports its chunk cache this way). Served as
+  // they are: no MANIFEST check, no symbolic-link check (there is no directory behind them).
+  std::map<std::string, std::shared_ptr<Storage>> storages;
   std::string secret;                           // at least 16 bytes
   int metrics_port = -1;                        // -1: no /metrics endpoint; 0: ephemeral
+  // More Prometheus text appended to /metrics (the node daemon's own counters).
+  std::function<std::string()> extra_metrics;
   size_t max_connections = 1024;
   // Answer buffers of all connections together stay below this; must hold one largest answer.
   uint64_t memory_limit = uint64_t{1} << 30;

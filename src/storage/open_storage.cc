@@ -1,18 +1,30 @@
 // Maps a dataset URI to its storage backend: local paths and file:// URIs (PosixStorage),
-// stoker:// URIs (a `stoker serve` server, src/net/remote_storage.h).
+// stoker:// URIs (a `stoker serve` server, src/net/remote_storage.h); and, when $STOKER_NODE
+// names a node daemon's socket, puts the daemon in front of it (src/node/node_storage.h).
 //
 // This file is its own library (stoker_storage_uri, see src/CMakeLists.txt) rather than part of
 // stoker_storage: it must see every backend, and the network backend itself builds on
 // stoker_storage. Keeping dispatch one layer up avoids a cycle without a registration hook that
 // static linking could silently drop.
+#include <cstdlib>
+
 #include "net/remote_storage.h"
 #include "net/uri.h"
 #include "stoker/storage.h"
+#include "node/node_storage.h"
+#include "node/trainer_protocol.h"
 #include "storage/posix_storage.h"
 
 namespace stoker {
 
 Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri) {
+  STOKER_ASSIGN_OR_RETURN(auto store, OpenStoreDirect(uri));
+  const char* node_socket = std::getenv(node::kNodeSocketEnv);
+  if (node_socket == nullptr || *node_socket == '\0') return store;
+  return node::NewNodeStorage(std::move(store), node_socket);
+}
+
+Result<std::shared_ptr<Storage>> OpenStoreDirect(std::string_view uri) {
   if (uri.starts_with(net::kStokerScheme)) return net::OpenRemoteStorage(uri);
   constexpr std::string_view kFileScheme = "file://";
   if (uri.starts_with(kFileScheme)) uri.remove_prefix(kFileScheme.size());

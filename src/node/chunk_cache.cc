@@ -1,0 +1,218 @@
+#include "node/chunk_cache.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace stoker::node {
+
+struct ChunkCache::Flight {
+  bool done = false;
+  Status status;
+  std::shared_ptr<const CachedChunk> chunk;
+};
+
+ChunkCache::ChunkCache(uint64_t capacity_bytes, std::function<bool(uint32_t)> is_owned,
+                       std::chrono::milliseconds wait_for_room)
+    : capacity_(capacity_bytes),
+      is_owned_(std::move(is_owned)),
+      wait_for_room_(wait_for_room),
+      shared_(std::make_shared<Shared>()) {}
+
+ChunkCache::~ChunkCache() = default;
+
+bool ChunkCache::Contains(uint32_t chunk) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(chunk);
+  return it != entries_.end() && it->second.chunk != nullptr;
+}
+
+uint64_t ChunkCache::NextUseLocked(uint32_t chunk) const {
+  uint64_t best = kDone;
+  for (const auto& [id, plan] : plans_) {
+    auto it = plan.position.find(chunk);
+    if (it != plan.position.end() && it->second >= plan.cursor) {
+      best = std::min<uint64_t>(best, it->second - plan.cursor);
+    }
+  }
+  return best;
+}
+
+bool ChunkCache::MakeRoomLocked(uint64_t size, uint64_t limit) {
+  while (shared_->live_bytes.load() + size > capacity_) {
+    // Rank every evictable entry (ready, held by nobody else); the largest key goes first.
+    using Key = std::tuple<int, uint64_t>;
+    std::unordered_map<uint32_t, Entry>::iterator victim = entries_.end();
+    Key victim_key{};
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      const Entry& e = it->second;
+      if (e.chunk == nullptr || e.chunk.use_count() > 1) continue;
+      const uint64_t next = NextUseLocked(it->first);
+      if (limit != kDone && next <= limit) continue;
+      Key key;
+      if (next != kDone) {
+        key = {1, next};                    // Belady: furthest next use first
+      } else if (!is_owned_(it->first)) {
+        key = {3, ~e.last_use};             // copies of others' chunks, least recently used first
+      } else {
+        key = {2, e.last_use};              // own chunks, most recently used first
+      }
+      if (victim == entries_.end() || key > victim_key) {
+        victim = it;
+        victim_key = key;
+      }
+    }
+    if (victim == entries_.end()) return false;
+    entries_.erase(victim);  // the chunk's deleter gives its bytes back to live_bytes
+    ++stats_.evictions;
+  }
+  return true;
+}
+
+Result<std::shared_ptr<const CachedChunk>> ChunkCache::Get(uint32_t chunk, uint64_t size,
+                                                           const Filler& fill) {
+  return GetImpl(chunk, size, fill, /*prefetch=*/false);
+}
+
+Result<std::shared_ptr<const CachedChunk>> ChunkCache::Prefetch(uint32_t chunk, uint64_t size,
+                                                                const Filler& fill) {
+  return GetImpl(chunk, size, fill, /*prefetch=*/true);
+}
+
+Result<std::shared_ptr<const CachedChunk>> ChunkCache::GetImpl(uint32_t chunk, uint64_t size,
+                                                               const Filler& fill,
+                                                               bool prefetch) {
+  if (size > capacity_) {
+    return Err(Status::ResourceExhausted(fmt::format(
+        "chunk {} has {} bytes, more than the whole cache ({} bytes)", chunk, size, capacity_)));
+  }
+  std::unique_lock lock(mu_);
+  std::shared_ptr<Flight> flight;
+  const auto deadline = std::chrono::steady_clock::now() + wait_for_room_;
+  while (true) {
+    auto it = entries_.find(chunk);
+    if (it != entries_.end()) {
+      Entry& e = it->second;
+      e.last_use = ++use_clock_;
+      ++stats_.hits;
+      if (e.chunk != nullptr) return e.chunk;
+      // Somebody is filling it: wait for that fill and share its result.
+      std::shared_ptr<Flight> theirs = e.flight;
+      shared_->cv.wait(lock, [&] { return theirs->done; });
+      if (!theirs->status.ok()) return Err(theirs->status);
+      return theirs->chunk;
+    }
+    const uint64_t limit = prefetch ? NextUseLocked(chunk) : kDone;
+    if (MakeRoomLocked(size, limit)) break;
+    if (prefetch) return Err(Status(StatusCode::kUnavailable, "no room to prefetch"));
+    // Everything left is held by someone (trainer leases being sent, peer transfers): wait for
+    // a release. Deleters notify without the lock, so poll as well.
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Err(Status::ResourceExhausted(fmt::format(
+          "the chunk cache is full of chunks in use ({} of {} bytes) and chunk {} needs {}",
+          shared_->live_bytes.load(), capacity_, chunk, size)));
+    }
+    shared_->cv.wait_for(lock, std::chrono::milliseconds(20));
+  }
+
+  // Create the memfd under the lock, so its bytes count before anyone else makes room.
+  const std::string name = fmt::format("stoker-chunk-{}", chunk);
+  auto created = CachedChunk::Create(name, size, &shared_->live_bytes);
+  if (!created) return Err(created.error());
+  stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, shared_->live_bytes.load());
+  flight = std::make_shared<Flight>();
+  entries_[chunk] = Entry{nullptr, flight, ++use_clock_};
+  ++stats_.fetches;
+  lock.unlock();
+
+  std::unique_ptr<CachedChunk> owned = std::move(*created);
+  Status st = fill(chunk, owned->writable());
+  if (st.ok()) st = owned->Seal();
+  std::shared_ptr<const CachedChunk> ready;
+  if (st.ok()) {
+    // The deleter keeps the accounting alive and wakes anyone waiting for room.
+    std::shared_ptr<Shared> shared = shared_;
+    ready = std::shared_ptr<const CachedChunk>(owned.release(), [shared](const CachedChunk* c) {
+      delete c;
+      shared->cv.notify_all();
+    });
+  } else {
+    owned.reset();
+  }
+
+  lock.lock();
+  flight->done = true;
+  flight->status = st;
+  flight->chunk = ready;
+  auto it = entries_.find(chunk);
+  if (st.ok()) {
+    it->second.chunk = ready;
+    it->second.flight.reset();
+    stats_.bytes_fetched += size;
+  } else {
+    entries_.erase(it);
+    ++stats_.fetch_failures;
+  }
+  lock.unlock();
+  shared_->cv.notify_all();
+  if (!st.ok()) return Err(st);
+  return ready;
+}
+
+uint64_t ChunkCache::AddPlan() {
+  std::lock_guard lock(mu_);
+  const uint64_t id = next_plan_++;
+  plans_[id];
+  return id;
+}
+
+void ChunkCache::SetPlan(uint64_t plan, std::vector<uint32_t> first_use_order) {
+  Plan p;
+  p.position.reserve(first_use_order.size());
+  for (uint32_t i = 0; i < first_use_order.size(); ++i) {
+    p.position.try_emplace(first_use_order[i], i);
+  }
+  std::lock_guard lock(mu_);
+  plans_[plan] = std::move(p);
+}
+
+void ChunkCache::RemovePlan(uint64_t plan) {
+  std::lock_guard lock(mu_);
+  plans_.erase(plan);
+}
+
+void ChunkCache::NoteUse(uint32_t chunk) {
+  std::lock_guard lock(mu_);
+  for (auto& [id, plan] : plans_) {
+    auto it = plan.position.find(chunk);
+    if (it != plan.position.end()) plan.cursor = std::max(plan.cursor, it->second);
+  }
+}
+
+std::vector<uint32_t> ChunkCache::PrefetchCandidates(size_t depth) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<uint64_t, uint32_t>> wanted;  // (distance, chunk)
+  for (const auto& [id, plan] : plans_) {
+    for (const auto& [chunk, pos] : plan.position) {
+      if (pos < plan.cursor || pos - plan.cursor >= depth) continue;
+      if (!entries_.contains(chunk)) wanted.emplace_back(pos - plan.cursor, chunk);
+    }
+  }
+  std::sort(wanted.begin(), wanted.end());
+  std::vector<uint32_t> out;
+  for (const auto& [distance, chunk] : wanted) {
+    if (std::find(out.begin(), out.end(), chunk) == out.end()) out.push_back(chunk);
+  }
+  return out;
+}
+
+ChunkCacheStats ChunkCache::stats() const {
+  std::lock_guard lock(mu_);
+  ChunkCacheStats s = stats_;
+  s.live_bytes = shared_->live_bytes.load();
+  s.entries = entries_.size();
+  return s;
+}
+
+}  // namespace stoker::node

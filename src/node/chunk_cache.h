@@ -1,0 +1,121 @@
+// The node daemon's chunk cache: a hard memory cap, one fetch per chunk however many ask
+// (single flight), and eviction driven by the trainers' known future order.
+//
+// Eviction. Trainers send their plan (the chunks of an epoch in first-use order, known in
+// advance because the sampler is deterministic). A chunk's next use is its distance ahead of the
+// plan's cursor (the furthest chunk that plan's trainer has asked for); a chunk no plan needs
+// again is "done". Victims, first to last:
+//   1. done and not owned here (a copy fetched from its owner for a local trainer),
+//   2. done and owned here, most recently used first: an owner keeps a stable set when the
+//      dataset is larger than the job's memory, instead of cycling every chunk through the
+//      cache (LRU on a cyclic or shuffled scan hits nothing),
+//   3. needed again, furthest next use first (Belady).
+// A chunk someone still holds (a trainer lease being sent, a peer transfer) is never a victim;
+// its bytes still count against the cap until released.
+//
+// Thread-safety: all methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "node/cached_chunk.h"
+#include "stoker/status.h"
+
+namespace stoker::node {
+
+struct ChunkCacheStats {
+  uint64_t hits = 0;            // Get answered from the cache (or from a fetch already running)
+  uint64_t fetches = 0;         // fills started
+  uint64_t fetch_failures = 0;  // fills that failed (every waiter got the error)
+  uint64_t evictions = 0;
+  uint64_t bytes_fetched = 0;
+  uint64_t live_bytes = 0;  // bytes of every cached or in-use chunk (<= capacity)
+  uint64_t peak_live_bytes = 0;
+  uint64_t entries = 0;
+};
+
+class ChunkCache {
+ public:
+  // Fills a chunk's bytes (exactly dst.size()), e.g. from the store or a peer, and checks them.
+  using Filler = std::function<Status(uint32_t chunk, std::span<std::byte> dst)>;
+
+  // `is_owned(chunk)`: whether this node owns the chunk right now (placement may change).
+  // `wait_for_room`: how long Get waits for held chunks to be released when the cache is full.
+  ChunkCache(uint64_t capacity_bytes, std::function<bool(uint32_t)> is_owned,
+             std::chrono::milliseconds wait_for_room = std::chrono::seconds(30));
+  ~ChunkCache();
+
+  // The chunk's bytes: cached, or filled by `fill` into a new sealed memfd of `size` bytes.
+  // Concurrent calls for one chunk share a single fill and its result (error included; the next
+  // call after a failure tries again). ResourceExhausted if `size` exceeds the capacity or no
+  // room frees up in time.
+  Result<std::shared_ptr<const CachedChunk>> Get(uint32_t chunk, uint64_t size,
+                                                 const Filler& fill);
+  // Like Get, but only if the chunk fits without evicting anything needed sooner than it
+  // (prefetching must never push out what a trainer is about to read). Unavailable otherwise.
+  Result<std::shared_ptr<const CachedChunk>> Prefetch(uint32_t chunk, uint64_t size,
+                                                      const Filler& fill);
+  bool Contains(uint32_t chunk) const;
+
+  // Plans: one per trainer, replaced each epoch, removed when the trainer goes away.
+  uint64_t AddPlan();
+  void SetPlan(uint64_t plan, std::vector<uint32_t> first_use_order);
+  void RemovePlan(uint64_t plan);
+  // A local trainer asked for `chunk`: moves the cursor of every plan that contains it.
+  void NoteUse(uint32_t chunk);
+  // Chunks the plans need next (up to `depth` ahead of each cursor) that are not cached or
+  // being fetched: what a prefetcher should fetch, nearest first.
+  std::vector<uint32_t> PrefetchCandidates(size_t depth) const;
+
+  ChunkCacheStats stats() const;
+  uint64_t capacity() const { return capacity_; }
+
+ private:
+  struct Flight;
+  struct Entry {
+    std::shared_ptr<const CachedChunk> chunk;  // null while its fill runs
+    std::shared_ptr<Flight> flight;
+    uint64_t last_use = 0;
+  };
+  struct Plan {
+    std::unordered_map<uint32_t, uint32_t> position;  // chunk -> index in first-use order
+    uint32_t cursor = 0;
+  };
+  static constexpr uint64_t kDone = ~uint64_t{0};
+
+  Result<std::shared_ptr<const CachedChunk>> GetImpl(uint32_t chunk, uint64_t size,
+                                                     const Filler& fill, bool prefetch);
+  uint64_t NextUseLocked(uint32_t chunk) const;
+  // Evicts until `size` more bytes fit; false if it cannot now. With `limit` != kDone, only
+  // chunks whose next use is beyond `limit` may go.
+  bool MakeRoomLocked(uint64_t size, uint64_t limit);
+
+  const uint64_t capacity_;
+  const std::function<bool(uint32_t)> is_owned_;
+  const std::chrono::milliseconds wait_for_room_;
+  // Shared with every chunk's deleter, which may run after the cache is gone (a peer transfer
+  // or the daemon's last lease), and without mu_ (it may run while mu_ is held).
+  struct Shared {
+    std::atomic<uint64_t> live_bytes{0};
+    std::condition_variable cv;  // a fill finished or a chunk was released; waits poll too
+  };
+  mutable std::mutex mu_;
+  std::shared_ptr<Shared> shared_;
+  std::unordered_map<uint32_t, Entry> entries_;
+  std::unordered_map<uint64_t, Plan> plans_;
+  uint64_t next_plan_ = 1;
+  uint64_t use_clock_ = 0;
+  ChunkCacheStats stats_;
+};
+
+}  // namespace stoker::node

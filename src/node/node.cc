@@ -1,0 +1,391 @@
+#include "node/node.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "format/chunk.h"
+#include "format/manifest.h"
+#include "format/snapshot.h"
+#include "net/auth.h"
+#include "net/protocol.h"
+#include "net/remote_storage.h"
+#include "node/node_state.h"
+
+namespace stoker::node {
+namespace {
+
+// A read-only file over bytes kept alive by `owner` (a cached chunk, the manifest).
+class HeldBytesFile : public RandomAccessFile {
+ public:
+  HeldBytesFile(std::span<const std::byte> bytes, std::shared_ptr<const void> owner)
+      : bytes_(bytes), owner_(std::move(owner)) {}
+  uint64_t Size() const override { return bytes_.size(); }
+  Status ReadAt(uint64_t offset, std::span<std::byte> dst) const override {
+    if (offset > bytes_.size() || dst.size() > bytes_.size() - offset) {
+      return Status::IOError(fmt::format("read of {} bytes at {} past the end ({} bytes)",
+                                         dst.size(), offset, bytes_.size()));
+    }
+    std::copy_n(bytes_.begin() + static_cast<ptrdiff_t>(offset), dst.size(), dst.begin());
+    return Status::OK();
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  std::shared_ptr<const void> owner_;
+};
+
+// What the daemon exports to its peers (as dataset `job`): MANIFEST, for heartbeats, and chunk
+// files from the cache, filled from the store. A peer's request never goes on to a third daemon,
+// so requests cannot loop however the daemons' views of who is alive differ.
+class PeerExport : public Storage {
+ public:
+  explicit PeerExport(Node::State* state) : state_(state) {}
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenRead(std::string_view path) override {
+    if (path == format::kManifestPath) {
+      auto bytes = std::make_shared<std::string>(state_->manifest);
+      return std::make_unique<HeldBytesFile>(std::as_bytes(std::span(*bytes)), bytes);
+    }
+    const auto id = format::ParseChunkPath(path);
+    const auto it = id ? state_->chunk_index.find(*id) : state_->chunk_index.end();
+    if (it == state_->chunk_index.end()) {
+      return Err(Status::NotFound(Describe(path) + ": not a chunk of this job's dataset"));
+    }
+    if (!state_->ready.load()) {
+      return Err(Status(StatusCode::kUnavailable, Describe(path) + ": the daemon is starting"));
+    }
+    state_->counters.peer_requests.fetch_add(1);
+    STOKER_ASSIGN_OR_RETURN(auto chunk, state_->ForPeer(it->second));
+    return std::make_unique<HeldBytesFile>(chunk->bytes(), chunk);
+  }
+  Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
+    return Err(ReadOnly(path));
+  }
+  Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override {
+    return Err(ReadOnly(path));
+  }
+  Status Rename(std::string_view from, std::string_view) override { return ReadOnly(from); }
+  Status Remove(std::string_view path) override { return ReadOnly(path); }
+  Status CreateDirs(std::string_view path) override { return ReadOnly(path); }
+  Status SyncDir(std::string_view path) override { return ReadOnly(path); }
+  Result<std::vector<std::string>> List(std::string_view path) override {
+    return Err(Status::NotFound(Describe(path) + ": a node daemon lists nothing"));
+  }
+  Result<bool> Exists(std::string_view path) override {
+    return path == format::kManifestPath ||
+           (format::ParseChunkPath(path).has_value() &&
+            state_->chunk_index.contains(*format::ParseChunkPath(path)));
+  }
+  std::string Describe(std::string_view path) const override {
+    return fmt::format("node cache of job {}: {}", state_->options.job, path);
+  }
+
+ private:
+  Status ReadOnly(std::string_view path) const {
+    return Status::Unsupported(Describe(path) + ": read-only");
+  }
+  Node::State* state_;
+};
+
+}  // namespace
+
+Status NodeOptions::Validate() const {
+  if (job.empty() || job.size() > 255 || job.find('/') != std::string::npos) {
+    return Status::InvalidArgument("bad job id '" + job + "' (1-255 bytes, no '/')");
+  }
+  if (store_uri.empty()) return Status::InvalidArgument("no store given (the dataset's location)");
+  if (socket_path.empty()) return Status::InvalidArgument("no trainer socket path given");
+  STOKER_RETURN_IF_ERROR(net::CheckSecret(secret, "the node configuration"));
+  if (peer_timeout.count() <= 0 || probe_timeout.count() <= 0) {
+    return Status::InvalidArgument("node timeouts must be positive");
+  }
+  return Status::OK();
+}
+
+Node::State::~State() = default;
+
+void Node::State::Log(const std::string& line) const {
+  if (options.log) options.log(line);
+}
+
+uint64_t Node::State::ChunkSize(uint32_t index) const {
+  return dataset->snapshot().chunk(index).file_size;
+}
+
+std::string Node::State::ChunkName(uint32_t index) const {
+  return format::ChunkPath(dataset->snapshot().chunk(index).id);
+}
+
+Status Node::State::Check(uint32_t index, std::span<const std::byte> bytes,
+                          const std::string& source) const {
+  const auto record = dataset->snapshot().chunk(index);
+  const format::ChunkInfo expected{record.id, record.file_size, record.data_crc32c,
+                                   record.entry_count};
+  return format::CheckChunk(bytes, expected, source).status;
+}
+
+Status Node::State::FillFromStore(uint32_t index, std::span<std::byte> dst) {
+  const std::string path = ChunkName(index);
+  STOKER_ASSIGN_OR_RETURN(auto file, store->OpenRead(path));
+  if (file->Size() != dst.size()) {
+    return Status::Corruption(fmt::format("{}: {} bytes, the snapshot says {}",
+                                          store->Describe(path), file->Size(), dst.size()));
+  }
+  STOKER_RETURN_IF_ERROR(file->ReadAt(0, dst));
+  STOKER_RETURN_IF_ERROR(Check(index, dst, store->Describe(path)));
+  counters.store_fills.fetch_add(1);
+  counters.store_bytes.fetch_add(dst.size());
+  return Status::OK();
+}
+
+Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
+  const uint64_t id = dataset->snapshot().chunk(index).id;
+  const std::string path = ChunkName(index);
+  for (size_t peer : membership->LiveRanking(id)) {
+    if (peer == membership->self()) break;  // this daemon owns it now: the store, below
+    net::Client& client = *peer_data[peer];
+    Status st = client.Read(path, 0, dst);
+    if (st.ok()) {
+      st = Check(index, dst, client.Describe(path));
+      if (st.ok()) {
+        counters.peer_fills.fetch_add(1);
+        counters.peer_bytes.fetch_add(dst.size());
+        return Status::OK();
+      }
+      counters.peer_corrupt.fetch_add(1);
+    }
+    counters.peer_failures.fetch_add(1);
+    // Whatever went wrong (dead, hung, corrupt, misconfigured), this peer is no use for now:
+    // its heartbeats decide when it is back.
+    if (membership->IsLive(peer)) {
+      membership->MarkDown(peer);
+      Log(fmt::format("peer {} marked down: {}", membership->address(peer).ToString(),
+                      st.ToString()));
+    }
+  }
+  return FillFromStore(index, dst);
+}
+
+Status Node::State::ProbePeer(size_t peer) {
+  net::Client& client = *peer_probe[peer];
+  STOKER_ASSIGN_OR_RETURN(const uint64_t size, client.Stat(format::kManifestPath));
+  std::string theirs(size, '\0');
+  if (size == manifest.size()) {
+    STOKER_RETURN_IF_ERROR(client.Read(format::kManifestPath, 0,
+                                       std::as_writable_bytes(std::span(theirs))));
+  }
+  if (theirs != manifest) {
+    return Status::InvalidArgument(fmt::format(
+        "peer {} serves another version of the dataset", client.Describe("")));
+  }
+  return Status::OK();
+}
+
+Result<std::shared_ptr<const CachedChunk>> Node::State::ForTrainer(uint32_t index) {
+  cache->NoteUse(index);
+  prefetch_cv.notify_one();
+  counters.trainer_gets.fetch_add(1);
+  return cache->Get(index, ChunkSize(index), [this](uint32_t i, std::span<std::byte> dst) {
+    return FillFromOwners(i, dst);
+  });
+}
+
+Result<std::shared_ptr<const CachedChunk>> Node::State::ForPeer(uint32_t index) {
+  return cache->Get(index, ChunkSize(index), [this](uint32_t i, std::span<std::byte> dst) {
+    return FillFromStore(i, dst);
+  });
+}
+
+void Node::State::PrefetchLoop() {
+  std::unique_lock lock(prefetch_mu);
+  while (!stopping) {
+    prefetch_cv.wait_for(lock, std::chrono::milliseconds(200));
+    if (stopping) break;
+    lock.unlock();
+    for (uint32_t index : cache->PrefetchCandidates(options.prefetch_depth)) {
+      auto got = cache->Prefetch(index, ChunkSize(index),
+                                 [this](uint32_t i, std::span<std::byte> dst) {
+                                   return FillFromOwners(i, dst);
+                                 });
+      if (got) counters.prefetches.fetch_add(1);
+      std::lock_guard check(prefetch_mu);
+      if (stopping) break;
+    }
+    lock.lock();
+  }
+}
+
+Node::Node(std::shared_ptr<State> state) : state_(std::move(state)) {}
+Node::~Node() { Shutdown(); }
+
+Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
+  STOKER_RETURN_IF_ERROR(options.Validate());
+  auto state = std::make_shared<State>(std::move(options));
+  State& s = *state;
+  const NodeOptions& o = s.options;
+
+  // The store, never through a node daemon (this is the daemon).
+  if (o.store_uri.starts_with(net::kStokerScheme)) {
+    STOKER_ASSIGN_OR_RETURN(s.store, net::OpenRemoteStorage(o.store_uri, o.secret, {}));
+  } else {
+    STOKER_ASSIGN_OR_RETURN(s.store, OpenStoreDirect(o.store_uri));
+  }
+  STOKER_ASSIGN_OR_RETURN(s.dataset, Dataset::Open(s.store));
+  STOKER_ASSIGN_OR_RETURN(auto manifest, s.store->Map(format::kManifestPath));
+  s.manifest.assign(reinterpret_cast<const char*>(manifest->bytes().data()),
+                    manifest->bytes().size());
+  const format::Snapshot& snap = s.dataset->snapshot();
+  uint64_t largest = 0;
+  for (uint32_t i = 0; i < snap.chunk_count(); ++i) {
+    s.chunk_index.emplace(snap.chunk(i).id, i);
+    largest = std::max(largest, snap.chunk(i).file_size);
+  }
+  if (o.memory_limit < largest) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "--memory-limit {} is smaller than the dataset's largest chunk ({} bytes)",
+        o.memory_limit, largest)));
+  }
+
+  // The peer-facing server first: its bound port may be this daemon's identity.
+  server::ServerOptions so;
+  so.host = o.listen.host;
+  so.port = o.listen.port;
+  so.storages.emplace(o.job, std::make_shared<PeerExport>(&s));
+  so.secret = o.secret;
+  so.metrics_port = o.metrics_port;
+  // Answer buffers of peer reads: four largest READs at once is plenty for a few peers, and
+  // keeps the daemon's memory close to its cache limit.
+  so.memory_limit = 4 * uint64_t{net::kMaxAnswerFrame};
+  State* raw = state.get();
+  so.extra_metrics = [raw] { return raw->ready.load() ? RenderNodeMetrics(raw->Stats()) : ""; };
+  STOKER_ASSIGN_OR_RETURN(s.server, server::Server::Start(std::move(so)));
+
+  net::ServerAddress self = o.advertise;
+  if (self.host.empty()) self = {o.listen.host, s.server->port()};
+  std::vector<net::ServerAddress> peers = o.peers.empty() ? std::vector{self} : o.peers;
+  STOKER_ASSIGN_OR_RETURN(s.membership,
+                          Membership::Create(o.job, peers, self, o.membership));
+  s.cache = std::make_unique<ChunkCache>(o.memory_limit, [raw](uint32_t index) {
+    return raw->membership->IsOwner(raw->dataset->snapshot().chunk(index).id);
+  });
+  net::ClientOptions data_options;
+  data_options.connect_timeout = std::max(o.probe_timeout, std::chrono::milliseconds(1000));
+  data_options.request_timeout = o.peer_timeout;
+  data_options.retries = 1;
+  net::ClientOptions probe_options;
+  probe_options.connect_timeout = o.probe_timeout;
+  probe_options.request_timeout = o.probe_timeout;
+  probe_options.retries = 0;
+  probe_options.max_idle_connections = 1;
+  for (size_t i = 0; i < s.membership->size(); ++i) {
+    if (i == s.membership->self()) {
+      s.peer_data.push_back(nullptr);
+      s.peer_probe.push_back(nullptr);
+      continue;
+    }
+    const net::StokerUri uri{{s.membership->address(i)}, o.job};
+    STOKER_ASSIGN_OR_RETURN(auto data, net::Client::Create(uri, o.secret, data_options));
+    STOKER_ASSIGN_OR_RETURN(auto probe, net::Client::Create(uri, o.secret, probe_options));
+    s.peer_data.push_back(std::move(data));
+    s.peer_probe.push_back(std::move(probe));
+  }
+  STOKER_RETURN_IF_ERROR(s.StartTrainerService());
+  s.membership->Start([raw](size_t peer) {
+    const bool was_live = raw->membership->IsLive(peer);
+    Status st = raw->ProbePeer(peer);
+    if (st.ok() && !was_live) {
+      raw->Log(fmt::format("peer {} is back", raw->membership->address(peer).ToString()));
+    }
+    return st;
+  });
+  if (o.prefetch_depth > 0) s.prefetcher = std::thread([raw] { raw->PrefetchLoop(); });
+  s.ready.store(true);
+  return std::unique_ptr<Node>(new Node(std::move(state)));
+}
+
+uint16_t Node::port() const { return state_->server->port(); }
+int Node::metrics_port() const { return state_->server->metrics_port(); }
+const std::string& Node::socket_path() const { return state_->options.socket_path; }
+
+NodeStats Node::stats() const { return state_->Stats(); }
+
+
+NodeStats Node::State::Stats() const {
+  const State& s = *this;
+  NodeStats n;
+  n.trainer_gets = s.counters.trainer_gets.load();
+  n.trainer_connections = s.counters.trainer_connections.load();
+  n.peer_requests = s.counters.peer_requests.load();
+  n.store_fills = s.counters.store_fills.load();
+  n.store_bytes = s.counters.store_bytes.load();
+  n.peer_fills = s.counters.peer_fills.load();
+  n.peer_bytes = s.counters.peer_bytes.load();
+  n.peer_failures = s.counters.peer_failures.load();
+  n.peer_corrupt = s.counters.peer_corrupt.load();
+  n.prefetches = s.counters.prefetches.load();
+  const ChunkCacheStats c = s.cache->stats();
+  n.cache_hits = c.hits;
+  n.cache_evictions = c.evictions;
+  n.cache_bytes = c.live_bytes;
+  n.cache_peak_bytes = c.peak_live_bytes;
+  n.cache_capacity = s.cache->capacity();
+  for (const PeerState& p : s.membership->Snapshot()) {
+    ++n.peers_total;
+    n.peers_live += p.live ? 1 : 0;
+  }
+  return n;
+}
+
+std::string RenderNodeMetrics(const NodeStats& n) {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+  };
+  metric("stoker_node_trainer_gets_total", "counter", "Chunks handed to local trainers.",
+         n.trainer_gets);
+  metric("stoker_node_trainer_connections", "gauge", "Trainer connections open.",
+         n.trainer_connections);
+  metric("stoker_node_peer_requests_total", "counter", "Chunk opens served to other daemons.",
+         n.peer_requests);
+  metric("stoker_node_store_fills_total", "counter", "Chunks read from the store.", n.store_fills);
+  metric("stoker_node_store_bytes_total", "counter", "Bytes read from the store.", n.store_bytes);
+  metric("stoker_node_peer_fills_total", "counter", "Chunks read from their owner.", n.peer_fills);
+  metric("stoker_node_peer_bytes_total", "counter", "Bytes read from other daemons.",
+         n.peer_bytes);
+  metric("stoker_node_peer_failures_total", "counter",
+         "Peer reads that failed (the next peer or the store took over).", n.peer_failures);
+  metric("stoker_node_peer_corrupt_total", "counter", "Chunks from a peer that failed the check.",
+         n.peer_corrupt);
+  metric("stoker_node_prefetches_total", "counter", "Chunks prefetched.", n.prefetches);
+  metric("stoker_node_cache_hits_total", "counter", "Chunk requests answered from the cache.",
+         n.cache_hits);
+  metric("stoker_node_cache_evictions_total", "counter", "Chunks evicted.", n.cache_evictions);
+  metric("stoker_node_cache_bytes", "gauge", "Bytes of cached and in-use chunks.", n.cache_bytes);
+  metric("stoker_node_cache_capacity_bytes", "gauge", "The cache's hard limit.", n.cache_capacity);
+  metric("stoker_node_peers_live", "gauge", "Peers this daemon considers alive (itself included).",
+         n.peers_live);
+  return out;
+}
+
+void Node::Shutdown() {
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.prefetch_mu);
+    s.stopping = true;
+  }
+  s.prefetch_cv.notify_all();
+  if (s.prefetcher.joinable()) s.prefetcher.join();
+  s.StopTrainerService();
+  if (s.membership) s.membership->Stop();
+  if (s.server) s.server->Shutdown();
+}
+
+void Node::Abort() {
+  if (state_->server) state_->server->Abort();
+  Shutdown();
+}
+
+}  // namespace stoker::node

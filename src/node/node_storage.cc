@@ -1,0 +1,341 @@
+#include "node/node_storage.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "format/chunk.h"
+#include "format/manifest.h"
+#include "net/payload.h"
+#include "node/cached_chunk.h"
+#include "node/trainer_protocol.h"
+
+namespace stoker::node {
+namespace {
+
+constexpr auto kRequestTimeout = std::chrono::seconds(60);  // a fill may wait on the store
+constexpr auto kRetryAfter = std::chrono::seconds(1);
+constexpr size_t kKeptMappings = 8;
+constexpr size_t kIdleConnections = 16;
+
+// A chunk mapped read-only from the daemon's memfd.
+class Mapping {
+ public:
+  Mapping(const std::byte* data, uint64_t size) : data_(data), size_(size) {}
+  ~Mapping() { ::munmap(const_cast<std::byte*>(data_), size_); }
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+
+ private:
+  const std::byte* data_;
+  uint64_t size_;
+};
+
+Status DecodeStatus(net::PayloadReader& r) {
+  auto code = r.U8();
+  auto message = r.String();
+  if (!code || !message || *code > static_cast<uint8_t>(StatusCode::kCancelled)) {
+    return Status::Corruption("malformed reply from the node daemon");
+  }
+  return Status(static_cast<StatusCode>(*code), std::string(*message));
+}
+
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int release() { return std::exchange(fd_, -1); }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Connections to the daemon, the plan, and the kept mappings.
+class NodeLink {
+ public:
+  NodeLink(std::shared_ptr<Storage> store, std::string path)
+      : store_(std::move(store)), path_(std::move(path)) {}
+  ~NodeLink() {
+    for (int fd : idle_) ::close(fd);
+    if (control_ >= 0) ::close(control_);
+  }
+
+  // The chunk's bytes from the daemon, or why not (the caller reads the store instead).
+  Result<std::shared_ptr<const Mapping>> Chunk(uint64_t id) {
+    {
+      std::lock_guard lock(mu_);
+      for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+        if (it->first == id) {
+          kept_.splice(kept_.begin(), kept_, it);  // most recent first
+          return it->second;
+        }
+      }
+      if (net::Clock::now() < retry_at_) {
+        return Err(Status(StatusCode::kUnavailable, "node daemon unavailable"));
+      }
+    }
+    auto mapped = Fetch(id);
+    std::lock_guard lock(mu_);
+    if (!mapped) {
+      ++stats_.node_failures;
+      retry_at_ = net::Clock::now() + kRetryAfter;
+      // The daemon may have died: its connections are dead, and a restarted one needs the plan.
+      for (int fd : idle_) ::close(fd);
+      idle_.clear();
+      if (control_ >= 0) ::close(control_);
+      control_ = -1;
+      plan_sent_ = false;
+      return Err(mapped.error());
+    }
+    kept_.emplace_front(id, *mapped);
+    if (kept_.size() > kKeptMappings) kept_.pop_back();
+    return *mapped;
+  }
+
+  void SetPlan(std::vector<uint64_t> ids) {
+    std::lock_guard lock(mu_);
+    plan_ = std::move(ids);
+    plan_sent_ = false;
+    (void)SendPlanLocked();
+  }
+
+  void Count(bool from_node) {
+    std::lock_guard lock(mu_);
+    ++(from_node ? stats_.node_reads : stats_.store_reads);
+  }
+  NodeStorageStats stats() const {
+    std::lock_guard lock(mu_);
+    return stats_;
+  }
+  const std::shared_ptr<Storage>& store() const { return store_; }
+
+ private:
+  // A greeted connection: idle or new. The HELLO carries our MANIFEST so that a daemon of
+  // another dataset or version refuses us instead of serving the wrong chunks.
+  Result<int> Connection() {
+    {
+      std::lock_guard lock(mu_);
+      if (!idle_.empty()) {
+        const int fd = idle_.back();
+        idle_.pop_back();
+        return fd;
+      }
+    }
+    STOKER_ASSIGN_OR_RETURN(const int raw, ConnectUnix(path_));
+    FdCloser fd(raw);
+    if (manifest_.empty()) {
+      STOKER_ASSIGN_OR_RETURN(auto bytes, store_->Map(format::kManifestPath));
+      manifest_.assign(reinterpret_cast<const char*>(bytes->bytes().data()), bytes->bytes().size());
+    }
+    net::PayloadWriter w;
+    w.U8(static_cast<uint8_t>(TrainerRequest::kHello)).Bytes(manifest_);
+    STOKER_RETURN_IF_ERROR(SendMessage(fd.get(), w.data(), -1, net::After(kRequestTimeout)));
+    int passed = -1;
+    STOKER_ASSIGN_OR_RETURN(auto reply,
+                            ReceiveMessage(fd.get(), &passed, net::After(kRequestTimeout)));
+    if (passed >= 0) ::close(passed);
+    net::PayloadReader r(reply);
+    STOKER_RETURN_IF_ERROR(DecodeStatus(r));
+    return fd.release();
+  }
+
+  void Return(int fd) {
+    std::lock_guard lock(mu_);
+    if (idle_.size() < kIdleConnections) {
+      idle_.push_back(fd);
+    } else {
+      ::close(fd);
+    }
+  }
+
+  Result<std::shared_ptr<const Mapping>> Fetch(uint64_t id) {
+    {
+      std::lock_guard lock(mu_);
+      if (!plan_sent_) (void)SendPlanLocked();  // a restarted daemon needs the plan again
+    }
+    STOKER_ASSIGN_OR_RETURN(const int raw, Connection());
+    FdCloser fd(raw);
+    net::PayloadWriter w;
+    w.U8(static_cast<uint8_t>(TrainerRequest::kGet)).U64(id);
+    STOKER_RETURN_IF_ERROR(SendMessage(fd.get(), w.data(), -1, net::After(kRequestTimeout)));
+    int passed = -1;
+    STOKER_ASSIGN_OR_RETURN(auto reply,
+                            ReceiveMessage(fd.get(), &passed, net::After(kRequestTimeout)));
+    FdCloser chunk_fd(passed);
+    net::PayloadReader r(reply);
+    STOKER_RETURN_IF_ERROR(DecodeStatus(r));
+    auto size = r.U64();
+    if (!size || !r.ExpectEnd().ok() || chunk_fd.get() < 0) {
+      return Err(Status::Corruption("malformed GET reply from the node daemon"));
+    }
+    // Only a sealed memfd of the announced size is trusted: its bytes can never change.
+    struct stat st{};
+    if (!IsSealedChunk(chunk_fd.get()) || ::fstat(chunk_fd.get(), &st) != 0 ||
+        static_cast<uint64_t>(st.st_size) != *size || *size == 0) {
+      return Err(Status::Corruption("the node daemon sent an unsealed or mis-sized chunk"));
+    }
+    void* p = ::mmap(nullptr, *size, PROT_READ, MAP_SHARED, chunk_fd.get(), 0);
+    if (p == MAP_FAILED) return Err(Status::FromErrno(errno, "map chunk from the node daemon"));
+    Return(fd.release());
+    return std::make_shared<const Mapping>(static_cast<const std::byte*>(p), *size);
+  }
+
+  // The plan goes over its own connection, kept open: the daemon drops a plan when the
+  // connection that sent it closes (a trainer that died needs nothing any more).
+  Status SendPlanLocked() {
+    if (plan_.empty()) return Status::OK();
+    if (control_ < 0) {
+      mu_.unlock();
+      auto fd = Connection();
+      mu_.lock();
+      if (!fd) return fd.error();
+      if (control_ >= 0) ::close(control_);
+      control_ = *fd;
+    }
+    for (size_t start = 0; start < plan_.size() || start == 0; start += kPlanIdsPerMessage) {
+      const size_t n = std::min(kPlanIdsPerMessage, plan_.size() - start);
+      net::PayloadWriter w;
+      w.U8(static_cast<uint8_t>(TrainerRequest::kPlan)).U8(start == 0 ? 1 : 0);
+      w.U32(static_cast<uint32_t>(n));
+      for (size_t i = start; i < start + n; ++i) w.U64(plan_[i]);
+      int passed = -1;
+      Status st = SendMessage(control_, w.data(), -1, net::After(kRequestTimeout));
+      Result<std::string> reply = st.ok() ? ReceiveMessage(control_, &passed,
+                                                           net::After(kRequestTimeout))
+                                          : Err(st);
+      if (passed >= 0) ::close(passed);
+      if (!reply) {
+        ::close(control_);
+        control_ = -1;
+        return reply.error();
+      }
+    }
+    plan_sent_ = true;
+    return Status::OK();
+  }
+
+  const std::shared_ptr<Storage> store_;
+  const std::string path_;
+  mutable std::mutex mu_;
+  std::string manifest_;  // written once, before the first connection is used
+  std::vector<int> idle_;
+  std::list<std::pair<uint64_t, std::shared_ptr<const Mapping>>> kept_;
+  net::Deadline retry_at_{};
+  std::vector<uint64_t> plan_;
+  bool plan_sent_ = true;
+  int control_ = -1;
+  NodeStorageStats stats_;
+};
+
+class NodeChunkFile : public RandomAccessFile {
+ public:
+  NodeChunkFile(std::shared_ptr<NodeLink> link, std::string path, uint64_t id, uint64_t size,
+                std::unique_ptr<RandomAccessFile> store_file)
+      : link_(std::move(link)), path_(std::move(path)), id_(id), size_(size),
+        store_file_(std::move(store_file)) {}
+
+  uint64_t Size() const override { return size_; }
+
+  Status ReadAt(uint64_t offset, std::span<std::byte> dst) const override {
+    if (offset > size_ || dst.size() > size_ - offset) {
+      return Status::IOError(fmt::format("{}: read past the end", path_));
+    }
+    if (auto mapped = link_->Chunk(id_); mapped && (*mapped)->bytes().size() == size_) {
+      std::copy_n((*mapped)->bytes().begin() + static_cast<ptrdiff_t>(offset), dst.size(),
+                  dst.begin());
+      link_->Count(true);
+      return Status::OK();
+    }
+    link_->Count(false);
+    STOKER_ASSIGN_OR_RETURN(RandomAccessFile * file, StoreFile());
+    return file->ReadAt(offset, dst);
+  }
+
+ private:
+  Result<RandomAccessFile*> StoreFile() const {
+    std::lock_guard lock(mu_);
+    if (store_file_ == nullptr) {
+      STOKER_ASSIGN_OR_RETURN(store_file_, link_->store()->OpenRead(path_));
+    }
+    return store_file_.get();
+  }
+
+  const std::shared_ptr<NodeLink> link_;
+  const std::string path_;
+  const uint64_t id_;
+  const uint64_t size_;
+  mutable std::mutex mu_;
+  mutable std::unique_ptr<RandomAccessFile> store_file_;
+};
+
+class NodeStorage : public Storage {
+ public:
+  NodeStorage(std::shared_ptr<Storage> store, std::string socket_path)
+      : store_(store), link_(std::make_shared<NodeLink>(store, std::move(socket_path))) {}
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenRead(std::string_view path) override {
+    const auto id = format::ParseChunkPath(path);
+    if (!id) return store_->OpenRead(path);
+    if (auto mapped = link_->Chunk(*id); mapped) {
+      return std::make_unique<NodeChunkFile>(link_, std::string(path), *id,
+                                             (*mapped)->bytes().size(), nullptr);
+    }
+    STOKER_ASSIGN_OR_RETURN(auto file, store_->OpenRead(path));
+    const uint64_t size = file->Size();
+    return std::make_unique<NodeChunkFile>(link_, std::string(path), *id, size, std::move(file));
+  }
+  Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
+    return store_->Create(path);
+  }
+  Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override {
+    return store_->Map(path);
+  }
+  Status Rename(std::string_view from, std::string_view to) override {
+    return store_->Rename(from, to);
+  }
+  Status Remove(std::string_view path) override { return store_->Remove(path); }
+  Status CreateDirs(std::string_view path) override { return store_->CreateDirs(path); }
+  Status SyncDir(std::string_view path) override { return store_->SyncDir(path); }
+  Result<std::vector<std::string>> List(std::string_view path) override {
+    return store_->List(path);
+  }
+  Result<bool> Exists(std::string_view path) override { return store_->Exists(path); }
+  std::string Describe(std::string_view path) const override { return store_->Describe(path); }
+  void AdviseReadOrder(std::span<const std::string> paths) override {
+    std::vector<uint64_t> ids;
+    ids.reserve(paths.size());
+    for (const std::string& p : paths) {
+      if (auto id = format::ParseChunkPath(p)) ids.push_back(*id);
+    }
+    link_->SetPlan(std::move(ids));
+  }
+
+  NodeStorageStats stats() const { return link_->stats(); }
+
+ private:
+  const std::shared_ptr<Storage> store_;
+  const std::shared_ptr<NodeLink> link_;
+};
+
+}  // namespace
+
+std::shared_ptr<Storage> NewNodeStorage(std::shared_ptr<Storage> store, std::string socket_path) {
+  return std::make_shared<NodeStorage>(std::move(store), std::move(socket_path));
+}
+
+NodeStorageStats GetNodeStorageStats(const Storage& storage) {
+  const auto* node = dynamic_cast<const NodeStorage*>(&storage);
+  return node != nullptr ? node->stats() : NodeStorageStats{};
+}
+
+}  // namespace stoker::node

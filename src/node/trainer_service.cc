@@ -1,0 +1,209 @@
+// The daemon's side of the trainer socket (trainer_protocol.h): one thread per trainer
+// connection; chunks go out as sealed memfd descriptors.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "net/payload.h"
+#include "node/node_state.h"
+#include "node/trainer_protocol.h"
+
+namespace stoker::node {
+namespace {
+
+constexpr auto kReplyTimeout = std::chrono::seconds(10);
+// A trainer may stay quiet for a whole validation pass; the socket, not a timer, says it left.
+constexpr auto kIdleForever = std::chrono::hours(24 * 365);
+
+std::string ErrorReply(const Status& st) {
+  net::PayloadWriter w;
+  w.U8(static_cast<uint8_t>(st.code())).String(st.message().substr(0, 65535));
+  return std::move(w.data());
+}
+
+std::string OkReply() {
+  net::PayloadWriter w;
+  w.U8(0).String("");
+  return std::move(w.data());
+}
+
+}  // namespace
+
+Status Node::State::StartTrainerService() {
+  const std::string& path = options.socket_path;
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) {
+    return Status::InvalidArgument("trainer socket path too long: " + path);
+  }
+  // A socket file left by a daemon that was killed is removed; one a live daemon answers on is not.
+  if (auto other = ConnectUnix(path); other) {
+    ::close(*other);
+    return Status::AlreadyExists("another node daemon is serving " + path);
+  }
+  ::unlink(path.c_str());
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  listen_fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd < 0) return Status::FromErrno(errno, "socket");
+  if (::bind(listen_fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    return Status::FromErrno(errno, "bind trainer socket " + path);
+  }
+  // Chunk bytes are the dataset's: only the daemon's user (and root) may ask for them.
+  ::chmod(path.c_str(), 0600);
+  if (::listen(listen_fd, 128) != 0) return Status::FromErrno(errno, "listen on " + path);
+  if (::pipe2(stop_pipe, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
+  acceptor = std::thread([this] { AcceptTrainers(); });
+  return Status::OK();
+}
+
+void Node::State::AcceptTrainers() {
+  while (true) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {stop_pipe[0], POLLIN, 0}};
+    const int n = ::poll(fds, 2, 1000);
+    if (fds[1].revents != 0) break;
+    std::lock_guard lock(trainers_mu);
+    for (auto it = trainers.begin(); it != trainers.end();) {  // reap finished connections
+      if ((*it)->done.load()) {
+        (*it)->thread.join();
+        ::close((*it)->fd);
+        it = trainers.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (n <= 0 || fds[0].revents == 0) continue;
+    while (true) {
+      const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) break;
+      auto c = std::make_unique<TrainerConnection>();
+      c->fd = fd;
+      TrainerConnection* raw = c.get();
+      trainers.push_back(std::move(c));
+      raw->thread = std::thread([this, raw] {
+        ServeTrainer(*raw);
+        raw->done.store(true);
+      });
+    }
+  }
+}
+
+void Node::State::ServeTrainer(TrainerConnection& c) {
+  counters.trainer_connections.fetch_add(1);
+  const uint64_t plan = cache->AddPlan();
+  std::vector<uint32_t> order;
+  bool greeted = false;
+  while (true) {
+    int passed = -1;
+    auto message = ReceiveMessage(c.fd, &passed, net::After(
+        std::chrono::duration_cast<std::chrono::milliseconds>(kIdleForever)), stop_pipe[0]);
+    if (passed >= 0) ::close(passed);  // trainers send no descriptors
+    if (!message) break;
+    net::PayloadReader r(*message);
+    auto type = r.U8();
+    std::string reply;
+    int reply_fd = -1;
+    std::shared_ptr<const CachedChunk> held;  // alive until the descriptor is sent
+    bool close_after = false;
+    if (!type) {
+      reply = ErrorReply(Status::InvalidArgument("empty request"));
+      close_after = true;
+    } else if (*type == static_cast<uint8_t>(TrainerRequest::kHello)) {
+      auto theirs = r.Bytes();
+      if (!theirs || !r.ExpectEnd().ok()) {
+        reply = ErrorReply(Status::InvalidArgument("malformed HELLO"));
+        close_after = true;
+      } else if (*theirs != manifest) {
+        reply = ErrorReply(Status::InvalidArgument(fmt::format(
+            "the node daemon of job {} serves another dataset or version ({}) than this trainer "
+            "opened", options.job, options.store_uri)));
+      } else {
+        greeted = true;
+        net::PayloadWriter w;
+        w.U8(0).String("").String(options.job);
+        reply = std::move(w.data());
+      }
+    } else if (!greeted) {
+      reply = ErrorReply(Status::InvalidArgument("HELLO first"));
+      close_after = true;
+    } else if (*type == static_cast<uint8_t>(TrainerRequest::kGet)) {
+      auto id = r.U64();
+      auto it = id ? chunk_index.find(*id) : chunk_index.end();
+      if (!id || !r.ExpectEnd().ok()) {
+        reply = ErrorReply(Status::InvalidArgument("malformed GET"));
+        close_after = true;
+      } else if (it == chunk_index.end()) {
+        reply = ErrorReply(Status::NotFound(fmt::format("no chunk {:016x} in the dataset", *id)));
+      } else if (auto chunk = ForTrainer(it->second); !chunk) {
+        reply = ErrorReply(chunk.error());
+      } else {
+        held = *chunk;
+        net::PayloadWriter w;
+        w.U8(0).String("").U64(held->size());
+        reply = std::move(w.data());
+        reply_fd = held->fd();
+      }
+    } else if (*type == static_cast<uint8_t>(TrainerRequest::kPlan)) {
+      auto first = r.U8();
+      auto count = r.U32();
+      bool ok = first && count && *count <= kPlanIdsPerMessage;
+      if (ok && *first != 0) order.clear();
+      for (uint32_t i = 0; ok && i < *count; ++i) {
+        auto id = r.U64();
+        ok = id.has_value();
+        if (ok) {
+          if (auto it = chunk_index.find(*id); it != chunk_index.end()) order.push_back(it->second);
+        }
+      }
+      if (!ok || !r.ExpectEnd().ok()) {
+        reply = ErrorReply(Status::InvalidArgument("malformed PLAN"));
+        close_after = true;
+      } else {
+        cache->SetPlan(plan, order);
+        prefetch_cv.notify_one();
+        reply = OkReply();
+      }
+    } else {
+      reply = ErrorReply(Status::Unsupported(fmt::format("unknown request type {}", *type)));
+      close_after = true;
+    }
+    if (!SendMessage(c.fd, reply, reply_fd, net::After(kReplyTimeout)).ok() || close_after) break;
+  }
+  cache->RemovePlan(plan);
+  counters.trainer_connections.fetch_sub(1);
+  ::shutdown(c.fd, SHUT_RDWR);
+}
+
+void Node::State::StopTrainerService() {
+  if (stop_pipe[1] >= 0) {
+    ::close(stop_pipe[1]);
+    stop_pipe[1] = -1;
+  }
+  if (acceptor.joinable()) acceptor.join();
+  std::list<std::unique_ptr<TrainerConnection>> rest;
+  {
+    std::lock_guard lock(trainers_mu);
+    rest.swap(trainers);
+  }
+  for (auto& c : rest) {
+    c->thread.join();
+    ::close(c->fd);
+  }
+  if (listen_fd >= 0) {
+    ::close(listen_fd);
+    listen_fd = -1;
+    ::unlink(options.socket_path.c_str());
+  }
+  if (stop_pipe[0] >= 0) {
+    ::close(stop_pipe[0]);
+    stop_pipe[0] = -1;
+  }
+}
+
+}  // namespace stoker::node

@@ -1,0 +1,142 @@
+// `stoker node`: run one job's cache daemon on this machine until SIGINT/SIGTERM (docs/cache.md).
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "net/auth.h"
+#include "node/node.h"
+#include "tools/commands.h"
+
+namespace stoker::cli {
+namespace {
+
+struct NodeArgs {
+  std::string job;
+  std::string store;
+  std::string listen = "127.0.0.1:7171";
+  std::string advertise;
+  std::string peers;
+  std::string socket;
+  uint64_t memory_limit = uint64_t{4} << 30;
+  std::string secret_file;
+  int metrics_port = -1;
+  size_t prefetch = 2;
+};
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "stoker node: %s\n", status.ToString().c_str());
+  return kExitError;
+}
+
+void LogLine(const std::string& line) {
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
+  std::fprintf(stderr, "%s stoker node: %s\n", stamp, line.c_str());
+}
+
+Result<std::vector<net::ServerAddress>> ParsePeers(const std::string& list) {
+  std::vector<net::ServerAddress> peers;
+  size_t start = 0;
+  while (start < list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) {
+      auto peer = net::ParseServerAddress(list.substr(start, comma - start));
+      if (!peer) return Err(peer.error().WithContext("--peers"));
+      peers.push_back(std::move(*peer));
+    }
+    start = comma + 1;
+  }
+  return peers;
+}
+
+int RunNode(const NodeArgs& a) {
+  node::NodeOptions o;
+  o.job = a.job;
+  o.store_uri = a.store;
+  auto listen = net::ParseServerAddress(a.listen);
+  if (!listen) return Fail(listen.error().WithContext("--listen"));
+  o.listen = *listen;
+  if (!a.advertise.empty()) {
+    auto advertise = net::ParseServerAddress(a.advertise);
+    if (!advertise) return Fail(advertise.error().WithContext("--advertise"));
+    o.advertise = *advertise;
+  }
+  auto peers = ParsePeers(a.peers);
+  if (!peers) return Fail(peers.error());
+  o.peers = std::move(*peers);
+  o.socket_path = a.socket.empty() ? "/run/stoker/" + a.job + ".sock" : a.socket;
+  o.memory_limit = a.memory_limit;
+  auto secret = a.secret_file.empty() ? net::LoadSecretFromEnvironment()
+                                      : net::LoadSecretFile(a.secret_file);
+  if (!secret) return Fail(secret.error());
+  o.secret = std::move(*secret);
+  o.metrics_port = a.metrics_port;
+  o.prefetch_depth = a.prefetch;
+  o.log = LogLine;
+
+  // As `stoker serve`: block the shutdown signals before any thread starts, wait for them here.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto daemon = node::Node::Start(std::move(o));
+  if (!daemon) return Fail(daemon.error());
+  const node::NodeStats s = (*daemon)->stats();
+  std::string line = fmt::format(
+      "job {}: {} peer(s), cache {:.0f} MiB, peers on port {}, trainers on {}", a.job,
+      s.peers_total, static_cast<double>(s.cache_capacity) / (1 << 20), (*daemon)->port(),
+      (*daemon)->socket_path());
+  if ((*daemon)->metrics_port() >= 0) {
+    line += fmt::format(", metrics on port {}", (*daemon)->metrics_port());
+  }
+  LogLine(line);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  (*daemon)->Shutdown();
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterNode(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<NodeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "node", "Run this machine's cache daemon for one training job (set STOKER_NODE=SOCKET "
+              "in the trainers' environment to use it)");
+  cmd->add_option("--job", args->job, "job id: namespaces the cache (every daemon of the job "
+                                      "uses the same one)")
+      ->required();
+  cmd->add_option("--store", args->store, "the dataset: a path, file:// or stoker:// URI")
+      ->required();
+  cmd->add_option("--listen", args->listen, "HOST:PORT for the other daemons (port 0: any)")
+      ->capture_default_str();
+  cmd->add_option("--advertise", args->advertise,
+                  "HOST:PORT the other daemons know this one by (default: --listen)");
+  cmd->add_option("--peers", args->peers,
+                  "every daemon of the job, this one included: HOST:PORT,HOST:PORT,...");
+  cmd->add_option("--socket", args->socket,
+                  "unix socket for the trainers (default /run/stoker/JOB.sock)");
+  cmd->add_option("--memory-limit", args->memory_limit,
+                  "hard cap on cached chunk bytes (e.g. 8G)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--secret-file", args->secret_file,
+                  "file holding the shared secret (default: $STOKER_SECRET_FILE or "
+                  "$STOKER_SECRET)");
+  cmd->add_option("--metrics-port", args->metrics_port,
+                  "serve Prometheus metrics on GET /metrics at this port (0: any free port)");
+  cmd->add_option("--prefetch", args->prefetch,
+                  "chunks to fetch ahead of each trainer's plan (0: none)")
+      ->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = RunNode(*args); });
+}
+
+}  // namespace stoker::cli
