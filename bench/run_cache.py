@@ -32,6 +32,15 @@ the harness kill -9s redis-server (b) or the node daemon of the middle node (c),
 aggregate rate over a 1 s window is back to >= 90 % of it after its first dip), samples lost
 behind the pre-kill pace, and failed reads (must be 0).
 Results JSON in $STOKER_BENCH_CACHE/results/cache-*.json; a summary table on stdout.
+
+Caveats. Everything (3 trainers, 3 daemons or redis, the server, the relay, tbf) shares this
+machine's CPUs. With this 8-chunk dataset a whole epoch is one shuffle window (window 16), and
+stoker.Loader's default read budget (2 x window x largest chunk) fetches a rank's whole share
+before yielding its first sample (first_sample_s in the JSON): its progress comes in one burst
+per epoch, so the 1 s recovery rate of the stoker setups is only meaningful with a smaller
+budget (--loader-budget-mb, e.g. 64) or a larger --rate-window. --storage-rate gives the store a
+slower link than the nodes and the cache (by default all links are --rate, so the store is as
+fast as the single Redis host, and losing Redis costs no bandwidth).
 """
 from __future__ import annotations
 
@@ -66,10 +75,11 @@ SUSTAIN_S = 1.0  # recovery: the rate must stay back this long
 _TRAINER = r"""
 import json, sys, threading, time
 import stoker
-uri, rank, world, epochs, seed, limit, barrier, every = sys.argv[1:9]
+uri, rank, world, epochs, seed, limit, barrier, every, budget_mb = sys.argv[1:10]
 rank, world, epochs, seed, limit = int(rank), int(world), int(epochs), int(seed), int(limit)
-every = float(every)
-loader = stoker.Loader(uri, shuffle="chunk", seed=seed, rank=rank, world_size=world)
+every, budget = float(every), (int(budget_mb) << 20) or None
+loader = stoker.Loader(uri, shuffle="chunk", seed=seed, rank=rank, world_size=world,
+                       memory_budget=budget)
 state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False}
 def ticker():
     while not state["stop"]:
@@ -85,9 +95,11 @@ for epoch in range(epochs):
     state["epoch"] = epoch
     loader.set_epoch(epoch)
     expected = len(loader) if not limit else min(limit, len(loader))
-    t0 = time.time(); n = b = 0; error = None
+    t0 = time.time(); n = b = 0; error = None; first = None
     try:
         for data, label, path in loader:
+            if first is None:
+                first = time.time() - t0
             n += 1; b += len(data)
             state["samples"] += 1; state["bytes"] += len(data)
             if limit and n >= limit:
@@ -96,7 +108,8 @@ for epoch in range(epochs):
         error = repr(e); ok = False
     t1 = time.time()
     print(json.dumps({"epoch_done": epoch, "samples": n, "bytes": b, "failed": expected - n,
-                      "start": t0, "end": t1, "seconds": t1 - t0, "error": error,
+                      "start": t0, "end": t1, "seconds": t1 - t0, "first_sample_s": first,
+                      "error": error,
                       "stats": loader.stats()}), flush=True)
     if error:
         break
@@ -283,7 +296,8 @@ class Bench:
                 if kind == "stoker":
                     env["STOKER_NODE"] = self.socket(node)
                 argv = [str(self.python), "-c", _TRAINER, self.uri, str(rank), str(world),
-                        str(epochs), "0", str(a.limit), barrier, str(PROGRESS_S)]
+                        str(epochs), "0", str(a.limit), barrier, str(PROGRESS_S),
+                        str(a.loader_budget_mb)]
             trainers.append(Trainer(node, argv, env, rank))
         for t in trainers:
             t.wait_for("ready", 120)
@@ -375,7 +389,7 @@ class Bench:
             for t in trainers:
                 t.finish()
         s1 = storage_read_bytes(self.storage)
-        result = recovery_metrics(trainers, t_kill, t_restart, a.threshold)
+        result = recovery_metrics(trainers, t_kill, t_restart, a.threshold, a.rate_window)
         result.update({"victim": "redis-server" if kind == "redis" else f"{victim.name} daemon",
                        "kill_at_samples": target, "kill_epoch": a.kill_epoch,
                        "kill_fraction": a.kill_at, "down_seconds": a.down_seconds,
@@ -404,7 +418,7 @@ def epoch_row(done: list[dict], storage_bytes: int) -> dict:
                       "seconds": d["seconds"], "samples_per_s": d["samples"] / d["seconds"],
                       "MBps": d["bytes"] / d["seconds"] / 1e6, "failed": d.get("failed", 0),
                       **{k: d[k] for k in ("hits", "misses", "redis_errors", "crc_errors",
-                                           "read_errors") if k in d},
+                                           "read_errors", "first_sample_s") if k in d},
                       **({"stats": d["stats"]} if "stats" in d else {})})
     span = max(d["end"] for d in done) - min(d["start"] for d in done)
     samples = sum(d["samples"] for d in done)
@@ -418,10 +432,10 @@ def epoch_row(done: list[dict], storage_bytes: int) -> dict:
 
 
 def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float,
-                     threshold: float) -> dict:
+                     threshold: float, window: float = 1.0) -> dict:
     """Aggregate progress A(t) = the sum of every trainer's samples (linear between progress
-    lines); rate r(t) = A(t) - A(t - 1 s). Pre-kill level: the mean rate from the moment every
-    trainer finished epoch 0 (the cache is warm) to the kill. Recovery: the first window end
+    lines); rate r(t) = (A(t) - A(t - window)) / window. Pre-kill level: the mean rate from the
+    moment every trainer finished epoch 0 (the cache is warm) to the kill. Recovery: the first window end
     after the kill from which r stays >= threshold × pre-kill for SUSTAIN_S, after the first
     window below it (0 if none dips); settled: the end of the last window below it. Only up to
     the moment the first trainer finished (the aggregate falls after that)."""
@@ -446,7 +460,7 @@ def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float,
     step = 0.05
     grid, t = [], t_kill + step
     while t <= t_end:
-        grid.append((t, agg(t) - agg(t - 1.0)))
+        grid.append((t, (agg(t) - agg(t - window)) / window))
         t += step
     low = [g[1] < threshold * pre for g in grid]
     dip = next((i for i, x in enumerate(low) if x), None)
@@ -461,16 +475,16 @@ def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float,
     lost = pre * (t_end - t_kill) - (agg(t_end) - agg(t_kill))
     t0 = min(s[0][0] for s in series if s)
     timeline = []  # aggregate rate per 0.5 s, relative to the first progress line
-    t = t0 + 1.0
+    t = t0 + window
     while t <= max(s[-1][0] for s in series if s):
-        timeline.append([round(t - t0, 2), round(agg(t) - agg(t - 1.0))])
+        timeline.append([round(t - t0, 2), round((agg(t) - agg(t - window)) / window)])
         t += 0.5
     return {"pre_kill_samples_per_s": pre, "threshold": threshold,
             "kill_s": t_kill - t0, "restart_s": t_restart - t0, "warm_s": warm - t0,
             "first_trainer_done_s": t_end - t0,
             "min_rate_after_kill": min((g[1] for g in grid), default=float("nan")),
             "dipped": dip is not None, "recovery_s": recovery_s, "settled_s": settled_s,
-            "sustain_s": SUSTAIN_S,
+            "sustain_s": SUSTAIN_S, "rate_window_s": window,
             "observed_s": t_end - t_kill, "lost_samples": lost,
             "lost_seconds": lost / pre if pre and pre == pre else float("nan"),
             "aggregate_rate_timeline": timeline,
@@ -580,6 +594,10 @@ def main() -> int:
     ap.add_argument("--kill-at", type=float, default=0.4, help="fraction of that epoch")
     ap.add_argument("--down-seconds", type=float, default=3.0)
     ap.add_argument("--threshold", type=float, default=0.9)
+    ap.add_argument("--rate-window", type=float, default=1.0,
+                    help="recovery: seconds over which the aggregate rate is measured")
+    ap.add_argument("--loader-budget-mb", type=int, default=0,
+                    help="stoker.Loader memory_budget of the stoker trainers (0: its default)")
     ap.add_argument("--memory-limit", default="1G", help="stoker node --memory-limit")
     ap.add_argument("--redis-maxmemory", default="2gb")
     ap.add_argument("--redis-batch", type=int, default=32)
@@ -614,6 +632,7 @@ def main() -> int:
                "storage_rate": args.storage_rate or args.rate,
                "nodes": args.nodes, "epochs": args.epochs, "limit": args.limit,
                "dataset": str(args.dataset), "dataset_bytes": payload,
+               "loader_budget_mb": args.loader_budget_mb,
                "redis_tuning": {"batch": args.redis_batch, "inflight": args.redis_inflight,
                                 "io_threads": args.redis_io_threads,
                                 "maxmemory": args.redis_maxmemory},

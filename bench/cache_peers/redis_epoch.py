@@ -176,6 +176,7 @@ def main() -> int:
         before = dict(c)
         t0 = time.time()
         samples = nbytes = failed = 0
+        first = None
         batches = [plan[b:b + args.batch] for b in range(0, len(plan), args.batch)]
         pending: collections.deque = collections.deque()
         nxt = 0
@@ -184,6 +185,8 @@ def main() -> int:
                 pending.append(workers.submit(fetch, batches[nxt]))
                 nxt += 1
             for v in pending.popleft().result():  # in plan order, like a loader
+                if first is None:
+                    first = time.time() - t0
                 if v is None:
                     failed += 1
                     continue
@@ -197,6 +200,7 @@ def main() -> int:
                   "crc_errors")}
         print(json.dumps({"epoch_done": epoch, "samples": samples, "bytes": nbytes,
                           "failed": failed, "start": t0, "end": t1, "seconds": t1 - t0,
+                          "first_sample_s": first,
                           **delta}), flush=True)
     state["stop"] = True
     ticker.join()

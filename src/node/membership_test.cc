@@ -1,0 +1,101 @@
+#include "node/membership.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <thread>
+
+namespace stoker::node {
+namespace {
+
+std::vector<net::ServerAddress> Peers(int n) {
+  std::vector<net::ServerAddress> out;
+  for (int i = 0; i < n; ++i) out.push_back({"10.0.0." + std::to_string(i + 1), 7171});
+  return out;
+}
+
+std::unique_ptr<Membership> Make(int n, int self) {
+  auto m = Membership::Create("job-a", Peers(n), Peers(n)[self], {});
+  EXPECT_TRUE(m.has_value()) << m.error().ToString();
+  return std::move(*m);
+}
+
+TEST(MembershipTest, EveryDaemonComputesTheSameBalancedPlacement) {
+  auto a = Make(4, 0), b = Make(4, 3);
+  std::map<size_t, int> owned;
+  for (uint64_t chunk = 0; chunk < 2000; ++chunk) {
+    const auto ra = a->LiveRanking(chunk), rb = b->LiveRanking(chunk);
+    ASSERT_EQ(ra, rb);
+    ASSERT_EQ(ra.size(), 4u);
+    ++owned[ra.front()];
+    EXPECT_EQ(a->IsOwner(chunk), ra.front() == 0);
+  }
+  for (const auto& [peer, n] : owned) EXPECT_GT(n, 350) << "peer " << peer;  // 500 expected
+}
+
+TEST(MembershipTest, ADeadPeerMovesOnlyItsOwnChunks) {
+  auto m = Make(4, 0);
+  std::vector<std::vector<size_t>> before;
+  for (uint64_t chunk = 0; chunk < 1000; ++chunk) before.push_back(m->LiveRanking(chunk));
+  m->MarkDown(2);
+  EXPECT_FALSE(m->IsLive(2));
+  int moved = 0;
+  for (uint64_t chunk = 0; chunk < 1000; ++chunk) {
+    const auto after = m->LiveRanking(chunk);
+    ASSERT_EQ(after.size(), 3u);
+    if (before[chunk].front() == 2) {
+      EXPECT_EQ(after.front(), before[chunk][1]);  // to the next in its own ranking
+      ++moved;
+    } else {
+      EXPECT_EQ(after.front(), before[chunk].front());
+    }
+  }
+  EXPECT_GT(moved, 150);
+  // The job id is part of the key: another job places chunks differently.
+  auto other = Membership::Create("job-b", Peers(4), Peers(4)[0], {});
+  int same = 0;
+  for (uint64_t chunk = 0; chunk < 1000; ++chunk) {
+    same += (*other)->LiveRanking(chunk).front() == before[chunk].front();
+  }
+  EXPECT_LT(same, 400);
+}
+
+TEST(MembershipTest, HeartbeatsMarkPeersDownAndBackUp) {
+  MembershipOptions o;
+  o.heartbeat_interval = std::chrono::milliseconds(10);
+  o.misses_to_down = 2;
+  auto m = Membership::Create("job", Peers(3), Peers(3)[0], o);
+  ASSERT_TRUE(m.has_value());
+  std::atomic<bool> peer1_up{true};
+  (*m)->Start([&](size_t peer) {
+    return peer == 1 && !peer1_up.load() ? Status(StatusCode::kUnavailable, "down")
+                                         : Status::OK();
+  });
+  auto wait_for = [&](bool live) {
+    for (int i = 0; i < 500 && (*m)->IsLive(1) != live; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return (*m)->IsLive(1) == live;
+  };
+  peer1_up = false;
+  EXPECT_TRUE(wait_for(false));
+  EXPECT_TRUE((*m)->IsLive(2));
+  peer1_up = true;
+  EXPECT_TRUE(wait_for(true));
+  const auto snap = (*m)->Snapshot();
+  EXPECT_EQ(snap[1].downs, 1u);
+  EXPECT_EQ(snap[1].ups, 1u);
+  (*m)->Stop();
+}
+
+TEST(MembershipTest, RejectsBadPeerLists) {
+  EXPECT_FALSE(Membership::Create("job", Peers(3), {"10.9.9.9", 7171}, {}).has_value());
+  auto dup = Peers(2);
+  dup.push_back(dup[0]);
+  EXPECT_FALSE(Membership::Create("job", dup, dup[0], {}).has_value());
+  EXPECT_FALSE(Membership::Create("", Peers(2), Peers(2)[0], {}).has_value());
+}
+
+}  // namespace
+}  // namespace stoker::node

@@ -1,0 +1,255 @@
+// The node daemon in-process: several daemons on loopback over one store directory, trainers
+// reading through NodeStorage, daemons aborted (as by kill -9), a corrupting peer, a daemon
+// of another dataset, and a cache smaller than the dataset.
+#include "node/node.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "format/chunk.h"
+#include "format/snapshot.h"
+#include "net/net_test_util.h"
+#include "node/node_storage.h"
+#include "storage/memory_storage.h"
+#include "storage/posix_storage.h"
+
+namespace stoker::node {
+namespace {
+
+using net::test::kSecret;
+using net::test::PackedDir;
+using net::test::PackRandomDir;
+
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+class NodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { packed_ = PackRandomDir(42, 150); }
+
+  // `n` daemons of one job on loopback, all knowing each other.
+  void StartDaemons(int n, uint64_t memory_limit = uint64_t{256} << 20) {
+    for (int i = 0; i < n; ++i) addresses_.push_back({"127.0.0.1", FreePort()});
+    for (int i = 0; i < n; ++i) daemons_.push_back(StartDaemon(i, memory_limit));
+  }
+
+  std::unique_ptr<Node> StartDaemon(int i, uint64_t memory_limit = uint64_t{256} << 20) {
+    NodeOptions o;
+    o.job = "job1";
+    o.store_uri = packed_->dir.path();
+    o.listen = addresses_[i];
+    o.peers = addresses_;
+    o.socket_path = Socket(i);
+    o.memory_limit = memory_limit;
+    o.secret = kSecret;
+    o.membership.heartbeat_interval = std::chrono::milliseconds(50);
+    o.probe_timeout = std::chrono::milliseconds(300);
+    o.peer_timeout = std::chrono::milliseconds(3000);
+    auto node = Node::Start(std::move(o));
+    EXPECT_TRUE(node.has_value()) << node.error().ToString();
+    return node ? std::move(*node) : nullptr;
+  }
+
+  std::string Socket(int i) const { return sockets_.Join("node" + std::to_string(i) + ".sock"); }
+
+  // Every file of the tree, read by a trainer on daemon `i`, must be exactly right.
+  std::shared_ptr<Storage> ReadAllThrough(int i) {
+    auto storage = NewNodeStorage(storage::NewPosixStorage(packed_->dir.path()), Socket(i));
+    ExpectEveryFileRight(storage);
+    return storage;
+  }
+
+  void ExpectEveryFileRight(const std::shared_ptr<Storage>& storage) {
+    auto ds = Dataset::Open(storage);
+    ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
+    for (const auto& [path, contents] : packed_->tree.files) {
+      auto index = (*ds)->Find(path);
+      ASSERT_TRUE(index.has_value()) << path;
+      auto bytes = (*ds)->ReadFile(*index);
+      ASSERT_TRUE(bytes.has_value()) << bytes.error().ToString();
+      ASSERT_EQ(stoker::test::AsString(*bytes), contents) << path;
+    }
+  }
+
+  uint32_t ChunkCount() {
+    auto ds = Dataset::Open(packed_->dir.path());
+    return (*ds)->snapshot().chunk_count();
+  }
+
+  uint64_t StoreFills() {
+    uint64_t n = 0;
+    for (auto& d : daemons_) n += d ? d->stats().store_fills : 0;
+    return n;
+  }
+
+  std::unique_ptr<PackedDir> packed_;
+  stoker::test::TempDir sockets_;
+  std::vector<net::ServerAddress> addresses_;
+  std::vector<std::unique_ptr<Node>> daemons_;
+};
+
+TEST_F(NodeTest, EachChunkComesFromTheStoreOnceForTheWholeJob) {
+  StartDaemons(3);
+  ASSERT_GT(ChunkCount(), 6u);
+  for (int i = 0; i < 3; ++i) {
+    auto storage = ReadAllThrough(i);
+    const auto s = GetNodeStorageStats(*storage);
+    EXPECT_GT(s.node_reads, 0u);
+    EXPECT_EQ(s.store_reads, 0u);
+  }
+  // Three trainers on three machines read the whole dataset; the store saw each chunk once.
+  EXPECT_EQ(StoreFills(), ChunkCount());
+  uint64_t peer_fills = 0;
+  for (auto& d : daemons_) {
+    const NodeStats s = d->stats();
+    EXPECT_GT(s.trainer_gets, 0u);
+    EXPECT_GT(s.peer_requests, 0u);  // every daemon owns something others asked for
+    EXPECT_EQ(s.peer_failures, 0u);
+    EXPECT_EQ(s.peers_live, 3u);
+    peer_fills += s.peer_fills;
+  }
+  EXPECT_GT(peer_fills, 0u);
+}
+
+TEST_F(NodeTest, AKilledDaemonCostsRereadsNotFailures) {
+  StartDaemons(3);
+  ReadAllThrough(0);
+  const uint64_t fills = StoreFills();
+  daemons_[2]->Abort();  // as kill -9: its connections are cut, its cache is gone
+  daemons_[2].reset();
+  // A trainer on daemon 1 reads everything: daemon 2's chunks go to their next owner.
+  ReadAllThrough(1);
+  EXPECT_GT(daemons_[1]->stats().peer_failures + daemons_[0]->stats().peer_failures, 0u);
+  EXPECT_LT(daemons_[1]->stats().peers_live, 3u);
+  // A trainer whose own daemon is gone reads the store directly, every byte right.
+  auto orphan = ReadAllThrough(2);
+  EXPECT_GT(GetNodeStorageStats(*orphan).store_reads, 0u);
+  // The daemon comes back (same address and socket): it rejoins and serves its trainer again.
+  daemons_[2] = StartDaemon(2);
+  ASSERT_NE(daemons_[2], nullptr);
+  for (int i = 0; i < 200 && daemons_[0]->stats().peers_live < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(daemons_[0]->stats().peers_live, 3u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the trainer's retry pause
+  ExpectEveryFileRight(orphan);
+  EXPECT_GT(GetNodeStorageStats(*orphan).node_reads, 0u);
+  EXPECT_GE(StoreFills(), fills);
+}
+
+TEST_F(NodeTest, ATrainerWithoutADaemonReadsTheStore) {
+  auto storage = ReadAllThrough(0);  // nothing listens on the socket
+  const auto s = GetNodeStorageStats(*storage);
+  EXPECT_EQ(s.node_reads, 0u);
+  EXPECT_GT(s.store_reads, 0u);
+}
+
+TEST_F(NodeTest, ADaemonOfAnotherDatasetIsRefused) {
+  auto other = PackRandomDir(7, 40);
+  addresses_.push_back({"127.0.0.1", FreePort()});
+  NodeOptions o;
+  o.job = "job1";
+  o.store_uri = other->dir.path();
+  o.listen = addresses_[0];
+  o.socket_path = Socket(0);
+  o.secret = kSecret;
+  auto node = Node::Start(std::move(o));
+  ASSERT_TRUE(node.has_value()) << node.error().ToString();
+  auto storage = ReadAllThrough(0);  // right bytes: the daemon said no, the store answered
+  EXPECT_EQ(GetNodeStorageStats(*storage).node_reads, 0u);
+  EXPECT_EQ((*node)->stats().trainer_gets, 0u);
+}
+
+TEST_F(NodeTest, CorruptBytesFromAPeerAreNeverHandedOn) {
+  // A "peer" that exports a copy of the dataset whose chunk bytes are damaged: it answers
+  // heartbeats correctly (same MANIFEST), so only the chunk check can catch it.
+  auto bad = std::make_shared<storage::MemoryStorage>();
+  auto good = storage::NewPosixStorage(packed_->dir.path());
+  ASSERT_TRUE(bad->CreateDirs("chunks").ok() && bad->CreateDirs("snapshots").ok());
+  for (const std::string& dir : {std::string(""), std::string("chunks"), std::string("snapshots")}) {
+    auto names = good->List(dir);
+    ASSERT_TRUE(names.has_value());
+    for (const std::string& name : *names) {
+      const std::string path = dir.empty() ? name : dir + "/" + name;
+      auto bytes = good->Map(path);
+      if (!bytes) continue;  // a directory
+      std::string copy(reinterpret_cast<const char*>((*bytes)->bytes().data()),
+                       (*bytes)->bytes().size());
+      if (dir == "chunks") copy[copy.size() / 2] ^= 0x40;
+      auto f = bad->Create(path);
+      ASSERT_TRUE(f.has_value());
+      ASSERT_TRUE((*f)->Append(std::as_bytes(std::span(copy))).ok());
+      ASSERT_TRUE((*f)->Close().ok());
+    }
+  }
+  auto so = net::test::TestServerOptions({});
+  so.storages.emplace("job1", bad);
+  auto liar = net::test::StartServer(std::move(so));
+  ASSERT_NE(liar, nullptr);
+  addresses_.push_back({"127.0.0.1", FreePort()});
+  addresses_.push_back({"127.0.0.1", liar->port()});
+  daemons_.push_back(StartDaemon(0));
+  ReadAllThrough(0);
+  EXPECT_GT(daemons_[0]->stats().peer_corrupt, 0u);
+  EXPECT_EQ(daemons_[0]->stats().peer_fills, 0u);
+}
+
+TEST_F(NodeTest, ACacheSmallerThanTheDatasetStaysUnderItsLimit) {
+  uint64_t largest = 0, total = 0;
+  {
+    auto ds = Dataset::Open(packed_->dir.path());
+    for (uint32_t i = 0; i < (*ds)->snapshot().chunk_count(); ++i) {
+      largest = std::max(largest, (*ds)->snapshot().chunk(i).file_size);
+      total += (*ds)->snapshot().chunk(i).file_size;
+    }
+  }
+  const uint64_t limit = 3 * largest;
+  ASSERT_LT(limit, total);
+  StartDaemons(1, limit);
+  ReadAllThrough(0);
+  ReadAllThrough(0);
+  const NodeStats s = daemons_[0]->stats();
+  EXPECT_LE(s.cache_peak_bytes, limit);
+  EXPECT_GT(s.cache_evictions, 0u);
+}
+
+TEST_F(NodeTest, BadOptionsAreRefused) {
+  NodeOptions o;
+  o.job = "job1";
+  o.store_uri = packed_->dir.path();
+  o.listen = {"127.0.0.1", 0};
+  o.socket_path = Socket(0);
+  o.secret = "short";
+  EXPECT_EQ(Node::Start(o).error().code(), StatusCode::kInvalidArgument);
+  o.secret = kSecret;
+  o.memory_limit = 10;  // smaller than a chunk
+  EXPECT_EQ(Node::Start(o).error().code(), StatusCode::kInvalidArgument);
+  o.memory_limit = uint64_t{64} << 20;
+  o.peers = {{"127.0.0.1", 1}};  // this daemon is not in its own peer list
+  EXPECT_EQ(Node::Start(o).error().code(), StatusCode::kInvalidArgument);
+  o.peers.clear();
+  o.store_uri = sockets_.Join("missing");
+  EXPECT_FALSE(Node::Start(o).has_value());
+  // Two daemons cannot share one trainer socket.
+  o.store_uri = packed_->dir.path();
+  auto first = Node::Start(o);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(Node::Start(o).error().code(), StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace stoker::node
