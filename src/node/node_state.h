@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "net/client.h"
+#include "net/socket.h"
 #include "node/chunk_cache.h"
 #include "node/membership.h"
 #include "node/node.h"
@@ -23,7 +24,7 @@
 namespace stoker::node {
 
 struct TrainerConnection {
-  int fd = -1;
+  net::Socket socket;  // closed when the connection is reaped
   std::thread thread;
   std::atomic<bool> done{false};
 };

@@ -47,13 +47,15 @@ Status DecodeStatus(net::PayloadReader& r) {
   return Status(static_cast<StatusCode>(*code), std::string(*message));
 }
 
+// Owns a descriptor received from the daemon.
 class FdCloser {
  public:
   explicit FdCloser(int fd) : fd_(fd) {}
   ~FdCloser() {
     if (fd_ >= 0) ::close(fd_);
   }
-  int release() { return std::exchange(fd_, -1); }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
   int get() const { return fd_; }
 
  private:
@@ -65,10 +67,6 @@ class NodeLink {
  public:
   NodeLink(std::shared_ptr<Storage> store, std::string path)
       : store_(std::move(store)), path_(std::move(path)) {}
-  ~NodeLink() {
-    for (int fd : idle_) ::close(fd);
-    if (control_ >= 0) ::close(control_);
-  }
 
   // The chunk's bytes from the daemon, or why not (the caller reads the store instead).
   Result<std::shared_ptr<const Mapping>> Chunk(uint64_t id) {
@@ -90,10 +88,8 @@ class NodeLink {
       ++stats_.node_failures;
       retry_at_ = net::Clock::now() + kRetryAfter;
       // The daemon may have died: its connections are dead, and a restarted one needs the plan.
-      for (int fd : idle_) ::close(fd);
       idle_.clear();
-      if (control_ >= 0) ::close(control_);
-      control_ = -1;
+      control_.Close();
       plan_sent_ = false;
       return Err(mapped.error());
     }
@@ -122,40 +118,35 @@ class NodeLink {
  private:
   // A greeted connection: idle or new. The HELLO carries our MANIFEST so that a daemon of
   // another dataset or version refuses us instead of serving the wrong chunks.
-  Result<int> Connection() {
+  Result<net::Socket> Connection() {
     {
       std::lock_guard lock(mu_);
       if (!idle_.empty()) {
-        const int fd = idle_.back();
+        net::Socket socket = std::move(idle_.back());
         idle_.pop_back();
-        return fd;
+        return socket;
       }
     }
-    STOKER_ASSIGN_OR_RETURN(const int raw, ConnectUnix(path_));
-    FdCloser fd(raw);
+    STOKER_ASSIGN_OR_RETURN(net::Socket socket, ConnectUnix(path_));
     if (manifest_.empty()) {
       STOKER_ASSIGN_OR_RETURN(auto bytes, store_->Map(format::kManifestPath));
       manifest_.assign(reinterpret_cast<const char*>(bytes->bytes().data()), bytes->bytes().size());
     }
     net::PayloadWriter w;
     w.U8(static_cast<uint8_t>(TrainerRequest::kHello)).Bytes(manifest_);
-    STOKER_RETURN_IF_ERROR(SendMessage(fd.get(), w.data(), -1, net::After(kRequestTimeout)));
+    STOKER_RETURN_IF_ERROR(SendMessage(socket, w.data(), -1, net::After(kRequestTimeout)));
     int passed = -1;
     STOKER_ASSIGN_OR_RETURN(auto reply,
-                            ReceiveMessage(fd.get(), &passed, net::After(kRequestTimeout)));
-    if (passed >= 0) ::close(passed);
+                            ReceiveMessage(socket, &passed, net::After(kRequestTimeout)));
+    FdCloser unexpected(passed);
     net::PayloadReader r(reply);
     STOKER_RETURN_IF_ERROR(DecodeStatus(r));
-    return fd.release();
+    return socket;
   }
 
-  void Return(int fd) {
+  void Return(net::Socket socket) {
     std::lock_guard lock(mu_);
-    if (idle_.size() < kIdleConnections) {
-      idle_.push_back(fd);
-    } else {
-      ::close(fd);
-    }
+    if (idle_.size() < kIdleConnections) idle_.push_back(std::move(socket));
   }
 
   Result<std::shared_ptr<const Mapping>> Fetch(uint64_t id) {
@@ -163,14 +154,13 @@ class NodeLink {
       std::lock_guard lock(mu_);
       if (!plan_sent_) (void)SendPlanLocked();  // a restarted daemon needs the plan again
     }
-    STOKER_ASSIGN_OR_RETURN(const int raw, Connection());
-    FdCloser fd(raw);
+    STOKER_ASSIGN_OR_RETURN(net::Socket socket, Connection());
     net::PayloadWriter w;
     w.U8(static_cast<uint8_t>(TrainerRequest::kGet)).U64(id);
-    STOKER_RETURN_IF_ERROR(SendMessage(fd.get(), w.data(), -1, net::After(kRequestTimeout)));
+    STOKER_RETURN_IF_ERROR(SendMessage(socket, w.data(), -1, net::After(kRequestTimeout)));
     int passed = -1;
     STOKER_ASSIGN_OR_RETURN(auto reply,
-                            ReceiveMessage(fd.get(), &passed, net::After(kRequestTimeout)));
+                            ReceiveMessage(socket, &passed, net::After(kRequestTimeout)));
     FdCloser chunk_fd(passed);
     net::PayloadReader r(reply);
     STOKER_RETURN_IF_ERROR(DecodeStatus(r));
@@ -186,7 +176,7 @@ class NodeLink {
     }
     void* p = ::mmap(nullptr, *size, PROT_READ, MAP_SHARED, chunk_fd.get(), 0);
     if (p == MAP_FAILED) return Err(Status::FromErrno(errno, "map chunk from the node daemon"));
-    Return(fd.release());
+    Return(std::move(socket));
     return std::make_shared<const Mapping>(static_cast<const std::byte*>(p), *size);
   }
 
@@ -194,13 +184,12 @@ class NodeLink {
   // connection that sent it closes (a trainer that died needs nothing any more).
   Status SendPlanLocked() {
     if (plan_.empty()) return Status::OK();
-    if (control_ < 0) {
+    if (!control_.valid()) {
       mu_.unlock();
-      auto fd = Connection();
+      auto socket = Connection();
       mu_.lock();
-      if (!fd) return fd.error();
-      if (control_ >= 0) ::close(control_);
-      control_ = *fd;
+      if (!socket) return socket.error();
+      control_ = std::move(*socket);
     }
     for (size_t start = 0; start < plan_.size() || start == 0; start += kPlanIdsPerMessage) {
       const size_t n = std::min(kPlanIdsPerMessage, plan_.size() - start);
@@ -213,10 +202,9 @@ class NodeLink {
       Result<std::string> reply = st.ok() ? ReceiveMessage(control_, &passed,
                                                            net::After(kRequestTimeout))
                                           : Err(st);
-      if (passed >= 0) ::close(passed);
+      FdCloser unexpected(passed);
       if (!reply) {
-        ::close(control_);
-        control_ = -1;
+        control_.Close();
         return reply.error();
       }
     }
@@ -228,12 +216,12 @@ class NodeLink {
   const std::string path_;
   mutable std::mutex mu_;
   std::string manifest_;  // written once, before the first connection is used
-  std::vector<int> idle_;
+  std::vector<net::Socket> idle_;
   std::list<std::pair<uint64_t, std::shared_ptr<const Mapping>>> kept_;
   net::Deadline retry_at_{};
   std::vector<uint64_t> plan_;
   bool plan_sent_ = true;
-  int control_ = -1;
+  net::Socket control_;
   NodeStorageStats stats_;
 };
 

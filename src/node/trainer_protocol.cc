@@ -1,6 +1,7 @@
 #include "node/trainer_protocol.h"
 
 #include <poll.h>
+#include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -9,25 +10,9 @@
 #include <vector>
 
 namespace stoker::node {
-namespace {
 
-Status WaitFor(int socket, short events, net::Deadline deadline, int cancel_fd) {
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - net::Clock::now());
-    if (left.count() <= 0) return Status(StatusCode::kTimeout, "node daemon socket: timed out");
-    pollfd fds[2] = {{socket, events, 0}, {cancel_fd, POLLIN, 0}};
-    const int n = ::poll(fds, cancel_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::FromErrno(errno, "poll");
-    if (cancel_fd >= 0 && fds[1].revents != 0) return Status(StatusCode::kCancelled, "shutting down");
-    if (n > 0) return Status::OK();
-  }
-}
-
-}  // namespace
-
-Status SendMessage(int socket, std::string_view message, int pass_fd, net::Deadline deadline) {
+Status SendMessage(net::Socket& socket, std::string_view message, int pass_fd,
+                   net::Deadline deadline) {
   iovec iov{const_cast<char*>(message.data()), message.size()};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -43,12 +28,12 @@ Status SendMessage(int socket, std::string_view message, int pass_fd, net::Deadl
     std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
   }
   while (true) {
-    const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = ::sendmsg(socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == static_cast<ssize_t>(message.size())) return Status::OK();
     if (n >= 0) return Status::IOError("node daemon socket: short send");
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      STOKER_RETURN_IF_ERROR(WaitFor(socket, POLLOUT, deadline, -1));
+      STOKER_RETURN_IF_ERROR(socket.Wait(POLLOUT, deadline, -1));
       continue;
     }
     if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) {
@@ -58,12 +43,12 @@ Status SendMessage(int socket, std::string_view message, int pass_fd, net::Deadl
   }
 }
 
-Result<std::string> ReceiveMessage(int socket, int* received_fd, net::Deadline deadline,
+Result<std::string> ReceiveMessage(net::Socket& socket, int* received_fd, net::Deadline deadline,
                                    int cancel_fd) {
   *received_fd = -1;
   std::string buffer(kMaxTrainerMessage, '\0');
   while (true) {
-    STOKER_RETURN_IF_ERROR(WaitFor(socket, POLLIN, deadline, cancel_fd));
+    STOKER_RETURN_IF_ERROR(socket.Wait(POLLIN, deadline, cancel_fd));
     iovec iov{buffer.data(), buffer.size()};
     msghdr msg{};
     msg.msg_iov = &iov;
@@ -71,7 +56,7 @@ Result<std::string> ReceiveMessage(int socket, int* received_fd, net::Deadline d
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(socket, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    const ssize_t n = ::recvmsg(socket.fd(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n < 0) {
       if (errno == ECONNRESET) return Err(Status(StatusCode::kUnavailable, "node daemon socket reset"));
@@ -106,22 +91,21 @@ Result<std::string> ReceiveMessage(int socket, int* received_fd, net::Deadline d
   }
 }
 
-Result<int> ConnectUnix(const std::string& path) {
+Result<net::Socket> ConnectUnix(const std::string& path) {
   sockaddr_un addr{};
   if (path.empty() || path.size() >= sizeof addr.sun_path) {
     return Err(Status::InvalidArgument("bad node daemon socket path '" + path + "'"));
   }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
-  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Err(Status::FromErrno(errno, "socket"));
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    const int e = errno;
-    ::close(fd);
+  // A unix connect completes or fails at once (no handshake to wait for), blocking or not.
+  net::Socket socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), path);
+  if (!socket.valid()) return Err(Status::FromErrno(errno, "socket"));
+  if (::connect(socket.fd(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     return Err(Status(StatusCode::kUnavailable,
-                      "no node daemon at " + path + ": " + std::strerror(e)));
+                      "no node daemon at " + path + ": " + std::strerror(errno)));
   }
-  return fd;
+  return socket;
 }
 
 }  // namespace stoker::node

@@ -33,13 +33,16 @@ inline constexpr size_t kMaxTrainerMessage = 128 * 1024;
 inline constexpr size_t kPlanIdsPerMessage = 8192;
 
 // Sends one message, with `pass_fd` (>= 0) attached as SCM_RIGHTS.
-Status SendMessage(int socket, std::string_view message, int pass_fd, net::Deadline deadline);
+Status SendMessage(net::Socket& socket, std::string_view message, int pass_fd,
+                   net::Deadline deadline);
 // Receives one message (at most kMaxTrainerMessage bytes). A descriptor that came with it is
-// stored in *received_fd (the caller owns it), otherwise -1. Unavailable on EOF.
-Result<std::string> ReceiveMessage(int socket, int* received_fd, net::Deadline deadline,
+// stored in *received_fd (the caller owns it), otherwise -1. Unavailable on EOF; Cancelled
+// once `cancel_fd` (>= 0) is readable.
+Result<std::string> ReceiveMessage(net::Socket& socket, int* received_fd, net::Deadline deadline,
                                    int cancel_fd = -1);
 
-// Connects to the daemon's socket (Unavailable if nobody listens there).
-Result<int> ConnectUnix(const std::string& path);
+// Connects to the daemon's socket (Unavailable if nobody listens there). Non-blocking, like
+// every net::Socket.
+Result<net::Socket> ConnectUnix(const std::string& path);
 
 }  // namespace stoker::node

@@ -43,8 +43,7 @@ Status Node::State::StartTrainerService() {
     return Status::InvalidArgument("trainer socket path too long: " + path);
   }
   // A socket file left by a daemon that was killed is removed; one a live daemon answers on is not.
-  if (auto other = ConnectUnix(path); other) {
-    ::close(*other);
+  if (ConnectUnix(path).has_value()) {
     return Status::AlreadyExists("another node daemon is serving " + path);
   }
   ::unlink(path.c_str());
@@ -72,7 +71,6 @@ void Node::State::AcceptTrainers() {
     for (auto it = trainers.begin(); it != trainers.end();) {  // reap finished connections
       if ((*it)->done.load()) {
         (*it)->thread.join();
-        ::close((*it)->fd);
         it = trainers.erase(it);
       } else {
         ++it;
@@ -83,7 +81,7 @@ void Node::State::AcceptTrainers() {
       const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) break;
       auto c = std::make_unique<TrainerConnection>();
-      c->fd = fd;
+      c->socket = net::Socket(fd, options.socket_path);
       TrainerConnection* raw = c.get();
       trainers.push_back(std::move(c));
       raw->thread = std::thread([this, raw] {
@@ -101,7 +99,7 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
   bool greeted = false;
   while (true) {
     int passed = -1;
-    auto message = ReceiveMessage(c.fd, &passed, net::After(
+    auto message = ReceiveMessage(c.socket, &passed, net::After(
         std::chrono::duration_cast<std::chrono::milliseconds>(kIdleForever)), stop_pipe[0]);
     if (passed >= 0) ::close(passed);  // trainers send no descriptors
     if (!message) break;
@@ -173,11 +171,11 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
       reply = ErrorReply(Status::Unsupported(fmt::format("unknown request type {}", *type)));
       close_after = true;
     }
-    if (!SendMessage(c.fd, reply, reply_fd, net::After(kReplyTimeout)).ok() || close_after) break;
+    if (!SendMessage(c.socket, reply, reply_fd, net::After(kReplyTimeout)).ok() || close_after) break;
   }
   cache->RemovePlan(plan);
   counters.trainer_connections.fetch_sub(1);
-  ::shutdown(c.fd, SHUT_RDWR);
+  c.socket.ShutdownBoth();
 }
 
 void Node::State::StopTrainerService() {
@@ -191,10 +189,7 @@ void Node::State::StopTrainerService() {
     std::lock_guard lock(trainers_mu);
     rest.swap(trainers);
   }
-  for (auto& c : rest) {
-    c->thread.join();
-    ::close(c->fd);
-  }
+  for (auto& c : rest) c->thread.join();
   if (listen_fd >= 0) {
     ::close(listen_fd);
     listen_fd = -1;

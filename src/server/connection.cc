@@ -210,6 +210,12 @@ void Server::State::Serve(Connection& c) {
 
   Session session{*this, {}, nullptr};
   while (true) {
+    // A connection that goes idle lets go of its open file: for the node daemon that file pins
+    // a cached chunk, which must not stay unevictable because a peer keeps a pooled connection.
+    if (!socket.WaitReadable(net::Clock::now()).ok()) {
+      session.open_file.reset();
+      session.open_key.clear();
+    }
     // Between frames the connection may idle; shutdown wakes this wait (and only this one: a
     // request that has begun to arrive is read and answered).
     Status st = socket.WaitReadable(net::After(options.idle_timeout), shutdown_pipe[0]);
