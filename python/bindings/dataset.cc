@@ -36,6 +36,7 @@
 
 #include "errors.h"
 #include "format/snapshot.h"
+#include "node/node_storage.h"
 #include "stoker/dataset.h"
 
 namespace nb = nanobind;
@@ -233,6 +234,14 @@ const Dataset& UnwrapDataset(nb::handle obj) {
     throw nb::type_error("expected a stoker.Dataset");
   }
   return dataset->Get();
+}
+
+void AddNodeStats(const Dataset& dataset, nb::dict& stats) {
+  const auto node = node::GetNodeStorageStats(dataset.storage());
+  if (!node) return;
+  stats["node_reads"] = node->node_reads;
+  stats["store_reads"] = node->store_reads;
+  stats["node_failures"] = node->node_failures;
 }
 
 void RegisterDataset(nb::module_& m) {

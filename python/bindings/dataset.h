@@ -17,6 +17,10 @@ void RegisterDataset(nanobind::module_& m);
 // lazily). TypeError if `obj` is not a stoker.Dataset. Call with the GIL held; the reference
 // lives as long as `obj`.
 const Dataset& UnwrapDataset(nanobind::handle obj);
+// Adds "node_reads", "store_reads" and "node_failures" (reads of chunk bytes through the node
+// daemon's shared memory, straight from the store, and failed daemon requests, since the
+// dataset was opened) when the dataset reads through a node daemon ($STOKER_NODE).
+void AddNodeStats(const Dataset& dataset, nanobind::dict& stats);
 
 // What ds[i] returns for `sample`: (bytes, label, path), or ({ext: bytes}, label, key) for a
 // sample of several files (tar input). `file_bytes` supplies each file's bytes.

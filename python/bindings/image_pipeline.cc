@@ -129,6 +129,7 @@ class PyImagePipeline {
     d["bytes_read"] = s.read.bytes_read;
     d["ranges"] = s.read.ranges;
     d["peak_bytes_held"] = s.read.peak_bytes_held;
+    AddNodeStats(UnwrapDataset(dataset_obj_), d);
     return d;
   }
 

@@ -91,6 +91,7 @@ class PyPipeline {
     d["consumer_wait_seconds"] = s.consumer_wait_seconds;
     d["peak_bytes_held"] = s.peak_bytes_held;
     d["engine"] = std::string(pipeline_->engine_name());
+    AddNodeStats(UnwrapDataset(dataset_obj_), d);
     return d;
   }
 

@@ -224,7 +224,8 @@ class ImageLoader(_Stream):
         images_per_second, seconds, read_wait_seconds (the dispatcher waiting for storage),
         decode_seconds / resize_seconds / output_seconds (summed over threads),
         idle_seconds (threads without work), consumer_wait_seconds (training waiting for a
-        batch), bytes_read, ranges, peak_bytes_held."""
+        batch), bytes_read, ranges, peak_bytes_held; with a node daemon also node_reads,
+        store_reads, node_failures (see Loader.stats)."""
         return dict(self._stats)
 
     def state_dict(self) -> dict[str, Any]:

@@ -371,7 +371,10 @@ class Loader(_Stream):
     def stats(self) -> dict[str, Any]:
         """Read-pipeline counters of the last pass: samples, ranges, bytes_read, payload_bytes,
         consumer_waits, consumer_wait_seconds (how long training waited for data),
-        peak_bytes_held, engine ("io_uring" or "threads")."""
+        peak_bytes_held, engine ("io_uring" or "threads"). With a node daemon ($STOKER_NODE) also
+        node_reads / store_reads / node_failures: chunk reads served from the daemon's shared
+        memory, read from the store (no daemon, or it failed), and failed daemon requests, since
+        the dataset was opened."""
         return dict(self._stats)
 
     def state_dict(self) -> dict[str, Any]:

@@ -321,9 +321,10 @@ std::shared_ptr<Storage> NewNodeStorage(std::shared_ptr<Storage> store, std::str
   return std::make_shared<NodeStorage>(std::move(store), std::move(socket_path));
 }
 
-NodeStorageStats GetNodeStorageStats(const Storage& storage) {
+std::optional<NodeStorageStats> GetNodeStorageStats(const Storage& storage) {
   const auto* node = dynamic_cast<const NodeStorage*>(&storage);
-  return node != nullptr ? node->stats() : NodeStorageStats{};
+  if (node == nullptr) return std::nullopt;
+  return node->stats();
 }
 
 }  // namespace stoker::node

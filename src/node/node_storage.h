@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "stoker/storage.h"
@@ -26,7 +27,7 @@ struct NodeStorageStats {
 };
 
 std::shared_ptr<Storage> NewNodeStorage(std::shared_ptr<Storage> store, std::string socket_path);
-// Counters of a storage made by NewNodeStorage (zeros for any other storage).
-NodeStorageStats GetNodeStorageStats(const Storage& storage);
+// Counters of a storage made by NewNodeStorage; nullopt for any other storage.
+std::optional<NodeStorageStats> GetNodeStorageStats(const Storage& storage);
 
 }  // namespace stoker::node

@@ -107,7 +107,7 @@ TEST_F(NodeTest, EachChunkComesFromTheStoreOnceForTheWholeJob) {
   ASSERT_GT(ChunkCount(), 6u);
   for (int i = 0; i < 3; ++i) {
     auto storage = ReadAllThrough(i);
-    const auto s = GetNodeStorageStats(*storage);
+    const auto s = *GetNodeStorageStats(*storage);
     EXPECT_GT(s.node_reads, 0u);
     EXPECT_EQ(s.store_reads, 0u);
   }
@@ -137,7 +137,7 @@ TEST_F(NodeTest, AKilledDaemonCostsRereadsNotFailures) {
   EXPECT_LT(daemons_[1]->stats().peers_live, 3u);
   // A trainer whose own daemon is gone reads the store directly, every byte right.
   auto orphan = ReadAllThrough(2);
-  EXPECT_GT(GetNodeStorageStats(*orphan).store_reads, 0u);
+  EXPECT_GT(GetNodeStorageStats(*orphan)->store_reads, 0u);
   // The daemon comes back (same address and socket): it rejoins and serves its trainer again.
   daemons_[2] = StartDaemon(2);
   ASSERT_NE(daemons_[2], nullptr);
@@ -147,13 +147,13 @@ TEST_F(NodeTest, AKilledDaemonCostsRereadsNotFailures) {
   EXPECT_EQ(daemons_[0]->stats().peers_live, 3u);
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the trainer's retry pause
   ExpectEveryFileRight(orphan);
-  EXPECT_GT(GetNodeStorageStats(*orphan).node_reads, 0u);
+  EXPECT_GT(GetNodeStorageStats(*orphan)->node_reads, 0u);
   EXPECT_GE(StoreFills(), fills);
 }
 
 TEST_F(NodeTest, ATrainerWithoutADaemonReadsTheStore) {
   auto storage = ReadAllThrough(0);  // nothing listens on the socket
-  const auto s = GetNodeStorageStats(*storage);
+  const auto s = *GetNodeStorageStats(*storage);
   EXPECT_EQ(s.node_reads, 0u);
   EXPECT_GT(s.store_reads, 0u);
 }
@@ -170,7 +170,7 @@ TEST_F(NodeTest, ADaemonOfAnotherDatasetIsRefused) {
   auto node = Node::Start(std::move(o));
   ASSERT_TRUE(node.has_value()) << node.error().ToString();
   auto storage = ReadAllThrough(0);  // right bytes: the daemon said no, the store answered
-  EXPECT_EQ(GetNodeStorageStats(*storage).node_reads, 0u);
+  EXPECT_EQ(GetNodeStorageStats(*storage)->node_reads, 0u);
   EXPECT_EQ((*node)->stats().trainer_gets, 0u);
 }
 
