@@ -64,9 +64,46 @@ import benchlib  # noqa: E402
 from benchlib import CACHE, log  # noqa: E402
 from testbed import Testbed, TestbedError, transfer, wait_for_port  # noqa: E402
 
-SERVE_PORT, METRICS_PORT, REDIS_PORT, NODE_PORT = 7070, 7072, 6379, 7171
+SERVE_PORT, METRICS_PORT, REDIS_PORT, NODE_PORT, NODE_METRICS_PORT = 7070, 7072, 6379, 7171, 7173
+STEP_PORT = 7300
 PROGRESS_S = 0.25
 SUSTAIN_S = 1.0  # recovery: the rate must stay back this long
+
+# The step barrier (data-parallel lock-step): trainers connect, say "GROUP N\n" once, then send a
+# byte at every step; when N members of GROUP have sent one, each gets a byte back. A member that
+# disconnects leaves the group (the others are not held up by a dead trainer). Runs on the switch.
+_STEP_CODE = r"""
+import socket, sys, threading
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((sys.argv[1], int(sys.argv[2]))); ls.listen(64)
+lock = threading.Lock(); groups = {}
+def release(g):
+    st = groups[g]
+    if st["members"] and len(st["waiting"]) >= st["members"]:
+        for c in st["waiting"]:
+            try: c.sendall(b"k")
+            except OSError: pass
+        st["waiting"] = []
+def serve(c):
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = c.makefile("rb")
+    g, n = f.readline().split()
+    with lock:
+        st = groups.setdefault(g, {"members": int(n), "joined": 0, "waiting": []})
+        st["joined"] += 1
+    try:
+        while f.read(1):
+            with lock:
+                st["waiting"].append(c); release(g)
+    finally:
+        with lock:
+            st["members"] -= 1
+            if c in st["waiting"]: st["waiting"].remove(c)
+            release(g)
+print("ready", flush=True)
+while True:
+    threading.Thread(target=serve, args=(ls.accept()[0],), daemon=True).start()
+"""
 
 # The stoker trainer of (a) and (c): one rank, --epochs epochs through stoker.Loader. Prints
 # {"ready"} once the loader is open, progress lines every PROGRESS_S, {"epoch_done"} after each
@@ -75,11 +112,21 @@ SUSTAIN_S = 1.0  # recovery: the rate must stay back this long
 _TRAINER = r"""
 import json, sys, threading, time
 import stoker
-uri, rank, world, epochs, seed, limit, barrier, every, budget_mb = sys.argv[1:10]
+uri, rank, world, epochs, seed, limit, barrier, every, budget_mb, step = sys.argv[1:11]
 rank, world, epochs, seed, limit = int(rank), int(world), int(epochs), int(seed), int(limit)
 every, budget = float(every), (int(budget_mb) << 20) or None
 loader = stoker.Loader(uri, shuffle="chunk", seed=seed, rank=rank, world_size=world,
                        memory_budget=budget)
+sync = None
+if step:  # "HOST:PORT:GROUP:EVERY": lock-step with the other ranks every EVERY samples
+    import socket
+    h, p, group, step = step.split(":"); step = int(step)
+    sync = socket.create_connection((h, int(p))); sync.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sync.sendall(f"{group} {world}\n".encode())
+def barrier_step():
+    sync.sendall(b"s")
+    if sync.recv(1) != b"k":
+        raise RuntimeError("step barrier lost")
 state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False}
 def ticker():
     while not state["stop"]:
@@ -102,6 +149,8 @@ for epoch in range(epochs):
                 first = time.time() - t0
             n += 1; b += len(data)
             state["samples"] += 1; state["bytes"] += len(data)
+            if sync is not None and n % step == 0:
+                barrier_step()
             if limit and n >= limit:
                 break
     except Exception as e:
@@ -113,6 +162,8 @@ for epoch in range(epochs):
                       "stats": loader.stats()}), flush=True)
     if error:
         break
+    if sync is not None and n % step:
+        barrier_step()  # the epoch's last, partial step
 state["stop"] = True
 print(json.dumps({"done": True, "ok": ok}), flush=True)
 """
@@ -199,6 +250,14 @@ def storage_read_bytes(storage) -> int:
     return int(m.group(1))
 
 
+def node_metrics(node) -> dict:
+    """The node daemon's counters (stoker_node_*_total), by name without prefix and suffix."""
+    out = node.run([sys.executable, "-c", _METRICS_CODE,
+                    f"http://{node.ip}:{NODE_METRICS_PORT}/metrics"], check=False).stdout
+    return {m.group(1): int(m.group(2)) for m in
+            re.finditer(r"^stoker_node_(\w+?)(?:_total)? (\d+)$", out, re.M)}
+
+
 def redis_info(cache) -> dict:
     out = cache.run(["redis-cli", "-h", cache.ip, "-p", str(REDIS_PORT), "info"]).stdout
     info = {}
@@ -250,7 +309,7 @@ class Bench:
         return [str(self.stoker_exe), "node", "--job", "bench", "--store", self.uri,
                 "--listen", f"{node.ip}:{NODE_PORT}", "--peers", peers,
                 "--socket", self.socket(node), "--memory-limit", self.args.memory_limit,
-                "--secret-file", str(self.secret)]
+                "--secret-file", str(self.secret), "--metrics-port", str(NODE_METRICS_PORT)]
 
     def start_daemon(self, node) -> None:
         sock = Path(self.socket(node))
@@ -279,9 +338,23 @@ class Bench:
         self.daemons.clear()
 
     # trainers ---------------------------------------------------------------------------------
+    def start_step_server(self) -> None:
+        self.step_proc = self.tb.switch.popen([sys.executable, "-c", _STEP_CODE, self.tb.switch.ip,
+                                               str(STEP_PORT)], stdout=subprocess.PIPE, text=True)
+        if self.step_proc.stdout.readline().strip() != "ready":
+            raise TestbedError("step barrier server did not start")
+        self.step_groups = 0
+
+    def step_arg(self, kind: str) -> str:
+        """The trainers' lock-step option (one new group per set of trainers), or ""."""
+        if not self.args.step:
+            return ""
+        return f"{self.tb.switch.ip}:{STEP_PORT}:{kind}{self.step_groups}:{self.args.step}"
+
     def start_trainers(self, kind: str, epochs: int, barrier: str) -> list[Trainer]:
         a, world = self.args, len(self.nodes)
         trainers = []
+        self.step_groups += 1
         for rank, node in enumerate(self.nodes):
             env = dict(self.env)
             if kind == "redis":
@@ -291,13 +364,13 @@ class Bench:
                         "--limit", str(a.limit), "--batch", str(a.redis_batch),
                         "--inflight", str(a.redis_inflight), "--io-threads",
                         str(a.redis_io_threads), "--progress", str(PROGRESS_S),
-                        "--barrier", barrier]
+                        "--barrier", barrier, "--step", self.step_arg(kind)]
             else:
                 if kind == "stoker":
                     env["STOKER_NODE"] = self.socket(node)
                 argv = [str(self.python), "-c", _TRAINER, self.uri, str(rank), str(world),
                         str(epochs), "0", str(a.limit), barrier, str(PROGRESS_S),
-                        str(a.loader_budget_mb)]
+                        str(a.loader_budget_mb), self.step_arg(kind)]
             trainers.append(Trainer(node, argv, env, rank))
         for t in trainers:
             t.wait_for("ready", 120)
@@ -312,6 +385,7 @@ class Bench:
             for e in range(a.epochs):
                 s0 = storage_read_bytes(self.storage)
                 r0 = redis_info(self.cache) if kind == "redis" else None
+                m0 = [node_metrics(n) for n in self.nodes] if kind == "stoker" else None
                 for t in trainers:
                     t.go()
                 done = [t.wait_for("epoch_done", a.epoch_timeout) for t in trainers]
@@ -323,13 +397,27 @@ class Bench:
                     row["redis_input_bytes"] = r1["net_input_bytes"] - r0["net_input_bytes"]
                     row["redis_used_memory"] = r1["used_memory"]
                     row["redis_keys"] = r1["keys"]
+                if kind == "stoker":
+                    m1 = [node_metrics(n) for n in self.nodes]
+                    for n, before, after in zip(row["nodes"], m0, m1):
+                        n["daemon"] = {k: after[k] - before.get(k, 0) for k in after
+                                       if k.endswith(("bytes", "fills", "requests", "gets",
+                                                      "hits", "failures", "corrupt",
+                                                      "prefetches", "evictions"))
+                                       and k != "cache_bytes"}
+                        n["daemon"]["cache_bytes"] = after.get("cache_bytes", 0)
+                    row["peer_bytes"] = sum(n["daemon"].get("peer_bytes", 0)
+                                            for n in row["nodes"])
+                    row["daemon_store_bytes"] = sum(n["daemon"].get("store_bytes", 0)
+                                                    for n in row["nodes"])
                 epochs.append(row)
                 log(f"  {kind} epoch {e + 1}: " + ", ".join(
                     f"{n['node']} {n['samples_per_s']:.0f}" for n in row["nodes"]) +
                     f" samples/s; aggregate {row['aggregate_samples_per_s']:.0f}; storage "
                     f"{row['storage_bytes'] / 1e6:.0f} MB; failed {row['failed']}" +
                     (f"; redis out {row['redis_output_bytes'] / 1e6:.0f} MB"
-                     if kind == "redis" else ""))
+                     if kind == "redis" else "") +
+                    (f"; peer {row['peer_bytes'] / 1e6:.0f} MB" if kind == "stoker" else ""))
                 if any(d.get("error") for d in done):
                     raise TestbedError(f"{kind}: a trainer failed: "
                                        f"{[d.get('error') for d in done]}")
@@ -427,6 +515,8 @@ def epoch_row(done: list[dict], storage_bytes: int) -> dict:
             "aggregate_MBps": sum(d["bytes"] for d in done) / span / 1e6,
             "min_node_samples_per_s": min(n["samples_per_s"] for n in nodes),
             "mean_node_MBps": sum(n["MBps"] for n in nodes) / len(nodes),
+            # what each node gets when the epoch ends with its slowest node (data parallel)
+            "per_node_MBps": sum(d["bytes"] for d in done) / span / 1e6 / len(nodes),
             "storage_bytes": storage_bytes,
             "failed": sum(n["failed"] + n.get("read_errors", 0) for n in nodes)}
 
@@ -516,7 +606,10 @@ def summary(results: dict) -> str:
         head = (f"{'setup':8} {'epoch':>5} " + " ".join(f"{'n' + str(i + 1):>6}"
                                                        for i in range(results['nodes'])) +
                 f" {'aggr':>7} {'MB/s/node':>9} {'%link':>6} {'storage MB':>10} {'cache MB':>8}")
-        lines += [head + "   (samples/s)", "-" * len(head)]
+        lines += ["n1..: samples/s of each node over its own epoch; aggr: all samples / (last "
+                  "end - first start); MB/s/node: aggr MB/s / nodes, %link: of the link row; "
+                  "storage MB: READ bytes stoker serve sent; cache MB: bytes Redis sent (redis), "
+                  "bytes the daemons got from peers (stoker)", head, "-" * len(head)]
         for kind in ("direct", "redis", "stoker"):
             if kind not in run or "epochs" not in run[kind]:
                 continue
@@ -524,10 +617,10 @@ def summary(results: dict) -> str:
                 lines.append(
                     f"{kind:8} {e + 1:>5} " +
                     " ".join(f"{n['samples_per_s']:6.0f}" for n in row["nodes"]) +
-                    f" {row['aggregate_samples_per_s']:7.0f} {row['mean_node_MBps']:9.1f}"
-                    f" {100 * row['mean_node_MBps'] / link:5.0f}%"
+                    f" {row['aggregate_samples_per_s']:7.0f} {row['per_node_MBps']:9.1f}"
+                    f" {100 * row['per_node_MBps'] / link:5.0f}%"
                     f" {row['storage_bytes'] / 1e6:10.0f}"
-                    f" {row.get('redis_output_bytes', 0) / 1e6 if kind == 'redis' else 0:8.0f}")
+                    f" {row.get('redis_output_bytes', row.get('peer_bytes', 0)) / 1e6:8.0f}")
         for e in range(results["epochs"]):
             def agg(kind):
                 try:
@@ -594,6 +687,9 @@ def main() -> int:
     ap.add_argument("--kill-at", type=float, default=0.4, help="fraction of that epoch")
     ap.add_argument("--down-seconds", type=float, default=3.0)
     ap.add_argument("--threshold", type=float, default=0.9)
+    ap.add_argument("--step", type=int, default=64,
+                    help="lock-step: every trainer waits for all the others every STEP samples, "
+                    "as data-parallel training does at each step (0: trainers run freely)")
     ap.add_argument("--rate-window", type=float, default=1.0,
                     help="recovery: seconds over which the aggregate rate is measured")
     ap.add_argument("--loader-budget-mb", type=int, default=0,
@@ -632,7 +728,7 @@ def main() -> int:
                "storage_rate": args.storage_rate or args.rate,
                "nodes": args.nodes, "epochs": args.epochs, "limit": args.limit,
                "dataset": str(args.dataset), "dataset_bytes": payload,
-               "loader_budget_mb": args.loader_budget_mb,
+               "loader_budget_mb": args.loader_budget_mb, "step": args.step,
                "redis_tuning": {"batch": args.redis_batch, "inflight": args.redis_inflight,
                                 "io_threads": args.redis_io_threads,
                                 "maxmemory": args.redis_maxmemory},
@@ -651,6 +747,7 @@ def main() -> int:
         relay = tb.relay(storage, SERVE_PORT, delay_ms=args.delay_ms)
         uri = f"stoker://{relay.address}/train"
         bench = Bench(tb, args, uri, env, stoker_exe, python, secret)
+        bench.start_step_server()
         bench.num_samples = int(tb["n1"].run(
             [str(python), "-c", "import stoker, sys; print(len(stoker.Dataset(sys.argv[1])))",
              uri], env=env).stdout)

@@ -23,6 +23,8 @@ struct NodeArgs {
   std::string peers;
   std::string socket;
   uint64_t memory_limit = uint64_t{4} << 30;
+  std::string disk_dir;
+  uint64_t disk_limit = 0;
   std::string secret_file;
   int metrics_port = -1;
   size_t prefetch = 2;
@@ -72,6 +74,11 @@ int RunNode(const NodeArgs& a) {
   o.peers = std::move(*peers);
   o.socket_path = a.socket.empty() ? "/run/stoker/" + a.job + ".sock" : a.socket;
   o.memory_limit = a.memory_limit;
+  o.disk_dir = a.disk_dir;
+  o.disk_limit = a.disk_limit;
+  if (!o.disk_dir.empty() && o.disk_limit == 0) {
+    return Fail(Status::InvalidArgument("--disk-dir needs --disk-limit (e.g. 500G)"));
+  }
   auto secret = a.secret_file.empty() ? net::LoadSecretFromEnvironment()
                                       : net::LoadSecretFile(a.secret_file);
   if (!secret) return Fail(secret.error());
@@ -128,6 +135,11 @@ void RegisterNode(CLI::App& app, int& exit_code) {
                   "hard cap on cached chunk bytes (e.g. 8G)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
+  cmd->add_option("--disk-dir", args->disk_dir,
+                  "local directory for a disk tier below the memory cache (chunks are kept in "
+                  "DIR/JOB and survive a daemon restart)");
+  cmd->add_option("--disk-limit", args->disk_limit, "bytes the disk tier may hold (e.g. 500G)")
+      ->transform(CLI::AsSizeValue(false));
   cmd->add_option("--secret-file", args->secret_file,
                   "file holding the shared secret (default: $STOKER_SECRET_FILE or "
                   "$STOKER_SECRET)");

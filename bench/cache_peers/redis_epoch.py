@@ -69,6 +69,8 @@ def main() -> int:
     ap.add_argument("--inflight", type=int, default=6, help="batches in flight at once")
     ap.add_argument("--io-threads", type=int, default=16, help="concurrent store reads")
     ap.add_argument("--progress", type=float, default=0.25, help="seconds between progress lines")
+    ap.add_argument("--step", default="", help="HOST:PORT:GROUP:EVERY: lock-step with the "
+                    "other ranks every EVERY samples through bench/run_cache.py's step barrier")
     ap.add_argument("--barrier", choices=("none", "start", "epoch"), default="none",
                     help="wait for a line on stdin before each epoch (epoch) or the first one "
                     "(start): the harness starts every node's epoch together")
@@ -150,6 +152,20 @@ def main() -> int:
             c["crc_errors"] += bad
         return vals
 
+    sync = None
+    if args.step:
+        import socket
+        h, p, group, every = args.step.split(":")
+        every = int(every)
+        sync = socket.create_connection((h, int(p)))
+        sync.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sync.sendall(f"{group} {args.world_size}\n".encode())
+
+    def barrier_step() -> None:
+        sync.sendall(b"s")
+        if sync.recv(1) != b"k":
+            raise RuntimeError("step barrier lost")
+
     io = cf.ThreadPoolExecutor(args.io_threads)
     workers = cf.ThreadPoolExecutor(args.inflight)
     state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False}
@@ -175,7 +191,7 @@ def main() -> int:
             plan = plan[:args.limit]
         before = dict(c)
         t0 = time.time()
-        samples = nbytes = failed = 0
+        samples = nbytes = failed = consumed = 0
         first = None
         batches = [plan[b:b + args.batch] for b in range(0, len(plan), args.batch)]
         pending: collections.deque = collections.deque()
@@ -187,13 +203,18 @@ def main() -> int:
             for v in pending.popleft().result():  # in plan order, like a loader
                 if first is None:
                     first = time.time() - t0
+                consumed += 1
                 if v is None:
                     failed += 1
-                    continue
-                samples += 1
-                nbytes += len(v)
-                state["samples"] += 1
-                state["bytes"] += len(v)
+                else:
+                    samples += 1
+                    nbytes += len(v)
+                    state["samples"] += 1
+                    state["bytes"] += len(v)
+                if sync is not None and consumed % every == 0:
+                    barrier_step()
+        if sync is not None and consumed % every:
+            barrier_step()  # the epoch's last, partial step
         t1 = time.time()
         delta = {k: c.get(k, 0) - before.get(k, 0) for k in
                  ("hits", "misses", "redis_errors", "set_errors", "store_reads", "read_errors",

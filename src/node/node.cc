@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -169,6 +170,17 @@ Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
   return FillFromStore(index, dst);
 }
 
+Status Node::State::Fill(uint32_t index, std::span<std::byte> dst, bool from_peers) {
+  const uint64_t id = dataset->snapshot().chunk(index).id;
+  if (disk != nullptr && disk->Read(id, dst).ok()) {
+    if (Check(index, dst, "disk tier " + ChunkName(index)).ok()) return Status::OK();
+    disk->Remove(id);  // torn or stale: fetch it again
+  }
+  STOKER_RETURN_IF_ERROR(from_peers ? FillFromOwners(index, dst) : FillFromStore(index, dst));
+  if (disk != nullptr) disk->Write(id, dst);
+  return Status::OK();
+}
+
 Status Node::State::ProbePeer(size_t peer) {
   net::Client& client = *peer_probe[peer];
   STOKER_ASSIGN_OR_RETURN(const uint64_t size, client.Stat(format::kManifestPath));
@@ -189,13 +201,13 @@ Result<std::shared_ptr<const CachedChunk>> Node::State::ForTrainer(uint32_t inde
   prefetch_cv.notify_one();
   counters.trainer_gets.fetch_add(1);
   return cache->Get(index, ChunkSize(index), [this](uint32_t i, std::span<std::byte> dst) {
-    return FillFromOwners(i, dst);
+    return Fill(i, dst, /*from_peers=*/true);
   });
 }
 
 Result<std::shared_ptr<const CachedChunk>> Node::State::ForPeer(uint32_t index) {
   return cache->Get(index, ChunkSize(index), [this](uint32_t i, std::span<std::byte> dst) {
-    return FillFromStore(i, dst);
+    return Fill(i, dst, /*from_peers=*/false);
   });
 }
 
@@ -208,7 +220,7 @@ void Node::State::PrefetchLoop() {
     for (uint32_t index : cache->PrefetchCandidates(options.prefetch_depth)) {
       auto got = cache->Prefetch(index, ChunkSize(index),
                                  [this](uint32_t i, std::span<std::byte> dst) {
-                                   return FillFromOwners(i, dst);
+                                   return Fill(i, dst, /*from_peers=*/true);
                                  });
       if (got) counters.prefetches.fetch_add(1);
       std::lock_guard check(prefetch_mu);
@@ -242,6 +254,11 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   for (uint32_t i = 0; i < snap.chunk_count(); ++i) {
     s.chunk_index.emplace(snap.chunk(i).id, i);
     largest = std::max(largest, snap.chunk(i).file_size);
+  }
+  if (!o.disk_dir.empty()) {
+    std::set<uint64_t> ids;
+    for (const auto& [id, index] : s.chunk_index) ids.insert(id);
+    STOKER_ASSIGN_OR_RETURN(s.disk, DiskTier::Open(o.disk_dir + "/" + o.job, o.disk_limit, ids));
   }
   if (o.memory_limit < largest) {
     return Err(Status::InvalidArgument(fmt::format(
@@ -332,6 +349,12 @@ NodeStats Node::State::Stats() const {
   n.cache_bytes = c.live_bytes;
   n.cache_peak_bytes = c.peak_live_bytes;
   n.cache_capacity = s.cache->capacity();
+  if (s.disk != nullptr) {
+    const DiskTierStats d = s.disk->stats();
+    n.disk_hits = d.hits;
+    n.disk_bytes = d.bytes;
+    n.disk_limit = d.limit;
+  }
   for (const PeerState& p : s.membership->Snapshot()) {
     ++n.peers_total;
     n.peers_live += p.live ? 1 : 0;
@@ -365,6 +388,11 @@ std::string RenderNodeMetrics(const NodeStats& n) {
   metric("stoker_node_cache_evictions_total", "counter", "Chunks evicted.", n.cache_evictions);
   metric("stoker_node_cache_bytes", "gauge", "Bytes of cached and in-use chunks.", n.cache_bytes);
   metric("stoker_node_cache_capacity_bytes", "gauge", "The cache's hard limit.", n.cache_capacity);
+  metric("stoker_node_disk_hits_total", "counter", "Chunks read back from the disk tier.",
+         n.disk_hits);
+  metric("stoker_node_disk_bytes", "gauge", "Bytes of chunks in the disk tier.", n.disk_bytes);
+  metric("stoker_node_disk_limit_bytes", "gauge", "The disk tier's limit (0: no disk tier).",
+         n.disk_limit);
   metric("stoker_node_peers_live", "gauge", "Peers this daemon considers alive (itself included).",
          n.peers_live);
   return out;

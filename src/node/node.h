@@ -35,6 +35,10 @@ struct NodeOptions {
   std::vector<net::ServerAddress> peers;  // every daemon of the job; empty: just this one
   std::string socket_path;                // trainers' unix socket
   uint64_t memory_limit = uint64_t{4} << 30;  // hard cap on cached chunk bytes
+  // Optional local-disk tier (disk_tier.h): chunks kept under DISK_DIR/JOB, at most disk_limit
+  // bytes. Empty: none.
+  std::string disk_dir;
+  uint64_t disk_limit = 0;
   std::string secret;                         // the deployment secret (peers and store)
   int metrics_port = -1;
   size_t prefetch_depth = 2;  // chunks ahead of each trainer's cursor; 0: no prefetch
@@ -58,6 +62,7 @@ struct NodeStats {
   uint64_t prefetches = 0;
   uint64_t cache_hits = 0, cache_evictions = 0;
   uint64_t cache_bytes = 0, cache_peak_bytes = 0, cache_capacity = 0;
+  uint64_t disk_hits = 0, disk_bytes = 0, disk_limit = 0;
   uint32_t peers_live = 0, peers_total = 0;
 };
 

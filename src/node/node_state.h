@@ -16,6 +16,7 @@
 #include "net/client.h"
 #include "net/socket.h"
 #include "node/chunk_cache.h"
+#include "node/disk_tier.h"
 #include "node/membership.h"
 #include "node/node.h"
 #include "server/server.h"
@@ -40,6 +41,7 @@ struct Node::State {
   std::unordered_map<uint64_t, uint32_t> chunk_index;  // chunk id -> snapshot chunk index
   std::unique_ptr<Membership> membership;
   std::unique_ptr<ChunkCache> cache;
+  std::unique_ptr<DiskTier> disk;  // null without --disk-dir
   std::vector<std::shared_ptr<net::Client>> peer_data;   // per peer; null for this daemon
   std::vector<std::shared_ptr<net::Client>> peer_probe;  // short timeouts, for heartbeats
   std::unique_ptr<server::Server> server;
@@ -71,6 +73,9 @@ struct Node::State {
   std::string ChunkName(uint32_t index) const;
   // The snapshot's structural and CRC32C check of a whole chunk from `source`.
   Status Check(uint32_t index, std::span<const std::byte> bytes, const std::string& source) const;
+  // The disk tier if it has the chunk (checked), else the peers (`from_peers`) or the store;
+  // what came from the network is then kept on disk.
+  Status Fill(uint32_t index, std::span<std::byte> dst, bool from_peers);
   Status FillFromStore(uint32_t index, std::span<std::byte> dst);
   // The chunk's live owners in HRW order, this daemon meaning the store; the store last.
   Status FillFromOwners(uint32_t index, std::span<std::byte> dst);

@@ -47,8 +47,11 @@ class NodeTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) daemons_.push_back(StartDaemon(i, memory_limit));
   }
 
-  std::unique_ptr<Node> StartDaemon(int i, uint64_t memory_limit = uint64_t{256} << 20) {
+  std::unique_ptr<Node> StartDaemon(int i, uint64_t memory_limit = uint64_t{256} << 20,
+                                    const std::string& disk_dir = "") {
     NodeOptions o;
+    o.disk_dir = disk_dir;
+    o.disk_limit = uint64_t{1} << 30;
     o.job = "job1";
     o.store_uri = packed_->dir.path();
     o.listen = addresses_[i];
@@ -225,6 +228,35 @@ TEST_F(NodeTest, ACacheSmallerThanTheDatasetStaysUnderItsLimit) {
   const NodeStats s = daemons_[0]->stats();
   EXPECT_LE(s.cache_peak_bytes, limit);
   EXPECT_GT(s.cache_evictions, 0u);
+}
+
+TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
+  stoker::test::TempDir disk;
+  uint64_t largest = 0;
+  {
+    auto ds = Dataset::Open(packed_->dir.path());
+    for (uint32_t i = 0; i < (*ds)->snapshot().chunk_count(); ++i) {
+      largest = std::max(largest, (*ds)->snapshot().chunk(i).file_size);
+    }
+  }
+  addresses_.push_back({"127.0.0.1", FreePort()});
+  daemons_.push_back(StartDaemon(0, 2 * largest, disk.path()));  // memory holds 2 chunks
+  ReadAllThrough(0);
+  ReadAllThrough(0);
+  EXPECT_EQ(StoreFills(), ChunkCount());  // the second pass came from memory and disk
+  EXPECT_GT(daemons_[0]->stats().disk_hits, 0u);
+  // A restarted daemon (same disk) reads nothing from the store; a damaged file is a miss.
+  daemons_[0].reset();
+  const std::string some_chunk =
+      disk.path() + "/job1/" + format::ChunkPath((*Dataset::Open(packed_->dir.path()))
+                                                     ->snapshot().chunk(0).id);
+  std::string bytes = stoker::test::ReadFileToString(some_chunk);
+  bytes[bytes.size() / 2] ^= 1;
+  stoker::test::WriteStringToFile(some_chunk, bytes);
+  daemons_[0] = StartDaemon(0, 2 * largest, disk.path());
+  ReadAllThrough(0);
+  EXPECT_EQ(daemons_[0]->stats().store_fills, 1u);  // only the damaged chunk
+  EXPECT_GE(daemons_[0]->stats().disk_hits, ChunkCount() - 1);
 }
 
 TEST_F(NodeTest, BadOptionsAreRefused) {
