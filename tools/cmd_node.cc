@@ -10,6 +10,7 @@
 
 #include "net/auth.h"
 #include "node/node.h"
+#include "node/rendezvous.h"
 #include "tools/commands.h"
 
 namespace stoker::cli {
@@ -21,6 +22,9 @@ struct NodeArgs {
   std::string listen = "127.0.0.1:7171";
   std::string advertise;
   std::string peers;
+  std::string rendezvous;
+  size_t expect = 0;
+  double rendezvous_timeout = 300;
   std::string socket;
   uint64_t memory_limit = uint64_t{4} << 30;
   std::string disk_dir;
@@ -72,6 +76,20 @@ int RunNode(const NodeArgs& a) {
   auto peers = ParsePeers(a.peers);
   if (!peers) return Fail(peers.error());
   o.peers = std::move(*peers);
+  if (!a.rendezvous.empty()) {
+    if (!o.peers.empty() || a.expect == 0) {
+      return Fail(Status::InvalidArgument(
+          "--rendezvous FILE needs --expect N (the job's daemon count) and no --peers"));
+    }
+    const net::ServerAddress self = o.advertise.host.empty() ? o.listen : o.advertise;
+    if (self.port == 0) return Fail(Status::InvalidArgument("--rendezvous needs a fixed port"));
+    LogLine(fmt::format("waiting for {} daemon(s) in {}", a.expect, a.rendezvous));
+    auto found = node::Rendezvous(a.rendezvous, self, a.expect,
+                                  std::chrono::milliseconds(
+                                      static_cast<int64_t>(a.rendezvous_timeout * 1000)));
+    if (!found) return Fail(found.error());
+    o.peers = std::move(*found);
+  }
   o.socket_path = a.socket.empty() ? "/run/stoker/" + a.job + ".sock" : a.socket;
   o.memory_limit = a.memory_limit;
   o.disk_dir = a.disk_dir;
@@ -129,6 +147,13 @@ void RegisterNode(CLI::App& app, int& exit_code) {
                   "HOST:PORT the other daemons know this one by (default: --listen)");
   cmd->add_option("--peers", args->peers,
                   "every daemon of the job, this one included: HOST:PORT,HOST:PORT,...");
+  cmd->add_option("--rendezvous", args->rendezvous,
+                  "instead of --peers: a file every node can reach (a shared directory) where the "
+                  "daemons register and find each other");
+  cmd->add_option("--expect", args->expect, "with --rendezvous: how many daemons the job has");
+  cmd->add_option("--rendezvous-timeout", args->rendezvous_timeout,
+                  "seconds to wait for the other daemons to register")
+      ->capture_default_str();
   cmd->add_option("--socket", args->socket,
                   "unix socket for the trainers (default /run/stoker/JOB.sock)");
   cmd->add_option("--memory-limit", args->memory_limit,

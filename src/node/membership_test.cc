@@ -1,4 +1,6 @@
 #include "node/membership.h"
+#include "node/rendezvous.h"
+#include "testing/test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -95,6 +97,38 @@ TEST(MembershipTest, RejectsBadPeerLists) {
   dup.push_back(dup[0]);
   EXPECT_FALSE(Membership::Create("job", dup, dup[0], {}).has_value());
   EXPECT_FALSE(Membership::Create("", Peers(2), Peers(2)[0], {}).has_value());
+}
+
+TEST(RendezvousTest, DaemonsStartedApartAgreeOnOnePeerList) {
+  stoker::test::TempDir dir;
+  const std::string file = dir.Join("job.peers");
+  std::vector<std::vector<net::ServerAddress>> got(3);
+  std::vector<std::thread> daemons;
+  for (int i = 0; i < 3; ++i) {
+    daemons.emplace_back([&, i] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150 * i));
+      auto peers = Rendezvous(file, Peers(3)[2 - i], 3, std::chrono::seconds(10));
+      if (peers) got[i] = *peers;
+    });
+  }
+  for (auto& t : daemons) t.join();
+  ASSERT_EQ(got[0].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(got[i].size(), 3u);
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(got[i][k].ToString(), got[0][k].ToString());
+  }
+  // A restarted daemon registers again and gets the same list; a fourth is one too many.
+  auto again = Rendezvous(file, Peers(3)[1], 3, std::chrono::seconds(1));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->size(), 3u);
+  auto extra = Rendezvous(file, {"10.0.0.99", 7171}, 3, std::chrono::seconds(1));
+  ASSERT_FALSE(extra.has_value());
+  EXPECT_EQ(extra.error().code(), StatusCode::kInvalidArgument);
+  // Too few daemons: a timeout that says how many came.
+  auto lonely = Rendezvous(dir.Join("other.peers"), Peers(1)[0], 2, std::chrono::milliseconds(300));
+  ASSERT_FALSE(lonely.has_value());
+  EXPECT_EQ(lonely.error().code(), StatusCode::kTimeout);
+  EXPECT_NE(lonely.error().message().find("1 of 2"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,60 @@
+#include "node/rendezvous.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace stoker::node {
+
+Result<std::vector<net::ServerAddress>> Rendezvous(const std::string& path,
+                                                   const net::ServerAddress& self,
+                                                   size_t expected,
+                                                   std::chrono::milliseconds timeout) {
+  if (expected == 0) return Err(Status::InvalidArgument("the job needs at least one daemon"));
+  const std::string line = self.ToString() + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Err(Status::FromErrno(errno, "open rendezvous file " + path));
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  const int write_errno = errno;
+  ::close(fd);
+  if (!written) return Err(Status::FromErrno(write_errno, "append to rendezvous file " + path));
+
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    std::map<std::string, net::ServerAddress> seen;  // sorted by "host:port"
+    std::ifstream in(path);
+    std::string entry;
+    while (std::getline(in, entry)) {
+      if (entry.empty()) continue;
+      auto address = net::ParseServerAddress(entry);
+      if (!address) {
+        return Err(Status::InvalidArgument(
+            fmt::format("rendezvous file {}: bad line '{}'", path, entry)));
+      }
+      seen.emplace(address->ToString(), *address);
+    }
+    if (seen.size() > expected) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "rendezvous file {} names {} daemons, more than the {} expected (a file left from "
+          "another job?)", path, seen.size(), expected)));
+    }
+    if (seen.size() == expected) {
+      std::vector<net::ServerAddress> peers;
+      for (auto& [key, address] : seen) peers.push_back(std::move(address));
+      return peers;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Err(Status(StatusCode::kTimeout,
+                        fmt::format("rendezvous file {}: {} of {} daemons after {} s", path,
+                                    seen.size(), expected, timeout.count() / 1000)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace stoker::node
