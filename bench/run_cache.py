@@ -25,12 +25,16 @@ per epoch from the server's /metrics (stoker_serve_answer_bytes_total{type="READ
            every sample CRC32C-checked. Also Redis's total_net_output_bytes.
   stoker   (c) `stoker node --job bench ...` on every node, the same trainer as (a) with
            STOKER_NODE=/tmp/stoker-bench-<node>.sock
-Recovery (d), for redis and stoker: fresh cache, trainers run --recovery-epochs epochs without
-barriers, printing progress every 0.25 s; at --kill-at of epoch --kill-epoch (aggregate samples)
-the harness kill -9s redis-server (b) or the node daemon of the middle node (c), restarts it
---down-seconds later, and computes: pre-kill aggregate samples/s, recovery time (kill until the
-aggregate rate over a 1 s window is back to >= 90 % of it after its first dip), samples lost
-behind the pre-kill pace, and failed reads (must be 0).
+Recovery (d), for redis and stoker: a fresh cache; the trainers start together and run from
+epoch to epoch without the epoch barrier, printing progress every 0.25 s; when the aggregate
+reaches --kill-at of epoch --kill-epoch the harness kill -9s redis-server (b) or the node daemon
+of the middle node (c), restarts it --down-seconds later, stops the trainers --observe s after
+the restart, and computes: pre-kill aggregate samples/s (from the end of epoch 0 to the kill),
+recovery time (kill until the aggregate rate over --rate-window is back to >= 90 % of it for
+1 s, after its first dip), samples lost behind the pre-kill pace, failed reads (must be 0).
+Lock-step: with --step S (default 64) every trainer waits for all the others every S samples
+(a tiny barrier server on the switch), as data-parallel training does at each step, so a slow
+node slows the job as it would in DDP.
 Results JSON in $STOKER_BENCH_CACHE/results/cache-*.json; a summary table on stdout.
 
 Caveats. Everything (3 trainers, 3 daemons or redis, the server, the relay, tbf) shares this
@@ -46,7 +50,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
 import os
 import queue
 import re
@@ -107,8 +110,8 @@ while True:
 
 # The stoker trainer of (a) and (c): one rank, --epochs epochs through stoker.Loader. Prints
 # {"ready"} once the loader is open, progress lines every PROGRESS_S, {"epoch_done"} after each
-# epoch. barrier "epoch": it waits for a line on stdin before every epoch; "start": before the
-# first one only; "none": never.
+# epoch. barrier "epoch": it waits for a "go" line on stdin before every epoch; "start": before
+# the first one only; "none": never. A "stop" line on stdin ends it at the next sample.
 _TRAINER = r"""
 import json, sys, threading, time
 import stoker
@@ -127,7 +130,16 @@ def barrier_step():
     sync.sendall(b"s")
     if sync.recv(1) != b"k":
         raise RuntimeError("step barrier lost")
-state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False}
+state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False, "stop_asked": False}
+go = threading.Semaphore(0)
+def control():
+    for line in sys.stdin:
+        if line.strip() == "stop":
+            state["stop_asked"] = True
+        go.release()
+    state["stop_asked"] = True
+    go.release()
+threading.Thread(target=control, daemon=True).start()
 def ticker():
     while not state["stop"]:
         print(json.dumps({"t": time.time(), "epoch": state["epoch"], "samples": state["samples"],
@@ -137,14 +149,19 @@ print(json.dumps({"ready": True}), flush=True)
 threading.Thread(target=ticker, daemon=True).start()
 ok = True
 for epoch in range(epochs):
-    if (barrier == "epoch" or (barrier == "start" and epoch == 0)) and not sys.stdin.readline():
+    if barrier == "epoch" or (barrier == "start" and epoch == 0):
+        go.acquire()
+    if state["stop_asked"]:
         break
     state["epoch"] = epoch
     loader.set_epoch(epoch)
     expected = len(loader) if not limit else min(limit, len(loader))
-    t0 = time.time(); n = b = 0; error = None; first = None
+    t0 = time.time(); n = b = 0; error = None; first = None; stopped = False
     try:
         for data, label, path in loader:
+            if state["stop_asked"]:
+                stopped = True
+                break
             if first is None:
                 first = time.time() - t0
             n += 1; b += len(data)
@@ -156,11 +173,11 @@ for epoch in range(epochs):
     except Exception as e:
         error = repr(e); ok = False
     t1 = time.time()
-    print(json.dumps({"epoch_done": epoch, "samples": n, "bytes": b, "failed": expected - n,
+    print(json.dumps({"epoch_done": epoch, "samples": n, "bytes": b,
+                      "failed": 0 if stopped else expected - n, "stopped": stopped,
                       "start": t0, "end": t1, "seconds": t1 - t0, "first_sample_s": first,
-                      "error": error,
-                      "stats": loader.stats()}), flush=True)
-    if error:
+                      "error": error, "stats": loader.stats()}), flush=True)
+    if error or stopped:
         break
     if sync is not None and n % step:
         barrier_step()  # the epoch's last, partial step
@@ -216,6 +233,13 @@ class Trainer:
     def go(self) -> None:
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass
 
     def finish(self, timeout: float = 60) -> None:
         try:
@@ -426,17 +450,13 @@ class Bench:
                 t.finish()
         return {"epochs": epochs}
 
-    def recovery(self, kind: str, warm_epoch_s: float | None) -> dict:
+    def recovery(self, kind: str) -> dict:
         """(d): kill -9 the cache (redis) or one node daemon (stoker) during epoch --kill-epoch.
-        The trainers start together and then run freely; enough epochs that the run goes on
-        for --observe seconds after the restart at the warm pace (warm_epoch_s, measured by
-        the barrier run of the same setup)."""
+        The trainers start together and then go on from epoch to epoch without the harness's
+        epoch barrier (still in lock-step with --step), until --observe seconds after the
+        restart, when the harness stops them."""
         a = self.args
-        epochs = a.recovery_epochs
-        if not epochs:
-            epochs = (a.kill_epoch + 1 + (math.ceil((a.down_seconds + a.observe) / warm_epoch_s)
-                                          if warm_epoch_s else 3))
-            epochs = min(epochs, 40)
+        epochs = 100000  # until stopped
         trainers = self.start_trainers(kind, epochs, barrier="start")
         world = len(self.nodes)
         per_rank = -(-self.num_samples // world)  # the loader pads the last round
@@ -444,11 +464,11 @@ class Bench:
         target = per_epoch_total * (a.kill_epoch + a.kill_at)
         victim = self.nodes[len(self.nodes) // 2]
         s0 = storage_read_bytes(self.storage)
-        t_kill = t_restart = None
+        t_kill = t_restart = t_stop = None
         try:
             for t in trainers:
                 t.go()
-            deadline = time.monotonic() + a.epoch_timeout * epochs
+            deadline = time.monotonic() + a.epoch_timeout * (a.kill_epoch + 1)
             while t_kill is None:
                 progress = [t.progress() for t in trainers]
                 total = sum(p[-1][1] if p else 0 for p in progress)
@@ -471,17 +491,23 @@ class Bench:
                 self.start_daemon(victim)
             log(f"  {kind}: killed {'redis-server' if kind == 'redis' else victim.name + ' daemon'}"
                 f" at {target:.0f} samples, restarted {t_restart - t_kill:.1f} s later")
+            time.sleep(max(0.0, t_restart + a.observe - time.time()))
+            t_stop = time.time()
             for t in trainers:
-                t.wait_for("done", a.epoch_timeout * epochs)
+                t.stop()
+            for t in trainers:
+                t.wait_for("done", a.epoch_timeout)
         finally:
             for t in trainers:
                 t.finish()
         s1 = storage_read_bytes(self.storage)
-        result = recovery_metrics(trainers, t_kill, t_restart, a.threshold, a.rate_window)
+        result = recovery_metrics(trainers, t_kill, t_restart, t_stop, a.threshold,
+                                  a.rate_window)
         result.update({"victim": "redis-server" if kind == "redis" else f"{victim.name} daemon",
                        "kill_at_samples": target, "kill_epoch": a.kill_epoch,
                        "kill_fraction": a.kill_at, "down_seconds": a.down_seconds,
-                       "storage_bytes": s1 - s0, "epochs": epochs})
+                       "storage_bytes": s1 - s0,
+                       "epochs": max(len(t.epochs()) for t in trainers)})
         result["failed_reads"] = sum(e.get("failed", 0) + e.get("read_errors", 0)
                                      for t in trainers for e in t.epochs())
         result["trainer_errors"] = [e["error"] for t in trainers for e in t.epochs()
@@ -521,14 +547,14 @@ def epoch_row(done: list[dict], storage_bytes: int) -> dict:
             "failed": sum(n["failed"] + n.get("read_errors", 0) for n in nodes)}
 
 
-def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float,
+def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float, t_stop: float,
                      threshold: float, window: float = 1.0) -> dict:
     """Aggregate progress A(t) = the sum of every trainer's samples (linear between progress
     lines); rate r(t) = (A(t) - A(t - window)) / window. Pre-kill level: the mean rate from the
-    moment every trainer finished epoch 0 (the cache is warm) to the kill. Recovery: the first window end
-    after the kill from which r stays >= threshold × pre-kill for SUSTAIN_S, after the first
-    window below it (0 if none dips); settled: the end of the last window below it. Only up to
-    the moment the first trainer finished (the aggregate falls after that)."""
+    moment every trainer finished epoch 0 (the cache is warm) to the kill. Recovery: the first
+    window end after the kill from which r stays >= threshold × pre-kill for SUSTAIN_S, after
+    the first window below it (0 if none dips); settled: the end of the last window below it.
+    Up to the moment the harness stopped the trainers."""
     series = [t.progress() for t in trainers]
 
     def at(s, t):
@@ -545,7 +571,7 @@ def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float,
         return sum(at(s, t) for s in series)
 
     warm = max(t.epochs()[0]["end"] for t in trainers)
-    t_end = min(t.epochs()[-1]["end"] for t in trainers)
+    t_end = t_stop
     pre = (agg(t_kill) - agg(warm)) / (t_kill - warm) if t_kill > warm else float("nan")
     step = 0.05
     grid, t = [], t_kill + step
@@ -571,7 +597,7 @@ def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float,
         t += 0.5
     return {"pre_kill_samples_per_s": pre, "threshold": threshold,
             "kill_s": t_kill - t0, "restart_s": t_restart - t0, "warm_s": warm - t0,
-            "first_trainer_done_s": t_end - t0,
+            "stop_s": t_end - t0,
             "min_rate_after_kill": min((g[1] for g in grid), default=float("nan")),
             "dipped": dip is not None, "recovery_s": recovery_s, "settled_s": settled_s,
             "sustain_s": SUSTAIN_S, "rate_window_s": window,
@@ -580,14 +606,6 @@ def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float,
             "aggregate_rate_timeline": timeline,
             "progress": {t.host.name: [[round(p[0] - t0, 3), p[1]] for p in t.progress()]
                          for t in trainers}}
-
-
-def warm_seconds(run: dict, kind: str) -> float | None:
-    """Seconds of the last (warm) epoch of the barrier run of `kind`, if it ran."""
-    try:
-        return run[kind]["epochs"][-1]["seconds"]
-    except (KeyError, IndexError):
-        return None
 
 
 def fmt_s(x) -> str:
@@ -679,10 +697,8 @@ def main() -> int:
     ap.add_argument("--skip-redis", action="store_true")
     ap.add_argument("--skip-direct", action="store_true")
     ap.add_argument("--skip-recovery", action="store_true")
-    ap.add_argument("--recovery-epochs", type=int, default=0,
-                    help="epochs of a recovery run (0: enough for --observe s after the restart)")
-    ap.add_argument("--observe", type=float, default=10.0,
-                    help="seconds the recovery runs go on after the restart (at the warm pace)")
+    ap.add_argument("--observe", type=float, default=12.0,
+                    help="seconds the recovery runs go on after the restart")
     ap.add_argument("--kill-epoch", type=int, default=2, help="epoch (0-based) of the kill")
     ap.add_argument("--kill-at", type=float, default=0.4, help="fraction of that epoch")
     ap.add_argument("--down-seconds", type=float, default=3.0)
@@ -777,7 +793,7 @@ def main() -> int:
                 if not args.skip_redis:
                     bench.start_redis()
                     try:
-                        run["recovery_redis"] = bench.recovery("redis", warm_seconds(run, "redis"))
+                        run["recovery_redis"] = bench.recovery("redis")
                     except TestbedError as e:
                         log(f"redis recovery failed: {e}")
                         run["recovery_redis"] = {"error": str(e)}
@@ -788,8 +804,7 @@ def main() -> int:
                         bench.start_daemon(n)
                     try:
                         bench.wait_daemons()
-                        run["recovery_stoker"] = bench.recovery("stoker",
-                                                                warm_seconds(run, "stoker"))
+                        run["recovery_stoker"] = bench.recovery("stoker")
                     except TestbedError as e:
                         log(f"stoker recovery failed: {e}")
                         run["recovery_stoker"] = {"error": str(e)}

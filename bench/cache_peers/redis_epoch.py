@@ -33,8 +33,9 @@ Output (stdout, JSON lines): {"ready": true} once the metadata is loaded, {"t", 
 "samples", "bytes"} every --progress seconds (samples/bytes: totals since start; t: wall clock),
 {"epoch_done": e, "samples", "bytes", "failed", "start", "end", "seconds", hits, misses,
 redis_errors, set_errors, store_reads, read_errors, crc_errors} after each epoch and
-{"done": true, ...totals} at the end. --barrier epoch|start: wait for a line on stdin before each
-epoch, or before the first only (the harness starts all nodes together).
+{"done": true, ...totals} at the end. --barrier epoch|start: wait for a "go" line on stdin before
+each epoch, or before the first only (the harness starts all nodes together); a "stop" line ends
+the run at the next batch. --step: lock-step with the other ranks (data-parallel steps).
 """
 from __future__ import annotations
 
@@ -168,7 +169,18 @@ def main() -> int:
 
     io = cf.ThreadPoolExecutor(args.io_threads)
     workers = cf.ThreadPoolExecutor(args.inflight)
-    state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False}
+    state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False, "stop_asked": False}
+    go = threading.Semaphore(0)
+
+    def control() -> None:  # stdin: "go" lines for the barrier, "stop" to end at the next batch
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                state["stop_asked"] = True
+            go.release()
+        state["stop_asked"] = True
+        go.release()
+
+    threading.Thread(target=control, daemon=True).start()
 
     def progress() -> None:
         while not state["stop"]:
@@ -181,8 +193,9 @@ def main() -> int:
     ticker.start()
     t_all = time.perf_counter()
     for epoch in range(args.epochs):
-        if (args.barrier == "epoch" or (args.barrier == "start" and epoch == 0)) and \
-                not sys.stdin.readline():
+        if args.barrier == "epoch" or (args.barrier == "start" and epoch == 0):
+            go.acquire()
+        if state["stop_asked"]:
             break
         state["epoch"] = epoch
         plan, _, _ = sampler.plan_rank(epoch, 0, args.world_size, args.world_size, args.rank)
@@ -193,10 +206,16 @@ def main() -> int:
         t0 = time.time()
         samples = nbytes = failed = consumed = 0
         first = None
+        stopped = False
         batches = [plan[b:b + args.batch] for b in range(0, len(plan), args.batch)]
         pending: collections.deque = collections.deque()
         nxt = 0
         while nxt < len(batches) or pending:
+            if state["stop_asked"]:
+                stopped = True
+                for f in pending:
+                    f.result()  # let the batches in flight finish (they may SET)
+                break
             while nxt < len(batches) and len(pending) < args.inflight:
                 pending.append(workers.submit(fetch, batches[nxt]))
                 nxt += 1
@@ -213,16 +232,19 @@ def main() -> int:
                     state["bytes"] += len(v)
                 if sync is not None and consumed % every == 0:
                     barrier_step()
-        if sync is not None and consumed % every:
+        if sync is not None and consumed % every and not stopped:
             barrier_step()  # the epoch's last, partial step
         t1 = time.time()
         delta = {k: c.get(k, 0) - before.get(k, 0) for k in
                  ("hits", "misses", "redis_errors", "set_errors", "store_reads", "read_errors",
                   "crc_errors")}
         print(json.dumps({"epoch_done": epoch, "samples": samples, "bytes": nbytes,
-                          "failed": failed, "start": t0, "end": t1, "seconds": t1 - t0,
+                          "failed": failed, "stopped": stopped, "start": t0, "end": t1,
+                          "seconds": t1 - t0,
                           "first_sample_s": first,
                           **delta}), flush=True)
+        if stopped:
+            break
     state["stop"] = True
     ticker.join()
     print(json.dumps({"done": True, "seconds": time.perf_counter() - t_all,

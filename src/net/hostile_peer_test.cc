@@ -6,7 +6,9 @@
 #include "common/crc32c.h"
 #include "net/payload.h"
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 namespace stoker::net {
 namespace {
@@ -160,6 +162,67 @@ TEST(ConnectionLimit, ConnectionsBeyondTheLimitAreRejected) {
   EXPECT_TRUE(test::Eventually([&] { return server->metrics().connections_open.load() == 1; }));
   auto again = Dataset::Open(*storage);
   EXPECT_TRUE(again.has_value()) << again.error().ToString();
+}
+
+TEST(ServerLimits, IdleConnectionsAreClosed) {
+  auto packed = test::PackRandomDir(8, 10);
+  auto options = test::TestServerOptions({{"ds", packed->dir.path()}});
+  options.idle_timeout = 200ms;
+  auto server = test::StartServer(options);
+  Socket idle = test::RawConnection(server->port());
+  EXPECT_TRUE(test::ClosedByPeer(idle, 5000ms));
+  EXPECT_TRUE(test::Eventually([&] { return server->metrics().idle_closed.load() == 1; }));
+}
+
+// Answers bigger than half the memory limit cannot be held two at a time: concurrent readers
+// wait for each other's answers to be sent, and every one of them still gets its bytes.
+TEST(ServerLimits, AnswersWaitForRoomUnderTheMemoryLimit) {
+  stoker::test::TempDir dir;
+  stoker::test::Tree tree;
+  tree.files["big.bin"] = stoker::test::RandomBytes(3, 12u << 20);
+  {
+    dataset::PackOptions po;
+    auto source = stoker::test::TreeSource(tree);
+    auto storage = storage::NewPosixStorage(dir.path());
+    ASSERT_TRUE(dataset::Pack(*source, *storage, po).has_value());
+  }
+  auto options = test::TestServerOptions({{"ds", dir.path()}});
+  options.memory_limit = kMaxAnswerFrame;  // the least it may be
+  options.frame_timeout = 10000ms;
+  auto server = test::StartServer(options);
+  std::vector<std::thread> readers;
+  std::atomic<int> right{0};
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      auto storage = OpenRemoteStorage(test::UriFor({server.get()}, "ds"), test::kSecret,
+                                       test::TestClientOptions());
+      auto ds = Dataset::Open(*storage);
+      if (!ds) return;
+      for (int i = 0; i < 3; ++i) {
+        auto bytes = (*ds)->ReadFile(0);
+        if (bytes && stoker::test::AsString(*bytes) == tree.files["big.bin"]) right.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(right.load(), 12);
+  EXPECT_LE(server->metrics().memory_peak.load(), kMaxAnswerFrame);
+  EXPECT_GT(server->metrics().memory_waits.load(), 0u);
+}
+
+TEST(Connect, NamesResolveAndUnknownNamesAreClearErrors) {
+  auto packed = test::PackRandomDir(9, 5);
+  auto server = test::StartServer(test::TestServerOptions({{"ds", packed->dir.path()}}));
+  // A name goes through the bounded (threaded) lookup; an IP literal does not need it.
+  EXPECT_TRUE(Connect("localhost", server->port(), After(5000ms)).has_value());
+  EXPECT_TRUE(Connect("127.0.0.1", server->port(), After(5000ms)).has_value());
+  // An unknown name fails (at the latest at the deadline) and says which name.
+  auto bad = Connect("no-such-host.invalid", server->port(), After(2000ms));
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_TRUE(bad.error().code() == StatusCode::kUnavailable ||
+              bad.error().code() == StatusCode::kTimeout)
+      << bad.error().ToString();
+  EXPECT_NE(bad.error().message().find("no-such-host.invalid"), std::string::npos);
 }
 
 TEST(ServerOptions, BadConfigurationsAreClearErrors) {

@@ -10,6 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -153,21 +157,62 @@ Status Socket::RecvExact(std::span<std::byte> dst, Deadline deadline) {
   return Status::OK();
 }
 
-Result<Socket> Connect(const std::string& host, uint16_t port, Deadline deadline) {
-  const std::string name = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                           std::to_string(port);
+namespace {
+
+// getaddrinfo has no timeout and cannot be cancelled, so a name lookup runs on a helper thread:
+// a caller whose deadline passes gets Timeout, and the lookup finishes (and frees) on its own.
+// IP literals are resolved in place, without a thread.
+Result<std::shared_ptr<addrinfo>> Resolve(const std::string& host, uint16_t port,
+                                          const std::string& name, Deadline deadline) {
+  struct Lookup {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    int rc = 0;
+    addrinfo* result = nullptr;
+    ~Lookup() {
+      if (result != nullptr) ::freeaddrinfo(result);
+    }
+  };
+  auto lookup = std::make_shared<Lookup>();
+  const std::string service = std::to_string(port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  // getaddrinfo has no timeout; hosts are IP literals or names in /etc/hosts in practice.
-  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0) {
-    return Err(Status(StatusCode::kUnavailable,
-                      "cannot resolve " + name + ": " + ::gai_strerror(rc)));
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  lookup->rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &lookup->result);
+  if (lookup->rc == EAI_NONAME) {
+    hints.ai_flags = AI_NUMERICSERV;
+    std::thread([lookup, host, service, hints] {
+      addrinfo* result = nullptr;
+      const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &result);
+      std::lock_guard lock(lookup->mu);
+      lookup->rc = rc;
+      lookup->result = result;
+      lookup->done = true;
+      lookup->cv.notify_all();
+    }).detach();
+    std::unique_lock lock(lookup->mu);
+    if (!lookup->cv.wait_until(lock, deadline, [&] { return lookup->done; })) {
+      return Err(Status(StatusCode::kTimeout, "timed out resolving " + name));
+    }
   }
+  if (lookup->rc != 0) {
+    return Err(Status(StatusCode::kUnavailable,
+                      "cannot resolve " + name + ": " + ::gai_strerror(lookup->rc)));
+  }
+  return std::shared_ptr<addrinfo>(lookup, lookup->result);
+}
+
+}  // namespace
+
+Result<Socket> Connect(const std::string& host, uint16_t port, Deadline deadline) {
+  const std::string name = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                           std::to_string(port);
+  STOKER_ASSIGN_OR_RETURN(const std::shared_ptr<addrinfo> res,
+                          Resolve(host, port, name, deadline));
   Status last(StatusCode::kUnavailable, "no address for " + name);
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+  for (addrinfo* ai = res.get(); ai != nullptr; ai = ai->ai_next) {
     Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol), name);
     if (!s.valid()) {
       last = Status::FromErrno(errno, "socket for " + name);
@@ -197,10 +242,8 @@ Result<Socket> Connect(const std::string& host, uint16_t port, Deadline deadline
       }
     }
     SetNoDelay(s.fd());
-    ::freeaddrinfo(res);
     return s;
   }
-  ::freeaddrinfo(res);
   return Err(last);
 }
 

@@ -2,6 +2,7 @@
 // that finds no room waits (the spec: wait rather than fail). Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -10,14 +11,18 @@ namespace stoker::server {
 
 class MemoryBudget {
  public:
-  explicit MemoryBudget(uint64_t limit) : limit_(limit) {}
+  // `waits` and `peak` (optional) count acquisitions that had to wait and the most bytes held.
+  MemoryBudget(uint64_t limit, std::atomic<uint64_t>* waits, std::atomic<uint64_t>* peak)
+      : limit_(limit), waits_(waits), peak_(peak) {}
 
   // Blocks until `n` bytes fit. `n` must not exceed the limit (ServerOptions::Validate makes
   // sure the largest answer fits), or this would wait forever.
   void Acquire(uint64_t n) {
     std::unique_lock lock(mu_);
+    if (used_ + n > limit_ && waits_ != nullptr) waits_->fetch_add(1);
     room_.wait(lock, [&] { return used_ + n <= limit_; });
     used_ += n;
+    if (peak_ != nullptr && used_ > peak_->load()) peak_->store(used_);
   }
   void Release(uint64_t n) {
     {
@@ -33,6 +38,8 @@ class MemoryBudget {
 
  private:
   const uint64_t limit_;
+  std::atomic<uint64_t>* const waits_;
+  std::atomic<uint64_t>* const peak_;
   mutable std::mutex mu_;
   std::condition_variable room_;
   uint64_t used_ = 0;  // guarded by mu_

@@ -45,6 +45,11 @@ std::string ServerMetrics::RenderPrometheus() const {
   out += fmt::format("stoker_serve_protocol_errors_total {}\n", protocol_errors.load());
   metric("stoker_serve_idle_closed_total", "counter", "Idle connections closed.");
   out += fmt::format("stoker_serve_idle_closed_total {}\n", idle_closed.load());
+  metric("stoker_serve_memory_waits_total", "counter",
+         "Answers that waited for room under --memory-limit.");
+  out += fmt::format("stoker_serve_memory_waits_total {}\n", memory_waits.load());
+  metric("stoker_serve_memory_peak_bytes", "gauge", "Most answer-buffer bytes held at once.");
+  out += fmt::format("stoker_serve_memory_peak_bytes {}\n", memory_peak.load());
 
   static constexpr std::string_view kKindNames[kKindCount] = {"STAT", "READ", "LIST", "other"};
   metric("stoker_serve_requests_total", "counter", "Requests answered, by type.");

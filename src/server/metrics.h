@@ -25,6 +25,8 @@ class ServerMetrics {
   std::atomic<uint64_t> handshake_failures{0};    // anything else before WELCOME
   std::atomic<uint64_t> protocol_errors{0};       // bad frames, slow frames: connection dropped
   std::atomic<uint64_t> idle_closed{0};           // idle authenticated connections closed
+  std::atomic<uint64_t> memory_waits{0};          // answers that waited for room in the budget
+  std::atomic<uint64_t> memory_peak{0};           // most answer-buffer bytes held at once
 
   void CountRequest(Kind kind, uint64_t answer_bytes);
   void CountError(StatusCode code);

@@ -24,7 +24,9 @@ struct Connection {
 };
 
 struct Server::State {
-  explicit State(ServerOptions o) : options(std::move(o)), budget(options.memory_limit) {}
+  explicit State(ServerOptions o)
+      : options(std::move(o)),
+        budget(options.memory_limit, &metrics.memory_waits, &metrics.memory_peak) {}
 
   const ServerOptions options;
   std::map<std::string, std::shared_ptr<Storage>> datasets;

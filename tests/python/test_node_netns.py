@@ -118,16 +118,16 @@ def _write_secret(tmp_path: Path) -> Path:
 
 # -- trainers ----------------------------------------------------------------------------------
 
-# One rank's epoch through stoker.Loader: argv uri rank world seed epoch out budget. Prints a
-# progress line {"t", "n"} every 0.25 s (flushed), writes {"samples": [[path, sha256], ...],
-# "expected", "error", "stats"} to `out`, exits 1 if the loop raised.
+# One rank's epoch through stoker.Loader: argv uri rank world seed epoch out budget window.
+# Prints a progress line {"t", "n"} every 0.25 s (flushed), writes {"samples": [[path, sha256],
+# ...], "expected", "error", "stats"} to `out`, exits 1 if the loop raised.
 _TRAINER = r"""
 import hashlib, json, sys, threading, time
 import stoker
-uri, rank, world, seed, epoch, out, budget = sys.argv[1:8]
+uri, rank, world, seed, epoch, out, budget, window = sys.argv[1:9]
 rank, world, seed, epoch, budget = int(rank), int(world), int(seed), int(epoch), int(budget)
 loader = stoker.Loader(uri, shuffle="chunk", seed=seed, rank=rank, world_size=world,
-                       memory_budget=budget or None)
+                       memory_budget=budget or None, window=int(window))
 loader.set_epoch(epoch)
 expected = len(loader)
 state = {"n": 0, "stop": False}
@@ -158,10 +158,10 @@ class Trainer:
     """A trainer process on a host; its progress lines are collected by a thread."""
 
     def __init__(self, host, uri: str, rank: int, *, world: int, seed: int, epoch: int,
-                 out: Path, env: dict, budget: int = 0):
+                 out: Path, env: dict, budget: int = 0, window: int = 16):
         self.host, self.rank, self.out = host, rank, out
         self.proc = host.popen([sys.executable, "-c", _TRAINER, uri, str(rank), str(world),
-                                str(seed), str(epoch), str(out), str(budget)],
+                                str(seed), str(epoch), str(out), str(budget), str(window)],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
         self.progress: list[tuple[float, int]] = []
@@ -329,7 +329,7 @@ def served_read_bytes(storage) -> int:
 
 
 def run_trainers(tb: Testbed, nodes, daemons: list[Daemon], uri: str, env: dict, *, seed: int,
-                 epoch: int, tag: str, budget: int = 0) -> list[Trainer]:
+                 epoch: int, tag: str, budget: int = 0, window: int = 16) -> list[Trainer]:
     trainers = []
     for i, (node, daemon) in enumerate(zip(nodes, daemons)):
         node_env = dict(env, STOKER_NODE=str(daemon.socket))
@@ -337,7 +337,7 @@ def run_trainers(tb: Testbed, nodes, daemons: list[Daemon], uri: str, env: dict,
             rank = (WORLD // len(nodes)) * i + local
             trainers.append(Trainer(node, uri, rank, world=WORLD, seed=seed, epoch=epoch,
                                     out=tb.workdir / f"{tag}-rank{rank}.json", env=node_env,
-                                    budget=budget))
+                                    budget=budget, window=window))
     return trainers
 
 
@@ -425,7 +425,8 @@ def test_epoch_through_node_daemons(tmp_path):
             assert m2["stoker_node_trainer_gets_total"] > m1["stoker_node_trainer_gets_total"], \
                 f"{d.host.name}: daemon not used in epoch 2"
         if not churn2:
-            assert after2["stoker_node_store_fills_total"] == after1["stoker_node_store_fills_total"]
+            assert after2["stoker_node_store_fills_total"] == \
+                after1["stoker_node_store_fills_total"]
             assert served2 - served1 <= WORLD * (data.meta_bytes + len(data.manifest))
         for d in daemons:
             assert d.alive(), d.log_text()[-2000:]
@@ -476,36 +477,37 @@ def test_kill_node_daemons_during_epoch(tmp_path):
     seed = int(os.environ.get("STOKER_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
     rng = random.Random(seed)
     print(f"\nkill schedule seed {seed} (rerun with STOKER_TEST_SEED={seed})")
-    # ~18 MB in ~70 chunks of 256 KiB through links shaped to 12 Mbit/s: an epoch of about
-    # 15-25 s, most of it waiting for the store.
+    # ~18 MB in ~70 chunks of 256 KiB through links shaped to 10 Mbit/s: an epoch of about
+    # 20-25 s, most of it waiting for the store. Small windows (2 chunks) and read budgets keep
+    # samples flowing as chunks arrive, so the kills below land in the middle of the reading.
     data = Packed(tmp_path, seed=6060, classes=5, files_per_class=121, min_size=1_000,
                   max_size=60_000, chunk_size=256 << 10)
     secret = _write_secret(tmp_path)
     env = dict(os.environ, STOKER_SECRET_FILE=str(secret))
     env.pop("STOKER_NODE", None)
-    with Testbed("stkt-node-kill", ["storage", "n1", "n2", "n3"], rate="12mbit") as tb:
+    with Testbed("stkt-node-kill", ["storage", "n1", "n2", "n3"], rate="10mbit") as tb:
         storage, nodes = tb["storage"], [tb["n1"], tb["n2"], tb["n3"]]
         start_storage(tb, storage, data.path, secret)
         uri = f"stoker://{storage.ip}:{SERVE_PORT}/train"
         daemons = start_job(tb, nodes, uri, secret)
         served0 = served_read_bytes(storage)
         total = WORLD * -(-len(data.want) // WORLD)
-        # Three kills, each when the job has read a random share of the epoch, of a random
-        # daemon, restarted ~2 s later; the next kill waits for the restart.
-        fractions = sorted(rng.uniform(0.05, 0.6) for _ in range(3))
-        victims = [rng.randrange(len(daemons)) for _ in range(3)]
-        downs = [rng.uniform(1.5, 2.5) for _ in range(3)]
+        # Three kills of a random daemon each: the first once the job has read a random 3-15 %
+        # of the epoch, the others a random 0.3-1.5 s after the previous restart; each victim is
+        # restarted (same arguments) a random 1.5-2.5 s after its kill.
+        first = rng.uniform(0.03, 0.15)
+        schedule = [(rng.randrange(len(daemons)), rng.uniform(1.5, 2.5), rng.uniform(0.3, 1.5))
+                    for _ in range(3)]
         t_start = time.time()
         trainers = run_trainers(tb, nodes, daemons, uri, env, seed=seed % 1000, epoch=0,
-                                tag="kill", budget=4 << 20)
+                                tag="kill", budget=4 << 20, window=2)
+        deadline = time.monotonic() + 120
+        while sum(t.samples_done() for t in trainers) < first * total:
+            if all(t.proc.poll() is not None for t in trainers) or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         kills = []
-        for frac, victim, down in zip(fractions, victims, downs):
-            deadline = time.monotonic() + 120
-            while sum(t.samples_done() for t in trainers) < frac * total:
-                if all(t.proc.poll() is not None for t in trainers) or \
-                        time.monotonic() > deadline:
-                    break
-                time.sleep(0.02)
+        for victim, down, pause in schedule:
             done_at_kill = sum(t.samples_done() for t in trainers)
             d = daemons[victim]
             t_kill = time.time()
@@ -515,12 +517,9 @@ def test_kill_node_daemons_during_epoch(tmp_path):
             d.wait_ready()
             kills.append({"node": d.host.name, "t": t_kill, "down_s": time.time() - t_kill,
                           "samples_before": done_at_kill})
+            time.sleep(pause)
         results = [t.wait(timeout=240) for t in trainers]
         t_end = max(tr.progress[-1][0] for tr in trainers)
-        check_epoch(results, data.want, WORLD)
-        # Each kill hit a running epoch (else the test proved nothing).
-        for k in kills:
-            assert k["samples_before"] < total, f"the epoch ended before the kill of {k['node']}"
         wait_all_live(daemons)  # the restarted daemons rejoined
         per, totals = node_totals(daemons)
         served = served_read_bytes(storage) - served0
@@ -528,10 +527,13 @@ def test_kill_node_daemons_during_epoch(tmp_path):
               f"bytes; served by storage {served} bytes ({served / data.chunk_bytes:.2f}x); "
               f"node totals now {  {_short(k): int(v) for k, v in totals.items()} } "
               "(restarted daemons count from their restart)")
+        t0 = min(tr.progress[0][0] for tr in trainers)
+        timeline = [int(_aggregate(trainers, t0 + i)) for i in range(int(t_end - t0) + 2)]
+        print(f"  samples read by the job, per second from the first trainer's start: {timeline}")
         for k in kills:
             pre, rec = _recovery_seconds(trainers, k["t"], t_end)
             rec_s = "not back before the epoch ended" if rec is None else f"{rec:.1f} s"
-            print(f"  kill -9 {k['node']} at {k['t'] - t_start:5.1f} s "
+            print(f"  kill -9 {k['node']} at {k['t'] - t0:5.1f} s "
                   f"({k['samples_before']}/{total} samples), restarted after "
                   f"{k['down_s']:.1f} s; pre-kill {pre:.0f} samples/s, back to >= 90 % "
                   f"after {rec_s}")
@@ -539,6 +541,11 @@ def test_kill_node_daemons_during_epoch(tmp_path):
             for line in d.log_text().splitlines():
                 if "marked down" in line or "is back" in line:
                     print(f"  [{d.host.name}] {line[:160]}")
+        check_epoch(results, data.want, WORLD)
+        # Each kill hit a running epoch (else the test proved nothing).
+        for k in kills:
+            assert k["samples_before"] < total, f"the epoch ended before the kill of {k['node']}"
+        for d in daemons:
             assert d.alive(), d.log_text()[-2000:]
 
 
