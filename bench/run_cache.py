@@ -26,10 +26,11 @@ per epoch from the server's /metrics (stoker_serve_answer_bytes_total{type="READ
   stoker   (c) `stoker node --job bench ...` on every node, the same trainer as (a) with
            STOKER_NODE=/tmp/stoker-bench-<node>.sock
 Recovery (d), for redis and stoker: a fresh cache; the trainers start together and run from
-epoch to epoch without the epoch barrier, printing progress every 0.25 s; when the aggregate
-reaches --kill-at of epoch --kill-epoch the harness kill -9s redis-server (b) or the node daemon
-of the middle node (c), restarts it --down-seconds later, stops the trainers --observe s after
-the restart, and computes: pre-kill aggregate samples/s (from the end of epoch 0 to the kill),
+epoch to epoch without the epoch barrier, printing progress every 0.25 s; once every trainer
+has finished epochs 0..--kill-epoch (the cache is warm) and --pre-seconds more have passed, the
+harness kill -9s redis-server (b) or the node daemon of the middle node (c) when the aggregate
+next reaches --kill-at (0.4) of an epoch, restarts it --down-seconds later, stops the trainers
+--observe s after the restart, and computes: pre-kill aggregate samples/s (warm to the kill),
 recovery time (kill until the aggregate rate over --rate-window is back to >= 90 % of it for
 1 s, after its first dip), samples lost behind the pre-kill pace, failed reads (must be 0).
 Lock-step: with --step S (default 64) every trainer waits for all the others every S samples
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 import queue
 import re
@@ -461,18 +463,26 @@ class Bench:
         world = len(self.nodes)
         per_rank = -(-self.num_samples // world)  # the loader pads the last round
         per_epoch_total = world * (min(a.limit, per_rank) if a.limit else per_rank)
-        target = per_epoch_total * (a.kill_epoch + a.kill_at)
+        target = warm_at = None
         victim = self.nodes[len(self.nodes) // 2]
         s0 = storage_read_bytes(self.storage)
         t_kill = t_restart = t_stop = None
         try:
             for t in trainers:
                 t.go()
-            deadline = time.monotonic() + a.epoch_timeout * (a.kill_epoch + 1)
+            deadline = time.monotonic() + a.epoch_timeout * (a.kill_epoch + 2)
             while t_kill is None:
+                done = [t.epochs() for t in trainers]
+                if warm_at is None and all(len(d) > a.kill_epoch for d in done):
+                    # every trainer has finished epochs 0..kill_epoch: the cache is warm
+                    warm_at = max(d[a.kill_epoch]["end"] for d in done)
                 progress = [t.progress() for t in trainers]
                 total = sum(p[-1][1] if p else 0 for p in progress)
-                if total >= target:
+                if target is None and warm_at and time.time() >= warm_at + a.pre_seconds:
+                    # the next point at --kill-at of an epoch (aggregate samples)
+                    k = math.floor(total / per_epoch_total - a.kill_at) + 1
+                    target = per_epoch_total * (k + a.kill_at)
+                if target is not None and total >= target:
                     t_kill = time.time()
                     if kind == "redis":
                         self.cache.kill(self.redis_proc, signal.SIGKILL)
@@ -481,7 +491,8 @@ class Bench:
                     break
                 if all(t.proc.poll() is not None for t in trainers) or \
                         time.monotonic() > deadline:
-                    raise TestbedError(f"{kind} recovery: trainers ended before the kill point")
+                    raise TestbedError(f"{kind} recovery: no kill point before the trainers "
+                                       "ended or the deadline")
                 time.sleep(0.02)
             time.sleep(a.down_seconds)
             t_restart = time.time()
@@ -501,10 +512,12 @@ class Bench:
             for t in trainers:
                 t.finish()
         s1 = storage_read_bytes(self.storage)
-        result = recovery_metrics(trainers, t_kill, t_restart, t_stop, a.threshold,
+        result = recovery_metrics(trainers, warm_at, t_kill, t_restart, t_stop, a.threshold,
                                   a.rate_window)
         result.update({"victim": "redis-server" if kind == "redis" else f"{victim.name} daemon",
-                       "kill_at_samples": target, "kill_epoch": a.kill_epoch,
+                       "kill_at_samples": target,
+                       "kill_in_epoch": target / per_epoch_total if target else None,
+                       "warm_after_epoch": a.kill_epoch,
                        "kill_fraction": a.kill_at, "down_seconds": a.down_seconds,
                        "storage_bytes": s1 - s0,
                        "epochs": max(len(t.epochs()) for t in trainers)})
@@ -547,11 +560,11 @@ def epoch_row(done: list[dict], storage_bytes: int) -> dict:
             "failed": sum(n["failed"] + n.get("read_errors", 0) for n in nodes)}
 
 
-def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float, t_stop: float,
-                     threshold: float, window: float = 1.0) -> dict:
+def recovery_metrics(trainers: list[Trainer], warm: float, t_kill: float, t_restart: float,
+                     t_stop: float, threshold: float, window: float = 1.0) -> dict:
     """Aggregate progress A(t) = the sum of every trainer's samples (linear between progress
-    lines); rate r(t) = (A(t) - A(t - window)) / window. Pre-kill level: the mean rate from the
-    moment every trainer finished epoch 0 (the cache is warm) to the kill. Recovery: the first
+    lines); rate r(t) = (A(t) - A(t - window)) / window. Pre-kill level: the mean rate from
+    `warm` (every trainer had finished epoch --kill-epoch) to the kill. Recovery: the first
     window end after the kill from which r stays >= threshold × pre-kill for SUSTAIN_S, after
     the first window below it (0 if none dips); settled: the end of the last window below it.
     Up to the moment the harness stopped the trainers."""
@@ -570,7 +583,6 @@ def recovery_metrics(trainers: list[Trainer], t_kill: float, t_restart: float, t
     def agg(t):
         return sum(at(s, t) for s in series)
 
-    warm = max(t.epochs()[0]["end"] for t in trainers)
     t_end = t_stop
     pre = (agg(t_kill) - agg(warm)) / (t_kill - warm) if t_kill > warm else float("nan")
     step = 0.05
@@ -659,7 +671,8 @@ def summary(results: dict) -> str:
             rec = run.get(f"recovery_{kind}")
             if rec and "pre_kill_samples_per_s" in rec:
                 lines.append(
-                    f"recovery {kind:6}: kill -9 {rec['victim']} at {rec['kill_s']:.1f} s, "
+                    f"recovery {kind:6}: kill -9 {rec['victim']} at {rec['kill_s']:.1f} s "
+                    f"(epoch {rec['kill_in_epoch']:.1f}), "
                     f"restart +{rec['down_seconds']:.0f} s; pre-kill "
                     f"{rec['pre_kill_samples_per_s']:.0f} samples/s, min after kill "
                     f"{rec['min_rate_after_kill']:.0f}; back to >= "
@@ -699,8 +712,13 @@ def main() -> int:
     ap.add_argument("--skip-recovery", action="store_true")
     ap.add_argument("--observe", type=float, default=12.0,
                     help="seconds the recovery runs go on after the restart")
-    ap.add_argument("--kill-epoch", type=int, default=2, help="epoch (0-based) of the kill")
-    ap.add_argument("--kill-at", type=float, default=0.4, help="fraction of that epoch")
+    ap.add_argument("--kill-epoch", type=int, default=2,
+                    help="recovery: the kill comes after every trainer finished epochs "
+                    "0..KILL_EPOCH (the cache is warm) and --pre-seconds more")
+    ap.add_argument("--pre-seconds", type=float, default=3.0,
+                    help="recovery: seconds of warm reading measured before the kill")
+    ap.add_argument("--kill-at", type=float, default=0.4,
+                    help="recovery: kill at this fraction of an epoch (aggregate samples)")
     ap.add_argument("--down-seconds", type=float, default=3.0)
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--step", type=int, default=64,

@@ -14,7 +14,9 @@
 #include "format/chunk.h"
 #include "format/snapshot.h"
 #include "net/net_test_util.h"
+#include "net/payload.h"
 #include "node/node_storage.h"
+#include "node/trainer_protocol.h"
 #include "storage/memory_storage.h"
 #include "storage/posix_storage.h"
 
@@ -257,6 +259,54 @@ TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
   ReadAllThrough(0);
   EXPECT_EQ(daemons_[0]->stats().store_fills, 1u);  // only the damaged chunk
   EXPECT_GE(daemons_[0]->stats().disk_hits, ChunkCount() - 1);
+}
+
+// Local processes that misuse the trainer socket get an error or lose their connection; the
+// daemon goes on serving everyone else.
+TEST_F(NodeTest, MalformedTrainerMessagesAreRefused) {
+  StartDaemons(1);
+  auto expect_refused = [&](std::string message) {
+    auto socket = ConnectUnix(Socket(0));
+    ASSERT_TRUE(socket.has_value());
+    ASSERT_TRUE(SendMessage(*socket, message, -1, net::After(std::chrono::seconds(2))).ok());
+    int fd = -1;
+    auto reply = ReceiveMessage(*socket, &fd, net::After(std::chrono::seconds(5)));
+    EXPECT_EQ(fd, -1);
+    if (reply) {
+      net::PayloadReader r(*reply);
+      auto code = r.U8();
+      ASSERT_TRUE(code.has_value());
+      EXPECT_NE(*code, 0) << "accepted: " << testing::PrintToString(message);
+    }
+  };
+  expect_refused("");                                   // empty
+  expect_refused(std::string("\x07", 1));              // unknown type
+  expect_refused(std::string("\x02\x01\x02", 3));    // GET before HELLO, and truncated
+  expect_refused(std::string("\x01\xff\xff\xff\x7f", 5));  // HELLO claiming 2 GiB
+  {
+    net::PayloadWriter w;
+    w.U8(1).Bytes("stoker-manifest 1\nnot ours\n");  // another dataset's MANIFEST
+    expect_refused(w.data());
+  }
+  // A greeted trainer asking for a chunk that does not exist.
+  auto socket = ConnectUnix(Socket(0));
+  ASSERT_TRUE(socket.has_value());
+  net::PayloadWriter hello;
+  hello.U8(1).Bytes(stoker::test::ReadFileToString(packed_->dir.Join("MANIFEST")));
+  ASSERT_TRUE(SendMessage(*socket, hello.data(), -1, net::After(std::chrono::seconds(2))).ok());
+  int fd = -1;
+  auto greeting = ReceiveMessage(*socket, &fd, net::After(std::chrono::seconds(5)));
+  ASSERT_TRUE(greeting.has_value());
+  EXPECT_EQ((*greeting)[0], '\0');
+  net::PayloadWriter get;
+  get.U8(2).U64(0xdeadbeefdeadbeefull);
+  ASSERT_TRUE(SendMessage(*socket, get.data(), -1, net::After(std::chrono::seconds(2))).ok());
+  auto missing = ReceiveMessage(*socket, &fd, net::After(std::chrono::seconds(5)));
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(static_cast<StatusCode>((*missing)[0]), StatusCode::kNotFound);
+  EXPECT_EQ(fd, -1);
+  ReadAllThrough(0);  // still serving
+  EXPECT_GT(daemons_[0]->stats().trainer_gets, 0u);
 }
 
 TEST_F(NodeTest, BadOptionsAreRefused) {
