@@ -30,22 +30,25 @@ epoch to epoch without the epoch barrier, printing progress every 0.25 s; once e
 has finished epochs 0..--kill-epoch (the cache is warm) and --pre-seconds more have passed, the
 harness kill -9s redis-server (b) or the node daemon of the middle node (c) when the aggregate
 next reaches --kill-at (0.4) of an epoch, restarts it --down-seconds later, stops the trainers
---observe s after the restart, and computes: pre-kill aggregate samples/s (warm to the kill),
-recovery time (kill until the aggregate rate over --rate-window is back to >= 90 % of it for
-1 s, after its first dip), samples lost behind the pre-kill pace, failed reads (must be 0).
+--observe s after the restart, and computes: pre-kill aggregate samples/s (over the last
+--pre-seconds), recovery time (kill until the aggregate rate over --rate-window is back to
+>= 90 % of it for 1 s, after its first dip; 0 if it never dips), samples lost behind the pre-kill
+pace, and failed reads (must be 0).
 Lock-step: with --step S (default 64) every trainer waits for all the others every S samples
 (a tiny barrier server on the switch), as data-parallel training does at each step, so a slow
 node slows the job as it would in DDP.
 Results JSON in $STOKER_BENCH_CACHE/results/cache-*.json; a summary table on stdout.
 
 Caveats. Everything (3 trainers, 3 daemons or redis, the server, the relay, tbf) shares this
-machine's CPUs. With this 8-chunk dataset a whole epoch is one shuffle window (window 16), and
-stoker.Loader's default read budget (2 x window x largest chunk) fetches a rank's whole share
-before yielding its first sample (first_sample_s in the JSON): its progress comes in one burst
-per epoch, so the 1 s recovery rate of the stoker setups is only meaningful with a smaller
-budget (--loader-budget-mb, e.g. 64) or a larger --rate-window. --storage-rate gives the store a
-slower link than the nodes and the cache (by default all links are --rate, so the store is as
-fast as the single Redis host, and losing Redis costs no bandwidth).
+machine's CPUs; the trainers only count (and CRC-check) bytes, no decoding. With this 8-chunk
+dataset a whole epoch is one shuffle window (window 16), and stoker.Loader's default read budget
+(2 x window x largest chunk) fetches a rank's whole share before yielding its first sample
+(first_sample_s in the JSON), so direct reading progresses in one burst per epoch
+(--loader-budget-mb, e.g. 64, makes it stream). With --memory-limit (1G) >= the dataset every
+daemon ends up holding all of it, so from epoch 3 on the stoker setup reads only local memory
+(--memory-limit 256M shows the distributed regime). --storage-rate gives the store a slower link
+than the nodes and the cache (by default all links are --rate, so the store is as fast as the
+single Redis host, and losing Redis costs no bandwidth).
 """
 from __future__ import annotations
 
@@ -126,13 +129,18 @@ sync = None
 if step:  # "HOST:PORT:GROUP:EVERY": lock-step with the other ranks every EVERY samples
     import socket
     h, p, group, step = step.split(":"); step = int(step)
-    sync = socket.create_connection((h, int(p))); sync.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sync = socket.create_connection((h, int(p)))
+    sync.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sync.sendall(f"{group} {world}\n".encode())
 def barrier_step():
     sync.sendall(b"s")
     if sync.recv(1) != b"k":
         raise RuntimeError("step barrier lost")
 state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False, "stop_asked": False}
+out_lock = threading.Lock()
+def emit(msg):  # one whole line at a time (print() writes the text and the newline apart)
+    with out_lock:
+        sys.stdout.write(json.dumps(msg) + "\n"); sys.stdout.flush()
 go = threading.Semaphore(0)
 def control():
     for line in sys.stdin:
@@ -144,10 +152,10 @@ def control():
 threading.Thread(target=control, daemon=True).start()
 def ticker():
     while not state["stop"]:
-        print(json.dumps({"t": time.time(), "epoch": state["epoch"], "samples": state["samples"],
-                          "bytes": state["bytes"]}), flush=True)
+        emit({"t": time.time(), "epoch": state["epoch"], "samples": state["samples"],
+                          "bytes": state["bytes"]})
         time.sleep(every)
-print(json.dumps({"ready": True}), flush=True)
+emit({"ready": True})
 threading.Thread(target=ticker, daemon=True).start()
 ok = True
 for epoch in range(epochs):
@@ -175,16 +183,16 @@ for epoch in range(epochs):
     except Exception as e:
         error = repr(e); ok = False
     t1 = time.time()
-    print(json.dumps({"epoch_done": epoch, "samples": n, "bytes": b,
+    emit({"epoch_done": epoch, "samples": n, "bytes": b,
                       "failed": 0 if stopped else expected - n, "stopped": stopped,
                       "start": t0, "end": t1, "seconds": t1 - t0, "first_sample_s": first,
-                      "error": error, "stats": loader.stats()}), flush=True)
+                      "error": error, "stats": loader.stats()})
     if error or stopped:
         break
     if sync is not None and n % step:
         barrier_step()  # the epoch's last, partial step
 state["stop"] = True
-print(json.dumps({"done": True, "ok": ok}), flush=True)
+emit({"done": True, "ok": ok})
 """
 
 
@@ -308,6 +316,8 @@ class Bench:
         self.nodes = [tb[f"n{i + 1}"] for i in range(args.nodes)]
         self.redis_proc = None
         self.daemons: dict[str, subprocess.Popen] = {}
+        self.num_samples = 0
+        self.step_proc, self.step_groups = None, 0
 
     # redis ------------------------------------------------------------------------------------
     def redis_argv(self) -> list[str]:
@@ -512,8 +522,8 @@ class Bench:
             for t in trainers:
                 t.finish()
         s1 = storage_read_bytes(self.storage)
-        result = recovery_metrics(trainers, warm_at, t_kill, t_restart, t_stop, a.threshold,
-                                  a.rate_window)
+        result = recovery_metrics(trainers, max(warm_at, t_kill - a.pre_seconds), t_kill,
+                                  t_restart, t_stop, a.threshold, a.rate_window)
         result.update({"victim": "redis-server" if kind == "redis" else f"{victim.name} daemon",
                        "kill_at_samples": target,
                        "kill_in_epoch": target / per_epoch_total if target else None,
@@ -564,7 +574,7 @@ def recovery_metrics(trainers: list[Trainer], warm: float, t_kill: float, t_rest
                      t_stop: float, threshold: float, window: float = 1.0) -> dict:
     """Aggregate progress A(t) = the sum of every trainer's samples (linear between progress
     lines); rate r(t) = (A(t) - A(t - window)) / window. Pre-kill level: the mean rate from
-    `warm` (every trainer had finished epoch --kill-epoch) to the kill. Recovery: the first
+    `warm` (--pre-seconds before the kill, the caches warm) to the kill. Recovery: the first
     window end after the kill from which r stays >= threshold × pre-kill for SUSTAIN_S, after
     the first window below it (0 if none dips); settled: the end of the last window below it.
     Up to the moment the harness stopped the trainers."""
@@ -607,8 +617,8 @@ def recovery_metrics(trainers: list[Trainer], warm: float, t_kill: float, t_rest
     while t <= max(s[-1][0] for s in series if s):
         timeline.append([round(t - t0, 2), round((agg(t) - agg(t - window)) / window)])
         t += 0.5
-    return {"pre_kill_samples_per_s": pre, "threshold": threshold,
-            "kill_s": t_kill - t0, "restart_s": t_restart - t0, "warm_s": warm - t0,
+    return {"pre_kill_samples_per_s": pre, "threshold": threshold, 
+            "kill_s": t_kill - t0, "restart_s": t_restart - t0, "pre_from_s": warm - t0,
             "stop_s": t_end - t0,
             "min_rate_after_kill": min((g[1] for g in grid), default=float("nan")),
             "dipped": dip is not None, "recovery_s": recovery_s, "settled_s": settled_s,
@@ -712,7 +722,7 @@ def main() -> int:
     ap.add_argument("--skip-recovery", action="store_true")
     ap.add_argument("--observe", type=float, default=12.0,
                     help="seconds the recovery runs go on after the restart")
-    ap.add_argument("--kill-epoch", type=int, default=2,
+    ap.add_argument("--kill-epoch", type=int, default=3,
                     help="recovery: the kill comes after every trainer finished epochs "
                     "0..KILL_EPOCH (the cache is warm) and --pre-seconds more")
     ap.add_argument("--pre-seconds", type=float, default=3.0,

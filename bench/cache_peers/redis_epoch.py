@@ -54,6 +54,17 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 
+_OUT_LOCK = threading.Lock()
+
+
+def emit(msg: dict) -> None:
+    """One JSON line to stdout, whole (print() writes the text and the newline apart, so lines
+    from two threads could interleave)."""
+    with _OUT_LOCK:
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -184,11 +195,11 @@ def main() -> int:
 
     def progress() -> None:
         while not state["stop"]:
-            print(json.dumps({"t": time.time(), "epoch": state["epoch"],
-                              "samples": state["samples"], "bytes": state["bytes"]}), flush=True)
+            emit({"t": time.time(), "epoch": state["epoch"],
+                              "samples": state["samples"], "bytes": state["bytes"]})
             time.sleep(args.progress)
 
-    print(json.dumps({"ready": True}), flush=True)
+    emit({"ready": True})
     ticker = threading.Thread(target=progress, daemon=True)
     ticker.start()
     t_all = time.perf_counter()
@@ -238,18 +249,18 @@ def main() -> int:
         delta = {k: c.get(k, 0) - before.get(k, 0) for k in
                  ("hits", "misses", "redis_errors", "set_errors", "store_reads", "read_errors",
                   "crc_errors")}
-        print(json.dumps({"epoch_done": epoch, "samples": samples, "bytes": nbytes,
+        emit({"epoch_done": epoch, "samples": samples, "bytes": nbytes,
                           "failed": failed, "stopped": stopped, "start": t0, "end": t1,
                           "seconds": t1 - t0,
                           "first_sample_s": first,
-                          **delta}), flush=True)
+                          **delta})
         if stopped:
             break
     state["stop"] = True
     ticker.join()
-    print(json.dumps({"done": True, "seconds": time.perf_counter() - t_all,
+    emit({"done": True, "seconds": time.perf_counter() - t_all,
                       "samples": state["samples"], "bytes": state["bytes"],
-                      **c}), flush=True)
+                      **c})
     workers.shutdown()
     io.shutdown()
     return 0

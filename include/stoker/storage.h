@@ -47,6 +47,14 @@ class FileBytes {
   virtual std::span<const std::byte> bytes() const = 0;
 };
 
+// One entry of a reader's plan, in the order of first reads. A reader reads several files at
+// once (a shuffle window), so a file stays in use after later files were first read: until the
+// reader first reads entry `in_use_until` (>= the entry's own index), and no longer after.
+struct PlannedFile {
+  std::string path;
+  uint32_t in_use_until = 0;
+};
+
 class Storage {
  public:
   virtual ~Storage() = default;
@@ -68,9 +76,9 @@ class Storage {
   // A human-readable location for error messages, e.g. "/data/imagenet/chunks/00ab.chunk".
   virtual std::string Describe(std::string_view path) const = 0;
   // The files a reader is about to read, in the order it will first read them (the loader's
-  // plan for an epoch). A cache behind the storage (the node daemon) prefetches and evicts by
-  // it; other storage ignores it.
-  virtual void AdviseReadOrder(std::span<const std::string> /*paths*/) {}
+  // plan for an epoch; see PlannedFile). A cache behind the storage (the node daemon)
+  // prefetches and evicts by it; other storage ignores it.
+  virtual void AdviseReadOrder(std::span<const PlannedFile> /*plan*/) {}
 };
 
 // Opens the storage for a dataset location: a local path, a file:// URI or a stoker:// URI. The

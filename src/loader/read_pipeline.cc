@@ -241,20 +241,24 @@ ReadPipeline::ReadPipeline(std::shared_ptr<State> state) : state_(std::move(stat
 
 namespace {
 
-// Tells the storage which chunk files this plan reads, in first-use order, so that a cache
-// behind it (the node daemon) can prefetch and evict by the future rather than the past.
+// Tells the storage which chunk files this plan reads, in first-use order, and until when each
+// is in use, so that a cache behind it (the node daemon) can prefetch and evict by the future
+// rather than the past.
 void AdviseChunkOrder(const Dataset& dataset, const std::vector<uint32_t>& plan) {
   const format::Snapshot& snap = dataset.snapshot();
-  std::vector<bool> seen(snap.chunk_count());
-  std::vector<std::string> order;
+  std::vector<int64_t> entry_of(snap.chunk_count(), -1);
+  std::vector<PlannedFile> order;
   for (uint32_t sample : plan) {
     const auto [file0, count] = snap.SampleFiles(sample);
     for (uint32_t k = 0; k < count; ++k) {
       const uint32_t chunk = snap.file(file0 + k).chunk;
-      if (!seen[chunk]) {
-        seen[chunk] = true;
-        order.push_back(format::ChunkPath(snap.chunk(chunk).id));
+      if (entry_of[chunk] < 0) {
+        entry_of[chunk] = static_cast<int64_t>(order.size());
+        order.push_back({format::ChunkPath(snap.chunk(chunk).id), 0});
       }
+      // Read again now: in use at least until the newest chunk first read so far.
+      order[static_cast<size_t>(entry_of[chunk])].in_use_until =
+          static_cast<uint32_t>(order.size() - 1);
     }
   }
   dataset.storage().AdviseReadOrder(order);

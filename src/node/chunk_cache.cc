@@ -31,9 +31,12 @@ bool ChunkCache::Contains(uint32_t chunk) const {
 uint64_t ChunkCache::NextUseLocked(uint32_t chunk) const {
   uint64_t best = kDone;
   for (const auto& [id, plan] : plans_) {
-    auto it = plan.position.find(chunk);
-    if (it != plan.position.end() && it->second >= plan.cursor) {
-      best = std::min<uint64_t>(best, it->second - plan.cursor);
+    auto it = plan.uses.find(chunk);
+    if (it == plan.uses.end()) continue;
+    if (it->second.position >= plan.cursor) {
+      best = std::min<uint64_t>(best, it->second.position - plan.cursor);
+    } else if (it->second.in_use_until >= plan.cursor) {
+      best = 0;  // being read right now
     }
   }
   return best;
@@ -167,11 +170,11 @@ uint64_t ChunkCache::AddPlan() {
   return id;
 }
 
-void ChunkCache::SetPlan(uint64_t plan, std::vector<uint32_t> first_use_order) {
+void ChunkCache::SetPlan(uint64_t plan, const std::vector<PlannedChunk>& chunks) {
   Plan p;
-  p.position.reserve(first_use_order.size());
-  for (uint32_t i = 0; i < first_use_order.size(); ++i) {
-    p.position.try_emplace(first_use_order[i], i);
+  p.uses.reserve(chunks.size());
+  for (const PlannedChunk& c : chunks) {
+    p.uses.try_emplace(c.chunk, Plan::Use{c.position, std::max(c.position, c.in_use_until)});
   }
   std::lock_guard lock(mu_);
   plans_[plan] = std::move(p);
@@ -185,8 +188,8 @@ void ChunkCache::RemovePlan(uint64_t plan) {
 void ChunkCache::NoteUse(uint32_t chunk) {
   std::lock_guard lock(mu_);
   for (auto& [id, plan] : plans_) {
-    auto it = plan.position.find(chunk);
-    if (it != plan.position.end()) plan.cursor = std::max(plan.cursor, it->second);
+    auto it = plan.uses.find(chunk);
+    if (it != plan.uses.end()) plan.cursor = std::max(plan.cursor, it->second.position);
   }
 }
 
@@ -194,7 +197,8 @@ std::vector<uint32_t> ChunkCache::PrefetchCandidates(size_t depth) const {
   std::lock_guard lock(mu_);
   std::vector<std::pair<uint64_t, uint32_t>> wanted;  // (distance, chunk)
   for (const auto& [id, plan] : plans_) {
-    for (const auto& [chunk, pos] : plan.position) {
+    for (const auto& [chunk, use] : plan.uses) {
+      const uint32_t pos = use.position;
       if (pos < plan.cursor || pos - plan.cursor >= depth) continue;
       if (!entries_.contains(chunk)) wanted.emplace_back(pos - plan.cursor, chunk);
     }

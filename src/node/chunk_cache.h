@@ -2,8 +2,9 @@
 // (single flight), and eviction driven by the trainers' known future order.
 //
 // Eviction. Trainers send their plan (the chunks of an epoch in first-use order, known in
-// advance because the sampler is deterministic). A chunk's next use is its distance ahead of the
-// plan's cursor (the furthest chunk that plan's trainer has asked for); a chunk no plan needs
+// advance because the sampler is deterministic, each with the entry until which it stays in use,
+// see PlannedFile). A chunk's next use is its distance ahead of the plan's cursor (the furthest
+// entry that plan's trainer has asked for), 0 while it is in use, and a chunk no plan needs
 // again is "done". Victims, first to last:
 //   1. done and not owned here (a copy fetched from its owner for a local trainer),
 //   2. done and owned here, most recently used first: an owner keeps a stable set when the
@@ -69,7 +70,12 @@ class ChunkCache {
 
   // Plans: one per trainer, replaced each epoch, removed when the trainer goes away.
   uint64_t AddPlan();
-  void SetPlan(uint64_t plan, std::vector<uint32_t> first_use_order);
+  struct PlannedChunk {
+    uint32_t chunk;         // the chunk's index in the snapshot
+    uint32_t position;      // its entry in the trainer's first-use order
+    uint32_t in_use_until;  // the entry until which it is in use (>= position)
+  };
+  void SetPlan(uint64_t plan, const std::vector<PlannedChunk>& chunks);
   void RemovePlan(uint64_t plan);
   // A local trainer asked for `chunk`: moves the cursor of every plan that contains it.
   void NoteUse(uint32_t chunk);
@@ -88,7 +94,10 @@ class ChunkCache {
     uint64_t last_use = 0;
   };
   struct Plan {
-    std::unordered_map<uint32_t, uint32_t> position;  // chunk -> index in first-use order
+    struct Use {
+      uint32_t position, in_use_until;
+    };
+    std::unordered_map<uint32_t, Use> uses;  // by chunk
     uint32_t cursor = 0;
   };
   static constexpr uint64_t kDone = ~uint64_t{0};

@@ -11,6 +11,13 @@ namespace {
 
 constexpr uint64_t kChunk = 4096;
 
+// A plan read one chunk at a time: each chunk is in use only until the next is first read.
+std::vector<ChunkCache::PlannedChunk> Sequential(const std::vector<uint32_t>& order) {
+  std::vector<ChunkCache::PlannedChunk> out;
+  for (uint32_t i = 0; i < order.size(); ++i) out.push_back({order[i], i, i});
+  return out;
+}
+
 // Fills chunk i with the byte i, counting fills per chunk.
 struct CountingFiller {
   std::atomic<int> fills{0};
@@ -109,7 +116,7 @@ TEST(ChunkCacheTest, ACyclicScanLargerThanTheCacheDoesNotThrash) {
   for (uint32_t i = 0; i < 10; ++i) order[i] = i;
   std::vector<int> fills_per_pass;
   for (int pass = 0; pass < 4; ++pass) {
-    cache.SetPlan(plan, order);
+    cache.SetPlan(plan, Sequential(order));
     const int before = filler.fills.load();
     for (uint32_t c : order) {
       cache.NoteUse(c);
@@ -127,7 +134,7 @@ TEST(ChunkCacheTest, EvictsTheChunkNeededFurthestInTheFuture) {
   ChunkCache cache(3 * kChunk, [](uint32_t) { return true; });
   CountingFiller filler;
   const uint64_t plan = cache.AddPlan();
-  cache.SetPlan(plan, {0, 1, 2, 3});
+  cache.SetPlan(plan, Sequential({0, 1, 2, 3}));
   for (uint32_t c : {2u, 1u, 3u}) ASSERT_TRUE(cache.Get(c, kChunk, filler.Get()).has_value());
   // Chunk 0 is needed first; the furthest (3) must make room for it.
   cache.NoteUse(0);
@@ -147,7 +154,7 @@ TEST(ChunkCacheTest, PrefetchNeverEvictsWhatIsNeededSooner) {
   ChunkCache cache(2 * kChunk, [](uint32_t) { return true; });
   CountingFiller filler;
   const uint64_t plan = cache.AddPlan();
-  cache.SetPlan(plan, {0, 1, 2, 3});
+  cache.SetPlan(plan, Sequential({0, 1, 2, 3}));
   ASSERT_TRUE(cache.Get(0, kChunk, filler.Get()).has_value());
   ASSERT_TRUE(cache.Get(1, kChunk, filler.Get()).has_value());
   EXPECT_EQ(cache.PrefetchCandidates(3), (std::vector<uint32_t>{2}));
@@ -159,6 +166,23 @@ TEST(ChunkCacheTest, PrefetchNeverEvictsWhatIsNeededSooner) {
   EXPECT_FALSE(cache.Contains(0));
   cache.RemovePlan(plan);
   EXPECT_TRUE(cache.PrefetchCandidates(3).empty());
+}
+
+// A trainer reads a window of chunks at once: chunk 0 is still being read after chunks 1 and 2
+// were first read (in use until entry 2), so it must outlive chunk 1, which is done.
+TEST(ChunkCacheTest, ChunksStillBeingReadAreNotDone) {
+  ChunkCache cache(2 * kChunk, [](uint32_t) { return true; });
+  CountingFiller filler;
+  const uint64_t plan = cache.AddPlan();
+  cache.SetPlan(plan, {{0, 0, 2}, {1, 1, 1}, {2, 2, 2}});
+  cache.NoteUse(0);
+  ASSERT_TRUE(cache.Get(0, kChunk, filler.Get()).has_value());
+  cache.NoteUse(1);
+  ASSERT_TRUE(cache.Get(1, kChunk, filler.Get()).has_value());
+  cache.NoteUse(2);
+  ASSERT_TRUE(cache.Get(2, kChunk, filler.Get()).has_value());
+  EXPECT_TRUE(cache.Contains(0));
+  EXPECT_FALSE(cache.Contains(1));
 }
 
 TEST(ChunkCacheTest, CopiesOfOthersChunksGoBeforeOwnChunks) {

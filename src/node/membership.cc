@@ -44,8 +44,9 @@ Membership::Membership(std::string job, std::vector<net::ServerAddress> peers, s
 
 Membership::~Membership() { Stop(); }
 
-void Membership::Start(Probe probe) {
+void Membership::Start(Probe probe, OnChange on_change) {
   probe_ = std::move(probe);
+  on_change_ = std::move(on_change);
   for (size_t i = 0; i < peers_.size(); ++i) {
     if (i != self_) threads_.emplace_back([this, i] { Heartbeat(i); });
   }
@@ -66,28 +67,39 @@ void Membership::Heartbeat(size_t peer) {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    const bool ok = probe_(peer).ok();
+    const Status st = probe_(peer);
     lock.lock();
-    misses = ok ? 0 : misses + 1;
-    if (ok) {
-      SetLive(peer, true);
+    misses = st.ok() ? 0 : misses + 1;
+    bool changed = false;
+    if (st.ok()) {
+      changed = SetLiveLocked(peer, true);
     } else if (misses >= options_.misses_to_down) {
-      SetLive(peer, false);
+      changed = SetLiveLocked(peer, false);
+    }
+    if (changed && on_change_) {
+      lock.unlock();
+      on_change_(peer, st.ok(), st.ok() ? st : st.WithContext("missed heartbeats"));
+      lock.lock();
     }
     stop_cv_.wait_for(lock, options_.heartbeat_interval, [&] { return stopping_; });
   }
 }
 
-void Membership::SetLive(size_t peer, bool live) {  // mu_ held
+bool Membership::SetLiveLocked(size_t peer, bool live) {
   PeerState& p = peers_[peer];
-  if (p.live == live || p.self) return;
+  if (p.live == live || p.self) return false;
   p.live = live;
   ++(live ? p.ups : p.downs);
+  return true;
 }
 
-void Membership::MarkDown(size_t peer) {
-  std::lock_guard lock(mu_);
-  SetLive(peer, false);
+void Membership::MarkDown(size_t peer, const Status& why) {
+  bool changed;
+  {
+    std::lock_guard lock(mu_);
+    changed = SetLiveLocked(peer, false);
+  }
+  if (changed && on_change_) on_change_(peer, false, why);
 }
 
 bool Membership::IsLive(size_t peer) const {

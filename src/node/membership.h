@@ -55,8 +55,12 @@ class Membership {
                                                     MembershipOptions options);
   ~Membership();  // Stop()
 
+  // Called (from a heartbeat or reading thread, without locks held) whenever a peer goes down
+  // or comes back, with the reason it went down.
+  using OnChange = std::function<void(size_t peer, bool live, const Status& why)>;
+
   // Starts the heartbeat threads (none if there is only this daemon).
-  void Start(Probe probe);
+  void Start(Probe probe, OnChange on_change = nullptr);
   void Stop();
 
   size_t size() const { return peers_.size(); }
@@ -66,15 +70,16 @@ class Membership {
   std::vector<size_t> LiveRanking(uint64_t chunk_id) const;
   bool IsOwner(uint64_t chunk_id) const;
   bool IsLive(size_t peer) const;
-  // A read from `peer` failed for connection reasons: down until a heartbeat succeeds.
-  void MarkDown(size_t peer);
+  // A read from `peer` failed: down until a heartbeat succeeds.
+  void MarkDown(size_t peer, const Status& why);
   std::vector<PeerState> Snapshot() const;
 
  private:
   Membership(std::string job, std::vector<net::ServerAddress> peers, size_t self,
              MembershipOptions options);
   void Heartbeat(size_t peer);
-  void SetLive(size_t peer, bool live);
+  // True if this changed the peer's state (mu_ held).
+  bool SetLiveLocked(size_t peer, bool live);
 
   const std::string job_;
   const MembershipOptions options_;
@@ -82,6 +87,7 @@ class Membership {
   std::vector<std::string> ids_;  // "host:port" per peer (what the placement hashes)
   size_t self_ = 0;
   Probe probe_;
+  OnChange on_change_;
   mutable std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

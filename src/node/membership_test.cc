@@ -40,7 +40,7 @@ TEST(MembershipTest, ADeadPeerMovesOnlyItsOwnChunks) {
   auto m = Make(4, 0);
   std::vector<std::vector<size_t>> before;
   for (uint64_t chunk = 0; chunk < 1000; ++chunk) before.push_back(m->LiveRanking(chunk));
-  m->MarkDown(2);
+  m->MarkDown(2, Status::IOError("test"));
   EXPECT_FALSE(m->IsLive(2));
   int moved = 0;
   for (uint64_t chunk = 0; chunk < 1000; ++chunk) {
@@ -70,10 +70,13 @@ TEST(MembershipTest, HeartbeatsMarkPeersDownAndBackUp) {
   auto m = Membership::Create("job", Peers(3), Peers(3)[0], o);
   ASSERT_TRUE(m.has_value());
   std::atomic<bool> peer1_up{true};
-  (*m)->Start([&](size_t peer) {
-    return peer == 1 && !peer1_up.load() ? Status(StatusCode::kUnavailable, "down")
-                                         : Status::OK();
-  });
+  std::atomic<int> changes{0};
+  (*m)->Start(
+      [&](size_t peer) {
+        return peer == 1 && !peer1_up.load() ? Status(StatusCode::kUnavailable, "down")
+                                             : Status::OK();
+      },
+      [&](size_t peer, bool, const Status&) { changes.fetch_add(peer == 1 ? 1 : 100); });
   auto wait_for = [&](bool live) {
     for (int i = 0; i < 500 && (*m)->IsLive(1) != live; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -89,6 +92,7 @@ TEST(MembershipTest, HeartbeatsMarkPeersDownAndBackUp) {
   EXPECT_EQ(snap[1].downs, 1u);
   EXPECT_EQ(snap[1].ups, 1u);
   (*m)->Stop();
+  EXPECT_EQ(changes.load(), 2);  // one down, one up, nothing about the healthy peer
 }
 
 TEST(MembershipTest, RejectsBadPeerLists) {

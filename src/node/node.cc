@@ -161,11 +161,7 @@ Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
     counters.peer_failures.fetch_add(1);
     // Whatever went wrong (dead, hung, corrupt, misconfigured), this peer is no use for now:
     // its heartbeats decide when it is back.
-    if (membership->IsLive(peer)) {
-      membership->MarkDown(peer);
-      Log(fmt::format("peer {} marked down: {}", membership->address(peer).ToString(),
-                      st.ToString()));
-    }
+    membership->MarkDown(peer, st.WithContext("reading " + path));
   }
   return FillFromStore(index, dst);
 }
@@ -310,14 +306,12 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
     s.peer_probe.push_back(std::move(probe));
   }
   STOKER_RETURN_IF_ERROR(s.StartTrainerService());
-  s.membership->Start([raw](size_t peer) {
-    const bool was_live = raw->membership->IsLive(peer);
-    Status st = raw->ProbePeer(peer);
-    if (st.ok() && !was_live) {
-      raw->Log(fmt::format("peer {} is back", raw->membership->address(peer).ToString()));
-    }
-    return st;
-  });
+  s.membership->Start([raw](size_t peer) { return raw->ProbePeer(peer); },
+                      [raw](size_t peer, bool live, const Status& why) {
+                        const std::string who = raw->membership->address(peer).ToString();
+                        raw->Log(live ? fmt::format("peer {} is back", who)
+                                      : fmt::format("peer {} is down: {}", who, why.ToString()));
+                      });
   if (o.prefetch_depth > 0) s.prefetcher = std::thread([raw] { raw->PrefetchLoop(); });
   s.ready.store(true);
   return std::unique_ptr<Node>(new Node(std::move(state)));
@@ -387,6 +381,8 @@ std::string RenderNodeMetrics(const NodeStats& n) {
          n.cache_hits);
   metric("stoker_node_cache_evictions_total", "counter", "Chunks evicted.", n.cache_evictions);
   metric("stoker_node_cache_bytes", "gauge", "Bytes of cached and in-use chunks.", n.cache_bytes);
+  metric("stoker_node_cache_peak_bytes", "gauge", "Most chunk bytes held at once.",
+         n.cache_peak_bytes);
   metric("stoker_node_cache_capacity_bytes", "gauge", "The cache's hard limit.", n.cache_capacity);
   metric("stoker_node_disk_hits_total", "counter", "Chunks read back from the disk tier.",
          n.disk_hits);

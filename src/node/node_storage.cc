@@ -98,7 +98,7 @@ class NodeLink {
     return *mapped;
   }
 
-  void SetPlan(std::vector<uint64_t> ids) {
+  void SetPlan(std::vector<std::pair<uint64_t, uint32_t>> ids) {
     std::lock_guard lock(mu_);
     plan_ = std::move(ids);
     plan_sent_ = false;
@@ -196,7 +196,7 @@ class NodeLink {
       net::PayloadWriter w;
       w.U8(static_cast<uint8_t>(TrainerRequest::kPlan)).U8(start == 0 ? 1 : 0);
       w.U32(static_cast<uint32_t>(n));
-      for (size_t i = start; i < start + n; ++i) w.U64(plan_[i]);
+      for (size_t i = start; i < start + n; ++i) w.U64(plan_[i].first).U32(plan_[i].second);
       int passed = -1;
       Status st = SendMessage(control_, w.data(), -1, net::After(kRequestTimeout));
       Result<std::string> reply = st.ok() ? ReceiveMessage(control_, &passed,
@@ -219,7 +219,7 @@ class NodeLink {
   std::vector<net::Socket> idle_;
   std::list<std::pair<uint64_t, std::shared_ptr<const Mapping>>> kept_;
   net::Deadline retry_at_{};
-  std::vector<uint64_t> plan_;
+  std::vector<std::pair<uint64_t, uint32_t>> plan_;  // (chunk id, in use until)
   bool plan_sent_ = true;
   net::Socket control_;
   NodeStorageStats stats_;
@@ -299,11 +299,13 @@ class NodeStorage : public Storage {
   }
   Result<bool> Exists(std::string_view path) override { return store_->Exists(path); }
   std::string Describe(std::string_view path) const override { return store_->Describe(path); }
-  void AdviseReadOrder(std::span<const std::string> paths) override {
-    std::vector<uint64_t> ids;
-    ids.reserve(paths.size());
-    for (const std::string& p : paths) {
-      if (auto id = format::ParseChunkPath(p)) ids.push_back(*id);
+  void AdviseReadOrder(std::span<const PlannedFile> plan) override {
+    // Only chunk files; the entries keep their positions, so in_use_until still points right.
+    std::vector<std::pair<uint64_t, uint32_t>> ids;
+    ids.reserve(plan.size());
+    for (const PlannedFile& f : plan) {
+      auto id = format::ParseChunkPath(f.path);
+      ids.emplace_back(id.value_or(~uint64_t{0}), f.in_use_until);
     }
     link_->SetPlan(std::move(ids));
   }

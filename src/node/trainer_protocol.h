@@ -5,9 +5,11 @@
 // Requests (payload codecs of src/net/payload.h):
 //   HELLO  u8 1 | bytes manifest    the trainer's MANIFEST: the daemon refuses another dataset
 //   GET    u8 2 | u64 chunk id      a chunk file's bytes
-//   PLAN   u8 3 | u8 first | u32 n | n × u64 chunk id
-//                                   the trainer's next chunks in first-use order; `first` starts
-//                                   a new plan (a new epoch), otherwise the ids extend it
+//   PLAN   u8 3 | u8 first | u32 n | n × (u64 chunk id, u32 in use until)
+//                                   the trainer's chunks in first-use order, each with the entry
+//                                   until which it stays in use (PlannedFile in storage.h);
+//                                   `first` starts a new plan (a new epoch), otherwise the
+//                                   entries extend it
 // Every request gets one reply: u8 StatusCode | string message, then for an OK HELLO a string
 // (the job id), for an OK GET a u64 size and the descriptor.
 //

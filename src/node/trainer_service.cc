@@ -95,7 +95,8 @@ void Node::State::AcceptTrainers() {
 void Node::State::ServeTrainer(TrainerConnection& c) {
   counters.trainer_connections.fetch_add(1);
   const uint64_t plan = cache->AddPlan();
-  std::vector<uint32_t> order;
+  std::vector<ChunkCache::PlannedChunk> order;
+  uint32_t plan_entries = 0;  // entries received for the current plan, known chunks or not
   bool greeted = false;
   while (true) {
     int passed = -1;
@@ -151,12 +152,19 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
       auto first = r.U8();
       auto count = r.U32();
       bool ok = first && count && *count <= kPlanIdsPerMessage;
-      if (ok && *first != 0) order.clear();
+      if (ok && *first != 0) {
+        order.clear();
+        plan_entries = 0;
+      }
       for (uint32_t i = 0; ok && i < *count; ++i) {
         auto id = r.U64();
-        ok = id.has_value();
+        auto until = r.U32();
+        ok = id.has_value() && until.has_value();
         if (ok) {
-          if (auto it = chunk_index.find(*id); it != chunk_index.end()) order.push_back(it->second);
+          if (auto it = chunk_index.find(*id); it != chunk_index.end()) {
+            order.push_back({it->second, plan_entries, *until});
+          }
+          ++plan_entries;
         }
       }
       if (!ok || !r.ExpectEnd().ok()) {

@@ -23,8 +23,6 @@ import hashlib
 import json
 import os
 import random
-import re
-import select
 import signal
 import subprocess
 import sys
@@ -118,13 +116,15 @@ def _write_secret(tmp_path: Path) -> Path:
 
 # -- trainers ----------------------------------------------------------------------------------
 
-# One rank's epoch through stoker.Loader: argv uri rank world seed epoch out budget window.
-# Prints a progress line {"t", "n"} every 0.25 s (flushed), writes {"samples": [[path, sha256],
-# ...], "expected", "error", "stats"} to `out`, exits 1 if the loop raised.
+# One rank's epoch through stoker.Loader: argv uri rank world seed epoch out budget window
+# [gate hold]. Prints a progress line {"t", "n"} every 0.25 s (flushed), writes {"samples":
+# [[path, sha256], ...], "expected", "error", "held_s", "stats"} to `out`, exits 1 if the loop
+# raised. With a gate: before its hold-th sample, waits until the file `gate` exists.
 _TRAINER = r"""
-import hashlib, json, sys, threading, time
+import hashlib, json, os, sys, threading, time
 import stoker
 uri, rank, world, seed, epoch, out, budget, window = sys.argv[1:9]
+gate, hold = (sys.argv[9], int(sys.argv[10])) if len(sys.argv) > 10 else ("", -1)
 rank, world, seed, epoch, budget = int(rank), int(world), int(seed), int(epoch), int(budget)
 loader = stoker.Loader(uri, shuffle="chunk", seed=seed, rank=rank, world_size=world,
                        memory_budget=budget or None, window=int(window))
@@ -136,10 +136,15 @@ def ticker():
         print(json.dumps({"t": time.time(), "n": state["n"]}), flush=True)
         time.sleep(0.25)
 threading.Thread(target=ticker, daemon=True).start()
-samples, error = [], None
+samples, error, held = [], None, 0.0
 t0 = time.time()
 try:
     for data, label, path in loader:
+        if state["n"] == hold:
+            h0 = time.time()
+            while not os.path.exists(gate):
+                time.sleep(0.02)
+            held = time.time() - h0
         samples.append([path, hashlib.sha256(data).hexdigest()])
         state["n"] += 1
 except Exception as e:
@@ -148,7 +153,7 @@ state["stop"] = True
 print(json.dumps({"t": time.time(), "n": state["n"]}), flush=True)
 with open(out, "w") as f:
     json.dump({"rank": rank, "expected": expected, "samples": samples, "error": error,
-               "seconds": time.time() - t0, "stats": loader.stats()}, f)
+               "seconds": time.time() - t0, "held_s": held, "stats": loader.stats()}, f)
 print(json.dumps({"done": True}), flush=True)
 sys.exit(1 if error else 0)
 """
@@ -158,10 +163,12 @@ class Trainer:
     """A trainer process on a host; its progress lines are collected by a thread."""
 
     def __init__(self, host, uri: str, rank: int, *, world: int, seed: int, epoch: int,
-                 out: Path, env: dict, budget: int = 0, window: int = 16):
+                 out: Path, env: dict, budget: int = 0, window: int = 16,
+                 gate: tuple[Path, int] | None = None):
         self.host, self.rank, self.out = host, rank, out
         self.proc = host.popen([sys.executable, "-c", _TRAINER, uri, str(rank), str(world),
-                                str(seed), str(epoch), str(out), str(budget), str(window)],
+                                str(seed), str(epoch), str(out), str(budget), str(window),
+                                *([str(gate[0]), str(gate[1])] if gate else [])],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
         self.progress: list[tuple[float, int]] = []
@@ -217,9 +224,9 @@ def check_epoch(results: list[dict], want: dict[str, str], world: int) -> None:
         assert len(set(paths)) == len(paths), f"rank {r['rank']} yielded a sample twice"
         wrong = [p for p, h in r["samples"] if want.get(p) != h]
         assert not wrong, f"rank {r['rank']}: wrong or unknown bytes for {wrong[:5]}"
-    every = [p for r in results for p, _ in r["samples"]]
-    assert set(every) == set(want)
-    assert len(every) - n == per_rank * world - n  # the padding, and nothing more
+    # With per_rank * world samples in all, covering all n: exactly per_rank * world - n
+    # repeats across ranks (the padding), none missing.
+    assert set(p for r in results for p, _ in r["samples"]) == set(want)
 
 
 # -- daemons and metrics -----------------------------------------------------------------------
@@ -268,10 +275,10 @@ class Daemon:
         while self.log_text().count(" trainers on ") < self.starts:
             if self.proc.poll() is not None:
                 raise tbm.TestbedError(f"stoker node on {self.host.name} exited "
-                                   f"{self.proc.returncode}: {self.log_text()[-2000:]}")
+                                       f"{self.proc.returncode}: {self.log_text()[-2000:]}")
             if time.monotonic() > deadline:
-                raise tbm.TestbedError(f"stoker node on {self.host.name} not ready in {timeout} s: "
-                                   f"{self.log_text()[-2000:]}")
+                raise tbm.TestbedError(f"stoker node on {self.host.name} not ready in "
+                                       f"{timeout} s: {self.log_text()[-2000:]}")
             time.sleep(0.05)
 
     def kill9(self) -> None:
@@ -329,7 +336,8 @@ def served_read_bytes(storage) -> int:
 
 
 def run_trainers(tb: Testbed, nodes, daemons: list[Daemon], uri: str, env: dict, *, seed: int,
-                 epoch: int, tag: str, budget: int = 0, window: int = 16) -> list[Trainer]:
+                 epoch: int, tag: str, budget: int = 0, window: int = 16,
+                 gate: tuple[Path, int] | None = None) -> list[Trainer]:
     trainers = []
     for i, (node, daemon) in enumerate(zip(nodes, daemons)):
         node_env = dict(env, STOKER_NODE=str(daemon.socket))
@@ -337,7 +345,7 @@ def run_trainers(tb: Testbed, nodes, daemons: list[Daemon], uri: str, env: dict,
             rank = (WORLD // len(nodes)) * i + local
             trainers.append(Trainer(node, uri, rank, world=WORLD, seed=seed, epoch=epoch,
                                     out=tb.workdir / f"{tag}-rank{rank}.json", env=node_env,
-                                    budget=budget, window=window))
+                                    budget=budget, window=window, gate=gate))
     return trainers
 
 
@@ -494,13 +502,18 @@ def test_kill_node_daemons_during_epoch(tmp_path):
         total = WORLD * -(-len(data.want) // WORLD)
         # Three kills of a random daemon each: the first once the job has read a random 3-15 %
         # of the epoch, the others a random 0.3-1.5 s after the previous restart; each victim is
-        # restarted (same arguments) a random 1.5-2.5 s after its kill.
+        # restarted (same arguments) a random 1.5-2.5 s after its kill. So that every kill hits
+        # a running epoch however fast this machine is, the trainers wait before their last
+        # 15 % of samples until the last restart (on a slow machine they never have to).
         first = rng.uniform(0.03, 0.15)
         schedule = [(rng.randrange(len(daemons)), rng.uniform(1.5, 2.5), rng.uniform(0.3, 1.5))
                     for _ in range(3)]
+        per_rank = total // WORLD
+        gate = tb.workdir / "kills-done"
         t_start = time.time()
         trainers = run_trainers(tb, nodes, daemons, uri, env, seed=seed % 1000, epoch=0,
-                                tag="kill", budget=4 << 20, window=2)
+                                tag="kill", budget=4 << 20, window=2,
+                                gate=(gate, int(per_rank * 0.85)))
         deadline = time.monotonic() + 120
         while sum(t.samples_done() for t in trainers) < first * total:
             if all(t.proc.poll() is not None for t in trainers) or time.monotonic() > deadline:
@@ -513,15 +526,17 @@ def test_kill_node_daemons_during_epoch(tmp_path):
             t_kill = time.time()
             d.kill9()
             time.sleep(down)
+            t_restart = time.time()
             d.start()
             d.wait_ready()
-            kills.append({"node": d.host.name, "t": t_kill, "down_s": time.time() - t_kill,
-                          "samples_before": done_at_kill})
+            kills.append({"node": d.host.name, "t": t_kill, "down_s": t_restart - t_kill,
+                          "ready_s": time.time() - t_restart, "samples_before": done_at_kill})
             time.sleep(pause)
+        gate.touch()
         results = [t.wait(timeout=240) for t in trainers]
         t_end = max(tr.progress[-1][0] for tr in trainers)
         wait_all_live(daemons)  # the restarted daemons rejoined
-        per, totals = node_totals(daemons)
+        _, totals = node_totals(daemons)
         served = served_read_bytes(storage) - served0
         print(f"epoch: {t_end - t_start:.1f} s, {total} samples; dataset {data.chunk_bytes} chunk "
               f"bytes; served by storage {served} bytes ({served / data.chunk_bytes:.2f}x); "
@@ -532,11 +547,14 @@ def test_kill_node_daemons_during_epoch(tmp_path):
         print(f"  samples read by the job, per second from the first trainer's start: {timeline}")
         for k in kills:
             pre, rec = _recovery_seconds(trainers, k["t"], t_end)
-            rec_s = "not back before the epoch ended" if rec is None else f"{rec:.1f} s"
+            rec_s = ("not back before the epoch ended" if rec is None
+                     else f"back to >= 90 % after {rec:.1f} s")
             print(f"  kill -9 {k['node']} at {k['t'] - t0:5.1f} s "
                   f"({k['samples_before']}/{total} samples), restarted after "
-                  f"{k['down_s']:.1f} s; pre-kill {pre:.0f} samples/s, back to >= 90 % "
-                  f"after {rec_s}")
+                  f"{k['down_s']:.1f} s (ready {k['ready_s']:.1f} s later); pre-kill "
+                  f"{pre:.0f} samples/s, {rec_s}")
+        held = max(r["held_s"] for r in results)
+        print(f"  the trainers waited at most {held:.1f} s for the kill schedule to end")
         for d in daemons:
             for line in d.log_text().splitlines():
                 if "marked down" in line or "is back" in line:
