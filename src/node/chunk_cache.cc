@@ -28,6 +28,15 @@ bool ChunkCache::Contains(uint32_t chunk) const {
   return it != entries_.end() && it->second.chunk != nullptr;
 }
 
+std::shared_ptr<const CachedChunk> ChunkCache::Peek(uint32_t chunk) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(chunk);
+  if (it == entries_.end() || it->second.chunk == nullptr) return nullptr;
+  it->second.last_use = ++use_clock_;
+  ++stats_.hits;
+  return it->second.chunk;
+}
+
 uint64_t ChunkCache::NextUseLocked(uint32_t chunk) const {
   uint64_t best = kDone;
   for (const auto& [id, plan] : plans_) {

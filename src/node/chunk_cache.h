@@ -67,6 +67,8 @@ class ChunkCache {
   Result<std::shared_ptr<const CachedChunk>> Prefetch(uint32_t chunk, uint64_t size,
                                                       const Filler& fill);
   bool Contains(uint32_t chunk) const;
+  // The chunk if it is cached now (null otherwise); never fills.
+  std::shared_ptr<const CachedChunk> Peek(uint32_t chunk);
 
   // Plans: one per trainer, replaced each epoch, removed when the trainer goes away.
   uint64_t AddPlan();

@@ -30,6 +30,10 @@ struct TrainerConnection {
   std::atomic<bool> done{false};
 };
 
+// Peers export the cache twice: as JOB (a miss is filled from the store) and as JOB + this
+// suffix (a miss is NotFound), which an owner asks before going to the store itself.
+inline constexpr std::string_view kCachedOnlySuffix = "+cached";
+
 struct Node::State {
   explicit State(NodeOptions o) : options(std::move(o)) {}
   ~State();
@@ -43,6 +47,7 @@ struct Node::State {
   std::unique_ptr<ChunkCache> cache;
   std::unique_ptr<DiskTier> disk;  // null without --disk-dir
   std::vector<std::shared_ptr<net::Client>> peer_data;   // per peer; null for this daemon
+  std::vector<std::shared_ptr<net::Client>> peer_cached; // the same, asking only for cached chunks
   std::vector<std::shared_ptr<net::Client>> peer_probe;  // short timeouts, for heartbeats
   std::unique_ptr<server::Server> server;
   // Set once everything above exists: the peer server starts (and may be asked) before the
@@ -79,6 +84,9 @@ struct Node::State {
   Status FillFromStore(uint32_t index, std::span<std::byte> dst);
   // The chunk's live owners in HRW order, this daemon meaning the store; the store last.
   Status FillFromOwners(uint32_t index, std::span<std::byte> dst);
+  // One chunk from one peer, checked; a peer that fails is marked down. `cached_only`: the peer
+  // answers NotFound unless it holds the chunk already (a plain miss, not a failure).
+  Status FillFromPeer(size_t peer, uint32_t index, std::span<std::byte> dst, bool cached_only);
   Status ProbePeer(size_t peer);
   Result<std::shared_ptr<const CachedChunk>> ForTrainer(uint32_t index);
   Result<std::shared_ptr<const CachedChunk>> ForPeer(uint32_t index);
