@@ -31,7 +31,7 @@ struct NodeArgs {
   uint64_t disk_limit = 0;
   std::string secret_file;
   int metrics_port = -1;
-  size_t prefetch = 2;
+  size_t prefetch = 8;
 };
 
 int Fail(const Status& status) {

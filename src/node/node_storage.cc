@@ -17,6 +17,7 @@
 #include "net/payload.h"
 #include "node/cached_chunk.h"
 #include "node/trainer_protocol.h"
+#include "storage/forwarding_storage.h"
 
 namespace stoker::node {
 namespace {
@@ -266,39 +267,24 @@ class NodeChunkFile : public RandomAccessFile {
   mutable std::unique_ptr<RandomAccessFile> store_file_;
 };
 
-class NodeStorage : public Storage {
+class NodeStorage : public storage::ForwardingStorage {
  public:
   NodeStorage(std::shared_ptr<Storage> store, std::string socket_path)
-      : store_(store), link_(std::make_shared<NodeLink>(store, std::move(socket_path))) {}
+      : ForwardingStorage(store),
+        link_(std::make_shared<NodeLink>(store, std::move(socket_path))) {}
 
+  // Chunk files through the daemon; everything else goes to the store unchanged.
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(std::string_view path) override {
     const auto id = format::ParseChunkPath(path);
-    if (!id) return store_->OpenRead(path);
+    if (!id) return base()->OpenRead(path);
     if (auto mapped = link_->Chunk(*id); mapped) {
       return std::make_unique<NodeChunkFile>(link_, std::string(path), *id,
                                              (*mapped)->bytes().size(), nullptr);
     }
-    STOKER_ASSIGN_OR_RETURN(auto file, store_->OpenRead(path));
+    STOKER_ASSIGN_OR_RETURN(auto file, base()->OpenRead(path));
     const uint64_t size = file->Size();
     return std::make_unique<NodeChunkFile>(link_, std::string(path), *id, size, std::move(file));
   }
-  Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
-    return store_->Create(path);
-  }
-  Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override {
-    return store_->Map(path);
-  }
-  Status Rename(std::string_view from, std::string_view to) override {
-    return store_->Rename(from, to);
-  }
-  Status Remove(std::string_view path) override { return store_->Remove(path); }
-  Status CreateDirs(std::string_view path) override { return store_->CreateDirs(path); }
-  Status SyncDir(std::string_view path) override { return store_->SyncDir(path); }
-  Result<std::vector<std::string>> List(std::string_view path) override {
-    return store_->List(path);
-  }
-  Result<bool> Exists(std::string_view path) override { return store_->Exists(path); }
-  std::string Describe(std::string_view path) const override { return store_->Describe(path); }
   void AdviseReadOrder(std::span<const PlannedFile> plan) override {
     // Only chunk files; the entries keep their positions, so in_use_until still points right.
     std::vector<std::pair<uint64_t, uint32_t>> ids;
@@ -313,7 +299,6 @@ class NodeStorage : public Storage {
   NodeStorageStats stats() const { return link_->stats(); }
 
  private:
-  const std::shared_ptr<Storage> store_;
   const std::shared_ptr<NodeLink> link_;
 };
 

@@ -107,23 +107,24 @@ class FlippedBytes final : public FileBytes {
 }  // namespace
 
 FaultStorage::FaultStorage(std::shared_ptr<Storage> base, FaultOptions options)
-    : base_(std::move(base)), injector_(std::make_shared<Injector>(std::move(options))) {}
+    : ForwardingStorage(std::move(base)),
+      injector_(std::make_shared<Injector>(std::move(options))) {}
 FaultStorage::~FaultStorage() = default;
 
 Result<std::unique_ptr<RandomAccessFile>> FaultStorage::OpenRead(std::string_view path) {
-  STOKER_ASSIGN_OR_RETURN(auto file, base_->OpenRead(path));
+  STOKER_ASSIGN_OR_RETURN(auto file, base()->OpenRead(path));
   if (!injector_->Applies(path)) return file;
   return std::make_unique<FaultFile>(std::move(file), injector_, Describe(path));
 }
 
 Result<std::unique_ptr<WritableFile>> FaultStorage::Create(std::string_view path) {
-  STOKER_ASSIGN_OR_RETURN(auto file, base_->Create(path));
+  STOKER_ASSIGN_OR_RETURN(auto file, base()->Create(path));
   if (!injector_->Applies(path)) return file;
   return std::make_unique<FaultWritableFile>(std::move(file), injector_, Describe(path));
 }
 
 Result<std::shared_ptr<const FileBytes>> FaultStorage::Map(std::string_view path) {
-  STOKER_ASSIGN_OR_RETURN(auto bytes, base_->Map(path));
+  STOKER_ASSIGN_OR_RETURN(auto bytes, base()->Map(path));
   if (!injector_->Applies(path)) return bytes;
   const auto& o = injector_->options;
   if (injector_->Fire(o.read_error_probability)) {
@@ -148,7 +149,7 @@ Status FaultStorage::Rename(std::string_view from, std::string_view to) {
     ++injector_->counters.write_errors;
     return Status::IOError("injected rename error on " + Describe(to));
   }
-  return base_->Rename(from, to);
+  return base()->Rename(from, to);
 }
 
 FaultStorage::Counters FaultStorage::counters() const {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "stoker/storage.h"
+#include "storage/forwarding_storage.h"
 
 namespace stoker::storage {
 
@@ -23,7 +24,7 @@ struct FaultOptions {
   uint64_t seed = 1;
 };
 
-class FaultStorage final : public Storage {
+class FaultStorage final : public ForwardingStorage {
  public:
   FaultStorage(std::shared_ptr<Storage> base, FaultOptions options);
   ~FaultStorage() override;
@@ -32,14 +33,6 @@ class FaultStorage final : public Storage {
   Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override;
   Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override;
   Status Rename(std::string_view from, std::string_view to) override;
-  Status Remove(std::string_view path) override { return base_->Remove(path); }
-  Status CreateDirs(std::string_view path) override { return base_->CreateDirs(path); }
-  Status SyncDir(std::string_view path) override { return base_->SyncDir(path); }
-  Result<std::vector<std::string>> List(std::string_view path) override {
-    return base_->List(path);
-  }
-  Result<bool> Exists(std::string_view path) override { return base_->Exists(path); }
-  std::string Describe(std::string_view path) const override { return base_->Describe(path); }
 
   // How many faults of each kind have fired so far.
   struct Counters {
@@ -50,7 +43,6 @@ class FaultStorage final : public Storage {
   struct Injector;  // shared with the file wrappers it hands out
 
  private:
-  std::shared_ptr<Storage> base_;
   std::shared_ptr<Injector> injector_;
 };
 

@@ -729,5 +729,21 @@ def _bench(argv: list[str]) -> None:
         print(f"tbf 1gbit + relay 1 ms {g:6.2f} Gbit/s")
 
 
+def netns_unavailable() -> str | None:
+    """Why network-namespace testbeds cannot run here (no root, no usable `ip netns`), or None."""
+    if os.geteuid() != 0:
+        return "network-namespace tests need root (ip netns add)"
+    probe = f"stoker-probe-{os.getpid()}"
+    try:
+        made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"`ip netns` is not usable here: {e}"
+    if made.returncode != 0:
+        return f"`ip netns add` failed: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=10)
+    return None
+
+
 if __name__ == "__main__":
     _bench(sys.argv[1:])

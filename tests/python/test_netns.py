@@ -24,27 +24,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netns"))
 import testbed as tbm  # noqa: E402
-from testbed import Testbed, pattern, transfer  # noqa: E402
+from testbed import Testbed, netns_unavailable, pattern, transfer  # noqa: E402
 
 from conftest import STOKER, make_tree  # noqa: E402
 
 
-def _netns_unavailable() -> str | None:
-    if os.geteuid() != 0:
-        return "network-namespace tests need root (ip netns add)"
-    probe = f"stoker-probe-{os.getpid()}"
-    try:
-        made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True,
-                              timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"`ip netns` is not usable here: {e}"
-    if made.returncode != 0:
-        return f"`ip netns add` failed: {made.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=10)
-    return None
 
 
-_REASON = _netns_unavailable()
+_REASON = netns_unavailable()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
 
 

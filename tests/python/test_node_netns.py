@@ -34,7 +34,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netns"))
 import testbed as tbm  # noqa: E402
-from testbed import Testbed, wait_for_port  # noqa: E402
+from testbed import Testbed, netns_unavailable, wait_for_port  # noqa: E402
 
 from conftest import STOKER, make_tree  # noqa: E402
 
@@ -45,19 +45,6 @@ NODE_PORT, NODE_METRICS_PORT = 7171, 7172
 WORLD = 6  # 3 nodes x 2 trainers
 
 
-def _netns_unavailable() -> str | None:
-    if os.geteuid() != 0:
-        return "network-namespace tests need root (ip netns add)"
-    probe = f"stoker-probe-{os.getpid()}"
-    try:
-        made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True,
-                              timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"`ip netns` is not usable here: {e}"
-    if made.returncode != 0:
-        return f"`ip netns add` failed: {made.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=10)
-    return None
 
 
 def _node_unavailable() -> str | None:
@@ -75,7 +62,7 @@ def _node_unavailable() -> str | None:
     return None
 
 
-_REASON = _netns_unavailable() or _node_unavailable()
+_REASON = netns_unavailable() or _node_unavailable()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
 
 
@@ -643,6 +630,25 @@ def closed_within(s, seconds):
         while len(buf) >= 24 and len(buf) >= 24 + struct.unpack("<I", buf[12:16])[0]:
             kinds.append(buf[4]); buf = buf[24 + struct.unpack("<I", buf[12:16])[0]:]
     return False, time.monotonic() - t0, kinds
+def drip(s, data, limit_s):
+    # Sends `data` one byte per second until the server closes: (closed, seconds, bytes sent).
+    t0 = time.monotonic()
+    for i, b in enumerate(data):
+        try:
+            s.send(bytes([b]))
+        except OSError:
+            return True, time.monotonic() - t0, i
+        r, _, _ = select.select([s], [], [], 1.0)
+        if r:
+            try:
+                got = s.recv(65536)
+            except OSError:
+                got = b""
+            if not got:
+                return True, time.monotonic() - t0, i + 1
+        if time.monotonic() - t0 > limit_s:
+            break
+    return False, time.monotonic() - t0, len(data)
 def read_manifest_request(rid=1):
     return frame(READ, rid, string(job) + string("MANIFEST") + struct.pack("<QI", 0, len(manifest)))
 out = {}
@@ -681,44 +687,13 @@ if mode == "quick":
     # Slow-loris before authentication: a HELLO, one byte per second (handshake limit 5 s).
     s = connect()
     hello = frame(HELLO, 0, struct.pack("<H", 1) + os.urandom(32))
-    t0, res = time.monotonic(), None
-    for i, b in enumerate(hello):
-        try:
-            s.send(bytes([b]))
-        except OSError:
-            res = (True, time.monotonic() - t0, i); break
-        r, _, _ = select.select([s], [], [], 1.0)
-        if r:
-            try:
-                got = s.recv(1)
-            except OSError:
-                got = b""
-            if not got:
-                res = (True, time.monotonic() - t0, i + 1); break
-    out["slowloris_handshake"] = res or (False, time.monotonic() - t0, len(hello))
+    out["slowloris_handshake"] = drip(s, hello, limit_s=60)
     s.close()
 else:
     # Slow-loris after authentication: a READ request, one byte per second (a begun frame must
     # be complete within 30 s).
     s = connect(); handshake(s, secret)
-    req = read_manifest_request() * 3  # longer than 30 s at 1 byte/s
-    t0, res = time.monotonic(), None
-    for i, b in enumerate(req):
-        try:
-            s.send(bytes([b]))
-        except OSError:
-            res = (True, time.monotonic() - t0, i); break
-        r, _, _ = select.select([s], [], [], 1.0)
-        if r:
-            try:
-                got = s.recv(65536)
-            except OSError:
-                got = b""
-            if not got:
-                res = (True, time.monotonic() - t0, i + 1); break
-        if time.monotonic() - t0 > 60:
-            break
-    out["slowloris_request"] = res or (False, time.monotonic() - t0, len(req))
+    out["slowloris_request"] = drip(s, read_manifest_request() * 3, limit_s=60)  # > 30 s at 1 B/s
 print(json.dumps(out))
 """
 
