@@ -1,5 +1,6 @@
 // Maps a dataset URI to its storage backend: local paths and file:// URIs (PosixStorage),
-// stoker:// URIs (a `stoker serve` server, src/net/remote_storage.h); and, when $STOKER_NODE
+// stoker:// URIs (a `stoker serve` server, src/net/remote_storage.h), s3:// URIs
+// (src/s3/s3_storage.h); and, when $STOKER_NODE
 // names a node daemon's socket, puts the daemon in front of it (src/node/node_storage.h).
 //
 // This file is its own library (stoker_storage_uri, see src/CMakeLists.txt) rather than part of
@@ -13,6 +14,8 @@
 #include "stoker/storage.h"
 #include "node/node_storage.h"
 #include "node/trainer_protocol.h"
+#include "s3/s3_config.h"
+#include "s3/s3_storage.h"
 #include "storage/posix_storage.h"
 
 namespace stoker {
@@ -26,13 +29,14 @@ Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri) {
 
 Result<std::shared_ptr<Storage>> OpenStoreDirect(std::string_view uri) {
   if (uri.starts_with(net::kStokerScheme)) return net::OpenRemoteStorage(uri);
+  if (uri.starts_with(s3::kS3Scheme)) return s3::OpenS3Storage(uri);
   constexpr std::string_view kFileScheme = "file://";
   if (uri.starts_with(kFileScheme)) uri.remove_prefix(kFileScheme.size());
   const auto scheme_end = uri.find("://");
   if (scheme_end != std::string_view::npos) {
     return Err(Status::Unsupported("unsupported URI scheme '" +
                                    std::string(uri.substr(0, scheme_end)) +
-                                   "://' (this build reads local paths, file:// and stoker:// URIs)"));
+                                   "://' (this build reads local paths, file://, stoker:// and s3:// URIs)"));
   }
   if (uri.empty()) return Err(Status::InvalidArgument("empty dataset path"));
   return storage::NewPosixStorage(std::string(uri));
