@@ -37,6 +37,13 @@ pace, and failed reads (must be 0).
 Lock-step: with --step S (default 64) every trainer waits for all the others every S samples
 (a tiny barrier server on the switch), as data-parallel training does at each step, so a slow
 node slows the job as it would in DDP.
+Emulated GPU: with --train-rate R every trainer computes (time.sleep) S/R s at each step of S
+samples (S = --step, 64 with --step 0), after it has the step's samples and before the step
+barrier, as GPU-bound training does; the loader reads ahead meanwhile (stoker.Loader's C++ read
+pipeline up to its memory budget; the Redis trainer's --redis-inflight batches of
+--redis-batch keys on its worker pool). A node then consumes at most R samples/s, and recovery
+measures whether the job slows down (the pre-kill rate is ~R x nodes when the loaders keep up)
+rather than how fast an unthrottled reader refills. Default 0: no compute (read flat out).
 Results JSON in $STOKER_BENCH_CACHE/results/cache-*.json; a summary table on stdout.
 
 Caveats. Everything (3 trainers, 3 daemons or redis, the server, the relay, tbf) shares this
@@ -76,6 +83,7 @@ SERVE_PORT, METRICS_PORT, REDIS_PORT, NODE_PORT, NODE_METRICS_PORT = 7070, 7072,
 STEP_PORT = 7300
 PROGRESS_S = 0.25
 SUSTAIN_S = 1.0  # recovery: the rate must stay back this long
+COMPUTE_DEFAULT = 64  # --train-rate with --step 0: samples per emulated GPU step
 
 # The step barrier (data-parallel lock-step): trainers connect, say "GROUP N\n" once, then send a
 # byte at every step; when N members of GROUP have sent one, each gets a byte back. A member that
@@ -117,10 +125,14 @@ while True:
 # {"ready"} once the loader is open, progress lines every PROGRESS_S, {"epoch_done"} after each
 # epoch. barrier "epoch": it waits for a "go" line on stdin before every epoch; "start": before
 # the first one only; "none": never. A "stop" line on stdin ends it at the next sample.
+# train_rate R > 0 emulates a GPU-bound step: after every `compute` samples (the step) it sleeps
+# compute / R s before the step barrier, while stoker.Loader's C++ read pipeline keeps reading
+# ahead (up to its memory budget); 0: no compute (unthrottled).
 _TRAINER = r"""
 import json, sys, threading, time
 import stoker
 uri, rank, world, epochs, seed, limit, barrier, every, budget_mb, step = sys.argv[1:11]
+train_rate, compute = (float(sys.argv[11]), int(sys.argv[12])) if len(sys.argv) > 12 else (0.0, 0)
 rank, world, epochs, seed, limit = int(rank), int(world), int(epochs), int(seed), int(limit)
 every, budget = float(every), (int(budget_mb) << 20) or None
 loader = stoker.Loader(uri, shuffle="chunk", seed=seed, rank=rank, world_size=world,
@@ -136,6 +148,9 @@ def barrier_step():
     sync.sendall(b"s")
     if sync.recv(1) != b"k":
         raise RuntimeError("step barrier lost")
+def gpu(samples):  # the emulated compute of a step of `samples` samples
+    if train_rate > 0 and samples:
+        time.sleep(samples / train_rate)
 state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False, "stop_asked": False}
 out_lock = threading.Lock()
 def emit(msg):  # one whole line at a time (print() writes the text and the newline apart)
@@ -176,12 +191,16 @@ for epoch in range(epochs):
                 first = time.time() - t0
             n += 1; b += len(data)
             state["samples"] += 1; state["bytes"] += len(data)
+            if compute and n % compute == 0:
+                gpu(compute)
             if sync is not None and n % step == 0:
                 barrier_step()
             if limit and n >= limit:
                 break
     except Exception as e:
         error = repr(e); ok = False
+    if compute and not (error or stopped):
+        gpu(n % compute)  # the epoch's last, partial step
     t1 = time.time()
     emit({"epoch_done": epoch, "samples": n, "bytes": b,
                       "failed": 0 if stopped else expected - n, "stopped": stopped,
@@ -345,6 +364,7 @@ class Bench:
         return [str(self.stoker_exe), "node", "--job", "bench", "--store", self.uri,
                 "--listen", f"{node.ip}:{NODE_PORT}", "--peers", peers,
                 "--socket", self.socket(node), "--memory-limit", self.args.memory_limit,
+                "--prefetch", str(self.args.prefetch),
                 "--secret-file", str(self.secret), "--metrics-port", str(NODE_METRICS_PORT)]
 
     def start_daemon(self, node) -> None:
@@ -387,6 +407,10 @@ class Bench:
             return ""
         return f"{self.tb.switch.ip}:{STEP_PORT}:{kind}{self.step_groups}:{self.args.step}"
 
+    def compute_every(self) -> int:
+        """Samples per emulated GPU step (--train-rate): the lock-step --step, else 64."""
+        return self.args.step or COMPUTE_DEFAULT
+
     def start_trainers(self, kind: str, epochs: int, barrier: str) -> list[Trainer]:
         a, world = self.args, len(self.nodes)
         trainers = []
@@ -401,12 +425,17 @@ class Bench:
                         "--inflight", str(a.redis_inflight), "--io-threads",
                         str(a.redis_io_threads), "--progress", str(PROGRESS_S),
                         "--barrier", barrier, "--step", self.step_arg(kind)]
+                if a.train_rate > 0:
+                    argv += ["--train-rate", str(a.train_rate),
+                             "--compute-every", str(self.compute_every())]
             else:
                 if kind == "stoker":
                     env["STOKER_NODE"] = self.socket(node)
                 argv = [str(self.python), "-c", _TRAINER, self.uri, str(rank), str(world),
                         str(epochs), "0", str(a.limit), barrier, str(PROGRESS_S),
                         str(a.loader_budget_mb), self.step_arg(kind)]
+                if a.train_rate > 0:
+                    argv += [str(a.train_rate), str(self.compute_every())]
             trainers.append(Trainer(node, argv, env, rank))
         for t in trainers:
             t.wait_for("ready", 120)
@@ -638,18 +667,29 @@ def fmt_s(x) -> str:
 
 def summary(results: dict) -> str:
     lines = []
+    train_rate = results.get("train_rate", 0) or 0
+    target = train_rate * results["nodes"]  # the aggregate the emulated GPUs consume
     for rep, run in enumerate(results["runs"]):
         link = run["link_MBps"]
         lines.append(f"rep {rep}: link (one TCP stream n1->n2) {link:.0f} MB/s; "
                      f"dataset {results['dataset_bytes'] / 1e6:.0f} MB, "
                      f"{results['num_samples']} samples, {results['nodes']} nodes")
+        if train_rate:
+            lines.append(f"emulated GPU: --train-rate {train_rate:g} samples/s per node (a step "
+                         f"of {results['compute_every']} samples computes "
+                         f"{1e3 * results['compute_every'] / train_rate:.1f} ms), so at most "
+                         f"{target:.0f} samples/s in aggregate; storage link "
+                         f"{results['storage_rate']}")
         head = (f"{'setup':8} {'epoch':>5} " + " ".join(f"{'n' + str(i + 1):>6}"
                                                        for i in range(results['nodes'])) +
-                f" {'aggr':>7} {'MB/s/node':>9} {'%link':>6} {'storage MB':>10} {'cache MB':>8}")
+                f" {'aggr':>7} {'MB/s/node':>9} {'%link':>6} {'storage MB':>10} {'cache MB':>8}" +
+                (f" {'%GPU':>5}" if train_rate else ""))
         lines += ["n1..: samples/s of each node over its own epoch; aggr: all samples / (last "
                   "end - first start); MB/s/node: aggr MB/s / nodes, %link: of the link row; "
                   "storage MB: READ bytes stoker serve sent; cache MB: bytes Redis sent (redis), "
-                  "bytes the daemons got from peers (stoker)", head, "-" * len(head)]
+                  "bytes the daemons got from peers (stoker)" +
+                  ("; %GPU: aggr / (train rate x nodes)" if train_rate else ""),
+                  head, "-" * len(head)]
         for kind in ("direct", "redis", "stoker"):
             if kind not in run or "epochs" not in run[kind]:
                 continue
@@ -660,7 +700,9 @@ def summary(results: dict) -> str:
                     f" {row['aggregate_samples_per_s']:7.0f} {row['per_node_MBps']:9.1f}"
                     f" {100 * row['per_node_MBps'] / link:5.0f}%"
                     f" {row['storage_bytes'] / 1e6:10.0f}"
-                    f" {row.get('redis_output_bytes', row.get('peer_bytes', 0)) / 1e6:8.0f}")
+                    f" {row.get('redis_output_bytes', row.get('peer_bytes', 0)) / 1e6:8.0f}" +
+                    (f" {100 * row['aggregate_samples_per_s'] / target:4.0f}%" if train_rate
+                     else ""))
         for e in range(results["epochs"]):
             def agg(kind):
                 try:
@@ -684,7 +726,9 @@ def summary(results: dict) -> str:
                     f"recovery {kind:6}: kill -9 {rec['victim']} at {rec['kill_s']:.1f} s "
                     f"(epoch {rec['kill_in_epoch']:.1f}), "
                     f"restart +{rec['down_seconds']:.0f} s; pre-kill "
-                    f"{rec['pre_kill_samples_per_s']:.0f} samples/s, min after kill "
+                    f"{rec['pre_kill_samples_per_s']:.0f} samples/s" +
+                    (f" ({100 * rec['pre_kill_samples_per_s'] / target:.0f}% of the GPUs' "
+                     f"{target:.0f})" if train_rate else "") + ", min after kill "
                     f"{rec['min_rate_after_kill']:.0f}; back to >= "
                     f"{100 * rec['threshold']:.0f}% after {fmt_s(rec['recovery_s'])} "
                     f"(settled {fmt_s(rec['settled_s'])}, observed {rec['observed_s']:.1f} s); "
@@ -734,11 +778,17 @@ def main() -> int:
     ap.add_argument("--step", type=int, default=64,
                     help="lock-step: every trainer waits for all the others every STEP samples, "
                     "as data-parallel training does at each step (0: trainers run freely)")
+    ap.add_argument("--train-rate", type=float, default=0.0,
+                    help="emulated GPU: samples/s per node that training consumes; every step "
+                    "of S samples (--step, or 64 with --step 0) the trainer computes (sleeps) "
+                    "S/R s after it has the samples and before the step barrier, the loader "
+                    "reading ahead meanwhile (0: no compute, trainers read as fast as they can)")
     ap.add_argument("--rate-window", type=float, default=1.0,
                     help="recovery: seconds over which the aggregate rate is measured")
     ap.add_argument("--loader-budget-mb", type=int, default=0,
                     help="stoker.Loader memory_budget of the stoker trainers (0: its default)")
     ap.add_argument("--memory-limit", default="1G", help="stoker node --memory-limit")
+    ap.add_argument("--prefetch", type=int, default=8, help="stoker node --prefetch")
     ap.add_argument("--redis-maxmemory", default="2gb")
     ap.add_argument("--redis-batch", type=int, default=32)
     ap.add_argument("--redis-inflight", type=int, default=6)
@@ -773,10 +823,13 @@ def main() -> int:
                "nodes": args.nodes, "epochs": args.epochs, "limit": args.limit,
                "dataset": str(args.dataset), "dataset_bytes": payload,
                "loader_budget_mb": args.loader_budget_mb, "step": args.step,
+               "train_rate": args.train_rate,
+               "compute_every": (args.step or COMPUTE_DEFAULT) if args.train_rate > 0 else 0,
                "redis_tuning": {"batch": args.redis_batch, "inflight": args.redis_inflight,
                                 "io_threads": args.redis_io_threads,
                                 "maxmemory": args.redis_maxmemory},
                 "stoker_node": not args.skip_stoker, "memory_limit": args.memory_limit,
+                "prefetch": args.prefetch,
                "runs": []}
     t_start = time.monotonic()
     with Testbed("stk-bench-cache", hosts, rate=args.rate) as tb:

@@ -4,7 +4,7 @@ users build a global cache in front of a file store. Run by bench/run_cache.py o
 
     redis_epoch.py stoker://HOST:PORT/NAME --redis HOST:PORT --rank R --world-size W
                    [--epochs 2] [--seed 0] [--limit N] [--batch 32] [--inflight 6] [--io-threads 16]
-                   [--barrier none|start|epoch]
+                   [--barrier none|start|epoch] [--step H:P:G:S] [--train-rate R --compute-every S]
 
 Needs the redis (redis-py, with hiredis) and crc32c packages: bash bench/setup_peers.sh redis.
 
@@ -36,6 +36,13 @@ redis_errors, set_errors, store_reads, read_errors, crc_errors} after each epoch
 {"done": true, ...totals} at the end. --barrier epoch|start: wait for a "go" line on stdin before
 each epoch, or before the first only (the harness starts all nodes together); a "stop" line ends
 the run at the next batch. --step: lock-step with the other ranks (data-parallel steps).
+
+Emulated GPU (--train-rate R > 0): after every --compute-every S samples (the step) the trainer
+computes (sleeps) S / R seconds, then enters the step barrier; the epoch's last partial step
+computes in proportion. Fetching goes on during the compute: the --inflight batches submitted to
+the worker pool (up to inflight x batch samples ahead of the consumer, 6 x 32 = 192 by default,
+about 3 steps of 64) keep being read from Redis / the store while the main thread sleeps; the
+consumer refills the window as it takes each batch. R = 0 (default): no compute.
 """
 from __future__ import annotations
 
@@ -83,6 +90,9 @@ def main() -> int:
     ap.add_argument("--progress", type=float, default=0.25, help="seconds between progress lines")
     ap.add_argument("--step", default="", help="HOST:PORT:GROUP:EVERY: lock-step with the "
                     "other ranks every EVERY samples through bench/run_cache.py's step barrier")
+    ap.add_argument("--train-rate", type=float, default=0.0, help="emulated GPU: samples/s "
+                    "consumed; each step of --compute-every samples sleeps S/R s (0: none)")
+    ap.add_argument("--compute-every", type=int, default=64, help="samples per emulated step")
     ap.add_argument("--barrier", choices=("none", "start", "epoch"), default="none",
                     help="wait for a line on stdin before each epoch (epoch) or the first one "
                     "(start): the harness starts every node's epoch together")
@@ -178,6 +188,12 @@ def main() -> int:
         if sync.recv(1) != b"k":
             raise RuntimeError("step barrier lost")
 
+    compute = args.compute_every if args.train_rate > 0 else 0
+
+    def gpu(k: int) -> None:  # the emulated compute of a step of k samples
+        if k:
+            time.sleep(k / args.train_rate)
+
     io = cf.ThreadPoolExecutor(args.io_threads)
     workers = cf.ThreadPoolExecutor(args.inflight)
     state = {"epoch": 0, "samples": 0, "bytes": 0, "stop": False, "stop_asked": False}
@@ -241,8 +257,12 @@ def main() -> int:
                     nbytes += len(v)
                     state["samples"] += 1
                     state["bytes"] += len(v)
+                if compute and consumed % compute == 0:
+                    gpu(compute)  # the worker pool keeps fetching the batches in flight
                 if sync is not None and consumed % every == 0:
                     barrier_step()
+        if compute and not stopped:
+            gpu(consumed % compute)  # the epoch's last, partial step
         if sync is not None and consumed % every and not stopped:
             barrier_step()  # the epoch's last, partial step
         t1 = time.time()

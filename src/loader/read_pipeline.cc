@@ -110,6 +110,11 @@ void ReadPipeline::State::Schedule() {
   const uint64_t segment_bytes =
       options.segment_bytes ? std::min(options.segment_bytes, options.memory_budget_bytes)
                             : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
+  // The first segment is small and each next one twice the size, up to segment_bytes: the first
+  // sample waits for its segment's reads only, so a large segment would make every pass (every
+  // epoch) start with a long stall; later segments are read while earlier ones are consumed.
+  constexpr uint64_t kFirstSegmentBytes = 8ull << 20;
+  uint64_t this_segment = std::min(segment_bytes, kFirstSegmentBytes);
   uint64_t next = 0;
   std::weak_ptr<State> weak;
   {
@@ -127,7 +132,7 @@ void ReadPipeline::State::Schedule() {
       const auto [file0, count] = snap.SampleFiles(plan[next]);
       uint64_t sample_bytes = 0;
       for (uint32_t k = 0; k < count; ++k) sample_bytes += snap.file(file0 + k).length;
-      if (next > first && bytes + sample_bytes > segment_bytes) break;
+      if (next > first && bytes + sample_bytes > this_segment) break;
       for (uint32_t k = 0; k < count; ++k) {
         const format::FileRecord r = snap.file(file0 + k);
         extents.push_back({next, k, file0 + k, r.chunk, r.offset, r.length, r.crc32c});
@@ -135,6 +140,7 @@ void ReadPipeline::State::Schedule() {
       }
       ++next;
     }
+    this_segment = std::min(segment_bytes, 2 * this_segment);
     {
       std::lock_guard lock(mu);
       if (stop) return;
