@@ -33,6 +33,13 @@ struct Range {
   std::vector<Extent> extents;
 };
 
+// The plan position of the first sample a range serves.
+uint64_t FirstPosition(const Range& r) {
+  uint64_t first = ~uint64_t{0};
+  for (const Extent& e : r.extents) first = std::min<uint64_t>(first, e.position);
+  return first;
+}
+
 // Sorts a segment's extents by place and merges neighbours into ranges. Reading through holes
 // costs budget like payload, so at most `hole_allowance` hole bytes are read in all: otherwise a
 // sparse segment (full mode) could need more than the whole budget at once, and the scheduler
@@ -110,11 +117,6 @@ void ReadPipeline::State::Schedule() {
   const uint64_t segment_bytes =
       options.segment_bytes ? std::min(options.segment_bytes, options.memory_budget_bytes)
                             : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
-  // The first segment is small and each next one twice the size, up to segment_bytes: the first
-  // sample waits for its segment's reads only, so a large segment would make every pass (every
-  // epoch) start with a long stall; later segments are read while earlier ones are consumed.
-  constexpr uint64_t kFirstSegmentBytes = 8ull << 20;
-  uint64_t this_segment = std::min(segment_bytes, kFirstSegmentBytes);
   uint64_t next = 0;
   std::weak_ptr<State> weak;
   {
@@ -132,7 +134,7 @@ void ReadPipeline::State::Schedule() {
       const auto [file0, count] = snap.SampleFiles(plan[next]);
       uint64_t sample_bytes = 0;
       for (uint32_t k = 0; k < count; ++k) sample_bytes += snap.file(file0 + k).length;
-      if (next > first && bytes + sample_bytes > this_segment) break;
+      if (next > first && bytes + sample_bytes > segment_bytes) break;
       for (uint32_t k = 0; k < count; ++k) {
         const format::FileRecord r = snap.file(file0 + k);
         extents.push_back({next, k, file0 + k, r.chunk, r.offset, r.length, r.crc32c});
@@ -140,7 +142,6 @@ void ReadPipeline::State::Schedule() {
       }
       ++next;
     }
-    this_segment = std::min(segment_bytes, 2 * this_segment);
     {
       std::lock_guard lock(mu);
       if (stop) return;
@@ -156,7 +157,14 @@ void ReadPipeline::State::Schedule() {
     // The segment's reads (payload + holes) must fit in the budget together: see Coalesce.
     const uint64_t holes =
         options.memory_budget_bytes > bytes ? options.memory_budget_bytes - bytes : 0;
-    for (Range& range : Coalesce(std::move(extents), options, holes)) {
+    // Ranges are formed in (chunk, offset) order, but submitted in the order the consumer needs
+    // them (by their earliest sample): the first samples of a segment, of a pass, of an epoch
+    // arrive after their own reads, not after the whole segment's.
+    std::vector<Range> ranges = Coalesce(std::move(extents), options, holes);
+    std::stable_sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+      return FirstPosition(a) < FirstPosition(b);
+    });
+    for (Range& range : ranges) {
       {
         std::unique_lock lock(mu);
         scheduler_waiting_for_budget = true;

@@ -28,9 +28,7 @@ namespace stoker::loader {
 
 struct ReadPipelineOptions {
   uint64_t memory_budget_bytes = 1ull << 30;  // hard cap on bytes held
-  // Plan bytes grouped per step; 0: budget / 2. The first step takes at most 8 MiB and each
-  // next one twice as much, so that a pass starts delivering at once.
-  uint64_t segment_bytes = 0;
+  uint64_t segment_bytes = 0;                 // plan bytes grouped per step; 0: budget / 2
   uint64_t max_range_bytes = 16ull << 20;     // longest single read
   uint64_t max_gap_bytes = 1ull << 20;        // read through holes up to this size
   uint32_t io_depth = 8;                      // concurrent reads
