@@ -8,6 +8,7 @@
 
 #include "net/auth.h"
 #include "server/server.h"
+#include "stoker/storage.h"
 #include "tools/commands.h"
 
 namespace stoker::cli {
@@ -44,12 +45,26 @@ int RunServe(const ServeArgs& a) {
     return Fail(Status::InvalidArgument("bad port in --listen '" + a.listen + "'"));
   }
   for (const std::string& spec : a.datasets) {
+    // NAME=URI (s3://, stoker://): served through its storage; NAME=PATH: a local directory.
+    const size_t eq = spec.find('=');
+    if (eq != std::string::npos && spec.find("://", eq) != std::string::npos) {
+      const std::string uri = spec.substr(eq + 1);
+      auto storage = OpenStorage(uri);
+      if (!storage) return Fail(storage.error());
+      auto exists = (*storage)->Exists("MANIFEST");
+      if (!exists) return Fail(exists.error());
+      if (!*exists) {
+        return Fail(Status::InvalidArgument(uri + " is not a stoker dataset (no MANIFEST)"));
+      }
+      o.storages.emplace(spec.substr(0, eq), std::move(*storage));
+      continue;
+    }
     if (Status st = server::AddDatasetSpec(spec, &o.datasets); !st.ok()) return Fail(st);
   }
   if (!a.root.empty()) {
     if (Status st = server::AddDatasetRoot(a.root, &o.datasets); !st.ok()) return Fail(st);
   }
-  if (o.datasets.empty()) {
+  if (o.datasets.empty() && o.storages.empty()) {
     return Fail(Status::InvalidArgument("nothing to serve: give --dataset NAME=PATH or --root DIR "
                                         "(with dataset subdirectories)"));
   }
@@ -68,7 +83,7 @@ int RunServe(const ServeArgs& a) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  const size_t dataset_count = o.datasets.size();
+  const size_t dataset_count = o.datasets.size() + o.storages.size();
   const std::string host = o.host;
   auto server = server::Server::Start(std::move(o));
   if (!server) return Fail(server.error());
@@ -92,7 +107,8 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "Export datasets over the network (stoker:// URIs)");
   cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
-  cmd->add_option("--dataset", args->datasets, "NAME=PATH of a dataset to export (repeatable)");
+  cmd->add_option("--dataset", args->datasets,
+                  "NAME=PATH or NAME=URI (s3://…) of a dataset to export (repeatable)");
   cmd->add_option("--root", args->root,
                   "export every subdirectory of DIR holding a MANIFEST, named by the directory");
   cmd->add_option("--secret-file", args->secret_file,

@@ -50,7 +50,11 @@ void RegisterErrors(nb::module_& m) {
 
 void ThrowStatus(const Status& status) {
   PyObject* type = ExceptionFor(status.code());
-  nb::object exc = nb::steal(PyObject_CallOneArg(type, nb::str(status.message().c_str()).ptr()));
+  // Messages may quote damaged bytes (a corrupt MANIFEST): never let decoding them hide the error.
+  nb::object message = nb::steal(PyUnicode_DecodeUTF8(
+      status.message().data(), static_cast<Py_ssize_t>(status.message().size()), "replace"));
+  if (!message.is_valid()) throw nb::python_error();
+  nb::object exc = nb::steal(PyObject_CallOneArg(type, message.ptr()));
   if (!exc.is_valid()) throw nb::python_error();
   const std::string_view code = StatusCodeName(status.code());
   if (PyObject_SetAttrString(exc.ptr(), "code",

@@ -239,7 +239,7 @@ TEST(Dataset, OpenOnSomethingElseIsNotFound) {
   EXPECT_EQ(empty.error().code(), StatusCode::kNotFound);
   EXPECT_NE(empty.error().message().find(dir.path()), std::string::npos);
   EXPECT_EQ(Dataset::Open(dir.Join("missing")).error().code(), StatusCode::kNotFound);
-  EXPECT_EQ(Dataset::Open("s3://bucket/x").error().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(Dataset::Open("gs://bucket/x").error().code(), StatusCode::kUnsupported);
 }
 
 TEST(Dataset, EmptySourceGivesAnEmptyDataset) {

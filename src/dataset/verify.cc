@@ -46,6 +46,11 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress) {
       buffer.resize((*file)->Size());
       read_status = (*file)->ReadAt(0, buffer);
     }
+    // An unreachable store says nothing about the data: verify cannot finish (an error), which
+    // must not read as corruption (exit 3) to a script.
+    if (read_status.code() == StatusCode::kUnavailable || read_status.code() == StatusCode::kTimeout) {
+      return Err(read_status.WithContext("verify " + storage.Describe(name)));
+    }
     ++report.chunks_checked;
     if (!read_status.ok()) {
       report.corrupt_chunks.push_back(name + ": " + read_status.message());

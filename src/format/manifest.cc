@@ -18,7 +18,8 @@ Result<std::string_view> TakeField(std::string_view& text, std::string_view key)
   std::string_view line = text.substr(0, nl);
   text.remove_prefix(nl + 1);
   if (!line.starts_with(key) || line.size() <= key.size() + 1 || line[key.size()] != ' ') {
-    return Err(Status::Corruption(fmt::format("MANIFEST: expected '{} ...', got '{}'", key,
+    // Escaped: the line may be damaged bytes, which a message must not pass on raw.
+    return Err(Status::Corruption(fmt::format("MANIFEST: expected '{} ...', got {:?}", key,
                                               line.substr(0, 80))));
   }
   return line.substr(key.size() + 1);

@@ -362,10 +362,17 @@ Result<S3Client::Response> S3Client::CallOnce(const Request& r, bool* retryable)
     const std::string code = First(response.body, "Code");
     const std::string message = First(response.body, "Message");
     *retryable = RetryableStatus(status, code) || status == 200;
-    const std::string text = fmt::format("{}: HTTP {} {}{}{}", where, status, code,
+    // HEAD answers carry no body: name the status then.
+    const std::string what = !code.empty() ? code
+                             : status == 403 ? "Forbidden (wrong credentials, or no permission)"
+                             : status == 404 ? "Not Found"
+                                             : "";
+    const std::string text = fmt::format("{}: HTTP {} {}{}{}", where, status, what,
                                          message.empty() ? "" : ": ", message);
     if (status == 404) return Err(Status::NotFound(text));
     if (status == 403) return Err(Status(StatusCode::kPermissionDenied, text));
+    // Throttling and server errors say nothing about the data: the store is unavailable.
+    if (*retryable) return Err(Status(StatusCode::kUnavailable, text));
     return Err(Status::IOError(text));
   }
   if (r.has_into) {

@@ -26,53 +26,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "s3"))
 import rgw  # noqa: E402
 
-REQUIRED = os.environ.get("STOKER_REQUIRE_S3", "") not in ("", "0")
+from conftest import s3_skip  # noqa: E402
 
-
-def _unavailable() -> str | None:
-    reason = rgw.available()
-    if reason is None:
-        try:
-            import boto3  # noqa: F401
-        except ImportError:
-            reason = "boto3 is not installed (scripts/setup installs it)"
-    return reason
-
-
-_REASON = _unavailable()
-if _REASON and REQUIRED:
-    raise RuntimeError(f"STOKER_REQUIRE_S3 is set but: {_REASON}")
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+pytestmark = s3_skip
 
 MiB = 1 << 20
 
 
-# The session fixture other S3 tests will share (to move to conftest.py).
-@pytest.fixture(scope="session")
-def s3_server():
-    info = rgw.start()
-    yield info
-    rgw.stop()
-
-
-@pytest.fixture(scope="session")
-def s3(s3_server):
-    return rgw.boto3_client(s3_server)
-
-
-@pytest.fixture
-def bucket(s3):
-    name = f"test-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    yield name
-    # empty and remove it whatever the test left
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if keys:
-            s3.delete_objects(Bucket=name, Delete={"Objects": keys})
-    for up in s3.list_multipart_uploads(Bucket=name).get("Uploads", []):
-        s3.abort_multipart_upload(Bucket=name, Key=up["Key"], UploadId=up["UploadId"])
-    s3.delete_bucket(Bucket=name)
 
 
 def _get(s3, bucket, key, **kw) -> tuple[bytes, dict]:
