@@ -376,6 +376,11 @@ class Bench:
                                              stdout=subprocess.DEVNULL, stderr=err)
         err.close()
 
+    def start_all_daemons(self) -> None:
+        for n in self.nodes:
+            self.start_daemon(n)
+        self.wait_daemons()
+
     def wait_daemons(self) -> None:
         for node in self.nodes:
             deadline = time.monotonic() + 20
@@ -856,41 +861,27 @@ def main() -> int:
             log(f"rep {rep}: link n1 -> n2 {run['link_MBps']:.0f} MB/s")
             if not args.skip_direct:
                 run["direct"] = bench.epochs_with_barrier("direct")
-            if not args.skip_redis:
-                bench.start_redis()
-                try:
-                    run["redis"] = bench.epochs_with_barrier("redis")
-                finally:
-                    bench.stop_redis()
-            if not args.skip_stoker:
-                for n in bench.nodes:
-                    bench.start_daemon(n)
-                try:
-                    bench.wait_daemons()
-                    run["stoker"] = bench.epochs_with_barrier("stoker")
-                finally:
-                    bench.stop_daemons()
-            if not args.skip_recovery:
-                if not args.skip_redis:
-                    bench.start_redis()
+            # Each cache setup: start it, run the epochs, then (fresh) the kill -9 recovery.
+            setups = [("redis", args.skip_redis, bench.start_redis, bench.stop_redis),
+                      ("stoker", args.skip_stoker, bench.start_all_daemons, bench.stop_daemons)]
+            for kind, skip, start, stop in setups:
+                if not skip:
+                    start()
                     try:
-                        run["recovery_redis"] = bench.recovery("redis")
-                    except TestbedError as e:
-                        log(f"redis recovery failed: {e}")
-                        run["recovery_redis"] = {"error": str(e)}
+                        run[kind] = bench.epochs_with_barrier(kind)
                     finally:
-                        bench.stop_redis()
-                if not args.skip_stoker:
-                    for n in bench.nodes:
-                        bench.start_daemon(n)
-                    try:
-                        bench.wait_daemons()
-                        run["recovery_stoker"] = bench.recovery("stoker")
-                    except TestbedError as e:
-                        log(f"stoker recovery failed: {e}")
-                        run["recovery_stoker"] = {"error": str(e)}
-                    finally:
-                        bench.stop_daemons()
+                        stop()
+            for kind, skip, start, stop in setups:
+                if skip or args.skip_recovery:
+                    continue
+                start()
+                try:
+                    run[f"recovery_{kind}"] = bench.recovery(kind)
+                except TestbedError as e:
+                    log(f"{kind} recovery failed: {e}")
+                    run[f"recovery_{kind}"] = {"error": str(e)}
+                finally:
+                    stop()
             results["runs"].append(run)
         storage.kill(server)
     results["wall_seconds"] = time.monotonic() - t_start

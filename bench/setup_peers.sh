@@ -95,6 +95,18 @@ setup_redis() {
   "$v/bin/python" -c "import redis, hiredis, crc32c; print('redis-py', redis.__version__, 'hiredis', hiredis.__version__)"
 }
 
+# bench/run_s3.py's streaming-format peers: webdataset and MosaicML Streaming (+ boto3 for the
+# per-file GET reader and the uploads) in their own venv, venv-s3peers. Streaming needs torch;
+# torch 2.14.1 as in venv-tv. Not in the default set: `bash bench/setup_peers.sh s3peers`.
+setup_s3peers() {
+  make_venv venv-s3peers; case $? in 0) return 0;; 2) return 1;; esac
+  local v=$CACHE/venv-s3peers
+  "$v/bin/pip" install "$TORCH" "mosaicml-streaming==0.13.0" "webdataset==1.0.2" \
+    "boto3==1.44.5" "crc32c==2.9.post0" numpy || return 1
+  "$v/bin/python" -c "import streaming, webdataset, boto3; print('venv-s3peers: streaming', streaming.__version__, 'webdataset', webdataset.__version__)" \
+    && touch "$v/.stoker-ready"
+}
+
 for s in "${steps[@]}"; do
   log "== $s"
   if ! "setup_$s"; then log "$s FAILED"; failed+=("$s"); fi

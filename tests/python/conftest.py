@@ -162,10 +162,9 @@ def s3(s3_server):
     return rgw.boto3_client(s3_server)
 
 
-@pytest.fixture
-def bucket(s3):
-    """A fresh bucket, emptied and removed afterwards whatever the test left in it."""
-    name = f"test-{_uuid.uuid4().hex[:12]}"
+def temporary_bucket(s3, prefix: str):
+    """Yields a fresh bucket's name; empties and removes it afterwards, whatever is left in it."""
+    name = f"{prefix}-{_uuid.uuid4().hex[:12]}"
     s3.create_bucket(Bucket=name)
     yield name
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
@@ -175,3 +174,9 @@ def bucket(s3):
     for up in s3.list_multipart_uploads(Bucket=name).get("Uploads", []):
         s3.abort_multipart_upload(Bucket=name, Key=up["Key"], UploadId=up["UploadId"])
     s3.delete_bucket(Bucket=name)
+
+
+@pytest.fixture
+def bucket(s3):
+    """A fresh bucket for one test."""
+    yield from temporary_bucket(s3, "test")

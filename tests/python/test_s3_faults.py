@@ -33,7 +33,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "s3"))
 import rgw  # noqa: E402
-from conftest import STOKER as _STOKER, s3_skip  # noqa: E402
+from conftest import STOKER as _STOKER, s3_skip, temporary_bucket  # noqa: E402
 from fault_proxy import FaultProxy, Rule  # noqa: E402
 
 pytestmark = s3_skip
@@ -50,16 +50,7 @@ CHUNK_RE = re.compile(CHUNK)
 
 @pytest.fixture(scope="module")
 def bucket(s3):
-    name = f"faults-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    yield name
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if keys:
-            s3.delete_objects(Bucket=name, Delete={"Objects": keys})
-    for up in s3.list_multipart_uploads(Bucket=name).get("Uploads", []):
-        s3.abort_multipart_upload(Bucket=name, Key=up["Key"], UploadId=up["UploadId"])
-    s3.delete_bucket(Bucket=name)
+    yield from temporary_bucket(s3, "faults")
 
 
 @pytest.fixture(scope="module")
