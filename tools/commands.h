@@ -18,5 +18,6 @@ void RegisterVerify(CLI::App& app, int& exit_code);
 void RegisterShuffleReport(CLI::App& app, int& exit_code);
 void RegisterServe(CLI::App& app, int& exit_code);
 void RegisterNode(CLI::App& app, int& exit_code);
+void RegisterMount(CLI::App& app, int& exit_code);
 
 }  // namespace stoker::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterShuffleReport(app, exit_code);
   stoker::cli::RegisterServe(app, exit_code);
   stoker::cli::RegisterNode(app, exit_code);
+  stoker::cli::RegisterMount(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
