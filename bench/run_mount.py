@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""torchvision ImageFolder + DataLoader over `stoker mount` (issue #6), against the unpacked tree.
+
+    sudo python3 bench/run_mount.py [--loaders bytes,pil] [--workers 2] [--reps 1]
+                                    [--rate 1gbit] [--delay-ms 1] [--cases local-tree,...]
+
+One epoch = torchvision.datasets.ImageFolder(ROOT, loader=L) walked by a DataLoader
+(shuffle=True, batch_size 64, --workers worker processes, fork). Two loaders:
+  bytes  L = open(path, "rb").read()  (measures the file system: no decode)
+  pil    torchvision's default loader (PIL open + convert("RGB")), transform
+         Resize(64) + CenterCrop(64) + ToTensor
+The timed epoch includes building the ImageFolder (directory scan) and the DataLoader.
+Each rep: drop the page cache ("cold" epoch), then a second epoch without dropping ("warm").
+
+Cases (all on the same 5,000-JPEG ImageNet-like subset from bench/run_decode.py):
+  local-tree    the unpacked JPEG tree on the local disk
+  local-mount   `stoker mount DATASET.stoker MNT` of the packed dataset on the local disk
+  remote-mount  netns testbed: `stoker serve` in namespace `storage`, links shaped with tbf to
+                --rate, the node reaches it through the delay relay (--delay-ms each way);
+                `stoker mount stoker://relay/train MNT` in namespace `node`
+  remote-http   the same testbed and relay, the unpacked tree served by
+                `python3 -m http.server --protocol HTTP/1.1` (threaded) in `storage`; ImageFolder
+                indexes the local copy of the tree (the listing is free, not fetched) and the
+                loader GETs each file over one persistent HTTP connection per worker. There is
+                no NFS server or sshfs on this machine: this stands in for "the unpacked tree on
+                a network file system". It has no client cache, so its "warm" epoch fetches
+                again (only the server's page cache is warm).
+
+Caveat: the VM's host caches the virtual disk, so "cold" local reads after drop_caches are still
+fast (GB/s, see /work/shared/TESTBED.md); cold here means "not in this kernel's page cache".
+
+Internal: `run_mount.py inner ...` runs the epochs of one case (in the torchvision venv) and
+prints one JSON line; the driver starts it, in the node namespace for the remote cases.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("STOKER_BENCH_CACHE", "/var/tmp/stoker-bench"))
+SUBSET = "imagenet-20000-c100-s1-first25c"
+
+
+# --------------------------------------------------------------------------------------------
+# inner: runs in the torchvision venv
+# --------------------------------------------------------------------------------------------
+
+_HTTP = {"base": None, "root": None, "conn": None, "pid": None}
+
+
+def _http_get(path: str) -> bytes:
+    import http.client
+    import urllib.parse
+    if _HTTP["pid"] != os.getpid() or _HTTP["conn"] is None:
+        u = urllib.parse.urlsplit(_HTTP["base"])
+        _HTTP["conn"] = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        _HTTP["pid"] = os.getpid()
+    rel = os.path.relpath(path, _HTTP["root"])
+    url = "/" + urllib.parse.quote(rel)
+    for attempt in range(3):
+        try:
+            c = _HTTP["conn"]
+            c.request("GET", url)
+            r = c.getresponse()
+            data = r.read()
+            if r.status != 200:
+                raise OSError(f"GET {url}: {r.status}")
+            return data
+        except (ConnectionError, OSError, http.client.HTTPException):
+            if attempt == 2:
+                raise
+            _HTTP["conn"] = None
+            _HTTP["pid"] = None
+            u = urllib.parse.urlsplit(_HTTP["base"])
+            _HTTP["conn"] = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+            _HTTP["pid"] = os.getpid()
+    raise AssertionError
+
+
+def load_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def load_http_bytes(path: str) -> bytes:
+    return _http_get(path)
+
+
+def load_http_pil(path: str):
+    import io
+    from PIL import Image
+    return Image.open(io.BytesIO(_http_get(path))).convert("RGB")
+
+
+def collate_bytes(batch):
+    return [b for b, _ in batch], [y for _, y in batch]
+
+
+def _epoch(root: str, loader_kind: str, workers: int, seed: int, http: bool) -> dict:
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+    t0 = time.perf_counter()
+    if loader_kind == "bytes":
+        loader = load_http_bytes if http else load_bytes
+        ds = datasets.ImageFolder(root, loader=loader)
+        collate = collate_bytes
+    else:
+        tf = transforms.Compose([transforms.Resize(64), transforms.CenterCrop(64),
+                                 transforms.ToTensor()])
+        if http:
+            ds = datasets.ImageFolder(root, loader=load_http_pil, transform=tf)
+        else:
+            ds = datasets.ImageFolder(root, transform=tf)
+        collate = None
+    t_index = time.perf_counter() - t0
+    g = torch.Generator()
+    g.manual_seed(seed)
+    dl = DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers, generator=g,
+                    collate_fn=collate, multiprocessing_context="fork" if workers else None,
+                    persistent_workers=False)
+    n = nbytes = 0
+    for x, y in dl:
+        n += len(y)
+        if loader_kind == "bytes":
+            nbytes += sum(len(b) for b in x)
+    seconds = time.perf_counter() - t0
+    return {"samples": n, "bytes": nbytes, "seconds": seconds, "index_seconds": t_index,
+            "samples_per_s": n / seconds}
+
+
+def _drop_caches() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def inner(a) -> int:
+    mount = None
+    root = a.root
+    mnt = None
+    if a.http:
+        _HTTP["base"], _HTTP["root"] = a.http, a.root
+    try:
+        if a.mount_src:
+            mnt = tempfile.mkdtemp(prefix="stoker-bench-mnt-")
+            t = time.perf_counter()
+            mount = subprocess.Popen([a.stoker, "mount", a.mount_src, mnt],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            while True:
+                if any(line.split()[1] == mnt for line in open("/proc/self/mounts")):
+                    break
+                if mount.poll() is not None:
+                    sys.exit(f"stoker mount exited {mount.returncode}: {mount.stderr.read()}")
+                if time.perf_counter() - t > 60:
+                    sys.exit("stoker mount: not mounted after 60 s")
+                time.sleep(0.01)
+            root = mnt
+        runs = []
+        for rep in range(a.reps):
+            _drop_caches()
+            cold = _epoch(root, a.loader, a.workers, rep, bool(a.http))
+            warm = _epoch(root, a.loader, a.workers, 1000 + rep, bool(a.http))
+            runs.append({"cold": cold, "warm": warm})
+            print(f"  rep {rep}: cold {cold['samples_per_s']:.0f} samples/s, "
+                  f"warm {warm['samples_per_s']:.0f} samples/s", file=sys.stderr, flush=True)
+        print(json.dumps({"runs": runs}))
+    finally:
+        if mount is not None:
+            mount.terminate()
+            try:
+                mount.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                mount.kill()
+                subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
+        if mnt:
+            try:
+                os.rmdir(mnt)
+            except OSError:
+                pass
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# driver
+# --------------------------------------------------------------------------------------------
+
+def _median(xs):
+    import statistics
+    return statistics.median(xs) if xs else float("nan")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "inner":
+        p = argparse.ArgumentParser()
+        p.add_argument("inner")
+        p.add_argument("--root", required=True)
+        p.add_argument("--mount-src")
+        p.add_argument("--http")
+        p.add_argument("--stoker")
+        p.add_argument("--loader", choices=["bytes", "pil"], required=True)
+        p.add_argument("--workers", type=int, default=2)
+        p.add_argument("--reps", type=int, default=1)
+        return inner(p.parse_args())
+
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", type=Path, default=CACHE / "decode" / SUBSET)
+    ap.add_argument("--dataset", type=Path, default=CACHE / "decode" / f"{SUBSET}.stoker")
+    ap.add_argument("--python", type=Path, default=CACHE / "venv-tv" / "bin" / "python")
+    ap.add_argument("--stoker", type=Path, default=HERE.parent / ".venv" / "bin" / "stoker")
+    ap.add_argument("--loaders", default="bytes,pil")
+    ap.add_argument("--cases", default="local-tree,local-mount,remote-mount,remote-http")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--delay-ms", type=float, default=1.0)
+    a = ap.parse_args()
+    for need in (a.tree, a.dataset / "MANIFEST", a.python, a.stoker):
+        if not need.exists():
+            sys.exit(f"{need}: missing (run bench/run_decode.py and bench/setup_peers.sh first)")
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE.parent / "tests" / "netns"))
+    import benchlib
+    from benchlib import log
+
+    loaders = a.loaders.split(",")
+    cases = a.cases.split(",")
+    me = str(Path(__file__).resolve())
+    results = {"machine": benchlib.machine(), "workers": a.workers, "reps": a.reps,
+               "rate": a.rate, "delay_ms": a.delay_ms, "tree": str(a.tree),
+               "dataset": str(a.dataset), "batch_size": 64, "results": []}
+
+    def inner_argv(loader, root, **kw):
+        argv = [str(a.python), me, "inner", "--root", str(root), "--loader", loader,
+                "--workers", str(a.workers), "--reps", str(a.reps), "--stoker", str(a.stoker)]
+        for k, v in kw.items():
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+        return argv
+
+    def record(case, loader, proc_stdout):
+        out = json.loads(proc_stdout.strip().splitlines()[-1])
+        row = {"case": case, "loader": loader, "runs": out["runs"],
+               "cold_samples_per_s": _median([r["cold"]["samples_per_s"] for r in out["runs"]]),
+               "warm_samples_per_s": _median([r["warm"]["samples_per_s"] for r in out["runs"]])}
+        results["results"].append(row)
+        log(f"{case} {loader}: cold {row['cold_samples_per_s']:.0f}, "
+            f"warm {row['warm_samples_per_s']:.0f} samples/s")
+
+    for loader in loaders:
+        for case in [c for c in cases if c.startswith("local")]:
+            log(f"== {case} {loader}")
+            kw = {"mount_src": a.dataset} if case == "local-mount" else {}
+            proc = subprocess.run(inner_argv(loader, a.tree, **kw), stdout=subprocess.PIPE,
+                                  text=True, timeout=1800)
+            if proc.returncode != 0:
+                sys.exit(f"{case} {loader} failed ({proc.returncode})")
+            record(case, loader, proc.stdout)
+
+    remote = [c for c in cases if c.startswith("remote")]
+    if remote:
+        from testbed import Testbed, wait_for_port
+        secret = CACHE / "serve-secret"
+        secret.write_text("benchmark-secret-0123456789abcdef\n")
+        env = dict(os.environ, STOKER_SECRET_FILE=str(secret))
+        with Testbed("stk-bench-mount", ["storage", "node"], rate=a.rate) as tb:
+            storage, node = tb["storage"], tb["node"]
+            server = storage.popen([str(a.stoker), "serve", "--listen", f"{storage.ip}:7070",
+                                    "--dataset", f"train={a.dataset}", "--secret-file",
+                                    str(secret)], stderr=subprocess.DEVNULL)
+            httpd = storage.popen([sys.executable, "-m", "http.server", "--protocol", "HTTP/1.1",
+                                   "--bind", storage.ip, "--directory", str(a.tree), "8000"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for_port(node, storage.ip, 7070)
+            wait_for_port(node, storage.ip, 8000)
+            relay = tb.relay(storage, 7070, delay_ms=a.delay_ms)
+            relay_http = tb.relay(storage, 8000, delay_ms=a.delay_ms)
+            for loader in loaders:
+                for case in remote:
+                    log(f"== {case} {loader}")
+                    if case == "remote-mount":
+                        argv = inner_argv(loader, a.tree,
+                                          mount_src=f"stoker://{relay.address}/train")
+                    else:
+                        argv = inner_argv(loader, a.tree, http=f"http://{relay_http.address}")
+                    proc = node.run(argv, env=env, timeout=1800, capture=True)
+                    sys.stderr.write(proc.stderr)
+                    record(case, loader, proc.stdout)
+            storage.kill(httpd)
+            storage.kill(server)
+
+    path = benchlib.save("mount", results)
+    rows = {(r["case"], r["loader"]): r for r in results["results"]}
+    print(f"\nImageFolder + DataLoader epoch, {a.workers} workers, batch 64, median of {a.reps} "
+          f"rep(s); remote = {a.rate} tbf + relay {a.delay_ms} ms each way ({path})")
+    print("| loader | case | cold samples/s | warm samples/s | cold vs local-tree | "
+          "warm vs local-tree | vs remote-http (cold / warm) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for (case, loader), r in rows.items():
+        base = rows.get(("local-tree", loader))
+        http = rows.get(("remote-http", loader))
+        c, w = r["cold_samples_per_s"], r["warm_samples_per_s"]
+        rc = f"{c / base['cold_samples_per_s']:.2f}" if base else "-"
+        rw = f"{w / base['warm_samples_per_s']:.2f}" if base else "-"
+        rh = (f"{c / http['cold_samples_per_s']:.2f} / {w / http['warm_samples_per_s']:.2f}"
+              if http and case == "remote-mount" else "-")
+        print(f"| {loader} | {case} | {c:.0f} | {w:.0f} | {rc} | {rw} | {rh} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
