@@ -18,6 +18,13 @@ Cases (all on the same 5,000-JPEG ImageNet-like subset from bench/run_decode.py)
   remote-mount  netns testbed: `stoker serve` in namespace `storage`, links shaped with tbf to
                 --rate, the node reaches it through the delay relay (--delay-ms each way);
                 `stoker mount stoker://relay/train MNT` in namespace `node`
+  remote-mount-node  the same testbed and mount, with a one-node job cache in front of it: in
+                `node`, `stoker node --job mnt --store stoker://relay/train --listen NODE:7171
+                --memory-limit 1G` (docs/cache.md) and the mount run with STOKER_NODE=its
+                socket, so the mount gets whole chunks through the daemon's shared memory
+                instead of one remote read per file. Each rep starts a fresh daemon (empty
+                cache) and a fresh mount, drops the page cache, runs the cold epoch, then the
+                warm one, and stops both; the daemon's store fills / trainer gets are recorded.
   remote-http   the same testbed and relay, the unpacked tree served by
                 `python3 -m http.server --protocol HTTP/1.1` (threaded) in `storage`; ImageFolder
                 indexes the local copy of the tree (the listing is free, not fetched) and the
@@ -141,28 +148,133 @@ def _drop_caches() -> None:
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
+def _start_mount(stoker: str, src: str, env: dict | None = None):
+    mnt = tempfile.mkdtemp(prefix="stoker-bench-mnt-")
+    t = time.perf_counter()
+    mount = subprocess.Popen([stoker, "mount", src, mnt], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while True:
+        if any(line.split()[1] == mnt for line in open("/proc/self/mounts")):
+            return mount, mnt
+        if mount.poll() is not None:
+            sys.exit(f"stoker mount exited {mount.returncode}: {mount.stderr.read()}")
+        if time.perf_counter() - t > 60:
+            sys.exit("stoker mount: not mounted after 60 s")
+        time.sleep(0.01)
+
+
+def _stop_mount(mount, mnt) -> None:
+    if mount is not None:
+        mount.terminate()
+        try:
+            mount.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            mount.kill()
+            subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
+    if mnt:
+        try:
+            os.rmdir(mnt)
+        except OSError:
+            pass
+
+
+def _start_node(a):
+    """A fresh `stoker node` daemon (empty cache) for a one-node job; returns (proc, log path)."""
+    if os.path.exists(a.node_socket):
+        os.unlink(a.node_socket)
+    logf = tempfile.NamedTemporaryFile(prefix="stoker-bench-node-", suffix=".log", delete=False)
+    argv = [a.stoker, "node", "--job", "mnt", "--store", a.node_store, "--listen", a.node_listen,
+            "--socket", a.node_socket, "--memory-limit", a.node_memory,
+            "--secret-file", a.node_secret, "--metrics-port", str(a.node_metrics_port)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=logf)
+    logf.close()
+    t = time.perf_counter()
+    while True:  # ready once it logs the line naming its trainer socket
+        text = Path(logf.name).read_text(errors="replace")
+        if "trainers on" in text and os.path.exists(a.node_socket):
+            return proc, logf.name
+        if proc.poll() is not None:
+            sys.exit(f"stoker node exited {proc.returncode}: {text}")
+        if time.perf_counter() - t > 60:
+            proc.kill()
+            sys.exit(f"stoker node: not ready after 60 s: {text}")
+        time.sleep(0.02)
+
+
+def _stop_node(proc, log) -> None:
+    if proc is not None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if log:
+        try:
+            os.unlink(log)
+        except OSError:
+            pass
+
+
+_NODE_METRICS = ("stoker_node_trainer_gets_total", "stoker_node_store_fills_total",
+                 "stoker_node_store_bytes_total", "stoker_node_cache_hits_total",
+                 "stoker_node_cache_evictions_total", "stoker_node_cache_bytes")
+
+
+def _node_metrics(a) -> dict:
+    import urllib.request
+    host = a.node_listen.rsplit(":", 1)[0]
+    url = f"http://{host}:{a.node_metrics_port}/metrics"
+    out = {}
+    with urllib.request.urlopen(url, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] in _NODE_METRICS:
+                out[parts[0]] = float(parts[1])
+    return out
+
+
 def inner(a) -> int:
-    mount = None
-    root = a.root
-    mnt = None
     if a.http:
         _HTTP["base"], _HTTP["root"] = a.http, a.root
+    runs = []
+    if a.node_store:
+        # remote-mount-node: per rep a freshly started daemon (empty cache) and a fresh mount
+        # that reads chunks through it (STOKER_NODE); a mount kept across a daemon restart
+        # would read the store directly until it retried the daemon (1 s later).
+        env = dict(os.environ, STOKER_NODE=a.node_socket)
+        for rep in range(a.reps):
+            node = log = mount = mnt = None
+            try:
+                node, log = _start_node(a)
+                mount, mnt = _start_mount(a.stoker, a.mount_src, env)
+                _drop_caches()
+                cold = _epoch(mnt, a.loader, a.workers, rep, False)
+                cold["node_metrics"] = _node_metrics(a)
+                warm = _epoch(mnt, a.loader, a.workers, 1000 + rep, False)
+                warm["node_metrics"] = _node_metrics(a)  # cumulative since the daemon started
+            finally:
+                _stop_mount(mount, mnt)
+                _stop_node(node, log)
+            runs.append({"cold": cold, "warm": warm})
+            m0, m1 = cold["node_metrics"], warm["node_metrics"]
+            print(f"  rep {rep}: cold {cold['samples_per_s']:.0f} samples/s, "
+                  f"warm {warm['samples_per_s']:.0f} samples/s; daemon store fills "
+                  f"{m0.get('stoker_node_store_fills_total', 0):.0f} "
+                  f"({m0.get('stoker_node_store_bytes_total', 0) / 1e6:.0f} MB) cold, "
+                  f"+{m1.get('stoker_node_store_fills_total', 0) - m0.get('stoker_node_store_fills_total', 0):.0f} warm; "
+                  f"trainer gets {m0.get('stoker_node_trainer_gets_total', 0):.0f} cold, "
+                  f"+{m1.get('stoker_node_trainer_gets_total', 0) - m0.get('stoker_node_trainer_gets_total', 0):.0f} warm",
+                  file=sys.stderr, flush=True)
+        print(json.dumps({"runs": runs}))
+        return 0
+
+    mount = mnt = None
+    root = a.root
     try:
         if a.mount_src:
-            mnt = tempfile.mkdtemp(prefix="stoker-bench-mnt-")
-            t = time.perf_counter()
-            mount = subprocess.Popen([a.stoker, "mount", a.mount_src, mnt],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            while True:
-                if any(line.split()[1] == mnt for line in open("/proc/self/mounts")):
-                    break
-                if mount.poll() is not None:
-                    sys.exit(f"stoker mount exited {mount.returncode}: {mount.stderr.read()}")
-                if time.perf_counter() - t > 60:
-                    sys.exit("stoker mount: not mounted after 60 s")
-                time.sleep(0.01)
+            mount, mnt = _start_mount(a.stoker, a.mount_src)
             root = mnt
-        runs = []
         for rep in range(a.reps):
             _drop_caches()
             cold = _epoch(root, a.loader, a.workers, rep, bool(a.http))
@@ -172,18 +284,7 @@ def inner(a) -> int:
                   f"warm {warm['samples_per_s']:.0f} samples/s", file=sys.stderr, flush=True)
         print(json.dumps({"runs": runs}))
     finally:
-        if mount is not None:
-            mount.terminate()
-            try:
-                mount.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                mount.kill()
-                subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
-        if mnt:
-            try:
-                os.rmdir(mnt)
-            except OSError:
-                pass
+        _stop_mount(mount, mnt)
     return 0
 
 
@@ -207,6 +308,12 @@ def main() -> int:
         p.add_argument("--loader", choices=["bytes", "pil"], required=True)
         p.add_argument("--workers", type=int, default=2)
         p.add_argument("--reps", type=int, default=1)
+        p.add_argument("--node-store")
+        p.add_argument("--node-listen")
+        p.add_argument("--node-socket", default="/tmp/stk-mount-node.sock")
+        p.add_argument("--node-memory", default="1G")
+        p.add_argument("--node-secret")
+        p.add_argument("--node-metrics-port", type=int, default=9171)
         return inner(p.parse_args())
 
     ap = argparse.ArgumentParser(description=__doc__,
@@ -216,7 +323,8 @@ def main() -> int:
     ap.add_argument("--python", type=Path, default=CACHE / "venv-tv" / "bin" / "python")
     ap.add_argument("--stoker", type=Path, default=HERE.parent / ".venv" / "bin" / "stoker")
     ap.add_argument("--loaders", default="bytes,pil")
-    ap.add_argument("--cases", default="local-tree,local-mount,remote-mount,remote-http")
+    ap.add_argument("--cases",
+                    default="local-tree,local-mount,remote-mount,remote-mount-node,remote-http")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--rate", default="1gbit")
@@ -284,13 +392,22 @@ def main() -> int:
             for loader in loaders:
                 for case in remote:
                     log(f"== {case} {loader}")
+                    uri = f"stoker://{relay.address}/train"
                     if case == "remote-mount":
-                        argv = inner_argv(loader, a.tree,
-                                          mount_src=f"stoker://{relay.address}/train")
-                    else:
+                        argv = inner_argv(loader, a.tree, mount_src=uri)
+                    elif case == "remote-mount-node":
+                        argv = inner_argv(loader, a.tree, mount_src=uri, node_store=uri,
+                                          node_listen=f"{node.ip}:7171", node_secret=secret,
+                                          node_socket="/tmp/stk-mount-node.sock",
+                                          node_memory="1G", node_metrics_port=9171)
+                    elif case == "remote-http":
                         argv = inner_argv(loader, a.tree, http=f"http://{relay_http.address}")
-                    proc = node.run(argv, env=env, timeout=1800, capture=True)
+                    else:
+                        sys.exit(f"unknown case {case}")
+                    proc = node.run(argv, env=env, timeout=1800, capture=True, check=False)
                     sys.stderr.write(proc.stderr)
+                    if proc.returncode != 0:
+                        sys.exit(f"{case} {loader} failed ({proc.returncode})")
                     record(case, loader, proc.stdout)
             storage.kill(httpd)
             storage.kill(server)
@@ -309,7 +426,7 @@ def main() -> int:
         rc = f"{c / base['cold_samples_per_s']:.2f}" if base else "-"
         rw = f"{w / base['warm_samples_per_s']:.2f}" if base else "-"
         rh = (f"{c / http['cold_samples_per_s']:.2f} / {w / http['warm_samples_per_s']:.2f}"
-              if http and case == "remote-mount" else "-")
+              if http and case.startswith("remote-mount") else "-")
         print(f"| {loader} | {case} | {c:.0f} | {w:.0f} | {rc} | {rw} | {rh} |")
     return 0
 

@@ -168,7 +168,7 @@ TEST(PosixStorage, OpenStorageAcceptsPathsAndFileUris) {
   ASSERT_TRUE(uri.has_value());
   EXPECT_EQ(ReadAll(**uri, "x"), "via path");
   EXPECT_EQ(test::ReadFileToString(dir.Join("x")), "via path");
-  EXPECT_EQ(OpenStorage("s3://bucket/x").error().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(OpenStorage("gs://bucket/x").error().code(), StatusCode::kUnsupported);
   EXPECT_EQ(OpenStorage("").error().code(), StatusCode::kInvalidArgument);
 }
 
