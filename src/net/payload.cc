@@ -90,15 +90,22 @@ std::string EncodeErrorPayload(const Status& status) {
   return std::move(w.data());
 }
 
-Status DecodeErrorPayload(std::string_view payload, std::string_view peer) {
-  PayloadReader r(payload);
+std::optional<Status> ReadStatus(PayloadReader& r) {
   auto code = r.U8();
   auto message = r.String();
-  if (!code || !message || !r.ExpectEnd().ok() || *code == 0 ||
-      *code > static_cast<uint8_t>(StatusCode::kCancelled)) {
-    return Status::Corruption("malformed ERROR frame from " + std::string(peer));
+  if (!code || !message || *code > static_cast<uint8_t>(StatusCode::kCancelled)) {
+    return std::nullopt;
   }
   return Status(static_cast<StatusCode>(*code), std::string(*message));
+}
+
+Status DecodeErrorPayload(std::string_view payload, std::string_view peer) {
+  PayloadReader r(payload);
+  std::optional<Status> st = ReadStatus(r);
+  if (!st || st->ok() || !r.ExpectEnd().ok()) {
+    return Status::Corruption("malformed ERROR frame from " + std::string(peer));
+  }
+  return *st;
 }
 
 }  // namespace stoker::net

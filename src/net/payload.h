@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -48,8 +49,11 @@ class PayloadReader {
   std::string_view in_;
 };
 
-// ERROR payloads: u8 StatusCode, string message (cut to 65535 bytes).
+// ERROR payloads: u8 StatusCode, string message (cut to 65535 bytes). The node daemon's trainer
+// socket starts every reply with the same two fields (OK included).
 std::string EncodeErrorPayload(const Status& status);
+// Reads those two fields (OK too); nullopt if they are malformed or the code is unknown.
+std::optional<Status> ReadStatus(PayloadReader& r);
 // The peer's Status; Corruption naming `peer` if the payload is malformed or the code unknown.
 Status DecodeErrorPayload(std::string_view payload, std::string_view peer);
 

@@ -1,13 +1,11 @@
 #include "node/disk_tier.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "format/chunk.h"
+#include "storage/posix_storage.h"
 
 namespace stoker::node {
 
@@ -18,7 +16,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::string dir, uint64_t limit
   const std::filesystem::path chunks = std::filesystem::path(dir) / "chunks";
   std::filesystem::create_directories(chunks, ec);
   if (ec) return Err(Status::FromErrno(ec.value(), "create disk tier " + dir));
-  std::unique_ptr<DiskTier> tier(new DiskTier(dir, limit_bytes));
+  std::unique_ptr<DiskTier> tier(new DiskTier(storage::NewPosixStorage(dir), limit_bytes));
   for (const auto& entry : std::filesystem::directory_iterator(chunks, ec)) {
     const auto id = format::ParseChunkPath("chunks/" + entry.path().filename().string());
     const uint64_t size = entry.is_regular_file(ec) ? entry.file_size(ec) : 0;
@@ -33,10 +31,6 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::string dir, uint64_t limit
   return tier;
 }
 
-std::string DiskTier::PathOf(uint64_t chunk_id) const {
-  return dir_ + "/" + format::ChunkPath(chunk_id);
-}
-
 Status DiskTier::Read(uint64_t chunk_id, std::span<std::byte> dst) {
   {
     std::lock_guard lock(mu_);
@@ -45,18 +39,8 @@ Status DiskTier::Read(uint64_t chunk_id, std::span<std::byte> dst) {
       return Status::NotFound(fmt::format("chunk {:016x} is not on disk", chunk_id));
     }
   }
-  const std::string path = PathOf(chunk_id);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, path);
-  size_t done = 0;
-  while (done < dst.size()) {
-    const ssize_t n = ::pread(fd, dst.data() + done, dst.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (done != dst.size()) return Status::IOError(path + ": short read");
+  STOKER_ASSIGN_OR_RETURN(auto file, files_on_disk_->OpenRead(format::ChunkPath(chunk_id)));
+  STOKER_RETURN_IF_ERROR(file->ReadAt(0, dst));
   std::lock_guard lock(mu_);
   ++hits_;
   return Status::OK();
@@ -69,25 +53,19 @@ void DiskTier::Write(uint64_t chunk_id, std::span<const std::byte> bytes) {
     files_[chunk_id] = bytes.size();  // reserved: a concurrent Write of it stops above
     bytes_ += bytes.size();
   }
-  const std::string path = PathOf(chunk_id);
+  const std::string path = format::ChunkPath(chunk_id);
   const std::string tmp = path + ".tmp";
-  bool ok = false;
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    ok = ::close(fd) == 0 && done == bytes.size() && ::rename(tmp.c_str(), path.c_str()) == 0;
-  }
+  auto written = [&]() -> Status {
+    STOKER_ASSIGN_OR_RETURN(auto file, files_on_disk_->Create(tmp));
+    STOKER_RETURN_IF_ERROR(file->Append(bytes));
+    STOKER_RETURN_IF_ERROR(file->Close());
+    return files_on_disk_->Rename(tmp, path);
+  }();
   std::lock_guard lock(mu_);
-  if (ok) {
+  if (written.ok()) {
     ++writes_;
   } else {
-    ::unlink(tmp.c_str());
+    (void)files_on_disk_->Remove(tmp);
     files_.erase(chunk_id);
     bytes_ -= bytes.size();
   }
@@ -97,7 +75,7 @@ void DiskTier::Remove(uint64_t chunk_id) {
   std::lock_guard lock(mu_);
   auto it = files_.find(chunk_id);
   if (it == files_.end()) return;
-  ::unlink(PathOf(chunk_id).c_str());
+  (void)files_on_disk_->Remove(format::ChunkPath(chunk_id));
   bytes_ -= it->second;
   files_.erase(it);
 }

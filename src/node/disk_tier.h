@@ -24,6 +24,7 @@
 #include <unordered_map>
 
 #include "stoker/status.h"
+#include "stoker/storage.h"
 
 namespace stoker::node {
 
@@ -47,10 +48,10 @@ class DiskTier {
   DiskTierStats stats() const;
 
  private:
-  DiskTier(std::string dir, uint64_t limit) : dir_(std::move(dir)), limit_(limit) {}
-  std::string PathOf(uint64_t chunk_id) const;
+  DiskTier(std::shared_ptr<Storage> files, uint64_t limit)
+      : files_on_disk_(std::move(files)), limit_(limit) {}
 
-  const std::string dir_;
+  const std::shared_ptr<Storage> files_on_disk_;  // PosixStorage over the tier's directory
   const uint64_t limit_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, uint64_t> files_;  // chunk id -> size (reserved while writing)

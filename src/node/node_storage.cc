@@ -39,13 +39,10 @@ class Mapping {
   uint64_t size_;
 };
 
+// Every reply starts with a status (net::ReadStatus); a malformed one is the daemon's fault.
 Status DecodeStatus(net::PayloadReader& r) {
-  auto code = r.U8();
-  auto message = r.String();
-  if (!code || !message || *code > static_cast<uint8_t>(StatusCode::kCancelled)) {
-    return Status::Corruption("malformed reply from the node daemon");
-  }
-  return Status(static_cast<StatusCode>(*code), std::string(*message));
+  std::optional<Status> st = net::ReadStatus(r);
+  return st ? *st : Status::Corruption("malformed reply from the node daemon");
 }
 
 // Owns a descriptor received from the daemon.

@@ -22,18 +22,6 @@ constexpr auto kReplyTimeout = std::chrono::seconds(10);
 // A trainer may stay quiet for a whole validation pass; the socket, not a timer, says it left.
 constexpr auto kIdleForever = std::chrono::hours(24 * 365);
 
-std::string ErrorReply(const Status& st) {
-  net::PayloadWriter w;
-  w.U8(static_cast<uint8_t>(st.code())).String(st.message().substr(0, 65535));
-  return std::move(w.data());
-}
-
-std::string OkReply() {
-  net::PayloadWriter w;
-  w.U8(0).String("");
-  return std::move(w.data());
-}
-
 }  // namespace
 
 Status Node::State::StartTrainerService() {
@@ -111,41 +99,41 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
     std::shared_ptr<const CachedChunk> held;  // alive until the descriptor is sent
     bool close_after = false;
     if (!type) {
-      reply = ErrorReply(Status::InvalidArgument("empty request"));
+      reply = net::EncodeErrorPayload(Status::InvalidArgument("empty request"));
       close_after = true;
     } else if (*type == static_cast<uint8_t>(TrainerRequest::kHello)) {
       auto theirs = r.Bytes();
       if (!theirs || !r.ExpectEnd().ok()) {
-        reply = ErrorReply(Status::InvalidArgument("malformed HELLO"));
+        reply = net::EncodeErrorPayload(Status::InvalidArgument("malformed HELLO"));
         close_after = true;
       } else if (*theirs != manifest) {
-        reply = ErrorReply(Status::InvalidArgument(fmt::format(
+        reply = net::EncodeErrorPayload(Status::InvalidArgument(fmt::format(
             "the node daemon of job {} serves another dataset or version ({}) than this trainer "
             "opened", options.job, options.store_uri)));
       } else {
         greeted = true;
         net::PayloadWriter w;
-        w.U8(0).String("").String(options.job);
-        reply = std::move(w.data());
+        w.String(options.job);
+        reply = net::EncodeErrorPayload(Status::OK()) + w.data();
       }
     } else if (!greeted) {
-      reply = ErrorReply(Status::InvalidArgument("HELLO first"));
+      reply = net::EncodeErrorPayload(Status::InvalidArgument("HELLO first"));
       close_after = true;
     } else if (*type == static_cast<uint8_t>(TrainerRequest::kGet)) {
       auto id = r.U64();
       auto it = id ? chunk_index.find(*id) : chunk_index.end();
       if (!id || !r.ExpectEnd().ok()) {
-        reply = ErrorReply(Status::InvalidArgument("malformed GET"));
+        reply = net::EncodeErrorPayload(Status::InvalidArgument("malformed GET"));
         close_after = true;
       } else if (it == chunk_index.end()) {
-        reply = ErrorReply(Status::NotFound(fmt::format("no chunk {:016x} in the dataset", *id)));
+        reply = net::EncodeErrorPayload(Status::NotFound(fmt::format("no chunk {:016x} in the dataset", *id)));
       } else if (auto chunk = ForTrainer(it->second); !chunk) {
-        reply = ErrorReply(chunk.error());
+        reply = net::EncodeErrorPayload(chunk.error());
       } else {
         held = *chunk;
         net::PayloadWriter w;
-        w.U8(0).String("").U64(held->size());
-        reply = std::move(w.data());
+        w.U64(held->size());
+        reply = net::EncodeErrorPayload(Status::OK()) + w.data();
         reply_fd = held->fd();
       }
     } else if (*type == static_cast<uint8_t>(TrainerRequest::kPlan)) {
@@ -168,15 +156,15 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
         }
       }
       if (!ok || !r.ExpectEnd().ok()) {
-        reply = ErrorReply(Status::InvalidArgument("malformed PLAN"));
+        reply = net::EncodeErrorPayload(Status::InvalidArgument("malformed PLAN"));
         close_after = true;
       } else {
         cache->SetPlan(plan, order);
         prefetch_cv.notify_one();
-        reply = OkReply();
+        reply = net::EncodeErrorPayload(Status::OK());
       }
     } else {
-      reply = ErrorReply(Status::Unsupported(fmt::format("unknown request type {}", *type)));
+      reply = net::EncodeErrorPayload(Status::Unsupported(fmt::format("unknown request type {}", *type)));
       close_after = true;
     }
     if (!SendMessage(c.socket, reply, reply_fd, net::After(kReplyTimeout)).ok() || close_after) break;
