@@ -25,13 +25,18 @@ Cases (all on the same 5,000-JPEG ImageNet-like subset from bench/run_decode.py)
                 instead of one remote read per file. Each rep starts a fresh daemon (empty
                 cache) and a fresh mount, drops the page cache, runs the cold epoch, then the
                 warm one, and stops both; the daemon's store fills / trainer gets are recorded.
+  remote-sshfs  the same testbed, the unpacked tree over sshfs (SFTP, a FUSE client: this
+                machine's kernel has no NFS client) from an sshd in `storage`, through a
+                relay adding the same delay; sshfs tuned for an immutable tree (aes128-gcm,
+                max_conns=4, kernel_cache, hour-long entry/attr/dir caching, read-only),
+                mounted afresh for each rep.
+                `bash bench/setup_peers.sh sshfs` installs sshfs and openssh-server.
   remote-http   the same testbed and relay, the unpacked tree served by
                 `python3 -m http.server --protocol HTTP/1.1` (threaded) in `storage`; ImageFolder
                 indexes the local copy of the tree (the listing is free, not fetched) and the
-                loader GETs each file over one persistent HTTP connection per worker. There is
-                no NFS server or sshfs on this machine: this stands in for "the unpacked tree on
-                a network file system". It has no client cache, so its "warm" epoch fetches
-                again (only the server's page cache is warm).
+                loader GETs each file over one persistent HTTP connection per worker (a
+                custom per-file reader, as with object stores). It has no client cache, so its
+                "warm" epoch fetches again (only the server's page cache is warm).
 
 Caveat: the VM's host caches the virtual disk, so "cold" local reads after drop_caches are still
 fast (GB/s, see /work/shared/TESTBED.md); cold here means "not in this kernel's page cache".
@@ -44,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -149,17 +155,35 @@ def _drop_caches() -> None:
 
 
 def _start_mount(stoker: str, src: str, env: dict | None = None):
+    return _start_fuse(lambda mnt: [stoker, "mount", src, mnt], env)
+
+
+def _start_sshfs(spec: str):
+    """spec = "USER@HOST:PATH PORT KEY": sshfs in the foreground, read-only, tuned for an
+    immutable tree: AES-GCM, 4 connections, the kernel's page cache kept across opens, names,
+    attributes and directories cached for an hour (as `stoker mount` does for a year)."""
+    remote, port, key = spec.split()
+    opts = (f"ro,IdentityFile={key},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,"
+            "Ciphers=aes128-gcm@openssh.com,max_conns=4,kernel_cache,entry_timeout=3600,"
+            "attr_timeout=3600,dcache_timeout=3600")
+    return _start_fuse(lambda mnt: ["sshfs", "-f", remote, mnt, "-p", port, "-o", opts])
+
+
+def _start_fuse(argv_for, env: dict | None = None):
+    """Starts a foreground FUSE client (argv_for(mountpoint)); returns (proc, mountpoint) once
+    the mount is there."""
     mnt = tempfile.mkdtemp(prefix="stoker-bench-mnt-")
     t = time.perf_counter()
-    mount = subprocess.Popen([stoker, "mount", src, mnt], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    argv = argv_for(mnt)
+    mount = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
     while True:
         if any(line.split()[1] == mnt for line in open("/proc/self/mounts")):
             return mount, mnt
         if mount.poll() is not None:
-            sys.exit(f"stoker mount exited {mount.returncode}: {mount.stderr.read()}")
+            sys.exit(f"{argv[0]} exited {mount.returncode}: {mount.stderr.read()}")
         if time.perf_counter() - t > 60:
-            sys.exit("stoker mount: not mounted after 60 s")
+            sys.exit(f"{argv[0]}: not mounted after 60 s")
         time.sleep(0.01)
 
 
@@ -176,6 +200,25 @@ def _stop_mount(mount, mnt) -> None:
             os.rmdir(mnt)
         except OSError:
             pass
+
+
+def _start_sshd(host, port: int):
+    """An sshd of its own on host (a testbed namespace), key login only, SFTP in-process.
+    Returns (proc, dir with the client key `client`)."""
+    d = Path(tempfile.mkdtemp(prefix="stoker-bench-sshd-"))
+    for name in ("host", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)],
+                       check=True)
+    (d / "authorized_keys").write_text((d / "client.pub").read_text())
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress {host.ip}\nHostKey {d}/host\n"
+        f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+        f"StrictModes no\nPidFile {d}/sshd.pid\nSubsystem sftp internal-sftp\n")
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
+    proc = host.popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, d
 
 
 def _start_node(a):
@@ -269,6 +312,23 @@ def inner(a) -> int:
         print(json.dumps({"runs": runs}))
         return 0
 
+    if a.sshfs:
+        # remote-sshfs: a fresh sshfs mount per rep (no client state carried over).
+        for rep in range(a.reps):
+            mount = mnt = None
+            try:
+                mount, mnt = _start_sshfs(a.sshfs)
+                _drop_caches()
+                cold = _epoch(mnt, a.loader, a.workers, rep, False)
+                warm = _epoch(mnt, a.loader, a.workers, 1000 + rep, False)
+            finally:
+                _stop_mount(mount, mnt)
+            runs.append({"cold": cold, "warm": warm})
+            print(f"  rep {rep}: cold {cold['samples_per_s']:.0f} samples/s, "
+                  f"warm {warm['samples_per_s']:.0f} samples/s", file=sys.stderr, flush=True)
+        print(json.dumps({"runs": runs}))
+        return 0
+
     mount = mnt = None
     root = a.root
     try:
@@ -304,6 +364,7 @@ def main() -> int:
         p.add_argument("--root", required=True)
         p.add_argument("--mount-src")
         p.add_argument("--http")
+        p.add_argument("--sshfs")
         p.add_argument("--stoker")
         p.add_argument("--loader", choices=["bytes", "pil"], required=True)
         p.add_argument("--workers", type=int, default=2)
@@ -324,7 +385,8 @@ def main() -> int:
     ap.add_argument("--stoker", type=Path, default=HERE.parent / ".venv" / "bin" / "stoker")
     ap.add_argument("--loaders", default="bytes,pil")
     ap.add_argument("--cases",
-                    default="local-tree,local-mount,remote-mount,remote-mount-node,remote-http")
+                    default="local-tree,local-mount,remote-mount,remote-mount-node,remote-sshfs,"
+                    "remote-http")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--rate", default="1gbit")
@@ -333,6 +395,8 @@ def main() -> int:
     for need in (a.tree, a.dataset / "MANIFEST", a.python, a.stoker):
         if not need.exists():
             sys.exit(f"{need}: missing (run bench/run_decode.py and bench/setup_peers.sh first)")
+    if "remote-sshfs" in a.cases and not (shutil.which("sshfs") and Path("/usr/sbin/sshd").exists()):
+        sys.exit("remote-sshfs needs sshfs and sshd: bash bench/setup_peers.sh sshfs")
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(HERE.parent / "tests" / "netns"))
     import benchlib
@@ -389,6 +453,11 @@ def main() -> int:
             wait_for_port(node, storage.ip, 8000)
             relay = tb.relay(storage, 7070, delay_ms=a.delay_ms)
             relay_http = tb.relay(storage, 8000, delay_ms=a.delay_ms)
+            sshd = sshd_dir = relay_ssh = None
+            if "remote-sshfs" in remote:
+                sshd, sshd_dir = _start_sshd(storage, 2222)
+                wait_for_port(node, storage.ip, 2222)
+                relay_ssh = tb.relay(storage, 2222, delay_ms=a.delay_ms)
             for loader in loaders:
                 for case in remote:
                     log(f"== {case} {loader}")
@@ -400,6 +469,10 @@ def main() -> int:
                                           node_listen=f"{node.ip}:7171", node_secret=secret,
                                           node_socket="/tmp/stk-mount-node.sock",
                                           node_memory="1G", node_metrics_port=9171)
+                    elif case == "remote-sshfs":
+                        ip, port = relay_ssh.address.rsplit(":", 1)
+                        argv = inner_argv(loader, a.tree,
+                                          sshfs=f"root@{ip}:{a.tree} {port} {sshd_dir}/client")
                     elif case == "remote-http":
                         argv = inner_argv(loader, a.tree, http=f"http://{relay_http.address}")
                     else:
@@ -411,23 +484,31 @@ def main() -> int:
                     record(case, loader, proc.stdout)
             storage.kill(httpd)
             storage.kill(server)
+            if sshd is not None:
+                storage.kill(sshd)
 
     path = benchlib.save("mount", results)
     rows = {(r["case"], r["loader"]): r for r in results["results"]}
     print(f"\nImageFolder + DataLoader epoch, {a.workers} workers, batch 64, median of {a.reps} "
           f"rep(s); remote = {a.rate} tbf + relay {a.delay_ms} ms each way ({path})")
     print("| loader | case | cold samples/s | warm samples/s | cold vs local-tree | "
-          "warm vs local-tree | vs remote-http (cold / warm) |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+          "warm vs local-tree | vs remote-sshfs (cold / warm) | vs remote-http (cold / warm) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+
+    def versus(r, base_case, loader):
+        base = rows.get((base_case, loader))
+        if not base or not r["case"].startswith("remote-mount"):
+            return "-"
+        return (f"{r['cold_samples_per_s'] / base['cold_samples_per_s']:.2f} / "
+                f"{r['warm_samples_per_s'] / base['warm_samples_per_s']:.2f}")
+
     for (case, loader), r in rows.items():
         base = rows.get(("local-tree", loader))
-        http = rows.get(("remote-http", loader))
         c, w = r["cold_samples_per_s"], r["warm_samples_per_s"]
         rc = f"{c / base['cold_samples_per_s']:.2f}" if base else "-"
         rw = f"{w / base['warm_samples_per_s']:.2f}" if base else "-"
-        rh = (f"{c / http['cold_samples_per_s']:.2f} / {w / http['warm_samples_per_s']:.2f}"
-              if http and case.startswith("remote-mount") else "-")
-        print(f"| {loader} | {case} | {c:.0f} | {w:.0f} | {rc} | {rw} | {rh} |")
+        print(f"| {loader} | {case} | {c:.0f} | {w:.0f} | {rc} | {rw} | "
+              f"{versus(r, 'remote-sshfs', loader)} | {versus(r, 'remote-http', loader)} |")
     return 0
 
 

@@ -15,6 +15,8 @@ Data: the ImageNet-like subset of bench/run_decode.py (5,000 JPEGs in 25 class d
 and checking each sample's length and CRC32C against the tree (bench/s3_peers/*_reader.py):
   stoker    stoker.Loader("s3://bench/stoker", shuffle="chunk") with its defaults
   files     boto3 GETs, one per image, shuffled order, a pool of --threads threads
+  files-dl  the same GETs as training code usually makes them: a torch Dataset doing one boto3
+            GET in __getitem__, a shuffling DataLoader with --dl-workers processes
   wds       the `webdataset` package: pipe:curl --aws-sigv4 per shard, shard order and a 1,000-
             sample buffer shuffled, torch DataLoader with --wds-workers processes
   wds-tar   no webdataset: --wds-workers threads stream shards (boto3 GET into tarfile 'r|')
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -91,6 +94,9 @@ def reader_argv(name: str, args, venvs: dict, workdir: Path, seed: int) -> list[
     if name == "files":
         return [py_peer, str(PEERS / "files_reader.py"), BUCKET, "files", exp,
                 "--threads", str(args.threads), "--seed", str(seed)]
+    if name == "files-dl":
+        return [py_peer, str(PEERS / "files_dl_reader.py"), BUCKET, "files", exp,
+                "--workers", str(args.dl_workers), "--seed", str(seed)]
     if name == "wds":
         return [py_peer, str(PEERS / "wds_reader.py"), BUCKET, "wds", exp, "--impl",
                 "webdataset", "--workers", str(args.wds_workers), "--seed", str(seed)]
@@ -133,6 +139,23 @@ def prepare(place: Place, env: dict, args, venvs: dict, workdir: Path) -> dict:
     return out
 
 
+def gateway_cpu_seconds() -> float:
+    """CPU time used so far by the Ceph processes behind the gateway (mon, OSD, radosgw), read
+    from /proc: the namespaces of the netns mode share this machine's process table."""
+    total = 0.0
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except (OSError, ValueError):
+            continue
+        name = stat[stat.find("(") + 1:stat.rfind(")")]
+        if name in ("radosgw", "ceph-osd", "ceph-mon"):
+            fields = stat[stat.rfind(")") + 2:].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def run_reps(place: Place, env: dict, args, venvs: dict, workdir: Path, link=None) -> list:
     reps = []
     readers = list(args.readers)
@@ -143,18 +166,24 @@ def run_reps(place: Place, env: dict, args, venvs: dict, workdir: Path, link=Non
             log(f"rep {rep}: link {row['link']['MBps']:.0f} MB/s")
         for name in row["order"]:
             argv = reader_argv(name, args, venvs, workdir, rep)
+            ru, gw = resource.getrusage(resource.RUSAGE_CHILDREN), gateway_cpu_seconds()
             r = place.run(argv, env, timeout=args.timeout)
+            ru_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = {"reader_cpu_s": ru_after.ru_utime + ru_after.ru_stime - ru.ru_utime -
+                   ru.ru_stime, "gateway_cpu_s": gateway_cpu_seconds() - gw}
             lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
             if r.returncode != 0 or not lines:
                 row[name] = {"error": f"rc {r.returncode}: {r.stderr[-1500:]}"}
                 log(f"rep {rep}: {name} FAILED rc {r.returncode}: {r.stderr[-600:]}")
                 continue
             d = json.loads(lines[-1])
+            d.update(cpu)  # the whole process (start-up included) and the gateway meanwhile
             d["MBps"] = d["bytes"] / d["seconds"] / 1e6
             d["samples_per_s"] = d["samples"] / d["seconds"]
             row[name] = d
             log(f"rep {rep}: {name:8s} {d['samples_per_s']:8.0f} samples/s "
-                f"{d['MBps']:7.1f} MB/s  ok={d['ok']}")
+                f"{d['MBps']:7.1f} MB/s  CPU s reader {d['reader_cpu_s']:.1f} gateway "
+                f"{d['gateway_cpu_s']:.1f}  ok={d['ok']}")
         if "stoker" in row and "MBps" in row.get("stoker", {}):
             row["ratio"] = {n: row["stoker"]["MBps"] / row[n]["MBps"] for n in readers
                             if n != "stoker" and "MBps" in row.get(n, {})}
@@ -168,8 +197,9 @@ def summarize(results: dict) -> str:
     lines = [f"S3 epoch benchmark, mode {results['mode']}"
              + (f" (tbf {results['rate']}, +{2 * results['delay_ms']:g} ms RTT)"
                 if results["mode"] == "netns" else " (loopback)"),
-             f"{'reader':10s} {'samples/s':>10s} {'MB/s':>8s} {'stoker/x':>9s}  "
-             f"(median of {len(reps)} reps; ratio = median of per-rep ratios)  all checked"]
+             f"{'reader':10s} {'samples/s':>10s} {'MB/s':>8s} {'stoker/x':>9s} "
+             f"{'CPU-s reader':>12s} {'gateway':>8s}  all checked  "
+             f"(medians of {len(reps)} reps; ratio = median of per-rep ratios)"]
     for n in names:
         ok = [r[n] for r in reps if "MBps" in r.get(n, {})]
         if not ok:
@@ -180,7 +210,9 @@ def summarize(results: dict) -> str:
         ratios = [r["ratio"][n] for r in reps if n in r.get("ratio", {})]
         ratio = f"{benchlib.median(ratios):8.2f}x" if ratios and n != "stoker" else "        -"
         allok = all(d["ok"] for d in ok)
-        lines.append(f"{n:10s} {sps:10.0f} {mbps:8.1f} {ratio}  {allok}")
+        rcpu = benchlib.median([d["reader_cpu_s"] for d in ok])
+        gcpu = benchlib.median([d["gateway_cpu_s"] for d in ok])
+        lines.append(f"{n:10s} {sps:10.0f} {mbps:8.1f} {ratio} {rcpu:12.1f} {gcpu:8.1f}  {allok}")
     if reps and "link" in reps[0]:
         lines.append(f"{'link':10s} {'':10s} "
                      f"{benchlib.median([r['link']['MBps'] for r in reps]):8.1f}  "
@@ -194,11 +226,13 @@ def main() -> int:
     ap.add_argument("--mode", choices=("local", "netns"), default="local")
     ap.add_argument("--tree", type=Path,
                     default=CACHE / "decode" / "imagenet-20000-c100-s1-first25c")
-    ap.add_argument("--readers", default="stoker,files,wds,wds-tar,mds")
+    ap.add_argument("--readers", default="stoker,files,files-dl,wds,wds-tar,mds")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--chunk-size", default="16MiB")
     ap.add_argument("--shards", type=int, default=64)
     ap.add_argument("--threads", type=int, default=32, help="per-file GET threads")
+    ap.add_argument("--dl-workers", type=int, default=8,
+                    help="DataLoader workers of files-dl")
     ap.add_argument("--wds-workers", type=int, default=4)
     ap.add_argument("--mds-workers", type=int, default=0)
     ap.add_argument("--mds-cache", type=Path, default=Path("/dev/shm/stoker-s3-mds-cache"))
@@ -221,7 +255,7 @@ def main() -> int:
     start = server + ["start", "--dir", args.s3_dir, "--port", str(RGW_PORT),
                       "--rgw-log-level", "0", "--memstore-gb", str(args.memstore_gb)]
     results = {"machine": benchlib.machine(), "mode": args.mode, "readers": args.readers,
-               "chunk_size": args.chunk_size, "shards": args.shards, "threads": args.threads,
+               "chunk_size": args.chunk_size, "shards": args.shards, "threads": args.threads, "dl_workers": args.dl_workers,
                "wds_workers": args.wds_workers, "mds_workers": args.mds_workers,
                "dataset": str(args.tree)}
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}

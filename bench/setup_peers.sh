@@ -107,6 +107,17 @@ setup_s3peers() {
     && touch "$v/.stoker-ready"
 }
 
+# bench/run_mount.py's network-file-system baseline (case remote-sshfs): Debian's sshfs (a FUSE
+# SFTP client) and openssh-server (the benchmark runs its own sshd in a network namespace; the
+# service is not started). This machine's kernel has no NFS client, so sshfs stands in for NFS.
+# Not in the default set: `bash bench/setup_peers.sh sshfs`.
+setup_sshfs() {
+  { command -v sshfs && test -x /usr/sbin/sshd; } >/dev/null 2>&1 && return 0
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends sshfs openssh-server openssh-client || return 1
+  sshfs --version | head -1
+}
+
 for s in "${steps[@]}"; do
   log "== $s"
   if ! "setup_$s"; then log "$s FAILED"; failed+=("$s"); fi
