@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -59,13 +60,15 @@ class ThreadEngine final : public IoEngine {
 };
 
 // One thread owns the ring: it moves queued requests into submission entries, reaps
-// completions, and resubmits the remainder of short reads. Files without a descriptor go to a
-// small thread pool instead.
+// completions, and resubmits the remainder of short reads. Files without a descriptor (S3,
+// stoker://, a node daemon) go to a pool of `depth` threads, started on the first such read:
+// they are network reads, and their concurrency is what hides each request's latency.
 class UringEngine final : public IoEngine {
  public:
   UringEngine(io_uring ring, uint32_t depth)
-      : ring_(ring), depth_(depth), fallback_(2), thread_([this] { Run(); }) {}
+      : ring_(ring), depth_(depth), thread_([this] { Run(); }) {}
   ~UringEngine() override {
+    fallback_.reset();  // serves what it was given, then stops
     {
       std::lock_guard lock(mu_);
       stop_ = true;
@@ -77,7 +80,8 @@ class UringEngine final : public IoEngine {
   void Submit(ReadRequest request) override {
     // (An empty read would complete with 0 bytes, which the ring takes for end of file.)
     if (request.file->NativeFd() < 0 || request.dst.empty()) {
-      fallback_.Submit(std::move(request));
+      std::call_once(fallback_started_, [&] { fallback_ = std::make_unique<ThreadEngine>(depth_); });
+      fallback_->Submit(std::move(request));
       return;
     }
     {
@@ -156,7 +160,8 @@ class UringEngine final : public IoEngine {
 
   io_uring ring_;
   const uint32_t depth_;
-  ThreadEngine fallback_;
+  std::once_flag fallback_started_;
+  std::unique_ptr<ThreadEngine> fallback_;  // destroyed (drained) before the ring
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<InFlight>> queue_;  // guarded by mu_

@@ -1,7 +1,8 @@
-// Runs many range reads at once: io_uring where the kernel allows it (detected when the engine
-// is created), a pool of threads calling pread() otherwise, and always for storage that has no
-// file descriptor (FaultStorage, S3 later). Thread-safe: Submit from any thread; each request's
-// callback runs exactly once, on an engine thread. The destructor waits for all requests.
+// Runs many range reads at once (`depth` of them): io_uring where the kernel allows it
+// (detected when the engine is created), a pool of threads calling ReadAt otherwise, and always
+// for storage that has no file descriptor (S3, stoker://, a node daemon, FaultStorage).
+// Thread-safe: Submit from any thread; each request's callback runs exactly once, on an engine
+// thread. The destructor waits for all requests.
 #pragma once
 
 #include <cstdint>
