@@ -32,6 +32,7 @@ struct NodeArgs {
   std::string secret_file;
   int metrics_port = -1;
   size_t prefetch = 8;
+  size_t prefetch_streams = 4;
 };
 
 int Fail(const Status& status) {
@@ -103,6 +104,7 @@ int RunNode(const NodeArgs& a) {
   o.secret = std::move(*secret);
   o.metrics_port = a.metrics_port;
   o.prefetch_depth = a.prefetch;
+  o.prefetch_streams = a.prefetch_streams;
   o.log = LogLine;
 
   // As `stoker serve`: block the shutdown signals before any thread starts, wait for them here.
@@ -172,6 +174,9 @@ void RegisterNode(CLI::App& app, int& exit_code) {
                   "serve Prometheus metrics on GET /metrics at this port (0: any free port)");
   cmd->add_option("--prefetch", args->prefetch,
                   "chunks to fetch ahead of each trainer's plan (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--prefetch-streams", args->prefetch_streams,
+                  "chunks prefetched at once (1-64)")
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = RunNode(*args); });
 }

@@ -110,6 +110,10 @@ Status NodeOptions::Validate() const {
   if (peer_timeout.count() <= 0 || probe_timeout.count() <= 0) {
     return Status::InvalidArgument("node timeouts must be positive");
   }
+  if (prefetch_streams < 1 || prefetch_streams > 64) {
+    return Status::InvalidArgument(
+        fmt::format("prefetch streams must be 1 to 64, not {}", prefetch_streams));
+  }
   return Status::OK();
 }
 
@@ -218,7 +222,7 @@ Status Node::State::ProbePeer(size_t peer) {
 
 Result<std::shared_ptr<const CachedChunk>> Node::State::ForTrainer(uint32_t index) {
   cache->NoteUse(index);
-  prefetch_cv.notify_one();
+  if (prefetcher) prefetcher->Wake();
   counters.trainer_gets.fetch_add(1);
   return cache->Get(index, ChunkSize(index), [this](uint32_t i, std::span<std::byte> dst) {
     return Fill(i, dst, /*from_peers=*/true);
@@ -229,25 +233,6 @@ Result<std::shared_ptr<const CachedChunk>> Node::State::ForPeer(uint32_t index) 
   return cache->Get(index, ChunkSize(index), [this](uint32_t i, std::span<std::byte> dst) {
     return Fill(i, dst, /*from_peers=*/false);
   });
-}
-
-void Node::State::PrefetchLoop() {
-  std::unique_lock lock(prefetch_mu);
-  while (!stopping) {
-    prefetch_cv.wait_for(lock, std::chrono::milliseconds(200));
-    if (stopping) break;
-    lock.unlock();
-    for (uint32_t index : cache->PrefetchCandidates(options.prefetch_depth)) {
-      auto got = cache->Prefetch(index, ChunkSize(index),
-                                 [this](uint32_t i, std::span<std::byte> dst) {
-                                   return Fill(i, dst, /*from_peers=*/true);
-                                 });
-      if (got) counters.prefetches.fetch_add(1);
-      std::lock_guard check(prefetch_mu);
-      if (stopping) break;
-    }
-    lock.lock();
-  }
 }
 
 Node::Node(std::shared_ptr<State> state) : state_(std::move(state)) {}
@@ -342,7 +327,19 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
                         raw->Log(live ? fmt::format("peer {} is back", who)
                                       : fmt::format("peer {} is down: {}", who, why.ToString()));
                       });
-  if (o.prefetch_depth > 0) s.prefetcher = std::thread([raw] { raw->PrefetchLoop(); });
+  if (o.prefetch_depth > 0) {
+    s.prefetcher = std::make_unique<Prefetcher>(
+        o.prefetch_streams,
+        [raw] { return raw->cache->PrefetchCandidates(raw->options.prefetch_depth); },
+        [raw](uint32_t index) {
+          auto got = raw->cache->Prefetch(index, raw->ChunkSize(index),
+                                          [raw](uint32_t i, std::span<std::byte> dst) {
+                                            return raw->Fill(i, dst, /*from_peers=*/true);
+                                          });
+          if (got) raw->counters.prefetches.fetch_add(1);
+          return got.has_value();
+        });
+  }
   s.ready.store(true);
   return std::unique_ptr<Node>(new Node(std::move(state)));
 }
@@ -426,12 +423,7 @@ std::string RenderNodeMetrics(const NodeStats& n) {
 
 void Node::Shutdown() {
   State& s = *state_;
-  {
-    std::lock_guard lock(s.prefetch_mu);
-    s.stopping = true;
-  }
-  s.prefetch_cv.notify_all();
-  if (s.prefetcher.joinable()) s.prefetcher.join();
+  s.prefetcher.reset();  // waits for its fetches under way
   s.StopTrainerService();
   if (s.membership) s.membership->Stop();
   if (s.server) s.server->Shutdown();

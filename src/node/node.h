@@ -42,6 +42,7 @@ struct NodeOptions {
   std::string secret;                         // the deployment secret (peers and store)
   int metrics_port = -1;
   size_t prefetch_depth = 8;  // chunks ahead of each trainer's cursor; 0: no prefetch
+  size_t prefetch_streams = 4;  // chunks prefetched at once
   MembershipOptions membership;
   // One whole-chunk read from a peer, and one heartbeat probe.
   std::chrono::milliseconds peer_timeout{15000};

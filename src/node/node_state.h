@@ -18,6 +18,7 @@
 #include "node/chunk_cache.h"
 #include "node/disk_tier.h"
 #include "node/membership.h"
+#include "node/prefetcher.h"
 #include "node/node.h"
 #include "server/server.h"
 #include "stoker/dataset.h"
@@ -61,10 +62,7 @@ struct Node::State {
   std::mutex trainers_mu;
   std::list<std::unique_ptr<TrainerConnection>> trainers;  // guarded by trainers_mu
 
-  std::thread prefetcher;
-  std::mutex prefetch_mu;
-  std::condition_variable prefetch_cv;
-  bool stopping = false;  // guarded by prefetch_mu
+  std::unique_ptr<Prefetcher> prefetcher;  // null without prefetching
 
   struct Counters {
     std::atomic<uint64_t> trainer_gets{0}, trainer_connections{0}, peer_requests{0};
@@ -95,7 +93,6 @@ struct Node::State {
   void AcceptTrainers();
   void ServeTrainer(TrainerConnection& c);
   void StopTrainerService();
-  void PrefetchLoop();
 };
 
 }  // namespace stoker::node

@@ -329,6 +329,9 @@ TEST_F(NodeTest, BadOptionsAreRefused) {
   o.peers = {{"127.0.0.1", 1}};  // this daemon is not in its own peer list
   EXPECT_EQ(Node::Start(o).error().code(), StatusCode::kInvalidArgument);
   o.peers.clear();
+  o.prefetch_streams = 0;
+  EXPECT_EQ(Node::Start(o).error().code(), StatusCode::kInvalidArgument);
+  o.prefetch_streams = 4;
   o.store_uri = sockets_.Join("missing");
   EXPECT_FALSE(Node::Start(o).has_value());
   // Two daemons cannot share one trainer socket.

@@ -160,7 +160,7 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
         close_after = true;
       } else {
         cache->SetPlan(plan, order);
-        prefetch_cv.notify_one();
+        if (prefetcher) prefetcher->Wake();
         reply = net::EncodeErrorPayload(Status::OK());
       }
     } else {
