@@ -1,6 +1,13 @@
 // `stoker mount DATASET MOUNTPOINT`: a read-only FUSE view of a packed dataset's original tree,
-// served in the foreground until unmounted or interrupted (docs/mount.md).
+// served until unmounted or interrupted, in the foreground or — with --background — by a
+// process that outlives the command, which returns once the mount is there (docs/mount.md).
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +23,8 @@ struct MountArgs {
   std::string dataset;
   std::string mountpoint;
   bool foreground = true;
+  bool background = false;
+  std::string log_file;  // where a background mount's messages go (none: /dev/null)
   unsigned threads = 16;
   bool allow_other = false;
   bool allow_non_empty = false;
@@ -28,7 +37,8 @@ int Fail(const Status& status) {
   return kExitError;
 }
 
-int RunMount(const MountArgs& a) {
+// `detach` runs once the mount is there, before the "mounted" line is printed.
+int RunMount(const MountArgs& a, const std::function<void()>& detach = {}) {
   auto ds = Dataset::Open(a.dataset);
   if (!ds) return Fail(ds.error());
   fuse::MountOptions o;
@@ -40,11 +50,59 @@ int RunMount(const MountArgs& a) {
   o.fuse_options = a.fuse_options;
   const uint32_t files = (*ds)->file_count();
   o.on_mounted = [&] {
+    if (detach) detach();
     std::fprintf(stderr, "mounted %s at %s (%u files)\n", a.dataset.c_str(), a.mountpoint.c_str(),
                  files);
   };
   if (Status s = fuse::Serve(**ds, a.mountpoint, o); !s.ok()) return Fail(s);
   return kExitOk;
+}
+
+// --background: a child process mounts and serves; this one waits until the child has mounted
+// (exit 0) or has failed (exit 1, the child having said why on the same stderr). The fork comes
+// before anything starts a thread (opening the dataset may). Once mounted, the child leaves the
+// terminal's session and lets go of this command's stdin/stdout/stderr — a caller capturing
+// them sees them close — and writes its messages (corrupt files, unmount) to --log-file.
+int RunInBackground(const MountArgs& a) {
+  const char* log_path = a.log_file.empty() ? "/dev/null" : a.log_file.c_str();
+  const int log_fd = ::open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return Fail(Status::FromErrno(errno, std::string("open log file ") + log_path));
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) return Fail(Status::FromErrno(errno, "pipe"));
+  const pid_t pid = ::fork();
+  if (pid < 0) return Fail(Status::FromErrno(errno, "fork"));
+  if (pid > 0) {
+    ::close(ready[1]);
+    ::close(log_fd);
+    char byte = 0;
+    ssize_t n;
+    do {
+      n = ::read(ready[0], &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    ::close(ready[0]);
+    if (n != 1) {  // it exited before mounting, having printed why
+      ::waitpid(pid, nullptr, 0);
+      return kExitError;
+    }
+    std::fprintf(stderr, "mounted %s at %s, served by process %d (%s)\n", a.dataset.c_str(),
+                 a.mountpoint.c_str(), static_cast<int>(pid),
+                 a.log_file.empty() ? "no log: see --log-file"
+                                    : ("log: " + a.log_file).c_str());
+    return kExitOk;
+  }
+  ::close(ready[0]);
+  ::setsid();  // no SIGHUP/SIGINT from the terminal it was started from
+  return RunMount(a, [&] {
+    const int null_fd = ::open("/dev/null", O_RDWR);
+    ::dup2(null_fd, STDIN_FILENO);
+    ::dup2(null_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    ::close(null_fd);
+    ::close(log_fd);
+    const char ok = 1;
+    (void)!::write(ready[1], &ok, 1);
+    ::close(ready[1]);
+  });
 }
 
 }  // namespace
@@ -56,9 +114,15 @@ void RegisterMount(CLI::App& app, int& exit_code) {
                "unmounted with fusermount3 -u, or Ctrl-C / SIGTERM)");
   cmd->add_option("dataset", args->dataset, "dataset path or URI (stoker://, s3://)")->required();
   cmd->add_option("mountpoint", args->mountpoint, "an empty directory")->required();
-  cmd->add_flag("-f,--foreground", args->foreground,
-                "run in the foreground (the default and only mode: start it with & or from a "
-                "service manager to keep it in the background)");
+  auto* fg = cmd->add_flag("-f,--foreground", args->foreground,
+                           "serve from this process until unmounted (the default)");
+  auto* bg = cmd->add_flag("--background", args->background,
+                "return once mounted, serving from a background process until unmounted "
+                "(fusermount3 -u) or sent SIGTERM")
+      ->excludes(fg);
+  cmd->add_option("--log-file", args->log_file,
+                  "with --background: append the mount's messages (e.g. corrupt files) here")
+      ->needs(bg);
   cmd->add_option("--threads", args->threads, "requests served at once")
       ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();
@@ -74,7 +138,9 @@ void RegisterMount(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("-o", args->fuse_options,
                   "more FUSE mount options, as for mount -o (e.g. -o debug); repeatable");
-  cmd->callback([args, &exit_code] { exit_code = RunMount(*args); });
+  cmd->callback([args, &exit_code] {
+    exit_code = args->background ? RunInBackground(*args) : RunMount(*args);
+  });
 }
 
 }  // namespace stoker::cli

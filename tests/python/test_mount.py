@@ -368,6 +368,71 @@ def test_shutdown_unmounts_cleanly(dataset, cli, tmp_path, how):
         m.stop()
 
 
+def _gone(pid: int) -> bool:
+    """Exited (a zombie counts: its parent, the `stoker mount` command, is gone already)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _wait_gone(pid: int, seconds: float = 20) -> bool:
+    deadline = time.monotonic() + seconds
+    while not _gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.parametrize("how", ["fusermount3", "SIGTERM"])
+def test_background_mount_returns_once_mounted(dataset, source, cli, tmp_path, how):
+    """--background: the command exits 0 once the tree is there (its captured output closed,
+    so this does not hang), a separate process serves it until unmounted, messages go to
+    --log-file."""
+    mnt, log = tmp_path / "mnt", tmp_path / "mount.log"
+    mnt.mkdir()
+    proc = subprocess.run([cli, "mount", "--background", str(dataset), str(mnt),
+                           "--log-file", str(log)], capture_output=True, text=True, timeout=60)
+    pid = None
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert is_mounted(mnt)
+        pid = int(re.search(r"served by process (\d+)", proc.stderr)[1])
+        assert os.getsid(pid) == pid  # its own session: the terminal's signals do not reach it
+        assert read_tree(mnt) == source[1]
+        assert "mounted" in log.read_text()
+        if how == "fusermount3":
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+        else:
+            os.kill(pid, signal.SIGTERM)
+        assert _wait_gone(pid)
+        assert not is_mounted(mnt)
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+        if pid is not None and not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_background_mount_errors_come_back_to_the_command(dataset, cli, tmp_path):
+    (tmp_path / "mnt").mkdir()
+    bad = subprocess.run([cli, "mount", "--background", str(tmp_path / "no-dataset"),
+                          str(tmp_path / "mnt")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == EXIT_ERROR and "no-dataset" in bad.stderr
+    assert not is_mounted(tmp_path / "mnt")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep").write_text("x")
+    busy = subprocess.run([cli, "mount", "--background", str(dataset), str(tmp_path / "full")],
+                          capture_output=True, text=True, timeout=60)
+    assert busy.returncode == EXIT_ERROR and "not empty" in busy.stderr
+    unlogged = subprocess.run([cli, "mount", str(dataset), str(tmp_path / "mnt"), "--log-file",
+                               str(tmp_path / "log")], capture_output=True, text=True)
+    assert unlogged.returncode == 2 and "--background" in unlogged.stderr
+    assert not is_mounted(tmp_path / "mnt")
+
+
 def test_errors_are_clear(dataset, cli, tmp_path):
     def mount(ds, mnt, *extra):
         proc = subprocess.run([cli, "mount", str(ds), str(mnt), *extra], capture_output=True,
