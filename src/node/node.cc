@@ -423,7 +423,7 @@ std::string RenderNodeMetrics(const NodeStats& n) {
 
 void Node::Shutdown() {
   State& s = *state_;
-  s.prefetcher.reset();  // waits for its fetches under way
+  if (s.prefetcher) s.prefetcher->Stop();  // waits for its fetches under way
   s.StopTrainerService();
   if (s.membership) s.membership->Stop();
   if (s.server) s.server->Shutdown();

@@ -19,13 +19,17 @@ Prefetcher::Prefetcher(size_t streams, Candidates candidates, Fetch fetch)
   }
 }
 
-Prefetcher::~Prefetcher() {
+Prefetcher::~Prefetcher() { Stop(); }
+
+void Prefetcher::Stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
-  for (auto& t : streams_) t.join();
+  for (auto& t : streams_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void Prefetcher::Wake() { cv_.notify_one(); }

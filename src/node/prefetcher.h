@@ -26,13 +26,16 @@ class Prefetcher {
   using Fetch = std::function<bool(uint32_t chunk)>;
 
   Prefetcher(size_t streams, Candidates candidates, Fetch fetch);
-  ~Prefetcher();  // stops: waits for fetches under way
+  ~Prefetcher();  // Stop()s
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
   // Something changed (a trainer moved on, a plan arrived): look again now, not at the next
   // idle tick.
   void Wake();
+  // No new fetches; waits for those under way. Idempotent; Wake() stays safe afterwards (the
+  // daemon stops it while trainer threads may still call Wake).
+  void Stop();
 
  private:
   void Run();

@@ -101,10 +101,13 @@ TEST(Prefetcher, AFailedFetchIsNotRetriedInABusyLoop) {
   EXPECT_LE(calls.load(), 20);
 }
 
-TEST(Prefetcher, StopsWhileIdle) {
+TEST(Prefetcher, StopsWhileIdleAndWakeAfterStopIsHarmless) {
   Prefetcher p(3, [] { return std::vector<uint32_t>{}; }, [](uint32_t) { return true; });
   p.Wake();
-}  // the destructor must return
+  p.Stop();
+  p.Wake();
+  p.Stop();
+}  // the destructor must return too
 
 }  // namespace
 }  // namespace stoker::node
