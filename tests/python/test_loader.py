@@ -368,6 +368,27 @@ def test_loader_reads_through_the_pipeline_with_exact_bytes(packed, ds):
     assert stats["peak_bytes_held"] <= 1 << 20
 
 
+def test_a_budget_smaller_than_two_windows_warns(tmp_path):
+    """Below 2 x window x largest chunk a window's chunks are read in pieces (and much of them
+    twice): the Loader says so, with what to do, and still delivers every sample once."""
+    src, dst = tmp_path / "src", tmp_path / "ds"
+    make_tree(src, seed=9, classes=2, files_per_class=40, max_size=4000)
+    stoker.pack(str(src), str(dst), chunk_size=16 << 10)
+    ds = stoker.Dataset(str(dst))
+    assert ds.largest_chunk_bytes > 0
+    small = 2 * 4 * ds.largest_chunk_bytes - 1
+    with pytest.warns(UserWarning, match=r"lower window to 3\."):
+        got = [path for _data, _label, path in
+               stoker.Loader(str(dst), shuffle="chunk", window=4, memory_budget=small)]
+    assert sorted(got) == sorted(ds[i][2] for i in range(len(ds)))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the default budget, or a large one: no warning
+        list(stoker.Loader(str(dst), shuffle="chunk", window=4))
+        list(stoker.Loader(str(dst), shuffle="chunk", window=4, memory_budget=small + 1))
+        list(stoker.Loader(str(dst), shuffle="full", memory_budget=1 << 16))
+
+
 def test_loader_raises_corruption_naming_the_file(tmp_path):
     src = tmp_path / "src"
     make_tree(src, seed=5, classes=2, files_per_class=5, max_size=3000)
