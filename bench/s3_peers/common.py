@@ -24,6 +24,18 @@ def crc(data) -> int:
     return _crc(data)
 
 
+def bucket_reader_args():
+    """The arguments every reader of one object layout takes: BUCKET PREFIX EXPECTED_JSON
+    [--seed N]; a reader adds its own options and calls parse_args()."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bucket")
+    ap.add_argument("prefix")
+    ap.add_argument("expected")
+    ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
 def s3_client(max_pool: int = 10):
     import boto3
     from botocore.config import Config

@@ -7,20 +7,15 @@ DataLoader with --workers processes and batches of --batch samples.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Checker, s3_client  # noqa: E402
+from common import Checker, bucket_reader_args, s3_client  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("bucket")
-ap.add_argument("prefix")
-ap.add_argument("expected")
+ap = bucket_reader_args()
 ap.add_argument("--workers", type=int, default=8)
 ap.add_argument("--batch", type=int, default=64)
-ap.add_argument("--seed", type=int, default=0)
 args = ap.parse_args()
 
 import torch  # noqa: E402

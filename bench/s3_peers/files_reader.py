@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -14,14 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Checker, s3_client  # noqa: E402
+from common import Checker, bucket_reader_args, s3_client  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("bucket")
-ap.add_argument("prefix")
-ap.add_argument("expected")
+ap = bucket_reader_args()
 ap.add_argument("--threads", type=int, default=32)
-ap.add_argument("--seed", type=int, default=0)
 args = ap.parse_args()
 
 chk = Checker(args.expected)

@@ -12,7 +12,6 @@ tarfile: no webdataset: --workers threads each stream one shard at a time (boto3
 """
 from __future__ import annotations
 
-import argparse
 import os
 import queue
 import random
@@ -23,16 +22,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Checker, s3_client  # noqa: E402
+from common import Checker, bucket_reader_args, s3_client  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("bucket")
-ap.add_argument("prefix")
-ap.add_argument("expected")
+ap = bucket_reader_args()
 ap.add_argument("--impl", choices=("webdataset", "tarfile"), default="webdataset")
 ap.add_argument("--workers", type=int, default=4)
 ap.add_argument("--shuffle-buffer", type=int, default=1000)
-ap.add_argument("--seed", type=int, default=0)
 args = ap.parse_args()
 
 chk = Checker(args.expected)
