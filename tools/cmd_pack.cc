@@ -21,7 +21,7 @@ struct PackArgs {
   bool json = false;
   bool quiet = false;
   std::string attributes_file;
-  std::string order = "path";
+  std::string order = "shuffled";
   uint64_t order_seed = 0;
 };
 
@@ -67,7 +67,8 @@ int RunPack(const PackArgs& args) {
 
   // One directory tree, or any number of tar shards.
   dataset::DirectorySourceOptions dir_options;
-  if (args.order == "shuffled") dir_options.shuffle_seed = args.order_seed;
+  const auto order = dataset::ParseStorageOrder(args.order);  // CLI11 checked the name
+  dataset::SetStorageOrder(*order, args.order_seed, &dir_options, &options);
   dir_options.threads = args.threads;
   auto source = dataset::OpenPackSource(sources, dir_options, &options.tar_input);
   if (!source) {
@@ -138,8 +139,9 @@ void RegisterPack(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "parallel file reads (default: cores, min 2)");
   cmd->add_option("--order", args->order,
-                  "file order inside chunks: path (class by class) or shuffled (every chunk "
-                  "mixes classes, so chunk shuffle needs a smaller window; directory input)")
+                  "where files land in chunks: shuffled (every chunk a random mix of the input, "
+                  "so chunk-wise shuffle mixes classes; tar input: 1024 chunks filled at once) "
+                  "or path (path/archive order: an ImageFolder tree class by class)")
       ->check(CLI::IsMember({"path", "shuffled"}))
       ->capture_default_str();
   cmd->add_option("--order-seed", args->order_seed, "seed of --order shuffled")

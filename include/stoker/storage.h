@@ -79,6 +79,9 @@ class Storage {
   // plan for an epoch; see PlannedFile). A cache behind the storage (the node daemon)
   // prefetches and evicts by it; other storage ignores it.
   virtual void AdviseReadOrder(std::span<const PlannedFile> /*plan*/) {}
+  // Memory one WritableFile may hold before its bytes reach the store (0: it writes through).
+  // `pack` bounds how many chunk files it fills at once by it.
+  virtual uint64_t WriteBufferBytes() const { return 0; }
 };
 
 // Opens the storage for a dataset location: a local path, a file:// URI or a stoker:// URI. The

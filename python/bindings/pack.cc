@@ -30,10 +30,11 @@ std::vector<std::string> SourceList(const Sources& src) {
 
 Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
                                      const std::string& dst, dataset::PackOptions options,
-                                     int threads, std::optional<uint64_t> shuffle_seed) {
+                                     int threads, dataset::StorageOrder order,
+                                     uint64_t order_seed) {
   dataset::DirectorySourceOptions dir_options;
   dir_options.threads = threads;
-  dir_options.shuffle_seed = shuffle_seed;
+  dataset::SetStorageOrder(order, order_seed, &dir_options, &options);
   auto source = dataset::OpenPackSource(sources, dir_options, &options.tar_input);
   if (!source) return Err(source.error());
   STOKER_ASSIGN_OR_RETURN(auto storage, OpenStorage(dst));
@@ -57,16 +58,12 @@ nb::dict Pack(const Sources& src,
   }
   options.labels = labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
   options.append = append;
-  if (order != "path" && order != "shuffled") {
-    ThrowStatus(Status::InvalidArgument("order must be 'path' or 'shuffled', not '" + order + "'"));
-  }
-  const std::optional<uint64_t> shuffle_seed =
-      order == "shuffled" ? std::optional<uint64_t>(order_seed) : std::nullopt;
+  const dataset::StorageOrder storage_order = ValueOrThrow(dataset::ParseStorageOrder(order));
   const std::vector<std::string> sources = SourceList(src);
   Result<dataset::PackSummary> result = Err(Status::Internal("unset"));
   {
     nb::gil_scoped_release release;
-    result = RunPack(sources, dst, options, threads, shuffle_seed);
+    result = RunPack(sources, dst, options, threads, storage_order, order_seed);
   }
   const dataset::PackSummary s = ValueOrThrow(std::move(result));
   nb::dict d;
@@ -111,12 +108,13 @@ nb::dict Verify(const std::string& uri) {
 void RegisterPack(nb::module_& m) {
   m.def("pack", &Pack, nb::arg("src"), nb::arg("dst"), nb::kw_only(),
         nb::arg("chunk_size") = std::string("64MiB"), nb::arg("append") = false,
-        nb::arg("labels") = "auto", nb::arg("threads") = 0, nb::arg("order") = "path",
+        nb::arg("labels") = "auto", nb::arg("threads") = 0, nb::arg("order") = "shuffled",
         nb::arg("order_seed") = 0,
         "Packs a directory tree (labels from its first level) or a list of tar shards into the "
         "dataset at `dst`, as a new version (append=True adds to an existing one). chunk_size "
-        "is bytes or a string like '64MiB'. order='shuffled' places files in chunks in a random "
-        "order (seeded by order_seed) so that chunks mix classes. Returns a summary dict.");
+        "is bytes or a string like '64MiB'. order='shuffled' (the default) places files in chunks "
+        "in a random order (seeded by order_seed) so that every chunk mixes classes; "
+        "order='path' keeps path (tree) or archive (tar) order. Returns a summary dict.");
   m.def("verify", &Verify, nb::arg("uri"),
         "Re-reads the current version and checks every CRC. Returns a report dict with 'ok', "
         "'problems', 'corrupt_chunks' and 'corrupt_files'; raises only if the dataset cannot be "

@@ -11,11 +11,13 @@
 #include "sampler.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -24,6 +26,7 @@
 #include "errors.h"
 #include "loader/sampler.h"
 #include "loader/shuffle_report.h"
+#include "loader/shuffle_unit.h"
 #include "stoker/dataset.h"
 
 namespace nb = nanobind;
@@ -79,20 +82,23 @@ void RegisterSampler(nb::module_& m) {
                       "(docs/sampler.md). Immutable; orders are uint32 memoryviews.")
       .def("__init__",
            [](Sampler* self, nb::handle dataset, const std::string& mode, uint64_t seed,
-              uint32_t window, bool drop_last) {
-             const loader::SamplerOptions options = MakeOptions(mode, seed, window, drop_last);
+              uint32_t window, bool drop_last, uint64_t block_size) {
+             loader::SamplerOptions options = MakeOptions(mode, seed, window, drop_last);
              const Dataset& ds = UnwrapDataset(dataset);
-             std::vector<uint32_t> chunks;
+             std::vector<uint32_t> units;
              {
                nb::gil_scoped_release release;
-               chunks = loader::SampleChunks(ds);
+               units = loader::SampleUnits(ds, block_size);
+               if (window > 0) options.window_chunks = loader::UnitsPerWindow(ds, window, block_size);
              }
-             new (self) Sampler(CreateSampler(std::move(chunks), ds.version(), options));
+             new (self) Sampler(CreateSampler(std::move(units), ds.version(), options));
            },
            nb::arg("dataset"), nb::kw_only(), nb::arg("mode") = "chunk", nb::arg("seed") = 0,
-           nb::arg("window") = 16, nb::arg("drop_last") = false,
+           nb::arg("window") = 16, nb::arg("drop_last") = false, nb::arg("block_size") = 0,
            "A sampler over a stoker.Dataset's samples. mode: 'sequential', 'full' or 'chunk'; "
-           "window: chunks per shuffle window (chunk mode).")
+           "window: chunks per shuffle window (chunk mode); block_size: the shuffle unit in "
+           "bytes (blocks of a chunk, docs/sampler.md), 0 for whole chunks. The window then "
+           "holds W chunks' worth of blocks (the `window` property counts units).")
       .def_static("from_chunks",
                   [](std::vector<uint32_t> sample_chunks, uint64_t dataset_version,
                      const std::string& mode, uint64_t seed, uint32_t window, bool drop_last) {
@@ -142,13 +148,54 @@ void RegisterSampler(nb::module_& m) {
            "planned_world_size ranks) to the epoch's end: (samples, padded, dropped).");
 
   m.def(
+      "shuffle_unit",
+      [](nb::handle dataset, uint32_t window, uint32_t batch_size, std::optional<uint64_t> block_size) {
+        const Dataset& ds = UnwrapDataset(dataset);
+        if (window == 0) ThrowStatus(Status::InvalidArgument("window must hold at least one chunk"));
+        if (batch_size == 0) ThrowStatus(Status::InvalidArgument("batch_size must be at least 1"));
+        loader::ShuffleUnit unit;
+        {
+          nb::gil_scoped_release release;
+          unit = block_size ? loader::FixedShuffleUnit(ds, window, batch_size, *block_size)
+                            : loader::ChooseShuffleUnit(ds, window, batch_size);
+        }
+        auto estimate = [](const loader::MixingEstimate& e) {
+          nb::dict d;
+          d["labelled"] = e.labelled;
+          d["classes"] = e.classes;
+          d["classes_per_batch"] = e.classes_per_batch;
+          d["full_classes_per_batch"] = e.full_classes_per_batch;
+          return d;
+        };
+        nb::dict d;
+        d["block_size"] = unit.block_bytes;
+        d["units_per_window"] = unit.units_per_window;
+        d["mixes_well"] = unit.mixes_well;
+        d["target"] = loader::kMixingTarget;
+        d["whole_chunks"] = estimate(unit.whole_chunks);
+        d["chosen"] = estimate(unit.chosen);
+        return d;
+      },
+      nb::arg("dataset"), nb::arg("window") = 16, nb::arg("batch_size") = 256,
+      nb::arg("block_size") = nb::none(),
+      "The shuffle unit chunk mode uses on `dataset` (docs/sampler.md): with block_size None, "
+      "whole chunks when they mix classes within `target` of a full shuffle, else the largest "
+      "block of a chunk that does; with an int, that block size (0: whole chunks). Returns "
+      "{block_size, units_per_window, mixes_well, target, whole_chunks, chosen}, the last two "
+      "with the expected distinct classes per batch and a full shuffle's.");
+
+  m.def(
       "shuffle_report",
       [](nb::handle dataset, uint32_t batch_size, std::vector<uint32_t> windows, uint64_t seed,
-         uint64_t epoch) {
+         uint64_t epoch, uint32_t default_window) {
         const Dataset& ds = UnwrapDataset(dataset);
+        if (batch_size == 0 || default_window == 0) {
+          ThrowStatus(Status::InvalidArgument("batch_size and default_window must be positive"));
+        }
         loader::ShuffleReportOptions options;
         options.batch_size = batch_size;
         options.windows = std::move(windows);
+        options.default_window = default_window;
         options.seed = seed;
         options.epoch = epoch;
         Result<std::vector<loader::OrderMetrics>> rows = Err(Status::Internal("unset"));
@@ -167,18 +214,28 @@ void RegisterSampler(nb::module_& m) {
           row["storage_order_correlation"] = r.storage_order_correlation;
           row["same_chunk_neighbours"] = r.same_chunk_neighbours;
           row["window_bytes"] = r.window_bytes;
+          row["reads_per_epoch"] = r.reads_per_epoch;
+          row["mean_read_bytes"] = r.mean_read_bytes;
+          row["loader_default"] = r.loader_default;
+          if (r.loader_default) {
+            row["block_bytes"] = r.block_bytes;
+            row["expected_classes_per_batch"] = r.expected_classes;
+            row["expected_full_shuffle_classes_per_batch"] = r.expected_full_classes;
+          }
           out.append(row);
         }
         return out;
       },
       nb::arg("dataset"), nb::arg("batch_size") = 256,
       nb::arg("windows") = std::vector<uint32_t>{1, 4, 16, 64}, nb::arg("seed") = 0,
-      nb::arg("epoch") = 0,
+      nb::arg("epoch") = 0, nb::arg("default_window") = 16,
       "How random each order is on `dataset` (a stoker.Dataset): one dict per order — "
-      "sequential, full, then chunk mode per window — with per-batch label entropy (bits; NaN "
-      "without labels) and distinct classes, mean displacement, rank correlation with storage "
-      "order, the fraction of same-chunk neighbours, and the window's memory. See "
-      "`stoker shuffle-report`.");
+      "sequential, full, chunk mode per window (whole chunks), then the loader's default "
+      "(loader_default: chunk mode, window default_window, the shuffle unit stoker.Loader "
+      "picks: block_bytes, expected classes per batch vs a full shuffle's) — with per-batch "
+      "label entropy (bits; NaN without labels) and distinct classes, mean displacement, rank "
+      "correlation with storage order, the fraction of same-chunk neighbours, the window's "
+      "memory, and reads per epoch with their mean size. See `stoker shuffle-report`.");
 }
 
 }  // namespace stoker::python

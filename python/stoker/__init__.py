@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import importlib
 
-from ._core import CorruptionError, Dataset, Sampler, pack, shuffle_report, verify
+from ._core import CorruptionError, Dataset, Sampler, pack, shuffle_report, shuffle_unit, verify
 from .image_loader import ImageLoader
 from .loader import Loader
 
 __version__ = "0.1.0"
-__all__ = ["CorruptionError", "Dataset", "ImageLoader", "Loader", "Sampler", "pack", "shuffle_report", "verify",
+__all__ = ["CorruptionError", "Dataset", "ImageLoader", "Loader", "Sampler", "pack", "shuffle_report", "shuffle_unit", "verify",
            "__version__"]
 
 

@@ -66,7 +66,7 @@ class ImageLoader(_Stream):
       dtype: "float32" (normalized) or "uint8" (raw pixels, e.g. to normalize on the GPU).
       layout: "NCHW" (PyTorch's default) or "NHWC" (channels_last).
       shuffle: "chunk" (default when training), "full" or "sequential" (default otherwise);
-        seed, window, drop_last, rank, world_size: as for stoker.Loader.
+        seed, window, block_size, drop_last, rank, world_size: as for stoker.Loader.
       threads: decode threads (default: the CPUs this process may use).
       prefetch_batches: batches made ahead of the consumer.
       on_error: what a sample that cannot be decoded (corrupt, truncated, not an image, over
@@ -104,7 +104,8 @@ class ImageLoader(_Stream):
                  max_pixels: int = 1 << 26, rank: int | None = None,
                  world_size: int | None = None, memory_budget: int | None = None,
                  io_depth: int = 8, pin_memory: bool | None = None,
-                 batch_transform: Callable[[Any, Any], Any] | None = None) -> None:
+                 batch_transform: Callable[[Any, Any], Any] | None = None,
+                 block_size: int | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if on_error not in _ON_ERROR:
@@ -121,7 +122,8 @@ class ImageLoader(_Stream):
         if shuffle is None:
             shuffle = "chunk" if train else "sequential"
         super().__init__(uri_or_dataset, shuffle=shuffle, seed=seed, window=window,
-                         drop_last=drop_last, transform=None, rank=rank, world_size=world_size)
+                         drop_last=drop_last, transform=None, rank=rank, world_size=world_size,
+                         block_size=block_size, batch_size=batch_size)
         rot = float(rotation)
         self._batch_size = int(batch_size)
         self._on_error = on_error

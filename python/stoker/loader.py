@@ -27,12 +27,60 @@ import os
 import warnings
 from typing import Any, Callable, Iterator
 
-from ._core import Dataset, ReadPipeline, Sampler
+from ._core import Dataset, ReadPipeline, Sampler, shuffle_unit
 
 _MODES = ("sequential", "full", "chunk")
 # Keys of state_dict() that decide the epoch's order: a state is only meaningful for a loader
 # whose order is the same.
-_ORDER_KEYS = ("dataset_version", "num_samples", "shuffle", "seed", "window")
+_ORDER_KEYS = ("dataset_version", "num_samples", "shuffle", "seed", "window", "block_size")
+# Keys that only chunk mode's order depends on.
+_CHUNK_KEYS = ("window", "block_size")
+# (uri, version, window, batch) whose mixing warning this process has given.
+_WARNED: set[tuple[str, int, int, int]] = set()
+
+
+def _human_bytes(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{n} B"
+
+
+def choose_block_size(ds: Dataset, window: int, batch_size: int | None,
+                      block_size: int | None) -> int:
+    """The shuffle unit of chunk mode (docs/sampler.md): `block_size` if given (0: whole
+    chunks), else whole chunks when they mix classes like a full shuffle, else the largest block
+    of a chunk that does. Warns once (per dataset and window) when whole chunks would not mix
+    classes — naming the cost and the fix — or when nothing within the window's memory does."""
+    batch = int(batch_size or 256)
+    if block_size is not None:
+        if int(block_size) < 0:
+            raise ValueError(f"block_size must be >= 0 (0: whole chunks), not {block_size}")
+        return int(block_size)
+    unit = shuffle_unit(ds, window, batch)
+    whole, chosen = unit["whole_chunks"], unit["chosen"]
+    if unit["block_size"] == 0 and unit["mixes_well"]:
+        return 0
+    key = (ds.uri, ds.version, window, batch)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        head = (f"{ds.uri} stores its classes together: with window={window} whole chunks a "
+                f"batch of {batch} would hold ~{whole['classes_per_batch']:.0f} classes, where "
+                f"a full shuffle gives ~{whole['full_classes_per_batch']:.0f}, and training "
+                "loses accuracy (docs/benchmarks.md).")
+        if unit["mixes_well"]:
+            per_chunk = max(1, unit["units_per_window"] // window)
+            tail = (f" Reading it in blocks of {_human_bytes(unit['block_size'])} instead "
+                    f"(~{chosen['classes_per_batch']:.0f} classes per batch; {per_chunk}x the read "
+                    "requests of whole chunks). To read whole chunks again, pack it in mixed "
+                    "order: `stoker pack SRC DST` (the default, --order shuffled).")
+        else:
+            tail = (f" Even blocks of {_human_bytes(unit['block_size'])} reach only "
+                    f"~{chosen['classes_per_batch']:.0f}. Pack it in mixed order (`stoker pack "
+                    "SRC DST`, the default --order shuffled), raise window, or use "
+                    "shuffle='full'.")
+        warnings.warn(head + tail, stacklevel=4)
+    return int(unit["block_size"])
 
 
 def env_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
@@ -75,7 +123,8 @@ class _Stream:
 
     def __init__(self, dataset: str | os.PathLike | Dataset, *, shuffle: str, seed: int,
                  window: int, drop_last: bool, transform: Callable | None,
-                 rank: int | None, world_size: int | None) -> None:
+                 rank: int | None, world_size: int | None, block_size: int | None = None,
+                 batch_size: int | None = None) -> None:
         if shuffle not in _MODES:
             raise ValueError(f"shuffle must be one of {_MODES}, not {shuffle!r}")
         if window < 1:
@@ -90,6 +139,10 @@ class _Stream:
         self._version: int = ds.version
         self._num_samples: int = len(ds)
         self._shuffle, self._seed, self._window = shuffle, int(seed), int(window)
+        # The shuffle unit, decided once here from the snapshot, so every worker and rank of
+        # this loader uses the same one.
+        self._block_size = (choose_block_size(ds, self._window, batch_size, block_size)
+                            if shuffle == "chunk" else 0)
         self._drop_last = bool(drop_last)
         self._transform = transform
         self._ds: Dataset | None = ds
@@ -113,7 +166,8 @@ class _Stream:
             self._pid = os.getpid()
         if self._sampler is None:
             self._sampler = Sampler(self._ds, mode=self._shuffle, seed=self._seed,
-                                    window=self._window, drop_last=self._drop_last)
+                                    window=self._window, drop_last=self._drop_last,
+                                    block_size=self._block_size)
         return self._ds, self._sampler
 
     def __getstate__(self) -> dict[str, Any]:
@@ -131,6 +185,11 @@ class _Stream:
     @property
     def epoch(self) -> int:
         return self._epoch
+
+    @property
+    def block_size(self) -> int:
+        """The shuffle unit in bytes (chunk mode; 0: whole chunks), see the block_size option."""
+        return self._block_size
 
     @property
     def rank(self) -> int:
@@ -219,6 +278,7 @@ class _Stream:
             "shuffle": self._shuffle,
             "seed": self._seed,
             "window": self._window,
+            "block_size": self._block_size,
             "drop_last": self._drop_last,
         }
 
@@ -229,7 +289,7 @@ class _Stream:
         mine = self._state(0)
         for key in _ORDER_KEYS:
             if key in state and state[key] != mine[key] and not (
-                    key == "window" and self._shuffle != "chunk"):
+                    key in _CHUNK_KEYS and self._shuffle != "chunk"):
                 raise ValueError(
                     f"the state was saved with {key}={state[key]!r}, this loader has "
                     f"{key}={mine[key]!r}: the epoch's order would differ, so the position "
@@ -276,7 +336,14 @@ class Loader(_Stream):
         "sequential" (storage order). See docs/sampler.md.
       seed: the order of epoch e is a function of (seed, e, dataset version, options, the number
         of ranks the epoch was planned for), identical on every machine.
-      window: chunks per shuffle window (chunk mode).
+      window: chunks per shuffle window (chunk mode): the window holds `window` chunks' worth
+        of bytes.
+      block_size: the shuffle unit of chunk mode, in bytes. None (default): chosen from the
+        labels in the snapshot — whole chunks when they mix classes (as `stoker pack` stores
+        them by default), else the largest block of a chunk (1/4 ... 1/256 of one) whose windows
+        mix classes within 5 % of a full shuffle, with a warning that names the cost and the fix
+        (repack in mixed order). 0: whole chunks always; an int: blocks of that many bytes.
+        See docs/sampler.md.
       drop_last: skip the last N mod world_size samples of the epoch instead of padding the last
         round with samples from its start (either way every rank yields the same count, so
         distributed training never hangs on a short rank); with batch_size, also drop the last
@@ -316,12 +383,12 @@ class Loader(_Stream):
                  window: int = 16, drop_last: bool = False, transform: Callable | None = None,
                  collate: Callable | None = None, rank: int | None = None,
                  world_size: int | None = None, memory_budget: int | None = None,
-                 io_depth: int = 8) -> None:
+                 io_depth: int = 8, block_size: int | None = None) -> None:
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be at least 1 (or None for single samples)")
         super().__init__(uri_or_dataset, shuffle=shuffle, seed=seed, window=window,
                          drop_last=drop_last, transform=transform, rank=rank,
-                         world_size=world_size)
+                         world_size=world_size, block_size=block_size, batch_size=batch_size)
         self._batch_size = batch_size
         self._collate = collate
         self._memory_budget = memory_budget
@@ -398,10 +465,11 @@ class Loader(_Stream):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continues from `state` (from any world size): the next pass reads the rest of its
         epoch. ValueError if the state belongs to a different order (dataset version, shuffle,
-        seed, window)."""
+        seed, window, block_size)."""
         self._load(state)
 
     def __repr__(self) -> str:
         return (f"stoker.Loader('{self._uri}', version={self._version}, "
-                f"shuffle='{self._shuffle}', batch_size={self._batch_size}, "
+                f"shuffle='{self._shuffle}', block_size={self._block_size}, "
+                f"batch_size={self._batch_size}, "
                 f"rank={self._rank}, world_size={self._world_size}, epoch={self._epoch})")

@@ -39,7 +39,7 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
     IterableDataset. Yields transform((bytes, label, path)).
 
     Options as for stoker.Loader: shuffle ("chunk", "full", "sequential"), seed, window,
-    drop_last, transform; rank and world_size default to torchrun's RANK and WORLD_SIZE.
+    block_size, drop_last, transform; rank and world_size default to torchrun's RANK and WORLD_SIZE.
 
     Workers: with K DataLoader workers, worker k takes the rank's samples i with
     (i // loader_batch_size) % K == k. With loader_batch_size=1 (default) that is i % K == k, so
@@ -73,12 +73,12 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
                  seed: int = 0, window: int = 16, drop_last: bool = False,
                  transform: Callable | None = None, rank: int | None = None,
                  world_size: int | None = None, loader_batch_size: int = 1,
-                 memory_budget: int = 256 << 20) -> None:
+                 memory_budget: int = 256 << 20, block_size: int | None = None) -> None:
         if loader_batch_size < 1:
             raise ValueError("loader_batch_size must be at least 1")
         _Stream.__init__(self, uri, shuffle=shuffle, seed=seed, window=window,
                          drop_last=drop_last, transform=transform, rank=rank,
-                         world_size=world_size)
+                         world_size=world_size, block_size=block_size)
         self._block = int(loader_batch_size)
         # Per DataLoader worker: each worker runs its own read pipeline over its share.
         self._memory_budget = int(memory_budget)

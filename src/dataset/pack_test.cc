@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "dataset/packer.h"
 #include "dataset/publish.h"
@@ -107,6 +108,61 @@ TEST_F(PackTest, WebDatasetShardsBecomeLabelledSamples) {
   }
   EXPECT_TRUE(by_key.empty());  // every sample seen exactly once
   EXPECT_EQ(files, (*ds)->file_count());
+}
+
+// Class-ordered shards (sorted by label, as ImageNet's are class by class), packed in each
+// storage order: returns the mean number of labels per chunk, after checking every sample.
+double LabelsPerChunk(const test::TempDir& tars, const std::string& dst, StorageOrder order) {
+  auto samples = test::RandomWdsSamples(11, 600, 30, "train/");
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const auto& a, const auto& b) { return a.label < b.label; });
+  for (size_t i = 0; i < samples.size(); ++i) {  // keys in label order too
+    samples[i].key = fmt::format("train/{:06d}", i);
+    samples[i].json = std::to_string(i);
+  }
+  std::vector<std::string> shards;
+  for (size_t begin = 0; begin < samples.size(); begin += 200) {
+    shards.push_back(tars.Join(fmt::format("class-ordered-{}.tar", begin / 200)));
+    test::WriteTar(shards.back(), test::WdsMembers({samples.begin() + begin,
+                                                    samples.begin() + begin + 200}));
+  }
+  DirectorySourceOptions unused;
+  PackOptions options = Opts(64 << 10);
+  SetStorageOrder(order, 5, &unused, &options);
+  auto storage = storage::NewPosixStorage(dst);
+  auto summary = test::PackTars(shards, *storage, options);
+  EXPECT_TRUE(summary.has_value()) << summary.error().ToString();
+  auto ds = Dataset::Open(dst);
+  EXPECT_TRUE(ds.has_value());
+  const auto& snap = (*ds)->snapshot();
+  EXPECT_EQ(snap.sample_count(), samples.size());
+  std::map<uint32_t, std::set<int32_t>> labels;
+  uint32_t split_samples = 0;
+  for (uint32_t s = 0; s < snap.sample_count(); ++s) {
+    const auto [first, count] = snap.SampleFiles(s);
+    for (uint32_t f = first; f < first + count; ++f) {
+      if (snap.FilePath(f).ends_with(".json")) {  // the sample's index in the input
+        const auto index = std::stoul(std::string(AsString((*ds)->ReadFile(f).value())));
+        EXPECT_EQ(snap.sample_label(s), samples.at(index).label);
+      }
+      if (f > first && snap.file(f).chunk != snap.file(f - 1).chunk) ++split_samples;
+      EXPECT_TRUE((*ds)->ReadFile(f).has_value()) << snap.FilePath(f);  // CRC-checked
+    }
+    labels[snap.file(first).chunk].insert(snap.sample_label(s));
+  }
+  // A sample's files stay together, in one chunk, unless it is the one that fills a chunk.
+  EXPECT_LE(split_samples, snap.chunk_count());
+  double sum = 0;
+  for (const auto& [chunk, set] : labels) sum += static_cast<double>(set.size());
+  return sum / static_cast<double>(labels.size());
+}
+
+TEST_F(PackTest, ClassOrderedTarsArePackedMixedByDefault) {
+  const double mixed = LabelsPerChunk(tars_, dst_.Join("mixed"), StorageOrder::kMixed);
+  const double in_order = LabelsPerChunk(tars_, dst_.Join("in-order"), StorageOrder::kInput);
+  // ~4.6 MB in 64 KiB chunks: ~70 chunks of ~9 samples of 30 classes (~20 samples each).
+  EXPECT_LE(in_order, 2.0);
+  EXPECT_GE(mixed, 5.0);
 }
 
 TEST_F(PackTest, TarDotSlashPrefixesAndDirectoryMembers) {

@@ -1,5 +1,8 @@
 #include "dataset/packer.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <ctime>
@@ -7,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "common/random.h"
+#include "dataset/chunk_mixer.h"
 #include "dataset/publish.h"
 #include "format/chunk.h"
 #include "format/snapshot.h"
@@ -16,6 +21,35 @@ namespace stoker::dataset {
 namespace {
 
 constexpr uint64_t kMinChunkBytes = 4096;
+constexpr rlim_t kSpareDescriptors = 128;  // for everything but chunk files
+constexpr uint64_t kChunkFixedBytes = format::kChunkHeaderSize + format::kChunkFooterSize;
+
+// How many chunks to fill at once: what the options ask, within the memory the destination's
+// write buffers take (S3 holds parts in memory) and the file descriptors the process may open.
+uint32_t OpenChunks(const PackOptions& options, const Storage& dst) {
+  if (!options.tar_input) return 1;  // a tree's files come permuted by the source already
+  uint64_t open = std::max(1u, options.open_chunks);
+  if (const uint64_t buffer = dst.WriteBufferBytes(); buffer > 0) {
+    open = std::min(open, std::max<uint64_t>(1, options.mix_memory_bytes / buffer));
+  }
+  if (open > 1) {
+    // Local chunk files each hold a descriptor: raise the soft limit as far as the hard one.
+    struct rlimit limit;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      const rlim_t want = open + kSpareDescriptors;
+      if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < want) {
+        limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? want : std::min(want, limit.rlim_max);
+        (void)::setrlimit(RLIMIT_NOFILE, &limit);
+        (void)::getrlimit(RLIMIT_NOFILE, &limit);
+      }
+      if (limit.rlim_cur != RLIM_INFINITY) {
+        open = std::min<uint64_t>(
+            open, limit.rlim_cur > 2 * kSpareDescriptors ? limit.rlim_cur - kSpareDescriptors : 1);
+      }
+    }
+  }
+  return static_cast<uint32_t>(open);
+}
 
 // WebDataset class labels: a ".cls" member holding a decimal integer.
 int32_t LabelFromClsMember(std::string_view path, const std::vector<std::byte>& bytes) {
@@ -94,60 +128,91 @@ Status CheckFreshDestination(Storage& storage) {
   return Status::OK();
 }
 
-class ChunkSequence {
+// The chunk files a pack writes: one at a time in input order, or several at once with each
+// sample placed by a ChunkMixer (mixed storage order for streamed input).
+class ChunkSet {
  public:
-  ChunkSequence(Storage& storage, uint64_t version, uint64_t chunk_bytes)
-      : storage_(storage), version_(version), chunk_bytes_(chunk_bytes) {}
+  ChunkSet(Storage& storage, uint64_t version, uint64_t chunk_bytes, uint32_t open_chunks,
+           uint64_t seed)
+      : storage_(storage),
+        version_(version),
+        // The mixer counts payload plus index entry; header and footer are fixed.
+        mixer_(open_chunks, chunk_bytes - std::min(chunk_bytes, kChunkFixedBytes), seed),
+        writers_(std::max(1u, open_chunks)),
+        sequence_of_(writers_.size(), 0) {}
 
-  // Adds one payload, rolling to a new chunk file when the current one is full.
-  Result<format::ChunkEntryRef> Add(std::span<const std::byte> payload, uint32_t* chunk_number) {
-    if (writer_ && writer_->entry_count() > 0 &&
-        writer_->projected_size() + payload.size() + format::kChunkIndexEntrySize > chunk_bytes_) {
-      STOKER_RETURN_IF_ERROR(FinishCurrent());
-    }
-    if (!writer_) {
+  // Adds one payload; *chunk_number: its chunk's sequence number within this pack.
+  // `remaining_bytes`: estimated payload still to come (ChunkMixer::kUnknown if unknown).
+  // `same_sample`: the payload belongs to the sample of the previous one (goes to its chunk).
+  Result<format::ChunkEntryRef> Add(std::span<const std::byte> payload, uint64_t remaining_bytes,
+                                    bool same_sample, uint32_t* chunk_number) {
+    const uint64_t bytes = payload.size() + format::kChunkIndexEntrySize;
+    const auto place =
+        same_sample ? mixer_.Continue(bytes) : mixer_.Place(bytes, remaining_bytes);
+    for (uint32_t slot : place.full) STOKER_RETURN_IF_ERROR(Finish(slot));
+    auto& writer = writers_[place.slot];
+    if (!writer) {
       // Chunk ids are <version:32><sequence:32>: unique across versions, deterministic within
       // one, and a crashed attempt's leftovers are simply overwritten by the retry.
-      const uint64_t id = (version_ << 32) | finished_.size();
-      STOKER_ASSIGN_OR_RETURN(writer_, format::ChunkWriter::Create(storage_, id));
+      const auto sequence = static_cast<uint32_t>(finished_.size());
+      const uint64_t id = (version_ << 32) | sequence;
+      STOKER_ASSIGN_OR_RETURN(writer, format::ChunkWriter::Create(storage_, id));
       written_.push_back(format::ChunkPath(id));
+      finished_.emplace_back();
+      sequence_of_[place.slot] = sequence;
     }
-    *chunk_number = static_cast<uint32_t>(finished_.size());
-    return writer_->Add(payload);
+    *chunk_number = sequence_of_[place.slot];
+    return writer->Add(payload);
   }
 
-  Status FinishCurrent() {
-    if (!writer_) return Status::OK();
-    STOKER_ASSIGN_OR_RETURN(auto info, writer_->Finish());
-    finished_.push_back(info);
-    writer_.reset();
+  Status FinishAll() {
+    for (uint32_t slot = 0; slot < writers_.size(); ++slot) STOKER_RETURN_IF_ERROR(Finish(slot));
     return Status::OK();
   }
 
+  // By sequence number, once FinishAll() succeeded.
   const std::vector<format::ChunkInfo>& finished() const { return finished_; }
 
   // Best effort: an aborted pack leaves no chunk files behind.
   void RemoveWritten() {
-    writer_.reset();
+    for (auto& writer : writers_) writer.reset();
     for (const auto& path : written_) (void)storage_.Remove(path);
   }
 
  private:
+  Status Finish(uint32_t slot) {
+    if (!writers_[slot]) return Status::OK();
+    STOKER_ASSIGN_OR_RETURN(finished_[sequence_of_[slot]], writers_[slot]->Finish());
+    writers_[slot].reset();
+    return Status::OK();
+  }
+
   Storage& storage_;
   const uint64_t version_;
-  const uint64_t chunk_bytes_;
-  std::unique_ptr<format::ChunkWriter> writer_;
-  std::vector<format::ChunkInfo> finished_;
+  ChunkMixer mixer_;
+  std::vector<std::unique_ptr<format::ChunkWriter>> writers_;  // by slot
+  std::vector<uint32_t> sequence_of_;                          // by slot
+  std::vector<format::ChunkInfo> finished_;                    // by sequence
   std::vector<std::string> written_;
 };
 
+// Payload still to come, estimated from the source's input bytes (compressed for .tar.gz) and
+// the payload those gave so far.
+uint64_t RemainingPayload(const PackSource& source, uint64_t payload_so_far) {
+  const uint64_t total = source.total_bytes(), consumed = source.consumed_bytes();
+  if (total == 0) return ChunkMixer::kUnknown;
+  const double ratio = consumed > 0 ? static_cast<double>(payload_so_far) / consumed : 1.0;
+  return static_cast<uint64_t>(static_cast<double>(total - std::min(total, consumed)) * ratio);
+}
+
 Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions& options,
-                             ChunkSequence& chunks, BaseVersion& base, uint64_t version) {
+                             ChunkSet& chunks, BaseVersion& base, uint64_t version) {
   const auto start = std::chrono::steady_clock::now();
   std::unordered_set<std::string> seen;
   seen.reserve(base.entries.size());
   for (const auto& e : base.entries) seen.insert(e.path);
   const uint32_t base_chunks = static_cast<uint32_t>(base.chunks.size());
+  const size_t base_files = base.entries.size();
 
   format::SnapshotSpec spec;
   spec.dataset_version = version;
@@ -161,6 +226,7 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
   progress.source_bytes_total = source.total_bytes();
   PackSummary summary;
   size_t attributes_used = 0;
+  uint64_t payload_so_far = 0;  // with index entries: what the chunks hold
   while (true) {
     STOKER_ASSIGN_OR_RETURN(auto item, source.Next());
     if (!item) break;
@@ -169,8 +235,14 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
           "duplicate path: {}{}", item->path,
           version > 1 ? " (already in the dataset or earlier in the input)" : "")));
     }
+    // A tar sample's files (key.jpg, key.cls, ...) arrive together and stay in one chunk.
+    const bool same_sample = from_tars && !spec.entries.empty() &&
+                             spec.entries.size() > base_files &&
+                             format::SampleKeyOf(spec.entries.back().path) ==
+                                 format::SampleKeyOf(item->path);
     uint32_t chunk_number = 0;
-    auto ref = chunks.Add(item->bytes, &chunk_number);
+    auto ref = chunks.Add(item->bytes, RemainingPayload(source, payload_so_far), same_sample,
+                          &chunk_number);
     if (!ref) return Err(ref.error().WithContext(item->path));
     format::SnapshotEntry e;
     e.chunk = base_chunks + chunk_number;
@@ -188,6 +260,7 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
     spec.entries.push_back(std::move(e));
     ++summary.files_added;
     summary.bytes_added += ref->length;
+    payload_so_far += ref->length + format::kChunkIndexEntrySize;
     if (options.progress) {
       progress.files_done = summary.files_added;
       progress.bytes_done = summary.bytes_added;
@@ -208,7 +281,7 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
       }
     }
   }
-  STOKER_RETURN_IF_ERROR(chunks.FinishCurrent());
+  STOKER_RETURN_IF_ERROR(chunks.FinishAll());
   STOKER_RETURN_IF_ERROR(dst.SyncDir(kChunksDir));
 
   spec.chunks = std::move(base.chunks);
@@ -244,6 +317,21 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
 
 }  // namespace
 
+Result<StorageOrder> ParseStorageOrder(std::string_view name) {
+  if (name == "shuffled") return StorageOrder::kMixed;
+  if (name == "path") return StorageOrder::kInput;
+  return Err(Status::InvalidArgument(
+      fmt::format("order must be 'shuffled' (mixed, the default) or 'path', not '{}'", name)));
+}
+
+void SetStorageOrder(StorageOrder order, uint64_t seed, DirectorySourceOptions* source,
+                     PackOptions* pack) {
+  const bool mixed = order == StorageOrder::kMixed;
+  source->shuffle_seed = mixed ? std::optional<uint64_t>(seed) : std::nullopt;
+  pack->open_chunks = mixed ? kMixOpenChunks : 1;
+  pack->mix_seed = seed;
+}
+
 Status PackOptions::Validate() const {
   if (chunk_bytes < kMinChunkBytes) {
     return Status::InvalidArgument(fmt::format("chunk size must be at least {} bytes",
@@ -276,7 +364,8 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   const uint64_t version = base.version + 1;
   if (version >= (1ull << 32)) return Err(Status::ResourceExhausted("too many versions"));
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(kChunksDir));
-  ChunkSequence chunks(dst, version, options.chunk_bytes);
+  ChunkSet chunks(dst, version, options.chunk_bytes, OpenChunks(options, dst),
+                  DeriveSeed({options.mix_seed, version}));
   auto summary = PackInto(source, dst, options, chunks, base, version);
   if (!summary) {
     // Only chunk files of an unpublished version are removed; if publishing itself failed

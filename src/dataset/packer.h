@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -37,6 +38,14 @@ struct PackOptions {
   bool append = false;  // add to the existing dataset as a new version that reuses its chunks
   bool tar_input = false;  // group files sharing a basename into samples (WebDataset)
   LabelPolicy labels = LabelPolicy::kAuto;
+  // Mixed storage order for streamed input (tar_input): this many chunks are filled at once,
+  // each sample going to a random one (dataset/chunk_mixer.h), so that a chunk holds many
+  // classes even when the input comes class by class. 1: input order. Directory trees are
+  // permuted by their source instead (DirectorySourceOptions::shuffle_seed).
+  uint32_t open_chunks = 1;
+  uint64_t mix_seed = 0;
+  // Open chunks are capped so their write buffers (S3 keeps parts in memory) fit in this.
+  uint64_t mix_memory_bytes = 2ull << 30;
   // Optional user attributes (key, value) by file path; every path must be among the input.
   std::unordered_map<std::string, std::vector<std::pair<std::string, std::string>>> attributes;
   // Called from the packing thread after every file and once at the end.
@@ -57,5 +66,19 @@ struct PackSummary {
 };
 
 Result<PackSummary> Pack(PackSource& source, Storage& destination, const PackOptions& options);
+
+// Where files land in chunks.
+//   kMixed (the default, "shuffled"): every chunk holds a random mix of the input, so
+//     chunk-wise shuffle mixes classes with any window: a tree's files are permuted; tar input
+//     is spread over kMixOpenChunks chunks filled at once (bounded memory).
+//   kInput ("path"): path order for trees (class by class for ImageFolder), archive order for
+//     tar input. Helps readers of class subsets; chunk-wise shuffle then needs small blocks to
+//     mix classes (docs/sampler.md).
+enum class StorageOrder : uint8_t { kMixed, kInput };
+inline constexpr uint32_t kMixOpenChunks = 1024;
+Result<StorageOrder> ParseStorageOrder(std::string_view name);  // "shuffled" | "path"
+// Sets what gives `order`; `seed` chooses the mix (the version is mixed in by Pack).
+void SetStorageOrder(StorageOrder order, uint64_t seed, DirectorySourceOptions* source,
+                     PackOptions* pack);
 
 }  // namespace stoker::dataset

@@ -30,6 +30,15 @@ std::string_view BaseOf(std::string_view path) {
 // WebDataset's grouping key: the name up to its first '.'.
 std::string_view KeyOf(std::string_view name) { return name.substr(0, name.find('.')); }
 
+}  // namespace
+
+std::string_view SampleKeyOf(std::string_view path) {
+  const size_t base = path.size() - BaseOf(path).size();
+  return path.substr(0, base + KeyOf(path.substr(base)).size());
+}
+
+namespace {
+
 // Appends strings to the strings section, deduplicating the ones asked to.
 class StringPool {
  public:

@@ -47,4 +47,8 @@ Result<std::string> BuildSnapshot(SnapshotSpec spec);
 // them "", "." or "..", no NUL, no leading '/', each at most 255 bytes.
 Status ValidateRelativePath(std::string_view path);
 
+// The sample a file belongs to in a grouped (tar) dataset: its directory and its name up to
+// the first '.' ("train/s0/000017.seg.png" -> "train/s0/000017").
+std::string_view SampleKeyOf(std::string_view path);
+
 }  // namespace stoker::format

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "format/snapshot.h"
+#include "loader/shuffle_unit.h"
 
 namespace stoker::loader {
 
@@ -74,6 +75,10 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
     std::sort(sizes.rbegin(), sizes.rend());
     const size_t held = mode == ShuffleMode::kChunk ? std::min<size_t>(window, sizes.size()) : 0;
     for (size_t i = 0; i < held; ++i) m.window_bytes += sizes[i];
+    uint64_t total = 0;
+    for (uint64_t b : chunk_bytes) total += b;
+    m.reads_per_epoch = mode == ShuffleMode::kFull ? labels.size() : chunk_bytes.size();
+    m.mean_read_bytes = m.reads_per_epoch ? total / m.reads_per_epoch : 0;
     rows.push_back(m);
     return Status::OK();
   };
@@ -90,7 +95,37 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
   for (uint32_t s = 0; s < snap.sample_count(); ++s) labels[s] = snap.sample_label(s);
   std::vector<uint64_t> chunk_bytes(snap.chunk_count());
   for (uint32_t c = 0; c < snap.chunk_count(); ++c) chunk_bytes[c] = snap.chunk(c).file_size;
-  return ShuffleReport(labels, SampleChunks(dataset), chunk_bytes, snap.dataset_version(), options);
+  STOKER_ASSIGN_OR_RETURN(auto rows, ShuffleReport(labels, SampleChunks(dataset), chunk_bytes,
+                                                   snap.dataset_version(), options));
+
+  // The loader's default: chunk mode over the unit it would choose.
+  const ShuffleUnit unit = ChooseShuffleUnit(dataset, options.default_window, options.batch_size);
+  SamplerOptions o;
+  o.mode = ShuffleMode::kChunk;
+  o.seed = options.seed;
+  o.window_chunks = unit.units_per_window;
+  const std::vector<uint32_t> units = SampleUnits(dataset, unit.block_bytes);
+  STOKER_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(units, snap.dataset_version(), o));
+  OrderMetrics m = MeasureOrder(sampler.GlobalOrder(options.epoch, 1), labels, SampleChunks(dataset),
+                                options.batch_size);
+  m.mode = ShuffleMode::kChunk;
+  m.window_chunks = options.default_window;
+  m.loader_default = true;
+  m.block_bytes = unit.block_bytes;
+  m.expected_classes = unit.chosen.classes_per_batch;
+  m.expected_full_classes = unit.chosen.full_classes_per_batch;
+  std::vector<uint32_t> distinct(units);
+  std::sort(distinct.begin(), distinct.end());
+  m.reads_per_epoch = static_cast<uint64_t>(std::unique(distinct.begin(), distinct.end()) -
+                                            distinct.begin());
+  m.mean_read_bytes = m.reads_per_epoch ? snap.total_bytes() / m.reads_per_epoch : 0;
+  std::vector<uint64_t> sizes = chunk_bytes;
+  std::sort(sizes.rbegin(), sizes.rend());
+  for (size_t i = 0; i < std::min<size_t>(options.default_window, sizes.size()); ++i) {
+    m.window_bytes += sizes[i];
+  }
+  rows.push_back(m);
+  return rows;
 }
 
 }  // namespace stoker::loader

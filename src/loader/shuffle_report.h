@@ -26,6 +26,15 @@ struct OrderMetrics {
   // reads sequential).
   double same_chunk_neighbours = 0;
   uint64_t window_bytes = 0;  // memory a reader needs to hold one window (largest window)
+  // I/O: reads of one epoch (whole chunks, blocks, or one per sample in full mode) and their
+  // mean size, for a reader whose budget holds two windows.
+  uint64_t reads_per_epoch = 0;
+  uint64_t mean_read_bytes = 0;
+  // The loader's default row (ChooseShuffleUnit): its shuffle unit (0: whole chunks) and the
+  // expected distinct classes per batch of this order and of a full shuffle (shuffle_unit.h).
+  bool loader_default = false;
+  uint64_t block_bytes = 0;
+  double expected_classes = 0, expected_full_classes = 0;
 };
 
 struct ShuffleReportOptions {
@@ -33,6 +42,7 @@ struct ShuffleReportOptions {
   uint64_t seed = 0;
   uint64_t epoch = 0;
   std::vector<uint32_t> windows = {1, 4, 16, 64};  // chunk-mode W values to report
+  uint32_t default_window = 16;  // the loader's window, for the default row (dataset overload)
 };
 
 // Metrics of `order` (a permutation of the samples) given each sample's label (-1: none),
@@ -47,7 +57,9 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
                                                 uint64_t dataset_version,
                                                 const ShuffleReportOptions& options);
 
-// The same for a dataset: its samples' labels and chunks, and its chunks' sizes.
+// The same for a dataset (its samples' labels and chunks, and its chunks' sizes), plus a last
+// row for what the loader does by default: chunk mode with window default_window and the
+// shuffle unit ChooseShuffleUnit picks.
 Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
                                                 const ShuffleReportOptions& options);
 

@@ -145,6 +145,7 @@ class S3Storage : public Storage {
   std::string Describe(std::string_view path) const override {
     return fmt::format("s3://{}/{}", loc_.bucket, Key(path));
   }
+  uint64_t WriteBufferBytes() const override { return 2 * kPartBytes; }  // see S3WritableFile
 
  private:
   std::string Key(std::string_view path) const {

@@ -1,6 +1,7 @@
 """End-to-end tests of the installed `stoker` CLI: pack, ls, stat, cat, info, verify."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import pty
@@ -286,9 +287,56 @@ def test_pack_shuffled_order_mixes_classes_in_chunks(tmp_path, stoker_cli):
             assert ds.classes[label] == path.split("/")[0]
         report = json.loads(stoker_cli("shuffle-report", dst, "--batch-size", "16", "--windows",
                                        "1", "--json", check=True).stdout)
-        reports[order] = {r["mode"]: r for r in report}
+        reports[order] = {("default" if r["loader_default"] else r["mode"]): r for r in report}
     assert stoker_cli("verify", tmp_path / "shuffled").returncode == 0
     path_w1 = reports["path"]["chunk"]["batch_distinct_classes"]
     shuffled_w1 = reports["shuffled"]["chunk"]["batch_distinct_classes"]
     full = reports["shuffled"]["full"]["batch_distinct_classes"]
     assert path_w1 < 3 < 0.8 * full < shuffled_w1
+    # The loader's default reads the mixed dataset in whole chunks, the class-ordered one in
+    # blocks (more, smaller reads) that mix classes nearly as well as a full shuffle.
+    mixed, by_path = reports["shuffled"]["default"], reports["path"]["default"]
+    assert mixed["block_bytes"] == 0
+    assert 0 < by_path["block_bytes"] < 8192
+    assert by_path["reads_per_epoch"] > reports["path"]["chunk"]["reads_per_epoch"]
+    assert by_path["batch_distinct_classes"] > 0.85 * full
+    assert by_path["expected_classes_per_batch"] >= 0.95 * by_path[
+        "expected_full_shuffle_classes_per_batch"]
+
+
+def test_pack_is_mixed_by_default(tmp_path, stoker_cli):
+    """Without --order, a class-ordered tree and class-ordered tar shards land in chunks that
+    mix classes; --order path keeps class order (and the CLI says which it did)."""
+    import tarfile
+
+    src = tmp_path / "src"
+    shards = []
+    for c in range(6):
+        tar_path = tmp_path / f"shard-{c}.tar"
+        shards.append(tar_path)
+        with tarfile.open(tar_path, "w") as tar:
+            for i in range(50):
+                p = src / f"class{c}" / f"{i:03d}.bin"
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(bytes([c, i]) * 400)
+                for name, data in ((f"{c}{i:03d}.bin", p.read_bytes()),
+                                   (f"{c}{i:03d}.cls", str(c).encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+
+    def classes_per_chunk(dst):
+        ds = stoker.Dataset(str(dst))
+        per_chunk = {}
+        for i in range(len(ds)):
+            per_chunk.setdefault(ds.stat(ds.sample_files(i)[0])["chunk"], set()).add(ds[i][1])
+        assert stoker_cli("verify", dst).returncode == 0
+        return sum(len(v) for v in per_chunk.values()) / len(per_chunk)
+
+    for name, inputs in (("tree", [src]), ("tar", shards)):
+        stoker_cli("pack", *inputs, tmp_path / f"{name}-default", "--chunk-size", "8KiB", "-q",
+                   check=True)
+        stoker_cli("pack", *inputs, tmp_path / f"{name}-path", "--chunk-size", "8KiB", "-q",
+                   "--order", "path", check=True)
+        assert classes_per_chunk(tmp_path / f"{name}-path") <= 1.5, name
+        assert classes_per_chunk(tmp_path / f"{name}-default") >= 3, name

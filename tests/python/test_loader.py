@@ -338,19 +338,26 @@ def test_shuffle_report_python_call_matches_the_cli(tmp_path, stoker_exe):
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(bytes([c, i]) * 300)
     dst = tmp_path / "ds"
-    stoker.pack(str(src), str(dst), chunk_size=4096)
+    stoker.pack(str(src), str(dst), chunk_size=4096, order="path")
     rows = stoker.shuffle_report(stoker.Dataset(str(dst)), batch_size=16, windows=[1, 4])
-    assert [(r["mode"], r["window"]) for r in rows] == [
-        ("sequential", 0), ("full", 0), ("chunk", 1), ("chunk", 4)]
+    assert [(r["mode"], r["window"], r["loader_default"]) for r in rows] == [
+        ("sequential", 0, False), ("full", 0, False), ("chunk", 1, False), ("chunk", 4, False),
+        ("chunk", 16, True)]
     seq, full = rows[0], rows[1]
+    # Class by class: the loader's default reads blocks of chunks, more reads than chunk W=4.
+    assert rows[-1]["block_bytes"] > 0
+    assert rows[-1]["reads_per_epoch"] > rows[2]["reads_per_epoch"]
+    assert rows[-1]["batch_distinct_classes"] > rows[3]["batch_distinct_classes"]
     assert seq["storage_order_correlation"] == pytest.approx(1.0)
     assert full["batch_distinct_classes"] > seq["batch_distinct_classes"]
     cli = json.loads(subprocess.run(
         [stoker_exe, "shuffle-report", str(dst), "--batch-size", "16", "--windows", "1,4",
          "--json"], check=True, capture_output=True, text=True).stdout)
+    assert len(cli) == len(rows)
     for py, js in zip(rows, cli):
         assert py["batch_label_entropy_bits"] == pytest.approx(js["batch_label_entropy_bits"])
         assert py["same_chunk_neighbours"] == pytest.approx(js["same_chunk_neighbours"])
+        assert py["reads_per_epoch"] == js["reads_per_epoch"]
 
 
 def test_loader_reads_through_the_pipeline_with_exact_bytes(packed, ds):
@@ -406,3 +413,82 @@ def test_loader_raises_corruption_naming_the_file(tmp_path):
     with pytest.raises(stoker.CorruptionError, match=re.escape(hit[0])):
         for _ in loader:
             pass
+
+
+def _class_tree(root, classes, per_class, size=600, labelled=True):
+    for c in range(classes):
+        for i in range(per_class):
+            p = root / (f"class{c:02d}" if labelled else "") / f"{c:02d}-{i:03d}.bin"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(bytes([c, i % 256]) * (size // 2))
+
+
+def test_loader_mixes_class_ordered_data_by_default_and_warns_once(tmp_path):
+    """A dataset stored class by class (--order path) is read in blocks of its chunks by
+    default, with one warning naming the fix; every sample still comes exactly once per rank,
+    and the shuffle unit is part of the resume state."""
+    import warnings
+
+    src = tmp_path / "src"
+    _class_tree(src, classes=20, per_class=40)
+    dst = tmp_path / "by-path"
+    stoker.pack(str(src), str(dst), chunk_size=8192, order="path")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = stoker.Loader(str(dst), batch_size=32, window=2, seed=1)
+        again = stoker.Loader(str(dst), batch_size=32, window=2, seed=1)
+    mixing = [w for w in caught if "stores its classes together" in str(w.message)]
+    assert len(mixing) == 1, [str(w.message) for w in caught]
+    assert "stoker pack SRC DST" in str(mixing[0].message)
+    assert loader.block_size == again.block_size > 0
+    assert stoker.Loader(str(dst), batch_size=32, window=2, block_size=0).block_size == 0
+
+    def classes_per_batch(ldr):
+        batches = list(ldr)
+        assert sorted(path for b in batches for _, _, path in b) == sorted(
+            stoker.Dataset(str(dst))[i][2] for i in range(800))
+        return sum(len({label for _, label, _ in b}) for b in batches) / len(batches)
+
+    whole = stoker.Loader(str(dst), batch_size=32, window=2, seed=1, block_size=0)
+    full = stoker.Loader(str(dst), batch_size=32, shuffle="full", seed=1)
+    assert classes_per_batch(whole) < 5 < 0.9 * classes_per_batch(full) < classes_per_batch(loader)
+
+    state = loader.state_dict()
+    assert state["block_size"] == loader.block_size
+    with pytest.raises(ValueError, match="block_size"):
+        stoker.Loader(str(dst), batch_size=32, window=2, seed=1, block_size=0).load_state_dict(state)
+
+    # Ranks still split the epoch exactly.
+    seen = []
+    for rank in range(3):
+        r = stoker.Loader(str(dst), window=2, seed=1, rank=rank, world_size=3, drop_last=True)
+        seen += [path for _, _, path in r]
+    assert len(seen) == len(set(seen)) == 800 - 800 % 3
+
+
+def test_loader_does_not_warn_when_there_is_nothing_to_mix(tmp_path):
+    """Mixed storage (the pack default), no labels, or a single class: whole chunks, no warning."""
+    import warnings
+
+    cases = {}
+    src = tmp_path / "mixed-src"
+    _class_tree(src, classes=20, per_class=40)
+    stoker.pack(str(src), str(tmp_path / "mixed"), chunk_size=8192)
+    cases["mixed"] = tmp_path / "mixed"
+    src = tmp_path / "flat-src"
+    _class_tree(src, classes=20, per_class=40, labelled=False)
+    stoker.pack(str(src), str(tmp_path / "flat"), chunk_size=8192, order="path")
+    cases["unlabelled"] = tmp_path / "flat"
+    src = tmp_path / "one-src"
+    _class_tree(src, classes=1, per_class=200)
+    stoker.pack(str(src), str(tmp_path / "one"), chunk_size=8192, order="path")
+    cases["one class"] = tmp_path / "one"
+    for name, path in cases.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            loader = stoker.Loader(str(path), batch_size=32, window=2)
+            assert loader.block_size == 0, name
+            assert len(list(loader)) > 0
+        # shuffle_unit says why.
+        unit = stoker.shuffle_unit(stoker.Dataset(str(path)), window=2, batch_size=32)
+        assert unit["mixes_well"] and unit["block_size"] == 0, (name, unit)

@@ -248,7 +248,7 @@ def test_concurrent_reads(packed):
 GIL_PROBE = textwrap.dedent("""
     import os, sys, threading
     import stoker
-    dataset, fifo, dst2, src = sys.argv[1:]
+    dataset, fifo, dst2, src, index = sys.argv[1:]
     results = {}
     def run(name, fn):
         try:
@@ -261,7 +261,7 @@ GIL_PROBE = textwrap.dedent("""
     # file, a symlink to the FIFO). They can only meet if each releases the GIL while it waits.
     # (A Dataset keeps its chunk files open: this one is dropped after the read, so the pack
     # then fails on a broken pipe instead of filling it.)
-    a = threading.Thread(target=run, args=("read", lambda: stoker.Dataset(dataset).read(0)))
+    a = threading.Thread(target=run, args=("read", lambda: stoker.Dataset(dataset).read(int(index))))
     b = threading.Thread(target=run, args=("pack", lambda: stoker.pack(src, dst2)))
     a.start(); b.start(); a.join(); b.join()
     print(results["read"], results["pack"])
@@ -271,7 +271,9 @@ GIL_PROBE = textwrap.dedent("""
 def test_gil_released_while_blocked(tmp_path, packed):
     dst, files, _ = packed
     ds = stoker.Dataset(str(dst))
-    chunk_name = f"{ds.stat(0)['chunk']:016x}.chunk"
+    # A sample in the dataset's first chunk (files land in chunks in a mixed order).
+    index = min(range(len(ds)), key=lambda i: ds.stat(i)["chunk"])
+    chunk_name = f"{ds.stat(index)['chunk']:016x}.chunk"
     fifo = dst / "chunks" / chunk_name
     fifo.unlink()
     os.mkfifo(fifo)
@@ -280,7 +282,8 @@ def test_gil_released_while_blocked(tmp_path, packed):
     # A fresh pack's first chunk has the same name as the first dataset's first chunk.
     (dst2 / "chunks" / chunk_name).symlink_to(fifo)
     proc = subprocess.run(
-        [sys.executable, "-c", GIL_PROBE, str(dst), str(fifo), str(dst2), str(tmp_path / "src")],
+        [sys.executable, "-c", GIL_PROBE, str(dst), str(fifo), str(dst2), str(tmp_path / "src"),
+         str(index)],
         capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     # Both fail (a FIFO is no chunk file), but both returned: neither held the GIL while blocked.

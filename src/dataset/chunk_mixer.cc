@@ -1,0 +1,71 @@
+#include "dataset/chunk_mixer.h"
+
+#include <algorithm>
+
+namespace stoker::dataset {
+
+ChunkMixer::ChunkMixer(uint32_t open_chunks, uint64_t chunk_bytes, uint64_t seed)
+    : slots_(std::max(1u, open_chunks)), chunk_bytes_(chunk_bytes), rng_(seed) {}
+
+uint64_t ChunkMixer::Room(uint32_t slot) const {
+  return chunk_bytes_ - std::min(chunk_bytes_, slots_[slot].used);
+}
+
+ChunkMixer::Placement ChunkMixer::Place(uint64_t bytes, uint64_t remaining_bytes) {
+  const uint64_t needed =
+      remaining_bytes == kUnknown ? kUnknown : bytes + std::min(remaining_bytes, kUnknown - bytes);
+  // Open chunks until the open ones can take what remains (or every slot is in use).
+  for (uint32_t s = 0; s < slots_.size() && (free_ < needed || live_.empty()); ++s) {
+    if (slots_[s].open) continue;
+    slots_[s] = {true, 0};
+    live_.push_back(s);
+    free_ += chunk_bytes_;
+  }
+  Placement p;
+  while (true) {
+    p.slot = live_[rng_.Below(live_.size())];
+    Slot& slot = slots_[p.slot];
+    if (slot.used == 0 || slot.used + bytes <= chunk_bytes_) break;
+    // Full. Retire the slot while the others can take the rest; otherwise it starts anew.
+    p.full.push_back(p.slot);
+    free_ -= Room(p.slot);
+    if (live_.size() > 1 && needed != kUnknown && free_ >= needed) {
+      slot = {};
+      live_.erase(std::find(live_.begin(), live_.end(), p.slot));
+      continue;
+    }
+    slot.used = 0;
+    free_ += chunk_bytes_;
+    break;
+  }
+  free_ -= std::min(bytes, Room(p.slot));
+  slots_[p.slot].used += bytes;
+  last_ = p.slot;
+  return p;
+}
+
+ChunkMixer::Placement ChunkMixer::Continue(uint64_t bytes) {
+  if (live_.empty()) return Place(bytes, kUnknown);
+  Placement p;
+  p.slot = last_;
+  Slot& slot = slots_[p.slot];
+  if (slot.used > 0 && slot.used + bytes > chunk_bytes_) {
+    p.full.push_back(p.slot);
+    free_ += chunk_bytes_ - Room(p.slot);
+    slot.used = 0;
+  }
+  free_ -= std::min(bytes, Room(p.slot));
+  slot.used += bytes;
+  return p;
+}
+
+std::vector<uint32_t> ChunkMixer::OpenSlots() const {
+  std::vector<uint32_t> open;
+  for (uint32_t s : live_) {
+    if (slots_[s].used > 0) open.push_back(s);
+  }
+  std::sort(open.begin(), open.end());
+  return open;
+}
+
+}  // namespace stoker::dataset

@@ -1,0 +1,226 @@
+#include "loader/shuffle_unit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+#include "common/random.h"
+#include "format/snapshot.h"
+#include "loader/sampler.h"
+
+namespace stoker::loader {
+namespace {
+
+// Where each sample lies: chunk, first byte's offset, bytes of all its files.
+struct SamplePlace {
+  uint32_t chunk;
+  uint64_t offset;
+  uint64_t bytes;
+};
+
+std::vector<SamplePlace> SamplePlaces(const format::Snapshot& snap) {
+  std::vector<SamplePlace> places(snap.sample_count());
+  for (uint32_t s = 0; s < snap.sample_count(); ++s) {
+    const auto [file0, count] = snap.SampleFiles(s);
+    const format::FileRecord first = snap.file(file0);
+    uint64_t bytes = 0;
+    for (uint32_t k = 0; k < count; ++k) bytes += snap.file(file0 + k).length;
+    places[s] = {first.chunk, first.offset, bytes};
+  }
+  return places;
+}
+
+// Samples grouped by unit (CSR): begin[u] .. begin[u + 1] index into `members`.
+struct Groups {
+  std::vector<uint32_t> begin, members;
+};
+
+Groups GroupBy(std::span<const uint32_t> key, uint32_t key_count) {
+  Groups g;
+  g.begin.assign(static_cast<size_t>(key_count) + 1, 0);
+  for (uint32_t k : key) ++g.begin[k + 1];
+  std::partial_sum(g.begin.begin(), g.begin.end(), g.begin.begin());
+  g.members.resize(key.size());
+  std::vector<uint32_t> fill(g.begin.begin(), g.begin.end() - 1);
+  for (uint32_t s = 0; s < key.size(); ++s) g.members[fill[key[s]]++] = s;
+  return g;
+}
+
+// P(a batch of b drawn without replacement from p samples misses all n of one label).
+double MissProbability(double p, double n, double b) {
+  if (p - n < b) return 0;
+  return std::exp(std::lgamma(p - n + 1) - std::lgamma(p - n - b + 1) - std::lgamma(p + 1) +
+                  std::lgamma(p - b + 1));
+}
+
+double ExpectedDistinct(std::span<const uint32_t> counts, uint64_t pool, uint32_t batch_size) {
+  const double p = static_cast<double>(pool);
+  const double b = std::min<double>(batch_size, p);
+  double expected = 0;
+  for (uint32_t n : counts) {
+    if (n > 0) expected += 1 - MissProbability(p, n, b);
+  }
+  return expected;
+}
+
+constexpr uint32_t kWindowsEstimated = 64;
+constexpr uint64_t kEstimateSeed = 0x6d6978696e67;  // "mixing": any fixed value
+
+}  // namespace
+
+std::vector<int32_t> SampleLabels(const Dataset& dataset) {
+  const auto& snap = dataset.snapshot();
+  std::vector<int32_t> labels(snap.sample_count());
+  for (uint32_t s = 0; s < snap.sample_count(); ++s) labels[s] = snap.sample_label(s);
+  return labels;
+}
+
+std::vector<uint32_t> SampleUnits(const Dataset& dataset, uint64_t block_bytes) {
+  const auto& snap = dataset.snapshot();
+  if (block_bytes == 0) return SampleChunks(dataset);
+  const std::vector<SamplePlace> places = SamplePlaces(snap);
+  std::vector<uint32_t> chunk_of(places.size());
+  for (size_t s = 0; s < places.size(); ++s) chunk_of[s] = places[s].chunk;
+  Groups by_chunk = GroupBy(chunk_of, snap.chunk_count());
+  std::vector<uint32_t> units(places.size());
+  uint64_t next_unit = 0;
+  for (uint32_t c = 0; c < snap.chunk_count(); ++c) {
+    const std::span<uint32_t> members(by_chunk.members.data() + by_chunk.begin[c],
+                                      by_chunk.begin[c + 1] - by_chunk.begin[c]);
+    if (members.empty()) continue;
+    std::sort(members.begin(), members.end(),
+              [&](uint32_t a, uint32_t b) { return places[a].offset < places[b].offset; });
+    uint64_t payload = 0;
+    for (uint32_t s : members) payload += places[s].bytes;
+    const uint64_t blocks = std::max<uint64_t>(1, (payload + block_bytes - 1) / block_bytes);
+    uint64_t start = 0;  // the sample's first byte within the chunk's payload
+    for (uint32_t s : members) {
+      const uint64_t block = payload == 0 ? 0 : std::min(blocks - 1, start * blocks / payload);
+      units[s] = static_cast<uint32_t>(next_unit + block);
+      start += places[s].bytes;
+    }
+    next_unit += blocks;
+  }
+  return units;
+}
+
+uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t block_bytes) {
+  if (block_bytes == 0) return window_chunks;
+  const auto& snap = dataset.snapshot();
+  const uint64_t chunks = std::max(1u, snap.chunk_count());
+  const uint64_t mean_chunk = snap.total_bytes() / chunks;
+  const uint64_t per_chunk = std::max<uint64_t>(1, (mean_chunk + block_bytes - 1) / block_bytes);
+  return static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, window_chunks * per_chunk));
+}
+
+MixingEstimate EstimateMixing(std::span<const int32_t> labels,
+                              std::span<const uint32_t> sample_units, uint32_t units_per_window,
+                              uint32_t batch_size) {
+  MixingEstimate m;
+  // Dense label ids, so counts are plain arrays.
+  std::unordered_map<int32_t, uint32_t> dense;
+  std::vector<uint32_t> label_id(labels.size(), UINT32_MAX);
+  for (size_t s = 0; s < labels.size(); ++s) {
+    if (labels[s] < 0) continue;
+    label_id[s] = dense.try_emplace(labels[s], static_cast<uint32_t>(dense.size())).first->second;
+  }
+  m.classes = static_cast<uint32_t>(dense.size());
+  m.labelled = m.classes >= 2;
+  if (!m.labelled) {
+    m.classes_per_batch = m.full_classes_per_batch = m.classes;
+    return m;
+  }
+  std::vector<uint32_t> counts(m.classes, 0);
+  uint64_t labelled_samples = 0;
+  for (uint32_t id : label_id) {
+    if (id != UINT32_MAX) ++counts[id], ++labelled_samples;
+  }
+  m.full_classes_per_batch = ExpectedDistinct(counts, labelled_samples, batch_size);
+
+  // Units in a fixed random order, then consecutive windows of them, as the sampler forms them.
+  const uint32_t unit_count =
+      sample_units.empty() ? 0 : *std::max_element(sample_units.begin(), sample_units.end()) + 1;
+  const Groups by_unit = GroupBy(sample_units, unit_count);
+  std::vector<uint32_t> units;
+  for (uint32_t u = 0; u < unit_count; ++u) {
+    if (by_unit.begin[u + 1] > by_unit.begin[u]) units.push_back(u);
+  }
+  Pcg32 rng(kEstimateSeed);
+  Shuffle(std::span<uint32_t>(units), rng);
+  const uint32_t per_window = std::max(1u, units_per_window);
+  std::fill(counts.begin(), counts.end(), 0);
+  std::vector<uint32_t> touched;
+  uint64_t pool = 0, pooled = 0;
+  double sum = 0;  // over windows: expected distinct labels x the window's samples
+  uint32_t windows = 0;
+  for (size_t w = 0; w < units.size() && windows < kWindowsEstimated; w += per_window) {
+    for (size_t i = w; i < std::min(units.size(), w + per_window); ++i) {
+      for (uint32_t k = by_unit.begin[units[i]]; k < by_unit.begin[units[i] + 1]; ++k) {
+        const uint32_t id = label_id[by_unit.members[k]];
+        if (id == UINT32_MAX) continue;
+        if (counts[id]++ == 0) touched.push_back(id);
+        ++pool;
+      }
+    }
+    // A window smaller than a batch shares its batches with the next: pool them.
+    const bool last = w + per_window >= units.size();
+    if (pool < batch_size && !last) continue;
+    std::vector<uint32_t> window_counts;
+    window_counts.reserve(touched.size());
+    for (uint32_t id : touched) window_counts.push_back(counts[id]);
+    // Weighed by samples: a window's share of an epoch's batches.
+    sum += ExpectedDistinct(window_counts, pool, batch_size) * static_cast<double>(pool);
+    pooled += pool;
+    ++windows;
+    for (uint32_t id : touched) counts[id] = 0;
+    touched.clear();
+    pool = 0;
+  }
+  m.classes_per_batch = pooled > 0 ? sum / static_cast<double>(pooled) : m.full_classes_per_batch;
+  return m;
+}
+
+ShuffleUnit FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size,
+                             uint64_t block_bytes) {
+  const std::vector<int32_t> labels = SampleLabels(dataset);
+  ShuffleUnit unit;
+  unit.block_bytes = block_bytes;
+  unit.units_per_window = UnitsPerWindow(dataset, window_chunks, block_bytes);
+  unit.chosen = EstimateMixing(labels, SampleUnits(dataset, block_bytes), unit.units_per_window,
+                               batch_size);
+  unit.whole_chunks =
+      block_bytes == 0
+          ? unit.chosen
+          : EstimateMixing(labels, SampleChunks(dataset), window_chunks, batch_size);
+  unit.mixes_well = !unit.chosen.labelled || unit.chosen.ratio() >= kMixingTarget;
+  return unit;
+}
+
+ShuffleUnit ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
+                              uint32_t batch_size) {
+  const std::vector<int32_t> labels = SampleLabels(dataset);
+  ShuffleUnit unit;
+  unit.units_per_window = window_chunks;
+  unit.whole_chunks =
+      EstimateMixing(labels, SampleChunks(dataset), window_chunks, batch_size);
+  unit.chosen = unit.whole_chunks;
+  unit.mixes_well = !unit.chosen.labelled || unit.chosen.ratio() >= kMixingTarget;
+  if (unit.mixes_well) return unit;
+  const auto& snap = dataset.snapshot();
+  const uint64_t mean_chunk = snap.total_bytes() / std::max(1u, snap.chunk_count());
+  const uint64_t mean_sample = snap.total_bytes() / std::max(1u, snap.sample_count());
+  for (uint32_t k : kBlocksPerChunk) {
+    const uint64_t block = (mean_chunk + k - 1) / k;
+    if (block < std::max<uint64_t>(1, mean_sample)) break;
+    unit.block_bytes = block;
+    unit.units_per_window = UnitsPerWindow(dataset, window_chunks, block);
+    unit.chosen = EstimateMixing(labels, SampleUnits(dataset, block), unit.units_per_window,
+                                 batch_size);
+    unit.mixes_well = unit.chosen.ratio() >= kMixingTarget;
+    if (unit.mixes_well) break;
+  }
+  return unit;
+}
+
+}  // namespace stoker::loader

@@ -1,0 +1,75 @@
+// The shuffle unit of chunk mode: what the sampler permutes and groups into windows.
+//
+// A window's samples are what a batch can mix. When every chunk holds a random mix of the
+// dataset (the default storage order of `stoker pack`), whole chunks are the right unit: a
+// window of W chunks mixes classes like a full shuffle and every read is a whole chunk. When
+// chunks hold one or two classes each (a tree packed in path order, class-ordered tar shards),
+// a window of W whole chunks holds ~W classes — 26 of 1000 per batch at W = 16 — and training
+// loses accuracy. The same memory then holds W x k blocks: runs of consecutive samples of 1/k
+// of a chunk each, from W x k places in the dataset. Smaller blocks mix better and cost more
+// read requests, so the loader picks the largest block that mixes classes within kMixingTarget
+// of a full shuffle, judged from the labels in the snapshot (ChooseShuffleUnit).
+// Specified in docs/sampler.md.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "stoker/dataset.h"
+
+namespace stoker::loader {
+
+// The unit of each sample: its chunk index (block_bytes = 0), or its block. Blocks: chunk c's
+// samples in storage order (by offset), its payload P_c cut into k_c = max(1, ceil(P_c /
+// block_bytes)) equal byte ranges; a sample belongs to the range its first byte falls in; blocks
+// are numbered chunk by chunk. A sample's bytes are those of all its files.
+std::vector<uint32_t> SampleUnits(const Dataset& dataset, uint64_t block_bytes);
+
+// Units per window holding W chunks' worth of bytes: W for whole chunks, else
+// W x ceil(mean chunk payload / block_bytes).
+uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t block_bytes);
+
+struct MixingEstimate {
+  bool labelled = false;              // at least two classes: something to mix
+  uint32_t classes = 0;               // distinct labels among the samples
+  double classes_per_batch = 0;       // expected distinct labels in a batch of this order
+  double full_classes_per_batch = 0;  // the same for a full shuffle
+  double ratio() const { return full_classes_per_batch > 0 ? classes_per_batch / full_classes_per_batch : 1; }
+};
+
+// Expected distinct labels per batch when batches are drawn from windows of `units_per_window`
+// random units (chunk mode), and under a full shuffle. A batch is a uniform sample without
+// replacement of its window, so each label's chance to appear is hypergeometric; averaged over
+// up to 64 windows of a fixed random unit order, weighed by their samples. Labels < 0 are
+// unlabelled. O(samples).
+MixingEstimate EstimateMixing(std::span<const int32_t> labels,
+                              std::span<const uint32_t> sample_units, uint32_t units_per_window,
+                              uint32_t batch_size);
+
+// The loader's bar for "mixes like a full shuffle", and the blocks it tries, largest first:
+// 1/k of the mean chunk payload (with 64 MiB chunks: 16 MiB down to 256 KiB), never below the
+// mean sample.
+inline constexpr double kMixingTarget = 0.95;
+inline constexpr uint32_t kBlocksPerChunk[] = {4, 8, 16, 32, 64, 128, 256};
+
+struct ShuffleUnit {
+  uint64_t block_bytes = 0;  // 0: whole chunks
+  uint32_t units_per_window = 0;
+  MixingEstimate whole_chunks;  // what whole chunks would give
+  MixingEstimate chosen;
+  bool mixes_well = true;  // chosen reaches kMixingTarget of a full shuffle (or nothing to mix)
+};
+
+// Whole chunks when they mix well enough; else the largest block of kBlocksPerChunk that does;
+// else the smallest, with mixes_well = false.
+ShuffleUnit ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size);
+
+// The same for an explicit block size (0: whole chunks).
+ShuffleUnit FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size,
+                             uint64_t block_bytes);
+
+// Each sample's label (-1: none), from the snapshot.
+std::vector<int32_t> SampleLabels(const Dataset& dataset);
+
+}  // namespace stoker::loader
