@@ -5,8 +5,11 @@
 //
 //   epoch_bench --dataset=DIR [--mode=chunk|full|sequential] [--window=16] [--seed=1]
 //               [--epoch=0] [--budget=1GiB] [--io_depth=8] [--engine=auto|uring|threads]
-//               [--time_limit=SECONDS]
+//               [--block=0|auto|SIZE] [--time_limit=SECONDS]
 //   epoch_bench --files_from=LIST [--threads=8] [--time_limit=SECONDS]
+//
+// --block: chunk mode's shuffle unit (docs/sampler.md): 0 whole chunks (default), a block size,
+// or auto: what stoker.Loader picks from the labels (batch 256).
 //
 // LIST holds one path per line, already in the order to read (the driver shuffles it). Every
 // sample's bytes are touched (summed) by the consumer, so nothing is read without being used.
@@ -39,6 +42,7 @@
 #include "common/progress.h"
 #include "loader/read_pipeline.h"
 #include "loader/sampler.h"
+#include "loader/shuffle_unit.h"
 #include "stoker/dataset.h"
 
 namespace stoker {
@@ -56,6 +60,7 @@ struct Flags {
   double time_limit = 0;
   std::string files_from;
   uint32_t threads = 8;
+  std::string block = "0";  // chunk mode's shuffle unit: 0 (whole chunks), bytes, or auto
 };
 
 [[noreturn]] void Die(const std::string& message) {
@@ -94,6 +99,8 @@ Flags ParseFlags(int argc, char** argv) {
         f.files_from = value;
       } else if (name == "threads") {
         f.threads = static_cast<uint32_t>(std::stoul(value));
+      } else if (name == "block") {
+        f.block = value;
       } else {
         Die(fmt::format("unknown flag '--{}'", name));
       }
@@ -174,14 +181,24 @@ EpochResult RunDataset(const Flags& f) {
   loader::SamplerOptions sampler_options;
   sampler_options.mode = *mode;
   sampler_options.seed = f.seed;
-  sampler_options.window_chunks = f.window;
-  auto sampler =
-      loader::Sampler::Create(loader::SampleChunks(*dataset), dataset->version(), sampler_options);
+  // The shuffle unit: whole chunks, fixed blocks, or what stoker.Loader picks (batch 256).
+  uint64_t block = 0;
+  if (f.block == "auto") {
+    block = loader::ChooseShuffleUnit(*dataset, f.window, 256).block_bytes;
+  } else if (!ParseByteSize(f.block, &block)) {
+    Die(fmt::format("bad --block '{}' (auto, 0, or a size)", f.block));
+  }
+  sampler_options.window_chunks = loader::UnitsPerWindow(*dataset, f.window, block);
+  auto sampler = loader::Sampler::Create(loader::SampleUnits(*dataset, block), dataset->version(),
+                                         sampler_options);
   if (!sampler) Die(sampler.error().ToString());
   std::vector<uint32_t> plan =
       sampler->PlanRank({.epoch = f.epoch, .position = 0, .planned_world_size = 1}, 1, 0).samples;
   r.planned = plan.size();
-  r.variant = *mode == loader::ShuffleMode::kChunk ? fmt::format("chunk W={}", f.window) : f.mode;
+  r.variant = *mode == loader::ShuffleMode::kChunk
+                  ? fmt::format("chunk W={}{}", f.window,
+                                block ? fmt::format(", blocks of {} B", block) : "")
+                  : f.mode;
 
   loader::ReadPipelineOptions options;
   options.memory_budget_bytes = f.budget;

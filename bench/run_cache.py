@@ -129,14 +129,15 @@ while True:
 # compute / R s before the step barrier, while stoker.Loader's C++ read pipeline keeps reading
 # ahead (up to its memory budget); 0: no compute (unthrottled).
 _TRAINER = r"""
-import json, sys, threading, time
+import json, os, sys, threading, time
 import stoker
 uri, rank, world, epochs, seed, limit, barrier, every, budget_mb, step = sys.argv[1:11]
 train_rate, compute = (float(sys.argv[11]), int(sys.argv[12])) if len(sys.argv) > 12 else (0.0, 0)
 rank, world, epochs, seed, limit = int(rank), int(world), int(epochs), int(seed), int(limit)
 every, budget = float(every), (int(budget_mb) << 20) or None
+block = os.environ.get("STOKER_BENCH_BLOCK_SIZE", "auto")  # the loader's default: auto
 loader = stoker.Loader(uri, shuffle="chunk", seed=seed, rank=rank, world_size=world,
-                       memory_budget=budget)
+                       memory_budget=budget, block_size=None if block == "auto" else int(block))
 sync = None
 if step:  # "HOST:PORT:GROUP:EVERY": lock-step with the other ranks every EVERY samples
     import socket
@@ -436,6 +437,7 @@ class Bench:
             else:
                 if kind == "stoker":
                     env["STOKER_NODE"] = self.socket(node)
+                env["STOKER_BENCH_BLOCK_SIZE"] = a.block_size
                 argv = [str(self.python), "-c", _TRAINER, self.uri, str(rank), str(world),
                         str(epochs), "0", str(a.limit), barrier, str(PROGRESS_S),
                         str(a.loader_budget_mb), self.step_arg(kind)]
@@ -793,6 +795,9 @@ def main() -> int:
     ap.add_argument("--loader-budget-mb", type=int, default=0,
                     help="stoker.Loader memory_budget of the stoker trainers (0: its default)")
     ap.add_argument("--memory-limit", default="1G", help="stoker node --memory-limit")
+    ap.add_argument("--block-size", default="auto",
+                    help="stoker.Loader block_size of the stoker trainers: auto (its default, "
+                         "None) or bytes (0: whole chunks, the default before mixed packing)")
     ap.add_argument("--prefetch", type=int, default=8, help="stoker node --prefetch")
     ap.add_argument("--redis-maxmemory", default="2gb")
     ap.add_argument("--redis-batch", type=int, default=32)

@@ -15,6 +15,14 @@ Variants, all on the 20,000-image sample data (benchlib.sample_data) and its pac
                  this 2 GB set what 1 GiB is to ImageNet's 140 GB, so its reads are as sparse;
   files N        the unpacked JPEGs in a random order, N readers each doing open + read whole +
                  close (epoch_bench --files_from); also with 8 readers and warm dentries/inodes.
+With --defaults, instead (docs/benchmarks.md §4, "Accurate by default"): seq, and stoker.Loader's
+defaults before and after mixed storage order became the default, each with the loader's default
+budget (2 x W x 64 MiB = 2 GiB):
+  old default    the pack in path order (class by class), whole chunks, W=16;
+  new default    the pack in mixed order (`stoker pack`'s default now), the loader's automatic
+                 shuffle unit (--block=auto: whole chunks on mixed data), W=16;
+  class-ordered, new loader   the path-order pack read with the automatic unit (blocks of a
+                 chunk, since its chunks hold one class each).
 Before every measurement the caches are dropped (drop_caches 3, or 1 for the warm-metadata row)
 and every data file is evicted with posix_fadvise(POSIX_FADV_DONTNEED); the variant then runs in
 a cgroup-v1 blkio group capping read bytes/s and IOs/s on the root disk (benchlib.Throttle).
@@ -71,6 +79,8 @@ def main() -> int:
     p.add_argument("--time-limit", type=float, default=40.0,
                    help="stop a variant after this many seconds and extrapolate")
     p.add_argument("--only", default="", help="comma-separated variant names (debugging)")
+    p.add_argument("--defaults", action="store_true",
+                   help="old vs new default pack order + loader unit (see above)")
     a = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (drop_caches, blkio cgroups)")
@@ -84,18 +94,26 @@ def main() -> int:
     src, data = benchlib.sample_data(a.images, a.classes, a.seed)
     work = benchlib.CACHE / "epoch"
     work.mkdir(parents=True, exist_ok=True)
+
+    def pack_once(dataset: Path, order: str) -> dict:
+        info = None
+        if (dataset / "MANIFEST").is_file():
+            info = json.loads(subprocess.run([str(stoker), "info", str(dataset), "--json"],
+                                             capture_output=True, text=True).stdout or "null")
+        if not info or info.get("files") != data["images"]:
+            benchlib.rmtree(dataset)
+            log(f"packing {src} into {dataset} (default chunk size, --order {order})")
+            subprocess.run([str(stoker), "pack", str(src), str(dataset), "--order", order,
+                            "--json"], check=True, capture_output=True)
+            info = json.loads(subprocess.run([str(stoker), "info", str(dataset), "--json"],
+                                             check=True, capture_output=True, text=True).stdout)
+        return info
+
+    # Path order (class by class): what §4 has always measured.
     dataset = work / "c64MiB"
-    info = None
-    if (dataset / "MANIFEST").is_file():
-        info = json.loads(subprocess.run([str(stoker), "info", str(dataset), "--json"],
-                                         capture_output=True, text=True).stdout or "null")
-    if not info or info.get("files") != data["images"]:
-        benchlib.rmtree(dataset)
-        log(f"packing {src} into {dataset} (default chunk size)")
-        subprocess.run([str(stoker), "pack", str(src), str(dataset), "--json"], check=True,
-                       capture_output=True)
-        info = json.loads(subprocess.run([str(stoker), "info", str(dataset), "--json"],
-                                         check=True, capture_output=True, text=True).stdout)
+    info = pack_once(dataset, "path")
+    mixed = work / "c64MiB-mixed"
+    mixed_info = pack_once(mixed, "shuffled") if a.defaults else None
     chunks = sorted((dataset / "chunks").iterdir())
     chunk_list = work / "chunks.list"  # storage order: what "sequential" means here
     chunk_list.write_text("".join(f"{c}\n" for c in chunks))
@@ -104,6 +122,8 @@ def main() -> int:
     files_list = work / "files.list"
     files_list.write_text("".join(f"{f}\n" for f in jpegs))
     data_files = chunks + [dataset / info["snapshot"]] + jpegs
+    if a.defaults:
+        data_files += sorted((mixed / "chunks").iterdir()) + [mixed / mixed_info["snapshot"]]
 
     eb = [str(epoch_bench), f"--time_limit={a.time_limit}"]
     ds = [f"--dataset={dataset}", f"--seed={a.seed}"]
@@ -120,6 +140,13 @@ def main() -> int:
     for n in (int(x) for x in a.readers.split(",")):
         variants.append((f"files {n}", eb + [f"--files_from={files_list}", f"--threads={n}"], 3))
     variants.append(("files 8, meta warm", eb + [f"--files_from={files_list}", "--threads=8"], 1))
+    if a.defaults:
+        loader = ["--mode=chunk", "--window=16", "--budget=2GiB"]
+        variants = [variants[0],
+                    ("old default", eb + ds + loader + ["--block=0"], 3),
+                    ("new default", eb + [f"--dataset={mixed}", f"--seed={a.seed}"] + loader +
+                     ["--block=auto"], 3),
+                    ("class-ordered, new loader", eb + ds + loader + ["--block=auto"], 3)]
     if a.only:
         keep = set(a.only.split(","))
         variants = [v for v in variants if v[0] in keep]
@@ -165,7 +192,7 @@ def main() -> int:
                     f"(+{time.monotonic() - started:.0f} s)")
     errors = sum(r.get("errors", 0) for s in runs.values() for rs in s.values() for r in rs)
     result = {"machine": benchlib.machine(), "command": " ".join(sys.argv), "data": data,
-              "dataset": info, "settings": {k: SETTINGS[k] for k in settings},
+              "dataset": info, "mixed_dataset": mixed_info, "settings": {k: SETTINGS[k] for k in settings},
               "budget": a.budget, "time_limit": a.time_limit, "reps": a.reps,
               "resident_after_evict_max": max(resident), "errors": errors, "runs": runs}
     benchlib.save("epoch", result)

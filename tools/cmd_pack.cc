@@ -23,6 +23,7 @@ struct PackArgs {
   std::string attributes_file;
   std::string order = "shuffled";
   uint64_t order_seed = 0;
+  std::string mix_memory = "2GiB";
 };
 
 // --attributes: JSON Lines, one object per file: {"path": "a/b.jpg", "key": "value", ...}.
@@ -57,6 +58,10 @@ int RunPack(const PackArgs& args) {
     return kExitUsage;
   }
   options.append = args.append;
+  if (!ParseByteSize(args.mix_memory, &options.mix_memory_bytes)) {
+    std::fprintf(stderr, "stoker pack: bad --mix-memory '%s' (e.g. 8GiB)\n", args.mix_memory.c_str());
+    return kExitUsage;
+  }
   if (!args.attributes_file.empty()) {
     if (Status st = LoadAttributes(args.attributes_file, &options); !st.ok()) {
       std::fprintf(stderr, "stoker pack: %s\n", st.ToString().c_str());
@@ -145,6 +150,10 @@ void RegisterPack(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"path", "shuffled"}))
       ->capture_default_str();
   cmd->add_option("--order-seed", args->order_seed, "seed of --order shuffled")
+      ->capture_default_str();
+  cmd->add_option("--mix-memory", args->mix_memory,
+                  "tar input to S3, --order shuffled: memory for the part buffers of the chunks "
+                  "filled at once (32 MiB each; 2GiB: 64 chunks, 8GiB: 256)")
       ->capture_default_str();
   cmd->add_option("--attributes", args->attributes_file,
                   "JSON Lines file of per-file attributes: {\"path\": ..., \"key\": \"value\"}");

@@ -79,13 +79,11 @@ std::vector<uint32_t> Sampler::GlobalOrder(uint64_t epoch, uint32_t world_size) 
   const uint32_t n = sample_count();
   std::vector<uint32_t> order;
   order.reserve(n);
-  if (options_.mode != ShuffleMode::kChunk) {
+  if (options_.mode == ShuffleMode::kFull) {
     order.resize(n);
     std::iota(order.begin(), order.end(), 0u);
-    if (options_.mode == ShuffleMode::kFull) {
-      Pcg32 rng(EpochSeed(options_.seed, epoch, version_, kSaltSamples));
-      Shuffle(std::span<uint32_t>(order), rng);
-    }
+    Pcg32 rng(EpochSeed(options_.seed, epoch, version_, kSaltSamples));
+    Shuffle(std::span<uint32_t>(order), rng);
     return order;
   }
 
@@ -99,6 +97,11 @@ std::vector<uint32_t> Sampler::GlobalOrder(uint64_t epoch, uint32_t world_size) 
   std::vector<uint32_t> fill(chunk_begin.begin(), chunk_begin.end() - 1);
   for (uint32_t s = 0; s < n; ++s) samples_by_chunk[fill[sample_chunks_[s]]++] = s;
 
+  if (options_.mode == ShuffleMode::kSequential) {
+    // Storage order, chunk after chunk: with files placed in chunks in a mixed order, index
+    // order would read every chunk a little at a time.
+    return samples_by_chunk;
+  }
   const std::vector<uint32_t> chunks = ChunkOrder(epoch, world_size);
   Pcg32 rng(EpochSeed(options_.seed, epoch, version_, kSaltSamples));
   const uint32_t ranks = std::max(1u, world_size);

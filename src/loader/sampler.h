@@ -1,6 +1,7 @@
 // The sampler: which sample each rank (and each worker of a rank) reads, in which order, in
 // every epoch. Modes (docs/sampler.md):
-//   sequential  storage order;
+//   sequential  storage order: chunk after chunk, ascending sample index within a chunk (for a
+//               dataset packed in path order: 0, 1, ..., N-1);
 //   full        a uniform random permutation of all samples;
 //   chunk       chunks in random order, grouped into windows of W chunks, samples shuffled
 //               within each window — large sequential reads, order still well mixed.

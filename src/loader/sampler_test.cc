@@ -214,6 +214,21 @@ TEST(SamplerTest, ElasticResumeNeitherLosesNorRepeats) {
   }
 }
 
+TEST(SamplerTest, SequentialIsStorageOrderChunkAfterChunk) {
+  // Files placed in chunks in a mixed order: index order would hop between chunks.
+  SamplerOptions o;
+  o.mode = ShuffleMode::kSequential;
+  auto s = Sampler::Create({2, 0, 1, 0, 2, 1}, 1, o);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->GlobalOrder(0, 1), (std::vector<uint32_t>{1, 3, 2, 5, 0, 4}));
+  EXPECT_EQ(s->GlobalOrder(5, 3), s->GlobalOrder(0, 1));  // no randomness, any world size
+  // In path order (chunks ascending with the index) it is 0, 1, ..., N-1.
+  auto path = Sampler::Create(ChunkLayout(500, 3), 1, o);
+  std::vector<uint32_t> identity(500);
+  std::iota(identity.begin(), identity.end(), 0u);
+  EXPECT_EQ(path->GlobalOrder(0, 1), identity);
+}
+
 TEST(SamplerTest, RejectsBadOptions) {
   SamplerOptions o;
   o.mode = ShuffleMode::kChunk;

@@ -12,13 +12,6 @@
 namespace stoker::loader {
 namespace {
 
-// Where each sample lies: chunk, first byte's offset, bytes of all its files.
-struct SamplePlace {
-  uint32_t chunk;
-  uint64_t offset;
-  uint64_t bytes;
-};
-
 std::vector<SamplePlace> SamplePlaces(const format::Snapshot& snap) {
   std::vector<SamplePlace> places(snap.sample_count());
   for (uint32_t s = 0; s < snap.sample_count(); ++s) {
@@ -77,15 +70,20 @@ std::vector<int32_t> SampleLabels(const Dataset& dataset) {
 }
 
 std::vector<uint32_t> SampleUnits(const Dataset& dataset, uint64_t block_bytes) {
-  const auto& snap = dataset.snapshot();
   if (block_bytes == 0) return SampleChunks(dataset);
-  const std::vector<SamplePlace> places = SamplePlaces(snap);
+  const auto& snap = dataset.snapshot();
+  return SampleUnits(SamplePlaces(snap), snap.chunk_count(), block_bytes);
+}
+
+std::vector<uint32_t> SampleUnits(std::span<const SamplePlace> places, uint32_t chunk_count,
+                                  uint64_t block_bytes) {
   std::vector<uint32_t> chunk_of(places.size());
   for (size_t s = 0; s < places.size(); ++s) chunk_of[s] = places[s].chunk;
-  Groups by_chunk = GroupBy(chunk_of, snap.chunk_count());
+  if (block_bytes == 0) return chunk_of;
+  Groups by_chunk = GroupBy(chunk_of, chunk_count);
   std::vector<uint32_t> units(places.size());
   uint64_t next_unit = 0;
-  for (uint32_t c = 0; c < snap.chunk_count(); ++c) {
+  for (uint32_t c = 0; c < chunk_count; ++c) {
     const std::span<uint32_t> members(by_chunk.members.data() + by_chunk.begin[c],
                                       by_chunk.begin[c + 1] - by_chunk.begin[c]);
     if (members.empty()) continue;
@@ -105,13 +103,37 @@ std::vector<uint32_t> SampleUnits(const Dataset& dataset, uint64_t block_bytes) 
   return units;
 }
 
-uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t block_bytes) {
+namespace {
+
+uint64_t TotalBytes(const SampleLayout& layout) {
+  uint64_t total = 0;
+  for (const SamplePlace& p : layout.places) total += p.bytes;
+  return total;
+}
+
+// Units per window from the mean chunk payload (`total` bytes over `chunks`).
+uint32_t UnitsPerWindow(uint64_t total, uint32_t chunks, uint32_t window_chunks,
+                        uint64_t block_bytes) {
   if (block_bytes == 0) return window_chunks;
-  const auto& snap = dataset.snapshot();
-  const uint64_t chunks = std::max(1u, snap.chunk_count());
-  const uint64_t mean_chunk = snap.total_bytes() / chunks;
+  const uint64_t mean_chunk = total / std::max(1u, chunks);
   const uint64_t per_chunk = std::max<uint64_t>(1, (mean_chunk + block_bytes - 1) / block_bytes);
   return static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, window_chunks * per_chunk));
+}
+
+}  // namespace
+
+uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t block_bytes) {
+  const auto& snap = dataset.snapshot();
+  return UnitsPerWindow(snap.total_bytes(), snap.chunk_count(), window_chunks, block_bytes);
+}
+
+uint32_t UnitsPerWindow(const SampleLayout& layout, uint32_t window_chunks, uint64_t block_bytes) {
+  return UnitsPerWindow(TotalBytes(layout), layout.chunk_count, window_chunks, block_bytes);
+}
+
+SampleLayout LayoutOf(const Dataset& dataset) {
+  const auto& snap = dataset.snapshot();
+  return {SampleLabels(dataset), SamplePlaces(snap), snap.chunk_count()};
 }
 
 MixingEstimate EstimateMixing(std::span<const int32_t> labels,
@@ -181,46 +203,49 @@ MixingEstimate EstimateMixing(std::span<const int32_t> labels,
   return m;
 }
 
-ShuffleUnit FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size,
-                             uint64_t block_bytes) {
-  const std::vector<int32_t> labels = SampleLabels(dataset);
+ShuffleUnit FixedShuffleUnit(const SampleLayout& layout, uint32_t window_chunks,
+                             uint32_t batch_size, uint64_t block_bytes) {
   ShuffleUnit unit;
   unit.block_bytes = block_bytes;
-  unit.units_per_window = UnitsPerWindow(dataset, window_chunks, block_bytes);
-  unit.chosen = EstimateMixing(labels, SampleUnits(dataset, block_bytes), unit.units_per_window,
-                               batch_size);
-  unit.whole_chunks =
-      block_bytes == 0
-          ? unit.chosen
-          : EstimateMixing(labels, SampleChunks(dataset), window_chunks, batch_size);
+  unit.units_per_window = UnitsPerWindow(layout, window_chunks, block_bytes);
+  unit.chosen = EstimateMixing(layout.labels, SampleUnits(layout.places, layout.chunk_count, block_bytes),
+                               unit.units_per_window, batch_size);
+  unit.whole_chunks = block_bytes == 0 ? unit.chosen
+                                       : EstimateMixing(layout.labels,
+                                                        SampleUnits(layout.places, layout.chunk_count, 0),
+                                                        window_chunks, batch_size);
   unit.mixes_well = !unit.chosen.labelled || unit.chosen.ratio() >= kMixingTarget;
   return unit;
 }
 
-ShuffleUnit ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
+ShuffleUnit ChooseShuffleUnit(const SampleLayout& layout, uint32_t window_chunks,
                               uint32_t batch_size) {
-  const std::vector<int32_t> labels = SampleLabels(dataset);
-  ShuffleUnit unit;
-  unit.units_per_window = window_chunks;
-  unit.whole_chunks =
-      EstimateMixing(labels, SampleChunks(dataset), window_chunks, batch_size);
-  unit.chosen = unit.whole_chunks;
-  unit.mixes_well = !unit.chosen.labelled || unit.chosen.ratio() >= kMixingTarget;
+  ShuffleUnit unit = FixedShuffleUnit(layout, window_chunks, batch_size, 0);
   if (unit.mixes_well) return unit;
-  const auto& snap = dataset.snapshot();
-  const uint64_t mean_chunk = snap.total_bytes() / std::max(1u, snap.chunk_count());
-  const uint64_t mean_sample = snap.total_bytes() / std::max(1u, snap.sample_count());
+  const uint64_t total = TotalBytes(layout);
+  const uint64_t mean_chunk = total / std::max(1u, layout.chunk_count);
+  const uint64_t mean_sample = total / std::max<uint64_t>(1, layout.places.size());
   for (uint32_t k : kBlocksPerChunk) {
     const uint64_t block = (mean_chunk + k - 1) / k;
     if (block < std::max<uint64_t>(1, mean_sample)) break;
     unit.block_bytes = block;
-    unit.units_per_window = UnitsPerWindow(dataset, window_chunks, block);
-    unit.chosen = EstimateMixing(labels, SampleUnits(dataset, block), unit.units_per_window,
-                                 batch_size);
+    unit.units_per_window = UnitsPerWindow(layout, window_chunks, block);
+    unit.chosen = EstimateMixing(layout.labels, SampleUnits(layout.places, layout.chunk_count, block),
+                                 unit.units_per_window, batch_size);
     unit.mixes_well = unit.chosen.ratio() >= kMixingTarget;
     if (unit.mixes_well) break;
   }
   return unit;
+}
+
+ShuffleUnit FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size,
+                             uint64_t block_bytes) {
+  return FixedShuffleUnit(LayoutOf(dataset), window_chunks, batch_size, block_bytes);
+}
+
+ShuffleUnit ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
+                              uint32_t batch_size) {
+  return ChooseShuffleUnit(LayoutOf(dataset), window_chunks, batch_size);
 }
 
 }  // namespace stoker::loader

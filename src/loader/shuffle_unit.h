@@ -26,6 +26,16 @@ namespace stoker::loader {
 // are numbered chunk by chunk. A sample's bytes are those of all its files.
 std::vector<uint32_t> SampleUnits(const Dataset& dataset, uint64_t block_bytes);
 
+// Where a sample lies: its first file's chunk and offset, and the bytes of all its files.
+struct SamplePlace {
+  uint32_t chunk;
+  uint64_t offset;
+  uint64_t bytes;
+};
+// The same over explicit places (chunks 0 .. chunk_count-1), e.g. a synthetic layout.
+std::vector<uint32_t> SampleUnits(std::span<const SamplePlace> places, uint32_t chunk_count,
+                                  uint64_t block_bytes);
+
 // Units per window holding W chunks' worth of bytes: W for whole chunks, else
 // W x ceil(mean chunk payload / block_bytes).
 uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t block_bytes);
@@ -68,6 +78,20 @@ ShuffleUnit ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks, ui
 // The same for an explicit block size (0: whole chunks).
 ShuffleUnit FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size,
                              uint64_t block_bytes);
+
+// Both over an explicit layout (labels and places by sample; chunks 0 .. chunk_count-1).
+struct SampleLayout {
+  std::vector<int32_t> labels;
+  std::vector<SamplePlace> places;
+  uint32_t chunk_count = 0;
+};
+SampleLayout LayoutOf(const Dataset& dataset);
+ShuffleUnit ChooseShuffleUnit(const SampleLayout& layout, uint32_t window_chunks,
+                              uint32_t batch_size);
+ShuffleUnit FixedShuffleUnit(const SampleLayout& layout, uint32_t window_chunks,
+                             uint32_t batch_size, uint64_t block_bytes);
+// UnitsPerWindow over a layout.
+uint32_t UnitsPerWindow(const SampleLayout& layout, uint32_t window_chunks, uint64_t block_bytes);
 
 // Each sample's label (-1: none), from the snapshot.
 std::vector<int32_t> SampleLabels(const Dataset& dataset);

@@ -84,7 +84,11 @@ def test_sampler_orders_are_permutations(ds):
                 assert list(plan) == expected
                 assert padded == (1 if n % world and rank >= n % world else 0)
                 assert dropped == 0
-    assert list(stoker.Sampler(ds, mode="sequential").global_order(5)) == list(range(n))
+    # Sequential is storage order: chunk after chunk (chunk ids grow with the chunk index),
+    # ascending index within a chunk; packed in mixed order, that is not index order.
+    storage = sorted(range(n), key=lambda i: (ds.stat(i)["chunk"], i))
+    assert storage != list(range(n))
+    assert list(stoker.Sampler(ds, mode="sequential").global_order(5)) == storage
     with pytest.raises(ValueError, match="shuffle mode"):
         stoker.Sampler(ds, mode="random")
     with pytest.raises(ValueError, match="window"):
@@ -130,7 +134,8 @@ def test_determinism_and_epochs(ds, index_of):
     c = read(stoker.Loader(ds, shuffle="full", seed=10, transform=path_of), index_of)
     assert a == b and a != c and sorted(a) == list(range(n))
     seq = stoker.Loader(ds, shuffle="sequential", transform=path_of)
-    assert read(seq, index_of) == list(range(n)) == read(seq, index_of)
+    storage = sorted(range(n), key=lambda i: (ds.stat(i)["chunk"], i))  # chunk after chunk
+    assert read(seq, index_of) == storage == read(seq, index_of)
 
     # A finished pass moves to the next epoch; set_epoch goes back.
     for mode in ("full", "chunk"):
@@ -492,3 +497,29 @@ def test_loader_does_not_warn_when_there_is_nothing_to_mix(tmp_path):
         # shuffle_unit says why.
         unit = stoker.shuffle_unit(stoker.Dataset(str(path)), window=2, batch_size=32)
         assert unit["mixes_well"] and unit["block_size"] == 0, (name, unit)
+
+
+def test_blocks_with_a_budget_smaller_than_a_block_and_a_window_larger_than_the_data(tmp_path):
+    """Edges of the shuffle unit: a memory budget below one block reads in pieces (warned about,
+    every sample once, never more than the budget held); a window larger than the dataset keeps
+    whole chunks (one window is everything)."""
+    import warnings
+
+    src = tmp_path / "src"
+    _class_tree(src, classes=20, per_class=40, size=1000)
+    dst = tmp_path / "by-path"
+    stoker.pack(str(src), str(dst), chunk_size=16384, order="path")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = stoker.Loader(str(dst), window=2, seed=4, memory_budget=1500)
+        paths = [path for _, _, path in loader]
+    assert loader.block_size > 1500
+    assert any("memory_budget" in str(w.message) for w in caught)
+    assert len(paths) == len(set(paths)) == 800
+    assert loader.stats()["peak_bytes_held"] <= 1500
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = stoker.Loader(str(dst), window=10_000, batch_size=32)
+    assert big.block_size == 0
+    assert len([p for b in big for _, _, p in b]) == 800
