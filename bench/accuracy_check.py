@@ -39,6 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("STOKER_BENCH_CACHE", "/var/tmp/stoker-bench"))
 
@@ -142,15 +145,10 @@ def train_one(dataset: Path, decoded: dict, test_x, test_y, *, mode: str, window
     for epoch in range(epochs):
         loader.set_epoch(epoch)
         for x, y in loader:
-            if schedule == "cosine":
-                for g in opt.param_groups:
-                    g["lr"] = 0.5 * lr * (1 + math.cos(math.pi * step / total_steps))
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
+            loss = benchlib.sgd_step(model, opt, loss_fn, x, y, lr=lr, step=step,
+                                     total_steps=total_steps, schedule=schedule)
             step += 1
-            diverged = diverged or not math.isfinite(loss.item())
+            diverged = diverged or not math.isfinite(loss)
             if epoch == 0:
                 classes_per_batch.append(len(torch.unique(y)))
     model.eval()

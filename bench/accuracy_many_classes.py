@@ -7,6 +7,7 @@ dataset as well as a full shuffle? Answered by training, with paired seeds.
     # options: --configs full,old-default,legacy-auto,tree-default,tar-default --seeds 10
     #          --jobs 2 --model bn|plain --hidden 256 --schedule cosine|constant --lr 0.1
     #          --per-class 130 --test-per-class 20 --noise 2.0 --data-seed 0 --chunk-size 16KiB
+    # more seeds later: --seeds 20 --seed-start 10 --configs full,tree-default --add-to EARLIER.json
 
 Data: SYNTHETIC (nothing is downloaded). 1000 classes in 64 dimensions; the class means
 mu_c ~ N(0, I_64) are drawn once from a fixed numpy seed (--data-seed); a sample of class c is
@@ -81,6 +82,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("STOKER_BENCH_CACHE", "/var/tmp/stoker-bench"))
@@ -291,15 +295,10 @@ def train_one(task: dict) -> dict:
                 classes_per_batch.append(len(np.unique(y.numpy())))
             if len(y) < 2 and task["model"] == "bn":
                 continue  # BatchNorm needs two samples (never with the default sizes)
-            if task["schedule"] == "cosine":
-                for g in opt.param_groups:
-                    g["lr"] = 0.5 * lr * (1 + math.cos(math.pi * step / total_steps))
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
+            loss = benchlib.sgd_step(model, opt, loss_fn, x, y, lr=lr, step=step,
+                                     total_steps=total_steps, schedule=task["schedule"])
             step += 1
-            diverged = diverged or not math.isfinite(loss.item())
+            diverged = diverged or not math.isfinite(loss)
         epoch_seconds.append(time.monotonic() - t)
     model.eval()
     with torch.no_grad():
@@ -389,7 +388,12 @@ def main() -> None:
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--schedule", choices=("cosine", "constant"), default="cosine")
     ap.add_argument("--epochs", type=int, default=6)
-    ap.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1, paired")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds S .. S+N-1, paired")
+    ap.add_argument("--seed-start", type=int, default=0,
+                    help="S: the first seed (runs are deterministic, so more seeds can be added "
+                         "by a later run)")
+    ap.add_argument("--add-to", nargs="*", default=[], metavar="RESULT_JSON",
+                    help="earlier results (same settings, other seeds) to summarize with")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     args = ap.parse_args()
 
@@ -426,7 +430,7 @@ def main() -> None:
               "dim": args.dim, "classes": args.classes, "lr": args.lr,
               "weight_decay": args.weight_decay, "schedule": args.schedule,
               "epochs": args.epochs}
-             for s in range(args.seeds) for c in configs]  # seed-major: partial runs are paired
+             for s in range(args.seed_start, args.seed_start + args.seeds) for c in configs]  # seed-major: partial runs are paired
     rows = []
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(args.jobs, initializer=_init_worker,
@@ -437,6 +441,17 @@ def main() -> None:
                 f"{r['config']:12s} seed {r['seed']}: acc {100 * r['accuracy']:.2f} %, "
                 f"{r['classes_per_batch_epoch0']:.1f} classes/batch, "
                 f"{statistics.mean(r['epoch_seconds']):.1f} s/epoch")
+    for earlier in args.add_to:
+        # Runs of an earlier result with the same settings and other seeds join the summary.
+        prev = json.loads(Path(earlier).read_text())
+        same = {k: v for k, v in prev["args"].items() if k not in ("seeds", "seed_start",
+                                                                  "configs", "jobs", "add_to")}
+        mine = {k: v for k, v in vars(args).items() if k in same}
+        if same != mine:
+            sys.exit(f"{earlier} was run with other settings: {same} vs {mine}")
+        seeds = {(r["config"], r["seed"]) for r in rows}
+        rows += [r for r in prev["rows"]
+                 if r["config"] in configs and (r["config"], r["seed"]) not in seeds]
     rows.sort(key=lambda r: (configs.index(r["config"]), r["seed"]))
     summary = summarize(rows, configs)
 

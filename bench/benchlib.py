@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -180,3 +181,18 @@ def save(name: str, result: dict) -> Path:
     out.write_text(json.dumps(result, indent=1) + "\n")
     log(f"results: {out}")
     return out
+
+
+def sgd_step(model, opt, loss_fn, x, y, *, lr: float, step: int, total_steps: int,
+             schedule: str) -> float:
+    """One training step of the accuracy benchmarks: the learning rate at `step` (constant, or
+    cosine decay from `lr` to 0 over `total_steps`), forward, backward, update. Returns the
+    loss (check it is finite: a diverged run)."""
+    if schedule == "cosine":
+        for g in opt.param_groups:
+            g["lr"] = 0.5 * lr * (1 + math.cos(math.pi * step / total_steps))
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()

@@ -100,6 +100,12 @@ def main():
           f"({with_source / seconds:.0f} images/s incl. comparing with the source files)")
     print(f"  read pipeline {stats['ranges']} range reads for {stats['samples']} samples "
           f"({stats['engine']}), waited {stats['consumer_wait_seconds']:.2f} s for data")
+    unit = stoker.shuffle_unit(ds, window=16, batch_size=images_loader.batch_size)
+    chosen = unit["chosen"]
+    read_unit = "whole chunks" if unit["block_size"] == 0 else f"blocks of {unit['block_size']} B"
+    print(f"  class mixing  {chosen['classes_per_batch']:.1f} classes per batch of "
+          f"{images_loader.batch_size} in chunk-shuffle order ({read_unit}), a full shuffle "
+          f"{chosen['full_classes_per_batch']:.1f}")
     print(f"  train batches {batches} batches of {images_loader.batch_size} "
           f"{', '.join(f'{s[0]} {s[1]}' for s in sorted(shapes))} in {image_seconds:.2f} s "
           f"({image_stats['samples'] / image_seconds:.0f} images/s on {image_stats['threads']} "

@@ -65,7 +65,8 @@ class ImageLoader(_Stream):
       mean, std: per-channel normalization of the [0, 1] values (float32 output).
       dtype: "float32" (normalized) or "uint8" (raw pixels, e.g. to normalize on the GPU).
       layout: "NCHW" (PyTorch's default) or "NHWC" (channels_last).
-      shuffle: "chunk" (default when training), "full" or "sequential" (default otherwise);
+      shuffle: "chunk" (default when training), "full" or "sequential" (default otherwise:
+        storage order, chunk after chunk — index order only for data packed with --order path);
         seed, window, block_size, drop_last, rank, world_size: as for stoker.Loader.
       threads: decode threads (default: the CPUs this process may use).
       prefetch_batches: batches made ahead of the consumer.

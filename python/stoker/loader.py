@@ -67,7 +67,7 @@ def choose_block_size(ds: Dataset, window: int, batch_size: int | None,
         head = (f"{ds.uri} stores its classes together: with window={window} whole chunks a "
                 f"batch of {batch} would hold ~{whole['classes_per_batch']:.0f} classes, where "
                 f"a full shuffle gives ~{whole['full_classes_per_batch']:.0f}, and training "
-                "loses accuracy (docs/benchmarks.md).")
+                "loses accuracy (docs/benchmarks.md §13).")
         if unit["mixes_well"]:
             per_chunk = max(1, unit["units_per_window"] // window)
             tail = (f" Reading it in blocks of {_human_bytes(unit['block_size'])} instead "

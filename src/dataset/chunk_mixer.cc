@@ -15,7 +15,7 @@ ChunkMixer::Placement ChunkMixer::Place(uint64_t bytes, uint64_t remaining_bytes
   const uint64_t needed =
       remaining_bytes == kUnknown ? kUnknown : bytes + std::min(remaining_bytes, kUnknown - bytes);
   // Open chunks until the open ones can take what remains (or every slot is in use).
-  for (uint32_t s = 0; s < slots_.size() && (free_ < needed || live_.empty()); ++s) {
+  for (uint32_t s = 0; live_.size() < slots_.size() && (free_ < needed || live_.empty()); ++s) {
     if (slots_[s].open) continue;
     slots_[s] = {true, 0};
     live_.push_back(s);

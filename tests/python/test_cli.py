@@ -340,3 +340,6 @@ def test_pack_is_mixed_by_default(tmp_path, stoker_cli):
                    "--order", "path", check=True)
         assert classes_per_chunk(tmp_path / f"{name}-path") <= 1.5, name
         assert classes_per_chunk(tmp_path / f"{name}-default") >= 3, name
+    bad = stoker_cli("pack", *shards, tmp_path / "bad", "--mix-memory", "lots")
+    assert bad.returncode == 2 and "--mix-memory" in bad.stderr
+    assert not (tmp_path / "bad").exists()
