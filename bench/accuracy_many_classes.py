@@ -393,7 +393,8 @@ def main() -> None:
                     help="S: the first seed (runs are deterministic, so more seeds can be added "
                          "by a later run)")
     ap.add_argument("--add-to", nargs="*", default=[], metavar="RESULT_JSON",
-                    help="earlier results (same settings, other seeds) to summarize with")
+                    help="earlier results with the same settings to summarize with (their runs "
+                         "of a (config, seed) this run also made are left out)")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each)")
     args = ap.parse_args()
 
@@ -450,8 +451,8 @@ def main() -> None:
         if same != mine:
             sys.exit(f"{earlier} was run with other settings: {same} vs {mine}")
         seeds = {(r["config"], r["seed"]) for r in rows}
-        rows += [r for r in prev["rows"]
-                 if r["config"] in configs and (r["config"], r["seed"]) not in seeds]
+        rows += [r for r in prev["rows"] if (r["config"], r["seed"]) not in seeds]
+    configs = [c for c in CONFIGS if any(r["config"] == c for r in rows)]
     rows.sort(key=lambda r: (configs.index(r["config"]), r["seed"]))
     summary = summarize(rows, configs)
 

@@ -108,6 +108,7 @@ int RunPack(const PackArgs& args) {
         {"files", s.files_total},   {"bytes", s.bytes_total},
         {"samples", s.samples},     {"classes", s.classes},
         {"chunks_added", s.chunks_added}, {"chunks", s.chunks_total},
+        {"open_chunks", s.open_chunks},
         {"snapshot_bytes", s.snapshot_bytes}, {"snapshot_bytes_per_file", per_file},
         {"seconds", s.seconds},
         {"files_per_second", s.seconds > 0 ? s.files_added / s.seconds : 0},

@@ -41,18 +41,24 @@ Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
   return dataset::Pack(**source, *storage, options);
 }
 
+// A size given as bytes or as text like "64MiB".
+uint64_t ByteSize(const std::variant<uint64_t, std::string>& size, const std::string& name) {
+  const auto* text = std::get_if<std::string>(&size);
+  if (!text) return std::get<uint64_t>(size);
+  uint64_t bytes = 0;
+  if (!ParseByteSize(*text, &bytes)) {
+    ThrowStatus(Status::InvalidArgument("bad " + name + " '" + *text + "' (e.g. 64MiB)"));
+  }
+  return bytes;
+}
+
 nb::dict Pack(const Sources& src,
               const std::string& dst, const std::variant<uint64_t, std::string>& chunk_size,
               bool append, const std::string& labels, int threads, const std::string& order,
-              uint64_t order_seed) {
+              uint64_t order_seed, const std::variant<uint64_t, std::string>& mix_memory) {
   dataset::PackOptions options;
-  if (const auto* text = std::get_if<std::string>(&chunk_size)) {
-    if (!ParseByteSize(*text, &options.chunk_bytes)) {
-      ThrowStatus(Status::InvalidArgument("bad chunk_size '" + *text + "' (e.g. 64MiB)"));
-    }
-  } else {
-    options.chunk_bytes = std::get<uint64_t>(chunk_size);
-  }
+  options.chunk_bytes = ByteSize(chunk_size, "chunk_size");
+  options.mix_memory_bytes = ByteSize(mix_memory, "mix_memory");
   if (labels != "auto" && labels != "none") {
     ThrowStatus(Status::InvalidArgument("labels must be 'auto' or 'none', not '" + labels + "'"));
   }
@@ -77,6 +83,7 @@ nb::dict Pack(const Sources& src,
   d["classes"] = s.classes;
   d["chunks_added"] = s.chunks_added;
   d["chunks"] = s.chunks_total;
+  d["open_chunks"] = s.open_chunks;
   d["snapshot_bytes"] = s.snapshot_bytes;
   d["seconds"] = s.seconds;
   return d;
@@ -109,12 +116,14 @@ void RegisterPack(nb::module_& m) {
   m.def("pack", &Pack, nb::arg("src"), nb::arg("dst"), nb::kw_only(),
         nb::arg("chunk_size") = std::string("64MiB"), nb::arg("append") = false,
         nb::arg("labels") = "auto", nb::arg("threads") = 0, nb::arg("order") = "shuffled",
-        nb::arg("order_seed") = 0,
+        nb::arg("order_seed") = 0, nb::arg("mix_memory") = std::string("2GiB"),
         "Packs a directory tree (labels from its first level) or a list of tar shards into the "
         "dataset at `dst`, as a new version (append=True adds to an existing one). chunk_size "
         "is bytes or a string like '64MiB'. order='shuffled' (the default) places files in chunks "
         "in a random order (seeded by order_seed) so that every chunk mixes classes; "
-        "order='path' keeps path (tree) or archive (tar) order. Returns a summary dict.");
+        "order='path' keeps path (tree) or archive (tar) order. mix_memory: tar input to S3: "
+        "memory for the part buffers of the chunks filled at once (32 MiB each). Returns a "
+        "summary dict (open_chunks: how many chunks were filled at once).");
   m.def("verify", &Verify, nb::arg("uri"),
         "Re-reads the current version and checks every CRC. Returns a report dict with 'ok', "
         "'problems', 'corrupt_chunks' and 'corrupt_files'; raises only if the dataset cannot be "

@@ -85,6 +85,7 @@ void RegisterSampler(nb::module_& m) {
               uint32_t window, bool drop_last, uint64_t block_size) {
              loader::SamplerOptions options = MakeOptions(mode, seed, window, drop_last);
              const Dataset& ds = UnwrapDataset(dataset);
+             ThrowIfError(loader::ValidateBlockSize(ds, block_size));
              std::vector<uint32_t> units;
              {
                nb::gil_scoped_release release;
@@ -153,6 +154,7 @@ void RegisterSampler(nb::module_& m) {
         const Dataset& ds = UnwrapDataset(dataset);
         if (window == 0) ThrowStatus(Status::InvalidArgument("window must hold at least one chunk"));
         if (batch_size == 0) ThrowStatus(Status::InvalidArgument("batch_size must be at least 1"));
+        if (block_size) ThrowIfError(loader::ValidateBlockSize(ds, *block_size));
         loader::ShuffleUnit unit;
         {
           nb::gil_scoped_release release;

@@ -56,6 +56,8 @@ def choose_block_size(ds: Dataset, window: int, batch_size: int | None,
     if block_size is not None:
         if int(block_size) < 0:
             raise ValueError(f"block_size must be >= 0 (0: whole chunks), not {block_size}")
+        if int(block_size) > 0:
+            shuffle_unit(ds, window, batch, int(block_size))  # ValueError below the mean sample
         return int(block_size)
     unit = shuffle_unit(ds, window, batch)
     whole, chosen = unit["whole_chunks"], unit["chosen"]
@@ -68,7 +70,11 @@ def choose_block_size(ds: Dataset, window: int, batch_size: int | None,
                 f"batch of {batch} would hold ~{whole['classes_per_batch']:.0f} classes, where "
                 f"a full shuffle gives ~{whole['full_classes_per_batch']:.0f}, and training "
                 "loses accuracy (docs/benchmarks.md §13).")
-        if unit["mixes_well"]:
+        if unit["block_size"] == 0:
+            tail = (" Its chunks hold too few samples to be cut into blocks. Pack it in mixed "
+                    "order (`stoker pack SRC DST`, the default --order shuffled), raise window, "
+                    "or use shuffle='full'.")
+        elif unit["mixes_well"]:
             per_chunk = max(1, unit["units_per_window"] // window)
             tail = (f" Reading it in blocks of {_human_bytes(unit['block_size'])} instead "
                     f"(~{chosen['classes_per_batch']:.0f} classes per batch; {per_chunk}x the read "
@@ -287,6 +293,9 @@ class _Stream:
             if key not in state:
                 raise ValueError(f"not a stoker loader state: no '{key}'")
         mine = self._state(0)
+        if self._shuffle == "chunk" and "block_size" not in state:
+            # Saved before block_size existed: its order was built from whole chunks.
+            state = {**state, "block_size": 0}
         for key in _ORDER_KEYS:
             if key in state and state[key] != mine[key] and not (
                     key in _CHUNK_KEYS and self._shuffle != "chunk"):

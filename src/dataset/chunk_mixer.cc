@@ -14,9 +14,12 @@ uint64_t ChunkMixer::Room(uint32_t slot) const {
 ChunkMixer::Placement ChunkMixer::Place(uint64_t bytes, uint64_t remaining_bytes) {
   const uint64_t needed =
       remaining_bytes == kUnknown ? kUnknown : bytes + std::min(remaining_bytes, kUnknown - bytes);
-  // Open chunks until the open ones can take what remains (or every slot is in use).
-  for (uint32_t s = 0; live_.size() < slots_.size() && (free_ < needed || live_.empty()); ++s) {
-    if (slots_[s].open) continue;
+  // Open a chunk when the open ones cannot take what remains (and a slot is free). One per
+  // sample at most: the estimate of what remains is rough early on (a few bytes of input read),
+  // and a chunk opened too many ends part-filled, while one opened a little late costs nothing.
+  if (live_.size() < slots_.size() && (free_ < needed || live_.empty())) {
+    uint32_t s = 0;
+    while (slots_[s].open) ++s;
     slots_[s] = {true, 0};
     live_.push_back(s);
     free_ += chunk_bytes_;
@@ -57,15 +60,6 @@ ChunkMixer::Placement ChunkMixer::Continue(uint64_t bytes) {
   free_ -= std::min(bytes, Room(p.slot));
   slot.used += bytes;
   return p;
-}
-
-std::vector<uint32_t> ChunkMixer::OpenSlots() const {
-  std::vector<uint32_t> open;
-  for (uint32_t s : live_) {
-    if (slots_[s].used > 0) open.push_back(s);
-  }
-  std::sort(open.begin(), open.end());
-  return open;
 }
 
 }  // namespace stoker::dataset

@@ -7,9 +7,13 @@
 // then holds ~K x (samples per chunk) / (samples per class) classes instead of one or two. The
 // policy only decides slots; the packer owns the chunk writers.
 //
-// Near the end of the input no new chunk is opened while the open ones can still take what
-// remains, so a small input gets ceil(bytes / chunk size) chunks, not K part-filled ones.
-// Deterministic: the choice depends only on the seed and the sequence of calls.
+// A chunk is opened (one per sample at most) only while the open ones cannot take what remains
+// of the input, so a small input gets about ceil(bytes / chunk size) chunks, not K part-filled
+// ones.
+// Deterministic: the choice depends only on the seed and the sequence of calls (the packer's
+// calls carry an estimate of the input left, and its K depends on the file descriptors and
+// write-buffer memory it may use, so a layout is reproducible on like machines, not everywhere;
+// `pack --json` reports K as open_chunks).
 #pragma once
 
 #include <cstdint>
@@ -37,9 +41,6 @@ class ChunkMixer {
   // Where the next file of the same sample goes: the chunk of the previous placement (a new one
   // in the same slot when that is full), so a sample's files stay together.
   Placement Continue(uint64_t bytes);
-
-  // Slots holding a chunk with at least one sample: what is left to finish at the end.
-  std::vector<uint32_t> OpenSlots() const;
 
  private:
   struct Slot {

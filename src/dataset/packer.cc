@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <chrono>
 #include <ctime>
 #include <unordered_set>
@@ -21,34 +22,43 @@ namespace stoker::dataset {
 namespace {
 
 constexpr uint64_t kMinChunkBytes = 4096;
-constexpr rlim_t kSpareDescriptors = 128;  // for everything but chunk files
+constexpr uint64_t kSpareDescriptors = 64;  // for what else the pack opens (sources, snapshot)
 constexpr uint64_t kChunkFixedBytes = format::kChunkHeaderSize + format::kChunkFooterSize;
 
+// Descriptors this process holds now.
+uint64_t OpenDescriptors() {
+  std::error_code ec;
+  uint64_t n = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
 // How many chunks to fill at once: what the options ask, within the memory the destination's
-// write buffers take (S3 holds parts in memory) and the file descriptors the process may open.
+// write buffers take (S3 holds parts in memory) and the file descriptors left to the process
+// (local chunk files hold one each; the soft limit is raised as far as the hard one allows).
 uint32_t OpenChunks(const PackOptions& options, const Storage& dst) {
   if (!options.tar_input) return 1;  // a tree's files come permuted by the source already
   uint64_t open = std::max(1u, options.open_chunks);
   if (const uint64_t buffer = dst.WriteBufferBytes(); buffer > 0) {
     open = std::min(open, std::max<uint64_t>(1, options.mix_memory_bytes / buffer));
   }
-  if (open > 1) {
-    // Local chunk files each hold a descriptor: raise the soft limit as far as the hard one.
-    struct rlimit limit;
-    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
-      const rlim_t want = open + kSpareDescriptors;
-      if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < want) {
-        limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? want : std::min(want, limit.rlim_max);
-        (void)::setrlimit(RLIMIT_NOFILE, &limit);
-        (void)::getrlimit(RLIMIT_NOFILE, &limit);
-      }
-      if (limit.rlim_cur != RLIM_INFINITY) {
-        open = std::min<uint64_t>(
-            open, limit.rlim_cur > 2 * kSpareDescriptors ? limit.rlim_cur - kSpareDescriptors : 1);
-      }
-    }
+  if (open <= 1) return 1;
+  const uint64_t reserved = OpenDescriptors() + kSpareDescriptors;
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return static_cast<uint32_t>(open);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < open + reserved) {
+    limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? open + reserved
+                                                     : std::min<rlim_t>(open + reserved, limit.rlim_max);
+    (void)::setrlimit(RLIMIT_NOFILE, &limit);
+    (void)::getrlimit(RLIMIT_NOFILE, &limit);
   }
-  return static_cast<uint32_t>(open);
+  if (limit.rlim_cur != RLIM_INFINITY) {
+    open = std::min<uint64_t>(open, limit.rlim_cur > reserved ? limit.rlim_cur - reserved : 1);
+  }
+  return static_cast<uint32_t>(std::max<uint64_t>(1, open));
 }
 
 // WebDataset class labels: a ".cls" member holding a decimal integer.
@@ -197,7 +207,7 @@ class ChunkSet {
 };
 
 // Payload still to come, estimated from the source's input bytes (compressed for .tar.gz) and
-// the payload those gave so far.
+// the payload those gave so far (`payload_so_far` includes the item just read).
 uint64_t RemainingPayload(const PackSource& source, uint64_t payload_so_far) {
   const uint64_t total = source.total_bytes(), consumed = source.consumed_bytes();
   if (total == 0) return ChunkMixer::kUnknown;
@@ -241,8 +251,9 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
                              format::SampleKeyOf(spec.entries.back().path) ==
                                  format::SampleKeyOf(item->path);
     uint32_t chunk_number = 0;
-    auto ref = chunks.Add(item->bytes, RemainingPayload(source, payload_so_far), same_sample,
-                          &chunk_number);
+    const uint64_t entry_bytes = item->bytes.size() + format::kChunkIndexEntrySize;
+    const uint64_t remaining = RemainingPayload(source, payload_so_far + entry_bytes);
+    auto ref = chunks.Add(item->bytes, remaining, same_sample, &chunk_number);
     if (!ref) return Err(ref.error().WithContext(item->path));
     format::SnapshotEntry e;
     e.chunk = base_chunks + chunk_number;
@@ -260,7 +271,7 @@ Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions
     spec.entries.push_back(std::move(e));
     ++summary.files_added;
     summary.bytes_added += ref->length;
-    payload_so_far += ref->length + format::kChunkIndexEntrySize;
+    payload_so_far += entry_bytes;
     if (options.progress) {
       progress.files_done = summary.files_added;
       progress.bytes_done = summary.bytes_added;
@@ -364,9 +375,11 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   const uint64_t version = base.version + 1;
   if (version >= (1ull << 32)) return Err(Status::ResourceExhausted("too many versions"));
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(kChunksDir));
-  ChunkSet chunks(dst, version, options.chunk_bytes, OpenChunks(options, dst),
+  const uint32_t open_chunks = OpenChunks(options, dst);
+  ChunkSet chunks(dst, version, options.chunk_bytes, open_chunks,
                   DeriveSeed({options.mix_seed, version}));
   auto summary = PackInto(source, dst, options, chunks, base, version);
+  if (summary) summary->open_chunks = open_chunks;
   if (!summary) {
     // Only chunk files of an unpublished version are removed; if publishing itself failed
     // half-way, MANIFEST still names the previous version, which never references them.

@@ -59,6 +59,9 @@ struct PackSummary {
   uint64_t files_added = 0, bytes_added = 0;
   uint64_t files_total = 0, bytes_total = 0;  // in the new version
   uint64_t chunks_added = 0, chunks_total = 0;
+  // Chunks filled at once (tar input, mixed order: up to PackOptions::open_chunks, fewer where
+  // write-buffer memory or file descriptors are short); 1: input order.
+  uint32_t open_chunks = 1;
   uint64_t snapshot_bytes = 0;
   uint32_t classes = 0;
   uint32_t samples = 0;
@@ -67,8 +70,9 @@ struct PackSummary {
 
 Result<PackSummary> Pack(PackSource& source, Storage& destination, const PackOptions& options);
 
-// Where files land in chunks.
-//   kMixed (the default, "shuffled"): every chunk holds a random mix of the input, so
+// Where files land in chunks (`stoker pack --order`; the CLI's and stoker.pack's default is
+// kMixed; PackOptions and DirectorySourceOptions alone give input order).
+//   kMixed ("shuffled"): every chunk holds a random mix of the input, so
 //     chunk-wise shuffle mixes classes with any window: a tree's files are permuted; tar input
 //     is spread over kMixOpenChunks chunks filled at once (bounded memory).
 //   kInput ("path"): path order for trees (class by class for ImageFolder), archive order for
@@ -77,7 +81,8 @@ Result<PackSummary> Pack(PackSource& source, Storage& destination, const PackOpt
 enum class StorageOrder : uint8_t { kMixed, kInput };
 inline constexpr uint32_t kMixOpenChunks = 1024;
 Result<StorageOrder> ParseStorageOrder(std::string_view name);  // "shuffled" | "path"
-// Sets what gives `order`; `seed` chooses the mix (the version is mixed in by Pack).
+// Sets what gives `order`; `seed` chooses the mix (a tree's permutation, and with the version
+// the tar mixer's choices).
 void SetStorageOrder(StorageOrder order, uint64_t seed, DirectorySourceOptions* source,
                      PackOptions* pack);
 

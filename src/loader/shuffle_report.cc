@@ -91,11 +91,11 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
 Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
                                                 const ShuffleReportOptions& options) {
   const auto& snap = dataset.snapshot();
-  std::vector<int32_t> labels(snap.sample_count());
-  for (uint32_t s = 0; s < snap.sample_count(); ++s) labels[s] = snap.sample_label(s);
+  const std::vector<int32_t> labels = SampleLabels(dataset);
+  const std::vector<uint32_t> sample_chunks = SampleChunks(dataset);
   std::vector<uint64_t> chunk_bytes(snap.chunk_count());
   for (uint32_t c = 0; c < snap.chunk_count(); ++c) chunk_bytes[c] = snap.chunk(c).file_size;
-  STOKER_ASSIGN_OR_RETURN(auto rows, ShuffleReport(labels, SampleChunks(dataset), chunk_bytes,
+  STOKER_ASSIGN_OR_RETURN(auto rows, ShuffleReport(labels, sample_chunks, chunk_bytes,
                                                    snap.dataset_version(), options));
 
   // The loader's default: chunk mode over the unit it would choose.
@@ -106,7 +106,7 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
   o.window_chunks = unit.units_per_window;
   const std::vector<uint32_t> units = SampleUnits(dataset, unit.block_bytes);
   STOKER_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(units, snap.dataset_version(), o));
-  OrderMetrics m = MeasureOrder(sampler.GlobalOrder(options.epoch, 1), labels, SampleChunks(dataset),
+  OrderMetrics m = MeasureOrder(sampler.GlobalOrder(options.epoch, 1), labels, sample_chunks,
                                 options.batch_size);
   m.mode = ShuffleMode::kChunk;
   m.window_chunks = options.default_window;

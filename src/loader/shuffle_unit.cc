@@ -5,6 +5,8 @@
 #include <numeric>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "common/random.h"
 #include "format/snapshot.h"
 #include "loader/sampler.h"
@@ -23,6 +25,9 @@ std::vector<SamplePlace> SamplePlaces(const format::Snapshot& snap) {
   }
   return places;
 }
+
+// start × blocks can pass 2^64 for chunks of several GiB cut into many blocks.
+__extension__ using Uint128 = unsigned __int128;
 
 // Samples grouped by unit (CSR): begin[u] .. begin[u + 1] index into `members`.
 struct Groups {
@@ -43,8 +48,10 @@ Groups GroupBy(std::span<const uint32_t> key, uint32_t key_count) {
 // P(a batch of b drawn without replacement from p samples misses all n of one label).
 double MissProbability(double p, double n, double b) {
   if (p - n < b) return 0;
-  return std::exp(std::lgamma(p - n + 1) - std::lgamma(p - n - b + 1) - std::lgamma(p + 1) +
-                  std::lgamma(p - b + 1));
+  // lgamma_r: std::lgamma writes the global signgam, and loaders may estimate concurrently.
+  int sign = 0;
+  return std::exp(::lgamma_r(p - n + 1, &sign) - ::lgamma_r(p - n - b + 1, &sign) -
+                  ::lgamma_r(p + 1, &sign) + ::lgamma_r(p - b + 1, &sign));
 }
 
 double ExpectedDistinct(std::span<const uint32_t> counts, uint64_t pool, uint32_t batch_size) {
@@ -81,6 +88,19 @@ std::vector<uint32_t> SampleUnits(std::span<const SamplePlace> places, uint32_t 
   for (size_t s = 0; s < places.size(); ++s) chunk_of[s] = places[s].chunk;
   if (block_bytes == 0) return chunk_of;
   Groups by_chunk = GroupBy(chunk_of, chunk_count);
+  std::vector<uint64_t> payload(chunk_count, 0);
+  for (const SamplePlace& p : places) payload[p.chunk] += p.bytes;
+  auto blocks_of = [&](uint32_t c) {
+    return std::max<uint64_t>(1, (payload[c] + block_bytes - 1) / block_bytes);
+  };
+  // Unit ids are u32: a block size so small that they would not fit grows until they do.
+  uint64_t total_blocks = 0;
+  for (uint32_t c = 0; c < chunk_count; ++c) total_blocks += blocks_of(c);
+  if (total_blocks >= UINT32_MAX) {
+    uint64_t total = 0;
+    for (uint64_t b : payload) total += b;
+    block_bytes = std::max(block_bytes, total / (UINT32_MAX / 2 - chunk_count) + 1);
+  }
   std::vector<uint32_t> units(places.size());
   uint64_t next_unit = 0;
   for (uint32_t c = 0; c < chunk_count; ++c) {
@@ -89,13 +109,14 @@ std::vector<uint32_t> SampleUnits(std::span<const SamplePlace> places, uint32_t 
     if (members.empty()) continue;
     std::sort(members.begin(), members.end(),
               [&](uint32_t a, uint32_t b) { return places[a].offset < places[b].offset; });
-    uint64_t payload = 0;
-    for (uint32_t s : members) payload += places[s].bytes;
-    const uint64_t blocks = std::max<uint64_t>(1, (payload + block_bytes - 1) / block_bytes);
+    const uint64_t blocks = blocks_of(c);
     uint64_t start = 0;  // the sample's first byte within the chunk's payload
     for (uint32_t s : members) {
-      const uint64_t block = payload == 0 ? 0 : std::min(blocks - 1, start * blocks / payload);
-      units[s] = static_cast<uint32_t>(next_unit + block);
+      const auto block =
+          payload[c] == 0
+              ? 0
+              : static_cast<uint64_t>(static_cast<Uint128>(start) * blocks / payload[c]);
+      units[s] = static_cast<uint32_t>(next_unit + std::min(blocks - 1, block));
       start += places[s].bytes;
     }
     next_unit += blocks;
@@ -104,6 +125,17 @@ std::vector<uint32_t> SampleUnits(std::span<const SamplePlace> places, uint32_t 
 }
 
 namespace {
+
+// The mean payload of a chunk: what a whole-chunk unit holds, and what blocks divide. `total` is
+// the bytes of all samples (= of all files: every file belongs to one sample).
+uint64_t MeanChunkBytes(uint64_t total, uint32_t chunks) { return total / std::max(1u, chunks); }
+
+// Whether an estimate counts as mixed like a full shuffle. Compared in per-mille, so that a libm
+// rounding its last bit differently on another host cannot flip the choice (every rank makes it
+// on its own).
+bool MixesWell(const MixingEstimate& m) {
+  return !m.labelled || std::llround(m.ratio() * 1000) >= std::llround(kMixingTarget * 1000);
+}
 
 uint64_t TotalBytes(const SampleLayout& layout) {
   uint64_t total = 0;
@@ -115,7 +147,7 @@ uint64_t TotalBytes(const SampleLayout& layout) {
 uint32_t UnitsPerWindow(uint64_t total, uint32_t chunks, uint32_t window_chunks,
                         uint64_t block_bytes) {
   if (block_bytes == 0) return window_chunks;
-  const uint64_t mean_chunk = total / std::max(1u, chunks);
+  const uint64_t mean_chunk = MeanChunkBytes(total, chunks);
   const uint64_t per_chunk = std::max<uint64_t>(1, (mean_chunk + block_bytes - 1) / block_bytes);
   return static_cast<uint32_t>(std::min<uint64_t>(UINT32_MAX, window_chunks * per_chunk));
 }
@@ -214,7 +246,7 @@ ShuffleUnit FixedShuffleUnit(const SampleLayout& layout, uint32_t window_chunks,
                                        : EstimateMixing(layout.labels,
                                                         SampleUnits(layout.places, layout.chunk_count, 0),
                                                         window_chunks, batch_size);
-  unit.mixes_well = !unit.chosen.labelled || unit.chosen.ratio() >= kMixingTarget;
+  unit.mixes_well = MixesWell(unit.chosen);
   return unit;
 }
 
@@ -223,7 +255,7 @@ ShuffleUnit ChooseShuffleUnit(const SampleLayout& layout, uint32_t window_chunks
   ShuffleUnit unit = FixedShuffleUnit(layout, window_chunks, batch_size, 0);
   if (unit.mixes_well) return unit;
   const uint64_t total = TotalBytes(layout);
-  const uint64_t mean_chunk = total / std::max(1u, layout.chunk_count);
+  const uint64_t mean_chunk = MeanChunkBytes(total, layout.chunk_count);
   const uint64_t mean_sample = total / std::max<uint64_t>(1, layout.places.size());
   for (uint32_t k : kBlocksPerChunk) {
     const uint64_t block = (mean_chunk + k - 1) / k;
@@ -232,10 +264,22 @@ ShuffleUnit ChooseShuffleUnit(const SampleLayout& layout, uint32_t window_chunks
     unit.units_per_window = UnitsPerWindow(layout, window_chunks, block);
     unit.chosen = EstimateMixing(layout.labels, SampleUnits(layout.places, layout.chunk_count, block),
                                  unit.units_per_window, batch_size);
-    unit.mixes_well = unit.chosen.ratio() >= kMixingTarget;
+    unit.mixes_well = MixesWell(unit.chosen);
     if (unit.mixes_well) break;
   }
   return unit;
+}
+
+Status ValidateBlockSize(const Dataset& dataset, uint64_t block_bytes) {
+  const auto& snap = dataset.snapshot();
+  const uint64_t mean_sample = snap.total_bytes() / std::max(1u, snap.sample_count());
+  if (block_bytes != 0 && block_bytes < mean_sample) {
+    return Status::InvalidArgument(fmt::format(
+        "block_size {} is smaller than the mean sample ({} bytes): use 0 (whole chunks), None "
+        "(chosen from the labels) or at least {}",
+        block_bytes, mean_sample, mean_sample));
+  }
+  return Status::OK();
 }
 
 ShuffleUnit FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size,

@@ -68,12 +68,17 @@ struct ShuffleUnit {
   uint32_t units_per_window = 0;
   MixingEstimate whole_chunks;  // what whole chunks would give
   MixingEstimate chosen;
-  bool mixes_well = true;  // chosen reaches kMixingTarget of a full shuffle (or nothing to mix)
+  // chosen reaches kMixingTarget of a full shuffle, compared in per-mille (or nothing to mix)
+  bool mixes_well = true;
 };
 
 // Whole chunks when they mix well enough; else the largest block of kBlocksPerChunk that does;
 // else the smallest, with mixes_well = false.
 ShuffleUnit ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size);
+
+// An explicit block size must be 0 (whole chunks) or at least the mean sample: smaller blocks
+// hold no sample each and only multiply the units. InvalidArgument otherwise.
+Status ValidateBlockSize(const Dataset& dataset, uint64_t block_bytes);
 
 // The same for an explicit block size (0: whole chunks).
 ShuffleUnit FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size,

@@ -49,6 +49,12 @@ class S3WritableFile : public WritableFile {
 
   Status Append(std::span<const std::byte> data) override {
     if (closed_) return Status::InvalidArgument(Name() + ": append after close");
+    // Grow to at most two parts (plus what one append brings), not by doubling past them:
+    // `pack` keeps many writers open at once and budgets 2 parts each (WriteBufferBytes).
+    if (buffer_.size() + data.size() > buffer_.capacity()) {
+      buffer_.reserve(std::max(buffer_.size() + data.size(),
+                               std::min<size_t>(2 * buffer_.capacity(), 2 * kPartBytes)));
+    }
     buffer_.insert(buffer_.end(), data.begin(), data.end());
     while (buffer_.size() >= 2 * kPartBytes) {  // keep the last part for Close
       STOKER_RETURN_IF_ERROR(UploadPart(std::span(buffer_).first(kPartBytes)));

@@ -462,6 +462,14 @@ def test_loader_mixes_class_ordered_data_by_default_and_warns_once(tmp_path):
     assert state["block_size"] == loader.block_size
     with pytest.raises(ValueError, match="block_size"):
         stoker.Loader(str(dst), batch_size=32, window=2, seed=1, block_size=0).load_state_dict(state)
+    # A state saved before block_size existed was read in whole chunks: refused by a loader
+    # that reads blocks, taken by one that reads whole chunks.
+    old_state = {k: v for k, v in state.items() if k != "block_size"}
+    with pytest.raises(ValueError, match="block_size"):
+        loader.load_state_dict(old_state)
+    stoker.Loader(str(dst), batch_size=32, window=2, seed=1, block_size=0).load_state_dict(old_state)
+    with pytest.raises(ValueError, match="mean sample"):
+        stoker.Loader(str(dst), window=2, block_size=100)
 
     # Ranks still split the epoch exactly.
     seen = []
