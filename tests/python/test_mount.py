@@ -310,24 +310,21 @@ def test_corrupt_file_gives_eio_and_others_still_read(dataset, source, cli, tmp_
     _, files = source
     bad_ds = tmp_path / "ds"
     shutil.copytree(dataset, bad_ds)
-    small, big = "class00/f0002.jpg", "class01/big file.bin"
-    chunk, offset, size = _location(cli, bad_ds, small)
-    assert size > 100
-    _flip_byte(bad_ds, chunk, offset + size // 2)
+    big = "class01/big file.bin"
     big_chunk, big_offset, _ = _location(cli, bad_ds, big)
-    _flip_byte(bad_ds, big_chunk, big_offset + BIG - 7)  # near the end: found only by the CRC
-    same_chunk = other_chunk = None
+    # Files land in chunks in a mixed order: damage a file that shares its chunk with another
+    # (same_chunk), and find one in a third chunk (other_chunk).
+    by_chunk: dict[str, list[str]] = {}
     for rel in sorted(files):
-        if rel in (small, big) or not files[rel]:
-            continue
-        c = _location(cli, bad_ds, rel)[0]
-        if c == chunk and same_chunk is None:
-            same_chunk = rel
-        elif c not in (chunk, big_chunk) and other_chunk is None:
-            other_chunk = rel
-        if same_chunk and other_chunk:
-            break
-    assert same_chunk and other_chunk
+        if rel != big and len(files[rel]) > 100:
+            by_chunk.setdefault(_location(cli, bad_ds, rel)[0], []).append(rel)
+    chunk = next(c for c, names in sorted(by_chunk.items()) if len(names) >= 2)
+    small, same_chunk = by_chunk[chunk][:2]
+    other_chunk = next(names[0] for c, names in sorted(by_chunk.items())
+                       if c not in (chunk, big_chunk))
+    _, offset, size = _location(cli, bad_ds, small)
+    _flip_byte(bad_ds, chunk, offset + size // 2)
+    _flip_byte(bad_ds, big_chunk, big_offset + BIG - 7)  # near the end: found only by the CRC
 
     with Mount(cli, bad_ds, tmp_path / "mnt", "--buffer-limit", buffer_limit) as m:
         for rel in (small, big):
