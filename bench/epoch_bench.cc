@@ -188,9 +188,8 @@ EpochResult RunDataset(const Flags& f) {
   } else if (!ParseByteSize(f.block, &block)) {
     Die(fmt::format("bad --block '{}' (auto, 0, or a size)", f.block));
   }
-  sampler_options.window_chunks = loader::UnitsPerWindow(*dataset, f.window, block);
-  auto sampler = loader::Sampler::Create(loader::SampleUnits(*dataset, block), dataset->version(),
-                                         sampler_options);
+  sampler_options.window_chunks = f.window;
+  auto sampler = loader::CreateSampler(*dataset, sampler_options, block);
   if (!sampler) Die(sampler.error().ToString());
   std::vector<uint32_t> plan =
       sampler->PlanRank({.epoch = f.epoch, .position = 0, .planned_world_size = 1}, 1, 0).samples;

@@ -83,16 +83,15 @@ void RegisterSampler(nb::module_& m) {
       .def("__init__",
            [](Sampler* self, nb::handle dataset, const std::string& mode, uint64_t seed,
               uint32_t window, bool drop_last, uint64_t block_size) {
-             loader::SamplerOptions options = MakeOptions(mode, seed, window, drop_last);
+             const loader::SamplerOptions options = MakeOptions(mode, seed, window, drop_last);
              const Dataset& ds = UnwrapDataset(dataset);
              ThrowIfError(loader::ValidateBlockSize(ds, block_size));
-             std::vector<uint32_t> units;
+             Result<Sampler> sampler = Err(Status::Internal("unset"));
              {
                nb::gil_scoped_release release;
-               units = loader::SampleUnits(ds, block_size);
-               if (window > 0) options.window_chunks = loader::UnitsPerWindow(ds, window, block_size);
+               sampler = loader::CreateSampler(ds, options, block_size);
              }
-             new (self) Sampler(CreateSampler(std::move(units), ds.version(), options));
+             new (self) Sampler(ValueOrThrow(std::move(sampler)));
            },
            nb::arg("dataset"), nb::kw_only(), nb::arg("mode") = "chunk", nb::arg("seed") = 0,
            nb::arg("window") = 16, nb::arg("drop_last") = false, nb::arg("block_size") = 0,

@@ -56,9 +56,7 @@ def choose_block_size(ds: Dataset, window: int, batch_size: int | None,
     if block_size is not None:
         if int(block_size) < 0:
             raise ValueError(f"block_size must be >= 0 (0: whole chunks), not {block_size}")
-        if int(block_size) > 0:
-            shuffle_unit(ds, window, batch, int(block_size))  # ValueError below the mean sample
-        return int(block_size)
+        return int(block_size)  # checked when the loader builds its Sampler
     unit = shuffle_unit(ds, window, batch)
     whole, chosen = unit["whole_chunks"], unit["chosen"]
     if unit["block_size"] == 0 and unit["mixes_well"]:
@@ -154,6 +152,8 @@ class _Stream:
         self._ds: Dataset | None = ds
         self._sampler: Sampler | None = None
         self._pid = os.getpid()
+        if self._block_size:
+            self._handles()  # a bad explicit block_size fails here, not at the first pass
         self._epoch = 0
         self._position = 0
         self._planned = self._world_size

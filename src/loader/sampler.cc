@@ -90,23 +90,19 @@ std::vector<uint32_t> Sampler::GlobalOrder(uint64_t epoch, uint32_t world_size) 
   // Samples grouped by chunk (CSR), in storage order within a chunk.
   const uint32_t max_chunk =
       n == 0 ? 0 : *std::max_element(sample_chunks_.begin(), sample_chunks_.end());
-  std::vector<uint32_t> chunk_begin(max_chunk + 2, 0);
-  for (uint32_t c : sample_chunks_) ++chunk_begin[c + 1];
-  std::partial_sum(chunk_begin.begin(), chunk_begin.end(), chunk_begin.begin());
-  std::vector<uint32_t> samples_by_chunk(n);
-  std::vector<uint32_t> fill(chunk_begin.begin(), chunk_begin.end() - 1);
-  for (uint32_t s = 0; s < n; ++s) samples_by_chunk[fill[sample_chunks_[s]]++] = s;
+  SampleGroups groups = GroupByUnit(sample_chunks_, max_chunk + 1);
+  const std::vector<uint32_t>& chunk_begin = groups.begin;
 
   if (options_.mode == ShuffleMode::kSequential) {
     // Storage order, chunk after chunk: with files placed in chunks in a mixed order, index
     // order would read every chunk a little at a time.
-    return samples_by_chunk;
+    return std::move(groups.members);
   }
   const std::vector<uint32_t> chunks = ChunkOrder(epoch, world_size);
   Pcg32 rng(EpochSeed(options_.seed, epoch, version_, kSaltSamples));
   const uint32_t ranks = std::max(1u, world_size);
   if (ranks == 1) {
-    AppendWindows(chunks, options_.window_chunks, chunk_begin, samples_by_chunk, rng, &order);
+    AppendWindows(chunks, options_.window_chunks, chunk_begin, groups.members, rng, &order);
     return order;
   }
 
@@ -121,7 +117,7 @@ std::vector<uint32_t> Sampler::GlobalOrder(uint64_t epoch, uint32_t world_size) 
   }
   std::vector<std::vector<uint32_t>> streams(ranks);
   for (uint32_t r = 0; r < ranks; ++r) {
-    AppendWindows(rank_chunks[r], options_.window_chunks, chunk_begin, samples_by_chunk, rng,
+    AppendWindows(rank_chunks[r], options_.window_chunks, chunk_begin, groups.members, rng,
                   &streams[r]);
   }
   // Even out the streams (rank r gets n/R, plus one for r < n mod R) by moving the tails of
@@ -172,6 +168,17 @@ Sampler::RankPlan Sampler::PlanRank(const SamplerState& state, uint32_t world_si
     }
   }
   return plan;
+}
+
+SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count) {
+  SampleGroups g;
+  g.begin.assign(static_cast<size_t>(unit_count) + 1, 0);
+  for (uint32_t u : units) ++g.begin[u + 1];
+  std::partial_sum(g.begin.begin(), g.begin.end(), g.begin.begin());
+  g.members.resize(units.size());
+  std::vector<uint32_t> fill(g.begin.begin(), g.begin.end() - 1);
+  for (uint32_t s = 0; s < units.size(); ++s) g.members[fill[units[s]]++] = s;
+  return g;
 }
 
 std::vector<uint32_t> SampleChunks(const Dataset& dataset) {

@@ -92,6 +92,13 @@ class Sampler {
   SamplerOptions options_;
 };
 
+// Samples grouped by unit (CSR, ascending sample index within a unit): unit u's samples are
+// members[begin[u] .. begin[u + 1]). `units[s]` < unit_count for every sample s.
+struct SampleGroups {
+  std::vector<uint32_t> begin, members;
+};
+SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count);
+
 // The chunk holding each sample's first file, from the dataset's snapshot: the `sample_chunks`
 // input of Sampler::Create. O(samples), no I/O beyond the already-mapped snapshot.
 std::vector<uint32_t> SampleChunks(const Dataset& dataset);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <unordered_map>
 
@@ -9,6 +10,20 @@
 #include "loader/shuffle_unit.h"
 
 namespace stoker::loader {
+
+namespace {
+
+// The bytes of the `count` largest chunks: the memory a window of `count` chunks may need.
+uint64_t LargestChunksBytes(std::vector<uint64_t> chunk_bytes, size_t count) {
+  count = std::min(count, chunk_bytes.size());
+  std::partial_sort(chunk_bytes.begin(), chunk_bytes.begin() + static_cast<ptrdiff_t>(count),
+                    chunk_bytes.end(), std::greater<>());
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < count; ++i) bytes += chunk_bytes[i];
+  return bytes;
+}
+
+}  // namespace
 
 OrderMetrics MeasureOrder(const std::vector<uint32_t>& order, const std::vector<int32_t>& labels,
                           const std::vector<uint32_t>& sample_chunks, uint32_t batch_size) {
@@ -71,10 +86,7 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
     m.mode = mode;
     m.window_chunks = mode == ShuffleMode::kChunk ? window : 0;
     // Memory to hold one window: the W largest chunks (an upper bound for any window).
-    std::vector<uint64_t> sizes = chunk_bytes;
-    std::sort(sizes.rbegin(), sizes.rend());
-    const size_t held = mode == ShuffleMode::kChunk ? std::min<size_t>(window, sizes.size()) : 0;
-    for (size_t i = 0; i < held; ++i) m.window_bytes += sizes[i];
+    m.window_bytes = mode == ShuffleMode::kChunk ? LargestChunksBytes(chunk_bytes, window) : 0;
     uint64_t total = 0;
     for (uint64_t b : chunk_bytes) total += b;
     m.reads_per_epoch = mode == ShuffleMode::kFull ? labels.size() : chunk_bytes.size();
@@ -91,23 +103,24 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
 Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
                                                 const ShuffleReportOptions& options) {
   const auto& snap = dataset.snapshot();
-  const std::vector<int32_t> labels = SampleLabels(dataset);
-  const std::vector<uint32_t> sample_chunks = SampleChunks(dataset);
+  const SampleLayout layout = LayoutOf(dataset);
+  const std::vector<uint32_t> sample_chunks = SampleUnits(layout.places, layout.chunk_count, 0);
   std::vector<uint64_t> chunk_bytes(snap.chunk_count());
   for (uint32_t c = 0; c < snap.chunk_count(); ++c) chunk_bytes[c] = snap.chunk(c).file_size;
-  STOKER_ASSIGN_OR_RETURN(auto rows, ShuffleReport(labels, sample_chunks, chunk_bytes,
+  STOKER_ASSIGN_OR_RETURN(auto rows, ShuffleReport(layout.labels, sample_chunks, chunk_bytes,
                                                    snap.dataset_version(), options));
 
   // The loader's default: chunk mode over the unit it would choose.
-  const ShuffleUnit unit = ChooseShuffleUnit(dataset, options.default_window, options.batch_size);
+  const ShuffleUnit unit = ChooseShuffleUnit(layout, options.default_window, options.batch_size);
   SamplerOptions o;
   o.mode = ShuffleMode::kChunk;
   o.seed = options.seed;
   o.window_chunks = unit.units_per_window;
-  const std::vector<uint32_t> units = SampleUnits(dataset, unit.block_bytes);
+  const std::vector<uint32_t> units =
+      SampleUnits(layout.places, layout.chunk_count, unit.block_bytes);
   STOKER_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(units, snap.dataset_version(), o));
-  OrderMetrics m = MeasureOrder(sampler.GlobalOrder(options.epoch, 1), labels, sample_chunks,
-                                options.batch_size);
+  OrderMetrics m = MeasureOrder(sampler.GlobalOrder(options.epoch, 1), layout.labels,
+                                sample_chunks, options.batch_size);
   m.mode = ShuffleMode::kChunk;
   m.window_chunks = options.default_window;
   m.loader_default = true;
@@ -119,11 +132,7 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
   m.reads_per_epoch = static_cast<uint64_t>(std::unique(distinct.begin(), distinct.end()) -
                                             distinct.begin());
   m.mean_read_bytes = m.reads_per_epoch ? snap.total_bytes() / m.reads_per_epoch : 0;
-  std::vector<uint64_t> sizes = chunk_bytes;
-  std::sort(sizes.rbegin(), sizes.rend());
-  for (size_t i = 0; i < std::min<size_t>(options.default_window, sizes.size()); ++i) {
-    m.window_bytes += sizes[i];
-  }
+  m.window_bytes = LargestChunksBytes(chunk_bytes, options.default_window);
   rows.push_back(m);
   return rows;
 }

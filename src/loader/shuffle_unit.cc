@@ -29,22 +29,6 @@ std::vector<SamplePlace> SamplePlaces(const format::Snapshot& snap) {
 // start × blocks can pass 2^64 for chunks of several GiB cut into many blocks.
 __extension__ using Uint128 = unsigned __int128;
 
-// Samples grouped by unit (CSR): begin[u] .. begin[u + 1] index into `members`.
-struct Groups {
-  std::vector<uint32_t> begin, members;
-};
-
-Groups GroupBy(std::span<const uint32_t> key, uint32_t key_count) {
-  Groups g;
-  g.begin.assign(static_cast<size_t>(key_count) + 1, 0);
-  for (uint32_t k : key) ++g.begin[k + 1];
-  std::partial_sum(g.begin.begin(), g.begin.end(), g.begin.begin());
-  g.members.resize(key.size());
-  std::vector<uint32_t> fill(g.begin.begin(), g.begin.end() - 1);
-  for (uint32_t s = 0; s < key.size(); ++s) g.members[fill[key[s]]++] = s;
-  return g;
-}
-
 // P(a batch of b drawn without replacement from p samples misses all n of one label).
 double MissProbability(double p, double n, double b) {
   if (p - n < b) return 0;
@@ -87,7 +71,7 @@ std::vector<uint32_t> SampleUnits(std::span<const SamplePlace> places, uint32_t 
   std::vector<uint32_t> chunk_of(places.size());
   for (size_t s = 0; s < places.size(); ++s) chunk_of[s] = places[s].chunk;
   if (block_bytes == 0) return chunk_of;
-  Groups by_chunk = GroupBy(chunk_of, chunk_count);
+  SampleGroups by_chunk = GroupByUnit(chunk_of, chunk_count);
   std::vector<uint64_t> payload(chunk_count, 0);
   for (const SamplePlace& p : places) payload[p.chunk] += p.bytes;
   auto blocks_of = [&](uint32_t c) {
@@ -163,6 +147,12 @@ uint32_t UnitsPerWindow(const SampleLayout& layout, uint32_t window_chunks, uint
   return UnitsPerWindow(TotalBytes(layout), layout.chunk_count, window_chunks, block_bytes);
 }
 
+Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options,
+                              uint64_t block_bytes) {
+  options.window_chunks = UnitsPerWindow(dataset, options.window_chunks, block_bytes);
+  return Sampler::Create(SampleUnits(dataset, block_bytes), dataset.version(), options);
+}
+
 SampleLayout LayoutOf(const Dataset& dataset) {
   const auto& snap = dataset.snapshot();
   return {SampleLabels(dataset), SamplePlaces(snap), snap.chunk_count()};
@@ -195,7 +185,7 @@ MixingEstimate EstimateMixing(std::span<const int32_t> labels,
   // Units in a fixed random order, then consecutive windows of them, as the sampler forms them.
   const uint32_t unit_count =
       sample_units.empty() ? 0 : *std::max_element(sample_units.begin(), sample_units.end()) + 1;
-  const Groups by_unit = GroupBy(sample_units, unit_count);
+  const SampleGroups by_unit = GroupByUnit(sample_units, unit_count);
   std::vector<uint32_t> units;
   for (uint32_t u = 0; u < unit_count; ++u) {
     if (by_unit.begin[u + 1] > by_unit.begin[u]) units.push_back(u);

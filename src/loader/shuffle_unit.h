@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "loader/sampler.h"
 #include "stoker/dataset.h"
 
 namespace stoker::loader {
@@ -39,6 +40,11 @@ std::vector<uint32_t> SampleUnits(std::span<const SamplePlace> places, uint32_t 
 // Units per window holding W chunks' worth of bytes: W for whole chunks, else
 // W x ceil(mean chunk payload / block_bytes).
 uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t block_bytes);
+
+// The sampler of `dataset` over its units for `block_bytes` (0: whole chunks), with the window
+// given in chunks (options.window_chunks) turned into units: what loaders and tools build.
+Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options,
+                              uint64_t block_bytes);
 
 struct MixingEstimate {
   bool labelled = false;              // at least two classes: something to mix
