@@ -37,10 +37,14 @@ void Prefetcher::Wake() { cv_.notify_one(); }
 void Prefetcher::Run() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
+    const uint64_t finished_before = finished_;
     lock.unlock();
     const std::vector<uint32_t> wanted = candidates_();
     lock.lock();
     if (stopping_) break;
+    // A fetch that ended while the candidates were listed may have fetched one of them, which
+    // is then neither wanted nor taken any more: list again rather than fetch it twice.
+    if (finished_ != finished_before) continue;
     auto untaken = [&](uint32_t chunk) { return !taken_.contains(chunk); };
     auto next = std::find_if(wanted.begin(), wanted.end(), untaken);
     if (next == wanted.end()) {
@@ -54,6 +58,7 @@ void Prefetcher::Run() {
     const bool fetched = fetch_(chunk);
     lock.lock();
     taken_.erase(chunk);
+    ++finished_;
     if (!fetched && !stopping_) cv_.wait_for(lock, kIdle);
   }
 }

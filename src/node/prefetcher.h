@@ -46,6 +46,7 @@ class Prefetcher {
   std::condition_variable cv_;
   bool stopping_ = false;       // guarded by mu_
   std::set<uint32_t> taken_;    // chunks a stream is fetching; guarded by mu_
+  uint64_t finished_ = 0;       // fetches completed so far; guarded by mu_
   std::vector<std::thread> streams_;
 };
 
