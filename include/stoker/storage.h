@@ -66,6 +66,12 @@ class Storage {
   virtual Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) = 0;
   // Atomically replaces `to` with `from`.
   virtual Status Rename(std::string_view from, std::string_view to) = 0;
+  // Creates `path` holding `bytes`, durably and atomically, unless `path` exists: then
+  // AlreadyExists and nothing changes. Readers see the whole file or none. This is the one
+  // compare-and-swap every backend offers (link(2) on POSIX, a conditional PUT with
+  // If-None-Match on S3), and what concurrent writers publish versions with. Meant for small
+  // files (the bytes are passed whole).
+  virtual Status CreateExclusive(std::string_view path, std::span<const std::byte> bytes) = 0;
   virtual Status Remove(std::string_view path) = 0;
   virtual Status CreateDirs(std::string_view path) = 0;
   // Makes creations, renames and removals inside directory `path` durable.

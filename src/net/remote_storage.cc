@@ -63,6 +63,9 @@ class RemoteStorage final : public Storage {
   Status Rename(std::string_view from, std::string_view) override {
     return ReadOnly("rename", Describe(from));
   }
+  Status CreateExclusive(std::string_view path, std::span<const std::byte>) override {
+    return ReadOnly("create", Describe(path));
+  }
   Status Remove(std::string_view path) override { return ReadOnly("remove", Describe(path)); }
   Status CreateDirs(std::string_view path) override { return ReadOnly("mkdir", Describe(path)); }
   Status SyncDir(std::string_view path) override { return ReadOnly("sync", Describe(path)); }

@@ -75,6 +75,9 @@ class PeerExport : public Storage {
     return Err(ReadOnly(path));
   }
   Status Rename(std::string_view from, std::string_view) override { return ReadOnly(from); }
+  Status CreateExclusive(std::string_view path, std::span<const std::byte>) override {
+    return ReadOnly(path);
+  }
   Status Remove(std::string_view path) override { return ReadOnly(path); }
   Status CreateDirs(std::string_view path) override { return ReadOnly(path); }
   Status SyncDir(std::string_view path) override { return ReadOnly(path); }

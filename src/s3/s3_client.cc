@@ -141,7 +141,7 @@ Status StatusOf(const Result<T>& r) {
 bool RetryableStatus(long status, const std::string& code) {
   return status == 500 || status == 502 || status == 503 || status == 504 || status == 429 ||
          code == "SlowDown" || code == "RequestTimeout" || code == "InternalError" ||
-         code == "RequestTimeTooSkewed";
+         code == "RequestTimeTooSkewed" || code == "ConditionalRequestConflict";
 }
 
 }  // namespace
@@ -370,6 +370,8 @@ Result<S3Client::Response> S3Client::CallOnce(const Request& r, bool* retryable)
     const std::string text = fmt::format("{}: HTTP {} {}{}{}", where, status, what,
                                          message.empty() ? "" : ": ", message);
     if (status == 404) return Err(Status::NotFound(text));
+    // Only conditional requests get 412: If-None-Match found the key taken.
+    if (status == 412) return Err(Status::AlreadyExists(text));
     if (status == 403) return Err(Status(StatusCode::kPermissionDenied, text));
     // Throttling and server errors say nothing about the data: the store is unavailable.
     if (*retryable) return Err(Status(StatusCode::kUnavailable, text));
@@ -448,6 +450,16 @@ Status S3Client::PutObject(const std::string& bucket, const std::string& key,
   r.body = body;
   r.headers.emplace_back("content-md5", ContentMd5(body));
   r.headers.emplace_back("x-amz-checksum-crc32c", Crc32cBase64(body));
+  return StatusOf(Call(r));
+}
+
+Status S3Client::PutObjectIfAbsent(const std::string& bucket, const std::string& key,
+                                   std::span<const std::byte> body) {
+  Request r{"PUT", bucket, key};
+  r.body = body;
+  r.headers.emplace_back("content-md5", ContentMd5(body));
+  r.headers.emplace_back("x-amz-checksum-crc32c", Crc32cBase64(body));
+  r.headers.emplace_back("if-none-match", "*");
   return StatusOf(Call(r));
 }
 

@@ -121,6 +121,9 @@ class S3Storage : public Storage {
     STOKER_RETURN_IF_ERROR(client_->CopyObject(loc_.bucket, Key(from), Key(to)));
     return client_->DeleteObject(loc_.bucket, Key(from));
   }
+  Status CreateExclusive(std::string_view path, std::span<const std::byte> bytes) override {
+    return client_->PutObjectIfAbsent(loc_.bucket, Key(path), bytes);
+  }
   Status Remove(std::string_view path) override {
     return client_->DeleteObject(loc_.bucket, Key(path));
   }

@@ -152,6 +152,21 @@ Status FaultStorage::Rename(std::string_view from, std::string_view to) {
   return base()->Rename(from, to);
 }
 
+Status FaultStorage::CreateExclusive(std::string_view path, std::span<const std::byte> bytes) {
+  if (injector_->Applies(path) && injector_->Fire(injector_->options.write_error_probability)) {
+    std::lock_guard lock(injector_->mu);
+    ++injector_->counters.write_errors;
+    return Status::IOError("injected create error on " + Describe(path));
+  }
+  STOKER_RETURN_IF_ERROR(base()->CreateExclusive(path, bytes));
+  if (injector_->Applies(path) && injector_->Fire(injector_->options.lost_reply_probability)) {
+    std::lock_guard lock(injector_->mu);
+    ++injector_->counters.lost_replies;
+    return Status::IOError("injected lost reply: " + Describe(path) + " was created");
+  }
+  return Status::OK();
+}
+
 FaultStorage::Counters FaultStorage::counters() const {
   std::lock_guard lock(injector_->mu);
   return injector_->counters;

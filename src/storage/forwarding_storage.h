@@ -29,6 +29,9 @@ class ForwardingStorage : public Storage {
   Status Rename(std::string_view from, std::string_view to) override {
     return base_->Rename(from, to);
   }
+  Status CreateExclusive(std::string_view path, std::span<const std::byte> bytes) override {
+    return base_->CreateExclusive(path, bytes);
+  }
   Status Remove(std::string_view path) override { return base_->Remove(path); }
   Status CreateDirs(std::string_view path) override { return base_->CreateDirs(path); }
   Status SyncDir(std::string_view path) override { return base_->SyncDir(path); }

@@ -101,6 +101,17 @@ Status MemoryStorage::Rename(std::string_view from, std::string_view to) {
   return Status::OK();
 }
 
+Status MemoryStorage::CreateExclusive(std::string_view path, std::span<const std::byte> bytes) {
+  std::lock_guard lock(state_->mu);
+  if (!state_->dirs.contains(ParentOf(path))) {
+    return Status::NotFound("no such directory: " + Describe(ParentOf(path)));
+  }
+  if (state_->files.contains(path)) return Status::AlreadyExists(Describe(path) + " exists already");
+  state_->files[std::string(path)] = std::make_shared<const std::string>(
+      reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return Status::OK();
+}
+
 Status MemoryStorage::Remove(std::string_view path) {
   std::lock_guard lock(state_->mu);
   auto it = state_->files.find(path);

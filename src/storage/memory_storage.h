@@ -18,6 +18,7 @@ class MemoryStorage : public Storage {
   Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override;
   Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override;
   Status Rename(std::string_view from, std::string_view to) override;
+  Status CreateExclusive(std::string_view path, std::span<const std::byte> bytes) override;
   Status Remove(std::string_view path) override;
   Status CreateDirs(std::string_view path) override;
   Status SyncDir(std::string_view path) override;

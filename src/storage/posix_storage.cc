@@ -11,6 +11,10 @@
 #include <filesystem>
 #include <system_error>
 
+#include <fmt/format.h>
+
+#include "common/unique_id.h"
+
 namespace stoker::storage {
 namespace {
 
@@ -157,6 +161,27 @@ class PosixStorage final : public Storage {
     const std::string a = Describe(from), b = Describe(to);
     if (::rename(a.c_str(), b.c_str()) != 0) return Status::FromErrno(errno, "rename " + a);
     return Status::OK();
+  }
+
+  // Write a private temporary file, make it durable, then link(2) it to `path`: link never
+  // replaces an existing name (EEXIST), on local file systems, NFS and CephFS alike.
+  Status CreateExclusive(std::string_view path, std::span<const std::byte> bytes) override {
+    const std::string full = Describe(path);
+    const std::string tmp = fmt::format("{}.tmp-{:016x}", full, UniqueId());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
+    PosixWritableFile file(fd, tmp);
+    Status st = file.Append(bytes);
+    if (st.ok()) st = file.Sync();
+    if (st.ok()) st = file.Close();
+    if (st.ok() && ::link(tmp.c_str(), full.c_str()) != 0) {
+      st = errno == EEXIST ? Status::AlreadyExists(full + " exists already")
+                           : Status::FromErrno(errno, "link " + full);
+    }
+    (void)::unlink(tmp.c_str());
+    if (!st.ok()) return st;
+    const auto slash = path.rfind('/');
+    return SyncDir(slash == std::string_view::npos ? std::string_view() : path.substr(0, slash));
   }
 
   Status Remove(std::string_view path) override {

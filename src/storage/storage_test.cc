@@ -6,6 +6,8 @@
 #include <bit>
 #include <functional>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "storage/fault_storage.h"
 #include "storage/memory_storage.h"
@@ -106,6 +108,45 @@ TEST_P(StorageTest, RenameReplacesAtomically) {
   ASSERT_TRUE(storage_->Rename("MANIFEST", "other").ok());
   EXPECT_EQ(ReadAll(*storage_, "other"), "new");
   EXPECT_FALSE(storage_->Exists("MANIFEST").value());
+}
+
+TEST_P(StorageTest, CreateExclusiveCreatesOnceAndNeverReplaces) {
+  ASSERT_TRUE(storage_->CreateDirs("versions").ok());
+  ASSERT_TRUE(storage_->CreateExclusive("versions/1", AsBytes("first")).ok());
+  EXPECT_EQ(ReadAll(*storage_, "versions/1"), "first");
+  EXPECT_EQ(storage_->CreateExclusive("versions/1", AsBytes("second")).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReadAll(*storage_, "versions/1"), "first");
+  // No temporary files are left behind, either way.
+  EXPECT_EQ(storage_->List("versions").value(), std::vector<std::string>{"1"});
+  EXPECT_EQ(storage_->CreateExclusive("no/dir/file", AsBytes("x")).code(), StatusCode::kNotFound);
+}
+
+TEST_P(StorageTest, CreateExclusiveHasOneWinnerAmongRacingWriters) {
+  ASSERT_TRUE(storage_->CreateDirs("versions").ok());
+  constexpr int kWriters = 8;
+  for (int round = 0; round < 20; ++round) {
+    const std::string path = "versions/" + std::to_string(round);
+    std::vector<std::thread> threads;
+    std::vector<Status> results(kWriters);
+    for (int w = 0; w < kWriters; ++w) {
+      threads.emplace_back([&, w] {
+        results[w] = storage_->CreateExclusive(path, AsBytes("writer " + std::to_string(w)));
+      });
+    }
+    for (auto& t : threads) t.join();
+    int winners = 0, winner = -1;
+    for (int w = 0; w < kWriters; ++w) {
+      if (results[w].ok()) {
+        ++winners;
+        winner = w;
+      } else {
+        EXPECT_EQ(results[w].code(), StatusCode::kAlreadyExists) << results[w].ToString();
+      }
+    }
+    ASSERT_EQ(winners, 1);
+    EXPECT_EQ(ReadAll(*storage_, path), "writer " + std::to_string(winner));
+  }
 }
 
 TEST_P(StorageTest, DirectoriesListSortedAndExists) {
