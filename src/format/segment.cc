@@ -1,0 +1,538 @@
+#include "format/segment.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/coding.h"
+#include "common/crc32c.h"
+#include "common/varint.h"
+#include "format/chunk.h"
+#include "format/segment_layout.h"
+
+namespace stoker::format {
+namespace {
+
+constexpr size_t kMaxSections = 32;
+
+uint64_t BlocksFor(uint64_t entries) { return (entries + kBlockEntries - 1) / kBlockEntries; }
+
+struct Cursor {
+  std::string_view in;
+  bool ok = true;
+  uint64_t Varint() {
+    auto v = varint::Get(&in);
+    if (!v) ok = false;
+    return v.value_or(0);
+  }
+  std::string_view Bytes(uint64_t n) {
+    if (n > in.size()) {
+      ok = false;
+      return {};
+    }
+    std::string_view out = in.substr(0, n);
+    in.remove_prefix(n);
+    return out;
+  }
+  template <typename T>
+  T Fixed() {
+    const std::string_view b = Bytes(sizeof(T));
+    return ok ? coding::DecodeFixed<T>(b.data()) : T{};
+  }
+};
+
+}  // namespace
+
+// A block table of sorted keys (docs/format.md §3.3). The index and first keys are held in
+// memory; blocks are read on demand.
+struct Segment::Table {
+  const Segment* segment = nullptr;
+  uint32_t blocks_kind = 0;
+  uint64_t entries = 0;
+  std::vector<uint64_t> block_offsets;  // blocks + 1
+  std::vector<std::string> first_keys;  // blocks
+
+  struct Entry {
+    std::string key;
+    std::string value;
+  };
+
+  Status Load(uint32_t blocks_kind_in, uint32_t index_kind, uint32_t keys_kind, uint64_t count,
+              const std::string& index, const std::string& keys) {
+    blocks_kind = blocks_kind_in;
+    entries = count;
+    const uint64_t blocks = BlocksFor(count);
+    if (index.size() != kIndexRecordSize * (blocks + 1)) {
+      return segment->Corrupt(fmt::format("section {} has {} bytes for {} blocks", index_kind,
+                                          index.size(), blocks));
+    }
+    const uint64_t blocks_size = segment->sections_[blocks_kind].size;
+    uint64_t key_end = 0;
+    for (uint64_t b = 0; b <= blocks; ++b) {
+      const char* r = index.data() + kIndexRecordSize * b;
+      const auto offset = coding::DecodeFixed<uint64_t>(r);
+      const auto key_offset = coding::DecodeFixed<uint32_t>(r + 8);
+      const auto key_size = coding::DecodeFixed<uint32_t>(r + 12);
+      const bool last = b == blocks;
+      if ((b == 0 ? offset != 0 : offset <= block_offsets.back()) || offset > blocks_size ||
+          (last && offset != blocks_size) || key_offset != key_end ||
+          uint64_t{key_offset} + key_size > keys.size() || (last && key_size != 0)) {
+        return segment->Corrupt(fmt::format("index section {}: bad record {}", index_kind, b));
+      }
+      block_offsets.push_back(offset);
+      key_end = key_offset + key_size;
+      if (!last) {
+        first_keys.emplace_back(keys.substr(key_offset, key_size));
+        if (b > 0 && first_keys[b] <= first_keys[b - 1]) {
+          return segment->Corrupt(fmt::format("index section {}: keys out of order", index_kind));
+        }
+      }
+    }
+    if (key_end != keys.size()) {
+      return segment->Corrupt(fmt::format("section {}: stray bytes", keys_kind));
+    }
+    return Status::OK();
+  }
+
+  Result<std::vector<Entry>> Block(uint64_t b) const {
+    STOKER_ASSIGN_OR_RETURN(std::string bytes,
+                            segment->ReadBlockBytes(blocks_kind, block_offsets[b],
+                                                    block_offsets[b + 1] - block_offsets[b]));
+    const uint64_t count = std::min(kBlockEntries, entries - b * kBlockEntries);
+    std::vector<Entry> out(count);
+    Cursor c{bytes};
+    for (uint64_t i = 0; i < count && c.ok; ++i) {
+      const uint64_t shared = c.Varint(), unshared = c.Varint();
+      const std::string_view suffix = c.Bytes(unshared);
+      const uint64_t value_size = c.Varint();
+      const std::string_view value = c.Bytes(value_size);
+      if (!c.ok || (i == 0 ? shared != 0 : shared > out[i - 1].key.size())) {
+        c.ok = false;
+        break;
+      }
+      if (i > 0) out[i].key.assign(out[i - 1].key, 0, shared);
+      out[i].key.append(suffix);
+      out[i].value.assign(value);
+      if (i == 0 ? out[0].key != first_keys[b] : out[i].key <= out[i - 1].key) c.ok = false;
+    }
+    if (!c.ok || !c.in.empty()) {
+      return Err(segment->Corrupt(fmt::format("block {} of section {} is malformed", b,
+                                              blocks_kind)));
+    }
+    if (b + 1 < first_keys.size() && out.back().key >= first_keys[b + 1]) {
+      return Err(segment->Corrupt(fmt::format("block {} of section {} overlaps the next", b,
+                                              blocks_kind)));
+    }
+    return out;
+  }
+
+  // The block that would hold `key`: the last whose first key is <= key.
+  std::optional<uint64_t> BlockFor(std::string_view key) const {
+    auto it = std::upper_bound(first_keys.begin(), first_keys.end(), key,
+                               [](std::string_view k, const std::string& f) { return k < f; });
+    if (it == first_keys.begin()) return std::nullopt;
+    return static_cast<uint64_t>(it - first_keys.begin() - 1);
+  }
+
+  // (block, entry index) of `key`, and its value; nullopt if absent.
+  Result<std::optional<std::pair<uint64_t, Entry>>> Find(std::string_view key) const {
+    const auto b = BlockFor(key);
+    if (!b) return std::optional<std::pair<uint64_t, Entry>>();
+    STOKER_ASSIGN_OR_RETURN(auto block, Block(*b));
+    auto it = std::lower_bound(block.begin(), block.end(), key,
+                               [](const Entry& e, std::string_view k) { return e.key < k; });
+    if (it == block.end() || it->key != key) return std::optional<std::pair<uint64_t, Entry>>();
+    const uint64_t at = *b * kBlockEntries + static_cast<uint64_t>(it - block.begin());
+    return std::optional<std::pair<uint64_t, Entry>>(std::pair(at, std::move(*it)));
+  }
+
+  // Calls fn for each entry from the first key >= `from` while it returns true.
+  Status Scan(std::string_view from, const std::function<bool(const Entry&)>& fn) const {
+    uint64_t b = BlockFor(from).value_or(0);
+    for (; b < first_keys.size(); ++b) {
+      STOKER_ASSIGN_OR_RETURN(auto block, Block(b));
+      for (const Entry& e : block) {
+        if (e.key < from) continue;
+        if (!fn(e)) return Status::OK();
+      }
+    }
+    return Status::OK();
+  }
+};
+
+Segment::~Segment() = default;
+
+Status Segment::Corrupt(std::string_view what) const {
+  return Status::Corruption(fmt::format("segment {}: {}", name_, what));
+}
+
+bool Segment::grouped() const { return info_.flags & kSegmentGrouped; }
+
+Result<std::unique_ptr<Segment>> Segment::Open(std::shared_ptr<RandomAccessFile> file,
+                                               std::string name) {
+  std::unique_ptr<Segment> s(new Segment());
+  s->file_ = std::move(file);
+  s->name_ = std::move(name);
+  s->size_ = s->file_->Size();
+  STOKER_RETURN_IF_ERROR(s->Load());
+  return s;
+}
+
+Result<std::string> Segment::ReadBlockBytes(uint32_t kind, uint64_t offset, uint64_t size) const {
+  const SectionRef& ref = sections_[kind];
+  if (size < 4) return Err(Corrupt(fmt::format("empty block in section {}", kind)));
+  std::string bytes(size, '\0');
+  STOKER_RETURN_IF_ERROR(file_->ReadAt(ref.offset + offset,
+                                       {reinterpret_cast<std::byte*>(bytes.data()), size}));
+  const auto stored = coding::DecodeFixed<uint32_t>(bytes.data() + size - 4);
+  bytes.resize(size - 4);
+  if (crc32c::Value(bytes) != stored) {
+    return Err(Corrupt(fmt::format("CRC32C mismatch in a block of section {} at offset {}", kind,
+                                   ref.offset + offset)));
+  }
+  return bytes;
+}
+
+Result<std::string> Segment::ReadSection(uint32_t kind) const {
+  const SectionRef& ref = sections_[kind];
+  std::string bytes(ref.size, '\0');
+  STOKER_RETURN_IF_ERROR(
+      file_->ReadAt(ref.offset, {reinterpret_cast<std::byte*>(bytes.data()), bytes.size()}));
+  if (crc32c::Value(bytes) != ref.crc) {
+    return Err(Corrupt(fmt::format("CRC32C mismatch in section {}", kind)));
+  }
+  return bytes;
+}
+
+Status Segment::Load() {
+  if (size_ < kSegmentHeaderSize + kSegmentFooterFixedSize + kSegmentTrailerSize) {
+    return Corrupt(fmt::format("{} bytes is too small", size_));
+  }
+  char header[kSegmentHeaderSize], trailer[kSegmentTrailerSize];
+  STOKER_RETURN_IF_ERROR(file_->ReadAt(0, {reinterpret_cast<std::byte*>(header), sizeof header}));
+  STOKER_RETURN_IF_ERROR(file_->ReadAt(size_ - sizeof trailer,
+                                       {reinterpret_cast<std::byte*>(trailer), sizeof trailer}));
+  if (std::memcmp(header, kSegmentMagic, 8) != 0 || coding::DecodeFixed<uint32_t>(header + 12) != 0 ||
+      std::memcmp(trailer + 24, kSegmentTrailerMagic, 8) != 0) {
+    return Corrupt("not a stoker segment (bad magic)");
+  }
+  const auto footer_offset = coding::DecodeFixed<uint64_t>(trailer);
+  const auto footer_size = coding::DecodeFixed<uint64_t>(trailer + 8);
+  footer_crc_ = coding::DecodeFixed<uint32_t>(trailer + 16);
+  if (footer_size < kSegmentFooterFixedSize || footer_size > kMaxSegmentFooterSize ||
+      footer_offset < kSegmentHeaderSize || coding::DecodeFixed<uint32_t>(trailer + 20) != 0 ||
+      footer_offset + footer_size + kSegmentTrailerSize != size_) {
+    return Corrupt("bad trailer");
+  }
+  std::string footer(footer_size, '\0');
+  STOKER_RETURN_IF_ERROR(file_->ReadAt(
+      footer_offset, {reinterpret_cast<std::byte*>(footer.data()), footer.size()}));
+  if (crc32c::Value(footer) != footer_crc_) return Corrupt("CRC32C mismatch in the footer");
+  // Checked after the CRC, so that a damaged version field reads as corruption.
+  const auto version = coding::DecodeFixed<uint32_t>(footer.data());
+  if (version != kFormatVersion2) {
+    return Status::Unsupported(
+        fmt::format("segment {}: format version {} (this stoker reads {})", name_, version,
+                    kFormatVersion2));
+  }
+  if (coding::DecodeFixed<uint32_t>(header + 8) != version) return Corrupt("bad header");
+  Cursor c{footer};
+  c.Fixed<uint32_t>();
+  info_.flags = c.Fixed<uint32_t>();
+  info_.first_file = c.Fixed<uint64_t>();
+  info_.file_count = c.Fixed<uint64_t>();
+  info_.first_sample = c.Fixed<uint64_t>();
+  info_.sample_count = c.Fixed<uint64_t>();
+  info_.first_label = c.Fixed<uint32_t>();
+  info_.class_count = c.Fixed<uint32_t>();
+  info_.total_bytes = c.Fixed<uint64_t>();
+  info_.chunk_count = c.Fixed<uint64_t>();
+  info_.dir_count = c.Fixed<uint64_t>();
+  info_.attr_count = c.Fixed<uint64_t>();
+  const auto section_count = c.Fixed<uint32_t>();
+  const auto block_entries = c.Fixed<uint32_t>();
+  if ((info_.flags & ~kSegmentKnownFlags) != 0 || block_entries != kBlockEntries ||
+      section_count > kMaxSections || info_.first_file > (1ull << 62) ||
+      info_.file_count > (1ull << 62) || info_.first_sample > (1ull << 62) ||
+      info_.sample_count > info_.file_count || (!grouped() && info_.sample_count != info_.file_count) ||
+      (info_.file_count > 0 && info_.sample_count == 0) ||
+      uint64_t{info_.first_label} + info_.class_count > 0x7FFFFFFFull ||
+      info_.chunk_count > info_.file_count + 1 || info_.dir_count == 0 ||
+      info_.dir_count > info_.file_count + (1ull << 32)) {
+    return Corrupt("bad footer fields");
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  for (uint32_t i = 0; i < section_count && c.ok; ++i) {
+    const auto kind = c.Fixed<uint32_t>();
+    const auto crc = c.Fixed<uint32_t>();
+    const auto offset = c.Fixed<uint64_t>();
+    const auto size = c.Fixed<uint64_t>();
+    const auto reserved = c.Fixed<uint64_t>();
+    if (!c.ok || kind == 0 || kind >= kSegSectionKinds || sections_[kind].present ||
+        reserved != 0 || offset < kSegmentHeaderSize || size > footer_offset ||
+        offset > footer_offset - size) {
+      return Corrupt(fmt::format("bad section record {}", i));
+    }
+    sections_[kind] = {offset, size, crc, true};
+    extents.emplace_back(offset, size);
+  }
+  // Sections tile the bytes between header and footer: no byte escapes a check.
+  std::sort(extents.begin(), extents.end());
+  uint64_t end = kSegmentHeaderSize;
+  for (const auto& [offset, size] : extents) {
+    if (offset != end) return Corrupt("sections overlap or leave gaps");
+    end = offset + size;
+  }
+  if (end != footer_offset) return Corrupt("sections overlap or leave gaps");
+  for (uint32_t kind = kSegChunks; kind < kSegSectionKinds; ++kind) {
+    if (sections_[kind].present != (kind != kSegSamples || grouped())) {
+      return Corrupt(fmt::format("section {} {}", kind,
+                                 sections_[kind].present ? "is unexpected" : "is missing"));
+    }
+  }
+  for (std::string* key : {&info_.first_key, &info_.last_key}) {
+    const auto n = c.Fixed<uint32_t>();
+    key->assign(c.Bytes(n));
+  }
+  if (!c.ok || !c.in.empty() || (info_.file_count > 0) == info_.first_key.empty() ||
+      info_.first_key > info_.last_key) {
+    return Corrupt("bad footer keys");
+  }
+
+  // Chunks: their entries tile the locations.
+  STOKER_ASSIGN_OR_RETURN(std::string chunks, ReadSection(kSegChunks));
+  if (chunks.size() != kSegmentChunkRecordSize * info_.chunk_count) {
+    return Corrupt("chunks section has the wrong size");
+  }
+  uint64_t next_location = 0;
+  for (uint64_t i = 0; i < info_.chunk_count; ++i) {
+    const char* r = chunks.data() + kSegmentChunkRecordSize * i;
+    SegmentChunk ch{coding::DecodeFixed<uint64_t>(r), coding::DecodeFixed<uint64_t>(r + 8),
+                    coding::DecodeFixed<uint32_t>(r + 16), coding::DecodeFixed<uint32_t>(r + 20),
+                    coding::DecodeFixed<uint64_t>(r + 24)};
+    if (ch.first_location != next_location ||
+        ch.file_size < kChunkHeaderSize + kChunkFooterSize + kChunkIndexEntrySize * ch.entry_count) {
+      return Corrupt(fmt::format("bad chunk record {}", i));
+    }
+    next_location += ch.entry_count;
+    chunks_.push_back(ch);
+  }
+  if (next_location != info_.file_count) return Corrupt("chunk entries do not add up to the files");
+
+  STOKER_ASSIGN_OR_RETURN(std::string locations, ReadSection(kSegLocationIndex));
+  const uint64_t location_blocks = BlocksFor(info_.file_count);
+  if (locations.size() != 8 * (location_blocks + 1)) {
+    return Corrupt("location index has the wrong size");
+  }
+  for (uint64_t b = 0; b <= location_blocks; ++b) {
+    const auto offset = coding::DecodeFixed<uint64_t>(locations.data() + 8 * b);
+    if ((b == 0 ? offset != 0 : offset <= location_index_.back()) ||
+        (b == location_blocks && offset != sections_[kSegLocations].size)) {
+      return Corrupt("location index is out of order");
+    }
+    location_index_.push_back(offset);
+  }
+
+  struct TableKinds {
+    std::unique_ptr<Table>* table;
+    uint32_t blocks, index, keys;
+    uint64_t entries;
+  };
+  for (const TableKinds& t : {TableKinds{&files_, kSegFiles, kSegFileIndex, kSegFileKeys,
+                                         info_.file_count},
+                              TableKinds{&dirs_, kSegDirs, kSegDirIndex, kSegDirKeys,
+                                         info_.dir_count},
+                              TableKinds{&attrs_, kSegAttrs, kSegAttrIndex, kSegAttrKeys,
+                                         info_.attr_count}}) {
+    STOKER_ASSIGN_OR_RETURN(std::string index, ReadSection(t.index));
+    STOKER_ASSIGN_OR_RETURN(std::string keys, ReadSection(t.keys));
+    *t.table = std::make_unique<Table>();
+    (*t.table)->segment = this;
+    STOKER_RETURN_IF_ERROR((*t.table)->Load(t.blocks, t.index, t.keys, t.entries, index, keys));
+  }
+  if (info_.file_count > 0 && files_->first_keys.front() != info_.first_key) {
+    return Corrupt("the footer's first key differs from the files'");
+  }
+  if (dirs_->first_keys.empty() || !dirs_->first_keys.front().empty()) {
+    return Corrupt("the directories do not start at the root");
+  }
+
+  STOKER_ASSIGN_OR_RETURN(std::string classes, ReadSection(kSegClasses));
+  Cursor cc{classes};
+  for (uint32_t k = 0; k < info_.class_count && cc.ok; ++k) {
+    classes_.emplace_back(cc.Bytes(cc.Varint()));
+  }
+  if (!cc.ok || !cc.in.empty()) return Corrupt("malformed classes section");
+
+  if (grouped()) {
+    STOKER_ASSIGN_OR_RETURN(std::string samples, ReadSection(kSegSamples));
+    if (samples.size() != 8 * (info_.sample_count + 1)) {
+      return Corrupt("samples section has the wrong size");
+    }
+    for (uint64_t s = 0; s <= info_.sample_count; ++s) {
+      const auto first = coding::DecodeFixed<uint64_t>(samples.data() + 8 * s);
+      if ((s == 0 ? first != 0 : first <= samples_.back()) ||
+          (s == info_.sample_count && first != info_.file_count)) {
+        return Corrupt("samples section is out of order");
+      }
+      samples_.push_back(first);
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block) const {
+  STOKER_ASSIGN_OR_RETURN(
+      std::string bytes,
+      ReadBlockBytes(kSegLocations, location_index_[block],
+                     location_index_[block + 1] - location_index_[block]));
+  const uint64_t first = block * kBlockEntries;
+  const uint64_t count = std::min(kBlockEntries, info_.file_count - first);
+  std::vector<SegmentLocation> out(count);
+  Cursor c{bytes};
+  uint64_t offset = c.Fixed<uint64_t>();
+  // The chunk of the block's first entry: the last chunk starting at or before it.
+  auto it = std::upper_bound(chunks_.begin(), chunks_.end(), first,
+                             [](uint64_t k, const SegmentChunk& ch) { return k < ch.first_location; });
+  uint64_t chunk = static_cast<uint64_t>(it - chunks_.begin()) - 1;
+  while (chunks_[chunk].entry_count == 0) ++chunk;  // empty chunks hold no locations
+  const uint64_t total_labels = uint64_t{info_.first_label} + info_.class_count;
+  for (uint64_t i = 0; i < count && c.ok; ++i) {
+    const uint64_t ordinal = first + i;
+    while (ordinal >= chunks_[chunk].first_location + chunks_[chunk].entry_count) ++chunk;
+    const SegmentChunk& ch = chunks_[chunk];
+    if (ordinal == ch.first_location) {
+      if (i > 0) offset = kChunkHeaderSize;
+      else if (offset != kChunkHeaderSize) c.ok = false;
+    } else if (i > 0) {
+      offset = out[i - 1].offset + out[i - 1].length;
+    }
+    SegmentLocation& l = out[i];
+    l.position = c.Varint();
+    l.chunk = chunk;
+    l.offset = offset;
+    l.length = c.Varint();
+    l.crc32c = c.Fixed<uint32_t>();
+    const uint64_t label = c.Varint();
+    l.label = static_cast<int32_t>(label) - 1;
+    const uint64_t data_end = ch.file_size - kChunkFooterSize - kChunkIndexEntrySize * ch.entry_count;
+    if (l.position >= info_.file_count || label > total_labels || offset < kChunkHeaderSize ||
+        l.length > data_end || offset > data_end - l.length) {
+      c.ok = false;
+    }
+  }
+  if (!c.ok || !c.in.empty()) {
+    return Err(Corrupt(fmt::format("location block {} is malformed", block)));
+  }
+  return out;
+}
+
+Result<uint64_t> Segment::LocationOrdinal(uint64_t position) const {
+  const uint64_t b = position / kBlockEntries;
+  STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
+  const std::string& value = block[position % kBlockEntries].value;
+  std::string_view in = value;
+  const auto ordinal = varint::Get(&in);
+  if (!ordinal || !in.empty() || *ordinal >= info_.file_count) {
+    return Err(Corrupt(fmt::format("bad location of file {}", position)));
+  }
+  return *ordinal;
+}
+
+Result<std::string> Segment::FilePath(uint64_t position) const {
+  STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(position / kBlockEntries));
+  return PathOfFileKey(block[position % kBlockEntries].key);
+}
+
+Result<SegmentLocation> Segment::FileLocation(uint64_t position) const {
+  STOKER_ASSIGN_OR_RETURN(const uint64_t ordinal, LocationOrdinal(position));
+  STOKER_ASSIGN_OR_RETURN(auto block, LocationBlock(ordinal / kBlockEntries));
+  const SegmentLocation& l = block[ordinal % kBlockEntries];
+  if (l.position != position) {
+    return Err(Corrupt(fmt::format("file {} and its location disagree", position)));
+  }
+  return l;
+}
+
+Result<std::optional<uint64_t>> Segment::FindFile(std::string_view path) const {
+  const std::string key = FileKeyOf(path);
+  if (info_.file_count == 0 || key < info_.first_key || key > info_.last_key) {
+    return std::optional<uint64_t>();
+  }
+  STOKER_ASSIGN_OR_RETURN(auto found, files_->Find(key));
+  if (!found) return std::optional<uint64_t>();
+  return std::optional<uint64_t>(found->first);
+}
+
+Result<std::optional<SegmentDir>> Segment::FindDir(std::string_view path) const {
+  STOKER_ASSIGN_OR_RETURN(auto found, dirs_->Find(path));
+  if (!found) return std::optional<SegmentDir>();
+  std::string_view in = found->second.value;
+  const auto first = varint::Get(&in), count = varint::Get(&in);
+  if (!first || !count || !in.empty() || *first > info_.file_count ||
+      *count > info_.file_count - *first) {
+    return Err(Corrupt(fmt::format("bad directory record for '{}'", path)));
+  }
+  return std::optional<SegmentDir>(SegmentDir{*first, *count});
+}
+
+Result<std::vector<std::string>> Segment::ChildDirs(std::string_view dir) const {
+  const std::string prefix = dir.empty() ? std::string() : std::string(dir) + "/";
+  std::vector<std::string> out;
+  STOKER_RETURN_IF_ERROR(dirs_->Scan(prefix, [&](const Table::Entry& e) {
+    if (!e.key.starts_with(prefix)) return false;
+    const std::string_view rest = std::string_view(e.key).substr(prefix.size());
+    // Children come before their own subdirectories ("a" < "a/b"), so a name is new when it
+    // differs from the last one added.
+    if (!rest.empty() && rest.find('/') == std::string_view::npos) out.emplace_back(rest);
+    return true;
+  }));
+  return out;
+}
+
+std::pair<uint64_t, uint64_t> Segment::SampleFiles(uint64_t s) const {
+  if (!grouped()) return {s, 1};
+  return {samples_[s], samples_[s + 1] - samples_[s]};
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> Segment::Attributes(
+    uint64_t position) const {
+  std::string prefix(8, '\0');
+  for (int b = 0; b < 8; ++b) prefix[b] = static_cast<char>(position >> (56 - 8 * b));
+  std::vector<std::pair<std::string, std::string>> out;
+  if (info_.attr_count == 0) return out;
+  STOKER_RETURN_IF_ERROR(attrs_->Scan(prefix, [&](const Table::Entry& e) {
+    if (!e.key.starts_with(prefix)) return false;
+    out.emplace_back(e.key.substr(8), e.value);
+    return true;
+  }));
+  return out;
+}
+
+Status Segment::ForEachLocation(
+    const std::function<void(uint64_t, const SegmentLocation&)>& fn) const {
+  for (uint64_t b = 0; b < BlocksFor(info_.file_count); ++b) {
+    STOKER_ASSIGN_OR_RETURN(auto block, LocationBlock(b));
+    for (uint64_t i = 0; i < block.size(); ++i) fn(b * kBlockEntries + i, block[i]);
+  }
+  return Status::OK();
+}
+
+Status Segment::ForEachFile(
+    const std::function<void(uint64_t, std::string_view, uint64_t)>& fn) const {
+  for (uint64_t b = 0; b < files_->first_keys.size(); ++b) {
+    STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
+    for (uint64_t i = 0; i < block.size(); ++i) {
+      std::string_view in = block[i].value;
+      const auto ordinal = varint::Get(&in);
+      if (!ordinal || !in.empty() || *ordinal >= info_.file_count) {
+        return Corrupt(fmt::format("bad location of file {}", b * kBlockEntries + i));
+      }
+      fn(b * kBlockEntries + i, PathOfFileKey(block[i].key), *ordinal);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace stoker::format

@@ -1,0 +1,117 @@
+// One metadata segment (docs/format.md §3), read in place through range reads: Open() reads the
+// trailer, the footer and the small index sections (a few hundred bytes per thousand files);
+// every lookup then reads and checks one or two ~4 KiB blocks. Nothing is trusted before its
+// CRC32C and structure are checked, so a damaged or hostile segment yields a Corruption error
+// naming it, never a crash or wrong data.
+// Thread-safety: immutable after Open(); every method may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "stoker/status.h"
+#include "stoker/storage.h"
+
+namespace stoker::format {
+
+struct SegmentInfo {
+  uint32_t flags = 0;
+  uint64_t first_file = 0, file_count = 0;
+  uint64_t first_sample = 0, sample_count = 0;
+  uint32_t first_label = 0, class_count = 0;  // the classes this segment adds
+  uint64_t total_bytes = 0;
+  uint64_t chunk_count = 0, dir_count = 0, attr_count = 0;
+  std::string first_key, last_key;  // smallest and largest file key (FileKeyOf)
+};
+
+struct SegmentChunk {
+  uint64_t id = 0, file_size = 0;
+  uint32_t data_crc32c = 0, entry_count = 0;
+  uint64_t first_location = 0;  // ordinal of its first entry among the segment's locations
+};
+
+// Where one file's bytes lie, and its label.
+struct SegmentLocation {
+  uint64_t position = 0;  // of the file in the segment (its index - first_file)
+  uint64_t chunk = 0;     // into the segment's chunks
+  uint64_t offset = 0, length = 0;
+  uint32_t crc32c = 0;
+  int32_t label = -1;
+};
+
+struct SegmentDir {
+  uint64_t first_file = 0, file_count = 0;  // positions of the files directly inside
+};
+
+class Segment {
+ public:
+  // `name` appears in error messages. Reads and validates trailer, footer and index sections.
+  static Result<std::unique_ptr<Segment>> Open(std::shared_ptr<RandomAccessFile> file,
+                                               std::string name);
+  ~Segment();
+
+  const SegmentInfo& info() const { return info_; }
+  const std::string& name() const { return name_; }
+  uint64_t size_bytes() const { return size_; }
+  uint32_t footer_crc32c() const { return footer_crc_; }
+  bool grouped() const;
+
+  SegmentChunk chunk(uint64_t c) const { return chunks_[c]; }  // c < chunk_count
+  std::string_view class_name(uint32_t k) const { return classes_[k]; }  // k < class_count
+
+  // The file at `position` (< file_count): its path and location.
+  Result<std::string> FilePath(uint64_t position) const;
+  Result<SegmentLocation> FileLocation(uint64_t position) const;
+  // Position of `path`, nullopt if this segment does not hold it.
+  Result<std::optional<uint64_t>> FindFile(std::string_view path) const;
+  Result<std::optional<SegmentDir>> FindDir(std::string_view path) const;
+  // Names of the directories directly inside `dir` that this segment knows, by name.
+  Result<std::vector<std::string>> ChildDirs(std::string_view dir) const;
+  // The files of sample `s` (< sample_count), as positions [first, first + count).
+  std::pair<uint64_t, uint64_t> SampleFiles(uint64_t s) const;
+  Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint64_t position) const;
+
+  // Every location, chunk by chunk in storage order (ordinal = rank in that order).
+  Status ForEachLocation(const std::function<void(uint64_t ordinal, const SegmentLocation&)>& fn)
+      const;
+  // Every file in position order, with the ordinal of its location.
+  Status ForEachFile(
+      const std::function<void(uint64_t position, std::string_view path, uint64_t location)>& fn)
+      const;
+
+  struct Table;  // a keyed block table (files, dirs, attributes)
+
+ private:
+  Segment() = default;
+  Status Load();
+  Result<std::string> ReadSection(uint32_t kind) const;
+  Result<std::string> ReadBlockBytes(uint32_t kind, uint64_t offset, uint64_t size) const;
+  Result<std::vector<SegmentLocation>> LocationBlock(uint64_t block) const;
+  Status Corrupt(std::string_view what) const;
+  Result<uint64_t> LocationOrdinal(uint64_t position) const;
+
+  std::shared_ptr<RandomAccessFile> file_;
+  std::string name_;
+  uint64_t size_ = 0;
+  uint32_t footer_crc_ = 0;
+  SegmentInfo info_;
+  struct SectionRef {
+    uint64_t offset = 0, size = 0;
+    uint32_t crc = 0;
+    bool present = false;
+  };
+  SectionRef sections_[16];
+  std::vector<SegmentChunk> chunks_;
+  std::vector<uint64_t> location_index_;
+  std::vector<uint64_t> samples_;
+  std::vector<std::string> classes_;
+  std::unique_ptr<Table> files_, dirs_, attrs_;
+};
+
+}  // namespace stoker::format

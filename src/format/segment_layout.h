@@ -1,0 +1,76 @@
+// The byte layout of a metadata segment (docs/format.md §3), shared by the builder, the reader
+// and the fuzz target. A segment holds the files one writer added to a dataset: immutable,
+// block-structured so that a lookup reads a few kilobytes of it, and self-checking (a CRC32C on
+// every block and every other section).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace stoker::format {
+
+inline constexpr char kSegmentMagic[8] = {'S', 'T', 'K', 'S', 'E', 'G', 'M', 'T'};
+inline constexpr char kSegmentTrailerMagic[8] = {'S', 'T', 'K', 'S', 'E', 'N', 'D', '2'};
+inline constexpr uint32_t kFormatVersion2 = 2;
+inline constexpr uint64_t kSegmentHeaderSize = 16;   // magic, u32 format version, u32 zero
+inline constexpr uint64_t kSegmentTrailerSize = 32;  // see docs/format.md §3.1
+inline constexpr uint64_t kSegmentFooterFixedSize = 88;
+inline constexpr uint64_t kSegmentSectionRecordSize = 32;
+// Entries per block in every block table: large enough that an index entry per block costs
+// under 0.3 bytes per file, small enough that a lookup decodes ~4 KiB.
+inline constexpr uint64_t kBlockEntries = 256;
+inline constexpr uint64_t kIndexRecordSize = 16;  // u64 block offset, u32 key offset, u32 length
+inline constexpr uint64_t kSegmentChunkRecordSize = 32;
+inline constexpr uint64_t kMaxSegmentFooterSize = 1 << 20;
+
+// Footer flags (the same meaning in every segment of a dataset).
+inline constexpr uint32_t kSegmentGrouped = 1u << 0;           // samples section present
+inline constexpr uint32_t kSegmentLabelled = 1u << 1;          // files carry labels
+inline constexpr uint32_t kSegmentLabelsFromDirs = 1u << 2;    // class = first path component
+inline constexpr uint32_t kSegmentKnownFlags = 0x7;
+
+enum SegmentSection : uint32_t {
+  kSegChunks = 1,         // chunk records
+  kSegLocations = 2,      // location blocks, chunk by chunk in storage order
+  kSegLocationIndex = 3,  // u64 offset of each location block, then the section's size
+  kSegFiles = 4,          // file blocks in key order (= index order)
+  kSegFileIndex = 5,      // index records of the file blocks
+  kSegFileKeys = 6,       // first keys of the file blocks
+  kSegDirs = 7,
+  kSegDirIndex = 8,
+  kSegDirKeys = 9,
+  kSegClasses = 10,       // names of the classes this segment adds (varint length + bytes)
+  kSegSamples = 11,       // grouped only: u64 first file position of each sample, then F
+  kSegAttrs = 12,
+  kSegAttrIndex = 13,
+  kSegAttrKeys = 14,
+  kSegSectionKinds = 15,  // kinds 1..14 are defined; others are rejected (format 2)
+};
+
+// A file's key orders files by (directory, name) bytewise: "dir/sub\0name", "\0name" in the
+// root. No path contains NUL, and NUL sorts before every other byte, so a directory's files come
+// before its subdirectories' and sort as (directory, name) pairs.
+inline std::string FileKeyOf(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  std::string key;
+  key.reserve(path.size() + 1);
+  if (slash == std::string_view::npos) {
+    key.push_back('\0');
+    key.append(path);
+  } else {
+    key.append(path.substr(0, slash)).push_back('\0');
+    key.append(path.substr(slash + 1));
+  }
+  return key;
+}
+
+inline std::string PathOfFileKey(std::string_view key) {
+  const size_t nul = key.find('\0');
+  if (nul == 0) return std::string(key.substr(1));
+  std::string path(key);
+  path[nul] = '/';
+  return path;
+}
+
+}  // namespace stoker::format

@@ -1,0 +1,273 @@
+#include "format/segment.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "common/crc32c.h"
+#include "common/random.h"
+#include "format/segment_builder.h"
+#include "format/segment_layout.h"
+#include "testing/test_util.h"
+
+namespace stoker::format {
+namespace {
+
+// A segment's bytes held by the test (mutated in place by the corruption test).
+class StringFile final : public RandomAccessFile {
+ public:
+  explicit StringFile(const std::string* bytes) : bytes_(bytes) {}
+  uint64_t Size() const override { return bytes_->size(); }
+  Status ReadAt(uint64_t offset, std::span<std::byte> dst) const override {
+    if (offset > bytes_->size() || dst.size() > bytes_->size() - offset) {
+      return Status::IOError("read past the end");
+    }
+    std::memcpy(dst.data(), bytes_->data() + offset, dst.size());
+    ++reads;
+    read_bytes += dst.size();
+    return Status::OK();
+  }
+  mutable uint64_t reads = 0, read_bytes = 0;
+
+ private:
+  const std::string* bytes_;
+};
+
+// `paths` spread over three chunks in a scrambled storage order, with labels and a few
+// attributes.
+SegmentSpec SpecFor(const std::vector<std::string>& paths, uint64_t seed) {
+  SegmentSpec spec;
+  spec.flags = kSegmentLabelled;
+  spec.first_file = 1000;
+  spec.first_sample = 1000;
+  spec.first_label = 2;
+  spec.classes = {"cat", "dog", "emu"};
+  std::vector<size_t> order(paths.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  Pcg32 rng(seed);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
+  spec.chunks.resize(3);
+  uint64_t offset[3] = {kChunkHeaderSize, kChunkHeaderSize, kChunkHeaderSize};
+  spec.files.resize(paths.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t i = order[k];
+    SegmentFile& f = spec.files[i];
+    f.path = paths[i];
+    f.chunk = static_cast<uint32_t>(k % 3);
+    f.length = (i * 7919) % 5000;
+    f.offset = offset[f.chunk];
+    f.crc32c = crc32c::Value(paths[i]);
+    f.label = static_cast<int32_t>(i % 6) - 1;  // -1 .. 4
+    if (i % 50 == 0) f.attributes = {{"split", "val"}, {"author", fmt::format("a{}", i)}};
+    offset[f.chunk] += f.length;
+    ++spec.chunks[f.chunk].entry_count;
+  }
+  for (uint32_t c = 0; c < 3; ++c) {
+    spec.chunks[c].id = 0xabc000 + c;
+    spec.chunks[c].file_size =
+        offset[c] + kChunkFooterSize + kChunkIndexEntrySize * spec.chunks[c].entry_count;
+  }
+  return spec;
+}
+
+std::vector<std::string> TreePaths(int files) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < files; ++i) {
+    paths.push_back(fmt::format("train/n{:08d}/n{:08d}_{}.JPEG", i % 13, i % 13, i));
+  }
+  paths.push_back("README");
+  paths.push_back("a.b/c");  // "a.b" sorts between "a" and "a/..." bytewise
+  paths.push_back("a/c");
+  paths.push_back("a/b/deep/er/file");
+  return paths;
+}
+
+std::unique_ptr<Segment> OpenOrDie(const std::string* bytes) {
+  auto seg = Segment::Open(std::make_shared<StringFile>(bytes), "test.seg");
+  EXPECT_TRUE(seg.has_value()) << seg.error().ToString();
+  return seg ? std::move(*seg) : nullptr;
+}
+
+TEST(Segment, RoundTripsEveryFileByPathPositionAndLocation) {
+  const auto paths = TreePaths(1500);  // several blocks of each table
+  const SegmentSpec spec = SpecFor(paths, 1);
+  auto bytes = BuildSegment(spec);
+  ASSERT_TRUE(bytes.has_value()) << bytes.error().ToString();
+  auto seg = OpenOrDie(&*bytes);
+  ASSERT_NE(seg, nullptr);
+  const SegmentInfo& info = seg->info();
+  EXPECT_EQ(info.first_file, 1000u);
+  EXPECT_EQ(info.file_count, paths.size());
+  EXPECT_EQ(info.sample_count, paths.size());
+  EXPECT_EQ(info.first_label, 2u);
+  EXPECT_EQ(info.class_count, 3u);
+  EXPECT_EQ(seg->class_name(1), "dog");
+  EXPECT_EQ(info.chunk_count, 3u);
+  EXPECT_EQ(seg->chunk(2).id, 0xabc002u);
+
+  // Positions follow (directory, name) order.
+  std::vector<std::string> sorted = paths;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const std::string& a, const std::string& b) { return FileKeyOf(a) < FileKeyOf(b); });
+  EXPECT_EQ(sorted.front(), "README");
+  for (uint64_t p = 0; p < sorted.size(); ++p) {
+    EXPECT_EQ(seg->FilePath(p).value(), sorted[p]);
+  }
+  for (const SegmentFile& f : spec.files) {
+    const auto position = seg->FindFile(f.path).value();
+    ASSERT_TRUE(position.has_value()) << f.path;
+    EXPECT_EQ(sorted[*position], f.path);
+    const SegmentLocation l = seg->FileLocation(*position).value();
+    EXPECT_EQ(l.position, *position);
+    EXPECT_EQ(l.chunk, f.chunk);
+    EXPECT_EQ(l.offset, f.offset) << f.path;
+    EXPECT_EQ(l.length, f.length);
+    EXPECT_EQ(l.crc32c, f.crc32c);
+    EXPECT_EQ(l.label, f.label);
+    auto attrs = seg->Attributes(*position).value();
+    auto want = f.attributes;
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(attrs, want) << f.path;
+  }
+  EXPECT_FALSE(seg->FindFile("train/n00000000").value().has_value());  // a directory
+  EXPECT_FALSE(seg->FindFile("zzz").value().has_value());
+  EXPECT_FALSE(seg->FindFile("a/b").value().has_value());
+
+  // The streaming views agree with the lookups.
+  uint64_t visited = 0;
+  ASSERT_TRUE(seg->ForEachFile([&](uint64_t p, std::string_view path, uint64_t ordinal) {
+                   EXPECT_EQ(path, sorted[p]);
+                   EXPECT_LT(ordinal, paths.size());
+                   ++visited;
+                 }).ok());
+  EXPECT_EQ(visited, paths.size());
+  std::vector<bool> seen(paths.size());
+  uint64_t last_chunk = 0;
+  ASSERT_TRUE(seg->ForEachLocation([&](uint64_t, const SegmentLocation& l) {
+                   EXPECT_GE(l.chunk, last_chunk);
+                   last_chunk = l.chunk;
+                   EXPECT_FALSE(seen[l.position]);
+                   seen[l.position] = true;
+                 }).ok());
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(paths.size()));
+
+  // Directories.
+  EXPECT_EQ(seg->ChildDirs("").value(), (std::vector<std::string>{"a", "a.b", "train"}));
+  EXPECT_EQ(seg->ChildDirs("a").value(), std::vector<std::string>{"b"});
+  EXPECT_EQ(seg->ChildDirs("train").value().size(), 13u);
+  const auto root = seg->FindDir("").value();
+  ASSERT_TRUE(root.has_value());
+  EXPECT_EQ(root->file_count, 1u);  // README
+  const auto dir = seg->FindDir("train/n00000003").value();
+  ASSERT_TRUE(dir.has_value());
+  for (uint64_t k = 0; k < dir->file_count; ++k) {
+    EXPECT_TRUE(seg->FilePath(dir->first_file + k).value().starts_with("train/n00000003/"));
+  }
+  EXPECT_FALSE(seg->FindDir("a/b/deep/er/file").value().has_value());
+  EXPECT_TRUE(seg->FindDir("a/b/deep").value().has_value());  // an ancestor without files
+}
+
+TEST(Segment, ALookupReadsAFewBlocksNotTheSegment) {
+  const SegmentSpec spec = SpecFor(TreePaths(20000), 2);
+  auto built = BuildSegment(spec);
+  ASSERT_TRUE(built.has_value()) << built.error().ToString();
+  const std::string& bytes = *built;
+  auto file = std::make_shared<StringFile>(&bytes);
+  auto seg = Segment::Open(file, "big.seg");
+  ASSERT_TRUE(seg.has_value()) << seg.error().ToString();
+  const uint64_t open_bytes = file->read_bytes;
+  const auto position = (*seg)->FindFile("train/n00000007/n00000007_20.JPEG").value();
+  ASSERT_TRUE(position.has_value());
+  ASSERT_TRUE((*seg)->FileLocation(*position).has_value());
+  const uint64_t lookup_bytes = file->read_bytes - open_bytes;
+  EXPECT_LT(lookup_bytes, 3 * 8192u);
+  EXPECT_LT(file->read_bytes, bytes.size() / 10) << "open " << open_bytes << " of " << bytes.size();
+}
+
+TEST(Segment, GroupsTarSamplesByKey) {
+  SegmentSpec spec = SpecFor({"s/000001.jpg", "s/000001.cls", "s/000002.jpg", "s/0000020.jpg",
+                              "s/000002.json", "t/x"},
+                             3);
+  spec.flags |= kSegmentGrouped;
+  spec.first_sample = 40;
+  const std::string bytes = BuildSegment(spec).value();
+  auto seg = OpenOrDie(&bytes);
+  ASSERT_NE(seg, nullptr);
+  EXPECT_EQ(seg->info().sample_count, 4u);
+  EXPECT_EQ(seg->info().first_sample, 40u);
+  EXPECT_EQ(seg->SampleFiles(0), (std::pair<uint64_t, uint64_t>(0, 2)));  // 000001.{cls,jpg}
+  EXPECT_EQ(seg->SampleFiles(1), (std::pair<uint64_t, uint64_t>(2, 2)));  // 000002.{jpg,json}
+  EXPECT_EQ(seg->SampleFiles(2), (std::pair<uint64_t, uint64_t>(4, 1)));  // 0000020.jpg
+  EXPECT_EQ(seg->FilePath(5).value(), "t/x");
+}
+
+TEST(Segment, EmptySegmentHoldsOnlyTheRoot) {
+  SegmentSpec spec;
+  const std::string bytes = BuildSegment(spec).value();
+  auto seg = OpenOrDie(&bytes);
+  ASSERT_NE(seg, nullptr);
+  EXPECT_EQ(seg->info().file_count, 0u);
+  EXPECT_TRUE(seg->FindDir("").value().has_value());
+  EXPECT_FALSE(seg->FindFile("x").value().has_value());
+}
+
+TEST(SegmentBuilder, RejectsWhatTheFormatCannotSay) {
+  auto code = [](SegmentSpec spec) { return BuildSegment(std::move(spec)).error().code(); };
+  EXPECT_EQ(code(SpecFor({"a", "b", "a"}, 1)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(SpecFor({"a", "a/b"}, 1)), StatusCode::kInvalidArgument);  // file and dir
+  EXPECT_EQ(code(SpecFor({"a", "../b"}, 1)), StatusCode::kInvalidArgument);
+  SegmentSpec gap = SpecFor({"a", "b", "c", "d"}, 1);
+  gap.files[0].offset += 1;  // no longer tiles its chunk
+  EXPECT_EQ(code(gap), StatusCode::kInvalidArgument);
+  SegmentSpec size = SpecFor({"a", "b", "c", "d"}, 1);
+  size.chunks[0].file_size += 1;
+  EXPECT_EQ(code(size), StatusCode::kInvalidArgument);
+  SegmentSpec label = SpecFor({"a", "b"}, 1);
+  label.files[0].label = 5;  // classes go up to first_label + 3 = 5, exclusive
+  EXPECT_EQ(code(label), StatusCode::kInvalidArgument);
+}
+
+// Reads everything a segment holds; any failure is returned.
+Status ReadEverything(const Segment& seg) {
+  for (uint64_t p = 0; p < seg.info().file_count; ++p) {
+    STOKER_ASSIGN_OR_RETURN(std::string path, seg.FilePath(p));
+    STOKER_ASSIGN_OR_RETURN(auto found, seg.FindFile(path));
+    if (found != p) return Status::Corruption("lookup disagrees");
+    if (auto l = seg.FileLocation(p); !l) return l.error();
+    if (auto a = seg.Attributes(p); !a) return a.error();
+  }
+  if (auto d = seg.ChildDirs(""); !d) return d.error();
+  STOKER_RETURN_IF_ERROR(seg.ForEachLocation([](uint64_t, const SegmentLocation&) {}));
+  return Status::OK();
+}
+
+// Every byte of a segment is checked: flipping any one of them either fails Open or fails a
+// read with Corruption (or, for a varint's redundant bit, changes nothing the reader returns).
+TEST(Segment, EveryFlippedByteIsCaught) {
+  SegmentSpec spec = SpecFor({"x/1", "x/2", "y/3", "4", "y/z/5"}, 9);
+  spec.flags |= kSegmentGrouped;
+  const std::string original = BuildSegment(spec).value();
+  auto clean = OpenOrDie(&original);
+  ASSERT_TRUE(ReadEverything(*clean).ok());
+  std::string bytes = original;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<char>(bytes[i] ^ 0x10);
+    auto seg = Segment::Open(std::make_shared<StringFile>(&bytes), "flipped.seg");
+    if (seg) {
+      const Status st = ReadEverything(**seg);
+      EXPECT_FALSE(st.ok()) << "flipped byte " << i << " of " << bytes.size() << " went unnoticed";
+      if (!st.ok()) {
+        EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+      }
+    } else {
+      EXPECT_TRUE(seg.error().IsCorruption() || seg.error().code() == StatusCode::kUnsupported)
+          << seg.error().ToString();
+    }
+    bytes[i] = original[i];
+  }
+}
+
+}  // namespace
+}  // namespace stoker::format
