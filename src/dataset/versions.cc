@@ -1,0 +1,82 @@
+#include "dataset/versions.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace stoker::dataset {
+namespace {
+
+std::span<const std::byte> AsBytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+Result<std::string> ReadSmallFile(Storage& storage, std::string_view path, uint64_t limit) {
+  STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(path));
+  const uint64_t size = file->Size();
+  if (size > limit) return Err(Status::Corruption(storage.Describe(path) + ": too large"));
+  std::string text(size, '\0');
+  STOKER_RETURN_IF_ERROR(file->ReadAt(0, {reinterpret_cast<std::byte*>(text.data()), size}));
+  return text;
+}
+
+}  // namespace
+
+Result<std::vector<uint64_t>> ListVersions(Storage& storage) {
+  auto names = storage.List(format::kVersionsDir);
+  if (!names) {
+    if (names.error().IsNotFound()) return std::vector<uint64_t>();
+    return Err(names.error());
+  }
+  std::vector<uint64_t> versions;
+  for (const std::string& name : *names) {
+    if (const uint64_t v = format::VersionOfRecordName(name); v > 0) versions.push_back(v);
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
+}
+
+Result<format::VersionRecord> ReadVersion(Storage& storage, uint64_t version) {
+  const std::string path = format::VersionRecordPath(version);
+  auto text = ReadSmallFile(storage, path, format::kMaxVersionRecordSize);
+  if (!text) {
+    if (text.error().IsNotFound()) {
+      return Err(Status::NotFound(
+          fmt::format("{} has no version {}", storage.Describe(""), version)));
+    }
+    return Err(text.error());
+  }
+  auto record = format::ParseVersionRecord(*text);
+  if (!record) return Err(record.error().WithContext(storage.Describe(path)));
+  if (record->version != version) {
+    return Err(Status::Corruption(fmt::format("{}: holds version {}", storage.Describe(path),
+                                              record->version)));
+  }
+  return record;
+}
+
+Result<std::optional<format::VersionRecord>> ReadLatestVersion(Storage& storage) {
+  STOKER_ASSIGN_OR_RETURN(auto versions, ListVersions(storage));
+  if (versions.empty()) return std::optional<format::VersionRecord>();
+  STOKER_ASSIGN_OR_RETURN(auto record, ReadVersion(storage, versions.back()));
+  return std::optional<format::VersionRecord>(std::move(record));
+}
+
+Status PublishVersionRecord(Storage& storage, const format::VersionRecord& record) {
+  const std::string path = format::VersionRecordPath(record.version);
+  const std::string text = format::EncodeVersionRecord(record);
+  STOKER_RETURN_IF_ERROR(storage.CreateDirs(format::kVersionsDir));
+  const Status created = storage.CreateExclusive(path, AsBytes(text));
+  if (created.ok()) return created;
+  // AlreadyExists, or an error that may have come after the record was created (a lost
+  // reply; an S3 client's retry meeting its own first attempt): the stored bytes decide.
+  auto stored = ReadSmallFile(storage, path, format::kMaxVersionRecordSize);
+  if (stored && *stored == text) return Status::OK();
+  if (created.code() == StatusCode::kAlreadyExists || stored) {
+    return Status::AlreadyExists(fmt::format(
+        "version {} of {} was published by another writer", record.version, storage.Describe("")));
+  }
+  return created;
+}
+
+}  // namespace stoker::dataset
