@@ -21,6 +21,9 @@
 #include "common/random.h"
 #include "format/chunk.h"
 #include "format/manifest.h"
+#include "format/segment_builder.h"
+#include "format/segment_layout.h"
+#include "format/version_record.h"
 #include "format/snapshot_builder.h"
 #include "storage/memory_storage.h"
 
@@ -185,6 +188,65 @@ void Manifests() {
   }
 }
 
+// Segments of format 2: files spread over two chunks, with labels, samples and attributes.
+std::string MakeSegment(const std::vector<std::string>& paths, uint32_t flags) {
+  format::SegmentSpec spec;
+  spec.flags = flags;
+  spec.first_file = 7;
+  spec.first_label = 1;
+  spec.classes = {"a", "b"};
+  spec.chunks.resize(2);
+  uint64_t offset[2] = {format::kChunkHeaderSize, format::kChunkHeaderSize};
+  for (size_t i = 0; i < paths.size(); ++i) {
+    format::SegmentFile f;
+    f.path = paths[i];
+    f.chunk = static_cast<uint32_t>(i % 2);
+    f.length = i % 5;
+    f.offset = offset[f.chunk];
+    f.label = static_cast<int32_t>(i % 4) - 1;
+    if (i % 4 == 0) f.attributes = {{"k", "v"}};
+    offset[f.chunk] += f.length;
+    ++spec.chunks[f.chunk].entry_count;
+    spec.files.push_back(std::move(f));
+  }
+  for (uint32_t c = 0; c < 2; ++c) {
+    spec.chunks[c].id = 0x100 + c;
+    spec.chunks[c].file_size = offset[c] + format::kChunkFooterSize +
+                               format::kChunkIndexEntrySize * spec.chunks[c].entry_count;
+  }
+  return Check(format::BuildSegment(std::move(spec)), "segment");
+}
+
+void SegmentsAndVersions() {
+  Write("segment", "empty.seg", MakeSegment({}, 0));
+  Write("segment", "tree.seg",
+        MakeSegment({"README", "a/x.jpg", "a/y.jpg", "b/c/z.jpg", "a.b/q"},
+                    format::kSegmentLabelled | format::kSegmentLabelsFromDirs));
+  Write("segment", "webdataset.seg",
+        MakeSegment({"s/000001.jpg", "s/000001.cls", "s/000002.jpg", "s/000002.json"},
+                    format::kSegmentGrouped | format::kSegmentLabelled));
+  std::vector<std::string> many;
+  for (int i = 0; i < 300; ++i) many.push_back(fmt::format("d{}/f{:04}", i % 7, i));
+  Write("segment", "two_blocks.seg", MakeSegment(many, format::kSegmentLabelled));
+
+  format::VersionRecord r;
+  r.version = 3;
+  r.parent = 2;
+  r.created_unix_seconds = 1795000000;
+  r.writer = 0x0123456789abcdef;
+  r.flags = 3;
+  r.segments = {{0xa, 4096, 0xdeadbeef, 10, 10, 2, 1}, {0xb, 100, 0x1, 5, 5, 0, 1}};
+  r.files = r.samples = 15;
+  r.classes = 2;
+  r.chunks = 2;
+  r.bytes = 99;
+  Write("version_record", "two_segments", format::EncodeVersionRecord(r));
+  r.segments.clear();
+  r.files = r.samples = r.classes = r.chunks = r.bytes = 0;
+  r.parent = 0;
+  Write("version_record", "empty", format::EncodeVersionRecord(r));
+}
+
 // A tar archive made by libarchive itself. `filter` is an ARCHIVE_FILTER_* code.
 struct Member {
   std::string name;
@@ -279,6 +341,7 @@ int main(int argc, char** argv) {
   g_root = argv[1];
   Snapshots();
   Manifests();
+  SegmentsAndVersions();
   Tars();
   return 0;
 }

@@ -170,8 +170,10 @@ Status Segment::Corrupt(std::string_view what) const {
 bool Segment::grouped() const { return info_.flags & kSegmentGrouped; }
 
 Result<std::unique_ptr<Segment>> Segment::Open(std::shared_ptr<RandomAccessFile> file,
-                                               std::string name) {
+                                               std::string name,
+                                               const SegmentOpenOptions& options) {
   std::unique_ptr<Segment> s(new Segment());
+  s->options_ = options;
   s->file_ = std::move(file);
   s->name_ = std::move(name);
   s->size_ = s->file_->Size();
@@ -187,7 +189,7 @@ Result<std::string> Segment::ReadBlockBytes(uint32_t kind, uint64_t offset, uint
                                        {reinterpret_cast<std::byte*>(bytes.data()), size}));
   const auto stored = coding::DecodeFixed<uint32_t>(bytes.data() + size - 4);
   bytes.resize(size - 4);
-  if (crc32c::Value(bytes) != stored) {
+  if (options_.verify_checksums && crc32c::Value(bytes) != stored) {
     return Err(Corrupt(fmt::format("CRC32C mismatch in a block of section {} at offset {}", kind,
                                    ref.offset + offset)));
   }
@@ -199,7 +201,7 @@ Result<std::string> Segment::ReadSection(uint32_t kind) const {
   std::string bytes(ref.size, '\0');
   STOKER_RETURN_IF_ERROR(
       file_->ReadAt(ref.offset, {reinterpret_cast<std::byte*>(bytes.data()), bytes.size()}));
-  if (crc32c::Value(bytes) != ref.crc) {
+  if (options_.verify_checksums && crc32c::Value(bytes) != ref.crc) {
     return Err(Corrupt(fmt::format("CRC32C mismatch in section {}", kind)));
   }
   return bytes;
@@ -228,7 +230,7 @@ Status Segment::Load() {
   std::string footer(footer_size, '\0');
   STOKER_RETURN_IF_ERROR(file_->ReadAt(
       footer_offset, {reinterpret_cast<std::byte*>(footer.data()), footer.size()}));
-  if (crc32c::Value(footer) != footer_crc_) return Corrupt("CRC32C mismatch in the footer");
+  if (options_.verify_checksums && crc32c::Value(footer) != footer_crc_) return Corrupt("CRC32C mismatch in the footer");
   // Checked after the CRC, so that a damaged version field reads as corruption.
   const auto version = coding::DecodeFixed<uint32_t>(footer.data());
   if (version != kFormatVersion2) {

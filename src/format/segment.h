@@ -49,11 +49,17 @@ struct SegmentDir {
   uint64_t first_file = 0, file_count = 0;  // positions of the files directly inside
 };
 
+struct SegmentOpenOptions {
+  // Check every CRC32C. Off only in the fuzzer, which must reach the structural checks.
+  bool verify_checksums = true;
+};
+
 class Segment {
  public:
   // `name` appears in error messages. Reads and validates trailer, footer and index sections.
   static Result<std::unique_ptr<Segment>> Open(std::shared_ptr<RandomAccessFile> file,
-                                               std::string name);
+                                               std::string name,
+                                               const SegmentOpenOptions& options = {});
   ~Segment();
 
   const SegmentInfo& info() const { return info_; }
@@ -98,6 +104,7 @@ class Segment {
 
   std::shared_ptr<RandomAccessFile> file_;
   std::string name_;
+  SegmentOpenOptions options_;
   uint64_t size_ = 0;
   uint32_t footer_crc_ = 0;
   SegmentInfo info_;
