@@ -445,23 +445,15 @@ Result<uint64_t> S3Client::HeadObject(const std::string& bucket, const std::stri
 }
 
 Status S3Client::PutObject(const std::string& bucket, const std::string& key,
-                           std::span<const std::byte> body) {
+                           std::span<const std::byte> body, bool if_absent) {
   Request r{"PUT", bucket, key};
   r.body = body;
   r.headers.emplace_back("content-md5", ContentMd5(body));
   r.headers.emplace_back("x-amz-checksum-crc32c", Crc32cBase64(body));
+  if (if_absent) r.headers.emplace_back("if-none-match", "*");
   return StatusOf(Call(r));
 }
 
-Status S3Client::PutObjectIfAbsent(const std::string& bucket, const std::string& key,
-                                   std::span<const std::byte> body) {
-  Request r{"PUT", bucket, key};
-  r.body = body;
-  r.headers.emplace_back("content-md5", ContentMd5(body));
-  r.headers.emplace_back("x-amz-checksum-crc32c", Crc32cBase64(body));
-  r.headers.emplace_back("if-none-match", "*");
-  return StatusOf(Call(r));
-}
 
 Result<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
                                                      const std::string& key) {

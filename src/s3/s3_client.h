@@ -47,13 +47,11 @@ class S3Client {
   // The object's size; NotFound if it does not exist.
   Result<uint64_t> HeadObject(const std::string& bucket, const std::string& key);
   // Content-MD5 (checked by every S3 implementation) and x-amz-checksum-crc32c go with the body.
+  // `if_absent`: If-None-Match: * (AWS S3 since 2024, Ceph RGW), AlreadyExists (HTTP 412) when
+  // the key exists. A retried request can meet its own first attempt's object: callers that
+  // must know compare the stored bytes.
   Status PutObject(const std::string& bucket, const std::string& key,
-                   std::span<const std::byte> body);
-  // PutObject with If-None-Match: * (AWS S3 since 2024, Ceph RGW): AlreadyExists (HTTP 412)
-  // when the key exists. A retried request can meet its own first attempt's object: callers
-  // that must know compare the stored bytes.
-  Status PutObjectIfAbsent(const std::string& bucket, const std::string& key,
-                           std::span<const std::byte> body);
+                   std::span<const std::byte> body, bool if_absent = false);
   Result<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key);
   // The part's ETag.
   Result<std::string> UploadPart(const std::string& bucket, const std::string& key,

@@ -122,7 +122,7 @@ class S3Storage : public Storage {
     return client_->DeleteObject(loc_.bucket, Key(from));
   }
   Status CreateExclusive(std::string_view path, std::span<const std::byte> bytes) override {
-    return client_->PutObjectIfAbsent(loc_.bucket, Key(path), bytes);
+    return client_->PutObject(loc_.bucket, Key(path), bytes, /*if_absent=*/true);
   }
   Status Remove(std::string_view path) override {
     return client_->DeleteObject(loc_.bucket, Key(path));
