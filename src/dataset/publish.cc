@@ -25,19 +25,22 @@ std::string SnapshotPath(uint64_t version) {
   return fmt::format("{}/{:016x}.snap", kSnapshotsDir, version);
 }
 
-Result<std::optional<format::Manifest>> ReadCurrentVersion(Storage& storage) {
-  auto file = storage.OpenRead(format::kManifestPath);
-  if (!file) {
-    if (file.error().IsNotFound()) return std::optional<format::Manifest>();
-    return Err(file.error());
-  }
-  const uint64_t size = (*file)->Size();
-  if (size > format::kMaxManifestSize) {
-    return Err(Status::Corruption(storage.Describe(format::kManifestPath) + ": too large"));
-  }
+Result<std::string> ReadSmallFile(Storage& storage, std::string_view path, uint64_t limit) {
+  STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(path));
+  const uint64_t size = file->Size();
+  if (size > limit) return Err(Status::Corruption(storage.Describe(path) + ": too large"));
   std::string text(size, '\0');
-  STOKER_RETURN_IF_ERROR((*file)->ReadAt(0, {reinterpret_cast<std::byte*>(text.data()), size}));
-  auto manifest = format::ParseManifest(text);
+  STOKER_RETURN_IF_ERROR(file->ReadAt(0, {reinterpret_cast<std::byte*>(text.data()), size}));
+  return text;
+}
+
+Result<std::optional<format::Manifest>> ReadCurrentVersion(Storage& storage) {
+  auto text = ReadSmallFile(storage, format::kManifestPath, format::kMaxManifestSize);
+  if (!text) {
+    if (text.error().IsNotFound()) return std::optional<format::Manifest>();
+    return Err(text.error());
+  }
+  auto manifest = format::ParseManifest(*text);
   if (!manifest) return Err(manifest.error().WithContext(storage.Describe("")));
   return std::optional<format::Manifest>(std::move(*manifest));
 }

@@ -433,10 +433,12 @@ Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block) cons
 Result<uint64_t> Segment::LocationOrdinal(uint64_t position) const {
   const uint64_t b = position / kBlockEntries;
   STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
-  const std::string& value = block[position % kBlockEntries].value;
-  std::string_view in = value;
-  const auto ordinal = varint::Get(&in);
-  if (!ordinal || !in.empty() || *ordinal >= info_.file_count) {
+  return ParseLocationValue(block[position % kBlockEntries].value, position);
+}
+
+Result<uint64_t> Segment::ParseLocationValue(std::string_view value, uint64_t position) const {
+  const auto ordinal = varint::Get(&value);
+  if (!ordinal || !value.empty() || *ordinal >= info_.file_count) {
     return Err(Corrupt(fmt::format("bad location of file {}", position)));
   }
   return *ordinal;
@@ -526,12 +528,9 @@ Status Segment::ForEachFile(
   for (uint64_t b = 0; b < files_->first_keys.size(); ++b) {
     STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
     for (uint64_t i = 0; i < block.size(); ++i) {
-      std::string_view in = block[i].value;
-      const auto ordinal = varint::Get(&in);
-      if (!ordinal || !in.empty() || *ordinal >= info_.file_count) {
-        return Corrupt(fmt::format("bad location of file {}", b * kBlockEntries + i));
-      }
-      fn(b * kBlockEntries + i, PathOfFileKey(block[i].key), *ordinal);
+      const uint64_t position = b * kBlockEntries + i;
+      STOKER_ASSIGN_OR_RETURN(const uint64_t ordinal, ParseLocationValue(block[i].value, position));
+      fn(position, PathOfFileKey(block[i].key), ordinal);
     }
   }
   return Status::OK();

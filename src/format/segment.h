@@ -101,6 +101,8 @@ class Segment {
   Result<std::vector<SegmentLocation>> LocationBlock(uint64_t block) const;
   Status Corrupt(std::string_view what) const;
   Result<uint64_t> LocationOrdinal(uint64_t position) const;
+  // A file entry's value: the ordinal of its location.
+  Result<uint64_t> ParseLocationValue(std::string_view value, uint64_t position) const;
 
   std::shared_ptr<RandomAccessFile> file_;
   std::string name_;
