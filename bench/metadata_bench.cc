@@ -64,7 +64,7 @@ struct Shared {
   std::vector<std::string> lookups;  // every path once, in a random order
   format::SnapshotSpec spec;         // what BuildSnapshot gets (copied per iteration)
   uint64_t snapshot_bytes = 0;
-  std::unique_ptr<Dataset> dataset;  // opened once for the lookup benchmarks
+  std::unique_ptr<format::Snapshot> dataset;  // opened once for the lookup benchmarks
   // The same snapshot copied into anonymous memory: [0] 4 KiB pages, [1] transparent huge pages.
   std::unique_ptr<format::Snapshot> anon[2];
   int fs_root = -1;                  // directory fd of --fs_tree
@@ -221,10 +221,18 @@ void BM_BuildSnapshot(benchmark::State& state) {
   state.counters["bytes_per_file"] = static_cast<double>(g->snapshot_bytes) / g->paths.size();
 }
 
+// Format 1 (this benchmark's subject; format 2 is bench/metadata_scale.cc): MANIFEST, then the
+// snapshot mapped and validated.
+Result<std::unique_ptr<format::Snapshot>> OpenFormat1(const std::string& dir, bool verify) {
+  STOKER_ASSIGN_OR_RETURN(auto storage, OpenStorage(dir));
+  STOKER_ASSIGN_OR_RETURN(auto manifest, dataset::ReadCurrentVersion(*storage));
+  if (!manifest) return Err(Status::NotFound(dir + " has no MANIFEST"));
+  return dataset::OpenSnapshot(*storage, *manifest, verify);
+}
+
 // range(0): verify the snapshot CRC32C; range(1): drop the page cache before every open.
 void BM_DatasetOpen(benchmark::State& state) {
-  DatasetOpenOptions options;
-  options.verify_snapshot = state.range(0) != 0;
+  const bool verify = state.range(0) != 0;
   const bool cold = state.range(1) != 0;
   for (auto _ : state) {
     if (cold) {
@@ -232,7 +240,7 @@ void BM_DatasetOpen(benchmark::State& state) {
       DropCaches(state);
       state.ResumeTiming();
     }
-    auto ds = Dataset::Open(g_flags.dataset_dir, options);
+    auto ds = OpenFormat1(g_flags.dataset_dir, verify);
     if (!ds) {
       state.SkipWithError(ds.error().ToString().c_str());
       break;
@@ -249,7 +257,7 @@ void BM_DatasetOpen(benchmark::State& state) {
 // 2 = anonymous transparent huge pages.
 void BM_SnapshotFindFile(benchmark::State& state) {
   const format::Snapshot& snapshot =
-      state.range(0) == 0 ? g->dataset->snapshot() : *g->anon[state.range(0) - 1];
+      state.range(0) == 0 ? *g->dataset : *g->anon[state.range(0) - 1];
   const auto& paths = g->lookups;
   size_t i = state.thread_index() * paths.size() / state.threads();
   uint64_t found = 0;
@@ -267,7 +275,7 @@ void BM_SnapshotFindFile(benchmark::State& state) {
 
 // Snapshot::FindFiles over batches of 64 random existing paths (items = paths resolved).
 void BM_SnapshotFindFilesBatched(benchmark::State& state) {
-  const format::Snapshot& snapshot = g->dataset->snapshot();
+  const format::Snapshot& snapshot = *g->dataset;
   constexpr size_t kBatch = 64;
   std::vector<std::string_view> views(g->lookups.begin(), g->lookups.end());
   std::vector<std::optional<uint32_t>> out(kBatch);
@@ -344,14 +352,14 @@ void BM_SnapshotFindFileAfterColdOpen(benchmark::State& state) {
     state.PauseTiming();
     g->dataset.reset();
     DropCaches(state);
-    auto ds = Dataset::Open(g_flags.dataset_dir);
+    auto ds = OpenFormat1(g_flags.dataset_dir, true);
     if (!ds) {
       state.SkipWithError(ds.error().ToString().c_str());
       break;
     }
     g->dataset = std::move(*ds);
     state.ResumeTiming();
-    const format::Snapshot& snapshot = g->dataset->snapshot();
+    const format::Snapshot& snapshot = *g->dataset;
     for (uint32_t k = 0; k < g_flags.cold_lookups; ++k) {
       benchmark::DoNotOptimize(snapshot.FindFile(g->lookups[i]));
       if (++i == g->lookups.size()) i = 0;
@@ -456,10 +464,12 @@ int main(int argc, char** argv) {
   for (uint32_t i : Permutation(static_cast<uint32_t>(g->paths.size()), 42)) {
     g->lookups.push_back(g->paths[i]);  // allocated in lookup order: no pointer chase
   }
-  auto ds = Dataset::Open(g_flags.dataset_dir);
+  auto ds = OpenFormat1(g_flags.dataset_dir, true);
   if (!ds) Die(ds.error().ToString());
   g->dataset = std::move(*ds);
-  auto mapped = g->dataset->storage().Map(g->dataset->snapshot_path());
+  auto storage = OpenStorage(g_flags.dataset_dir);
+  if (!storage) Die(storage.error().ToString());
+  auto mapped = (*storage)->Map(dataset::SnapshotPath(1));
   if (!mapped) Die(mapped.error().ToString());
   for (int huge = 0; huge < 2; ++huge) {
     auto snap = format::Snapshot::Open(std::make_shared<AnonBytes>((*mapped)->bytes(), huge != 0),

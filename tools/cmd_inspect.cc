@@ -10,7 +10,7 @@
 
 #include "common/progress.h"
 #include "dataset/verify.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
 
@@ -32,7 +32,9 @@ nlohmann::json FileJson(const FileInfo& f, const Dataset& ds) {
     j["class"] = std::string(ds.ClassName(static_cast<uint32_t>(f.label)));
   }
   nlohmann::json attrs = nlohmann::json::object();
-  for (const auto& [k, v] : ds.FileAttributes(f.index)) attrs[std::string(k)] = std::string(v);
+  if (auto list = ds.FileAttributes(f.index)) {
+    for (const auto& [k, v] : *list) attrs[k] = v;
+  }
   if (!attrs.empty()) j["attributes"] = attrs;
   return j;
 }
@@ -44,8 +46,16 @@ struct Common {
   bool long_format = false;
 };
 
+// ls, stat and cat look at a few files: they read the metadata blocks they need, not every
+// file's location, so they stay quick on a dataset of any size and over the network.
+Result<std::unique_ptr<Dataset>> OpenForLookups(const std::string& uri) {
+  DatasetOpenOptions options;
+  options.read_locations = false;
+  return Dataset::Open(uri, options);
+}
+
 int RunLs(const Common& a) {
-  auto ds = Dataset::Open(a.dataset);
+  auto ds = OpenForLookups(a.dataset);
   if (!ds) return Fail("ls", ds.error());
   auto entries = (*ds)->List(a.path);
   if (!entries) {
@@ -77,11 +87,13 @@ int RunLs(const Common& a) {
 }
 
 int RunStat(const Common& a) {
-  auto ds = Dataset::Open(a.dataset);
+  auto ds = OpenForLookups(a.dataset);
   if (!ds) return Fail("stat", ds.error());
   auto index = (*ds)->Find(a.path);
   if (!index) {
-    if ((*ds)->snapshot().FindDir(a.path)) {
+    auto is_dir = (*ds)->IsDir(a.path);
+    if (!is_dir) return Fail("stat", is_dir.error());
+    if (*is_dir) {
       std::cout << (a.json ? nlohmann::json{{"path", a.path}, {"type", "dir"}}.dump(2)
                            : fmt::format("{}: directory", a.path))
                 << "\n";
@@ -103,7 +115,7 @@ int RunStat(const Common& a) {
 }
 
 int RunCat(const Common& a) {
-  auto ds = Dataset::Open(a.dataset);
+  auto ds = OpenForLookups(a.dataset);
   if (!ds) return Fail("cat", ds.error());
   auto index = (*ds)->Find(a.path);
   if (!index) return Fail("cat", index.error());
@@ -116,40 +128,39 @@ int RunCat(const Common& a) {
 }
 
 int RunInfo(const Common& a) {
-  auto ds = Dataset::Open(a.dataset);
+  auto ds = OpenForLookups(a.dataset);
   if (!ds) return Fail("info", ds.error());
-  const auto& snap = (*ds)->snapshot();
-  const double per_file = snap.file_count() ? static_cast<double>(snap.size_bytes()) / snap.file_count() : 0;
-  nlohmann::json j = {
-      {"dataset", a.dataset}, {"version", snap.dataset_version()},
-      {"created_unix", snap.created_unix_seconds()},
-      {"files", snap.file_count()}, {"samples", snap.sample_count()},
-      {"directories", snap.dir_count()}, {"chunks", snap.chunk_count()},
-      {"bytes", snap.total_bytes()}, {"classes", snap.class_count()},
-      {"labels", !snap.labelled() ? "none"
-                 : snap.grouped() ? "from .cls members" : "from first-level directories"},
-      {"snapshot", (*ds)->snapshot_path()}, {"snapshot_bytes", snap.size_bytes()},
-      {"snapshot_bytes_per_file", per_file},
-      {"snapshot_crc32c", fmt::format("{:08x}", snap.crc32c())},
-  };
+  const dataset::VersionView& v = (*ds)->view();
+  const format::VersionRecord& r = v.record();
+  uint64_t metadata_bytes = 0;
+  for (const auto& ref : r.segments) metadata_bytes += ref.bytes;
+  const double per_file = r.files ? static_cast<double>(metadata_bytes) / r.files : 0;
   uint64_t chunk_bytes = 0;
-  for (uint32_t c = 0; c < snap.chunk_count(); ++c) chunk_bytes += snap.chunk(c).file_size;
-  j["chunk_bytes"] = chunk_bytes;
+  for (uint32_t c = 0; c < v.chunk_count(); ++c) chunk_bytes += v.chunk(c).file_size;
+  nlohmann::json j = {
+      {"dataset", a.dataset}, {"version", r.version}, {"parent", r.parent},
+      {"created_unix", r.created_unix_seconds},
+      {"files", r.files}, {"samples", r.samples}, {"chunks", r.chunks},
+      {"bytes", r.bytes}, {"chunk_bytes", chunk_bytes}, {"classes", r.classes},
+      {"labels", !v.labelled() ? "none"
+                 : v.grouped() ? "from .cls members" : "from first-level directories"},
+      {"segments", r.segments.size()}, {"metadata_bytes", metadata_bytes},
+      {"metadata_bytes_per_file", per_file},
+  };
   if (a.json) {
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
-  const std::time_t created = static_cast<std::time_t>(snap.created_unix_seconds());
+  const std::time_t created = static_cast<std::time_t>(r.created_unix_seconds);
   char when[64];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&created));
   std::cout << fmt::format(
-      "dataset    {}\nversion    {} (created {})\nfiles      {} in {} directories, {} samples\n"
-      "bytes      {} in {} chunks ({})\nlabels     {}, {} classes\nsnapshot   {} ({}, {:.1f} B per "
-      "file, crc32c {:08x})\n",
-      a.dataset, snap.dataset_version(), when, snap.file_count(), snap.dir_count(),
-      snap.sample_count(), HumanBytes(snap.total_bytes()), snap.chunk_count(),
-      HumanBytes(chunk_bytes), j["labels"].get<std::string>(), snap.class_count(),
-      (*ds)->snapshot_path(), HumanBytes(snap.size_bytes()), per_file, snap.crc32c());
+      "dataset    {}\nversion    {} (created {})\nfiles      {} in {} samples\n"
+      "bytes      {} in {} chunks ({})\nlabels     {}, {} classes\nmetadata   {} in {} "
+      "segments ({:.1f} B per file)\n",
+      a.dataset, r.version, when, r.files, r.samples, HumanBytes(r.bytes), r.chunks,
+      HumanBytes(chunk_bytes), j["labels"].get<std::string>(), r.classes,
+      HumanBytes(metadata_bytes), r.segments.size(), per_file);
   return kExitOk;
 }
 

@@ -100,7 +100,7 @@ int RunPack(const PackArgs& args) {
     return kExitError;
   }
   const auto& s = *summary;
-  const double per_file = s.files_total ? static_cast<double>(s.snapshot_bytes) / s.files_total : 0;
+  const double per_file = s.files_total ? static_cast<double>(s.metadata_bytes) / s.files_total : 0;
   if (args.json) {
     nlohmann::json j = {
         {"dataset", dst},           {"version", s.version},
@@ -109,7 +109,10 @@ int RunPack(const PackArgs& args) {
         {"samples", s.samples},     {"classes", s.classes},
         {"chunks_added", s.chunks_added}, {"chunks", s.chunks_total},
         {"open_chunks", s.open_chunks},
-        {"snapshot_bytes", s.snapshot_bytes}, {"snapshot_bytes_per_file", per_file},
+        {"classes_added", s.classes_added},
+        {"segment_bytes", s.segment_bytes}, {"metadata_bytes", s.metadata_bytes},
+        {"metadata_bytes_per_file", per_file}, {"segments", s.segments},
+        {"publish_attempts", s.publish_attempts},
         {"seconds", s.seconds},
         {"files_per_second", s.seconds > 0 ? s.files_added / s.seconds : 0},
         {"mb_per_second", s.seconds > 0 ? s.bytes_added / s.seconds / 1e6 : 0},
@@ -118,9 +121,9 @@ int RunPack(const PackArgs& args) {
   } else if (!args.quiet) {
     std::cout << fmt::format(
         "packed {} files ({}) into {} as version {}: {} chunks added ({} total), {} samples, {} "
-        "classes, snapshot {} ({:.0f} B/file), {:.1f} s ({:.0f} files/s, {}/s)\n",
+        "classes, metadata {} ({:.0f} B/file), {:.1f} s ({:.0f} files/s, {}/s)\n",
         s.files_added, HumanBytes(s.bytes_added), dst, s.version, s.chunks_added, s.chunks_total,
-        s.samples, s.classes, HumanBytes(s.snapshot_bytes), per_file, s.seconds,
+        s.samples, s.classes, HumanBytes(s.metadata_bytes), per_file, s.seconds,
         s.seconds > 0 ? s.files_added / s.seconds : 0,
         HumanBytes(static_cast<uint64_t>(s.seconds > 0 ? s.bytes_added / s.seconds : 0)));
   }

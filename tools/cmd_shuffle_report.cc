@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/progress.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "loader/shuffle_report.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
@@ -30,7 +30,7 @@ int RunReport(const ReportArgs& a) {
     std::fprintf(stderr, "stoker shuffle-report: %s\n", ds.error().ToString().c_str());
     return kExitError;
   }
-  const auto& snap = (*ds)->snapshot();
+  const auto& snap = (*ds)->view();
   loader::ShuffleReportOptions options;
   options.batch_size = a.batch_size;
   options.windows = a.windows;

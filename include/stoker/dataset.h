@@ -5,7 +5,7 @@
 //   auto idx = (*ds)->Find("train/n01440764/n01440764_10026.JPEG");
 //   auto bytes = (*ds)->ReadFile(*idx);   // Corruption error naming the file on a bad CRC
 //
-// A Dataset is one immutable version (the one MANIFEST named when it was opened).
+// A Dataset is one immutable version: the newest when it was opened, or the one asked for.
 // Thread-safety: every const method may be called concurrently.
 #pragma once
 
@@ -22,8 +22,8 @@
 
 namespace stoker {
 
-namespace format {
-class Snapshot;
+namespace dataset {
+class VersionView;
 }
 
 struct FileInfo {
@@ -39,13 +39,19 @@ struct FileInfo {
 struct DirEntry {
   std::string name;
   bool is_dir = false;
-  uint32_t index = 0;  // file index, or directory index
+  uint32_t index = 0;  // file index (0 for directories)
   uint64_t size = 0;   // files only
 };
 
 struct DatasetOpenOptions {
-  // Verify the snapshot's CRC32C when opening (one pass over it; ~10 ms per million files).
-  bool verify_snapshot = true;
+  // Check the CRC32C of every metadata block read. Off only for fuzzing.
+  bool verify_checksums = true;
+  // Read every file's location when opening (24 bytes of memory per file), as readers of the
+  // whole dataset (loaders, verify) need. Off: locations are read per lookup, so looking at a
+  // few files of a huge dataset reads about 1 % of its metadata.
+  bool read_locations = true;
+  // The version to open; the newest if unset.
+  std::optional<uint64_t> version;
 };
 
 class Dataset {
@@ -62,7 +68,7 @@ class Dataset {
   // basename (x.jpg, x.cls, x.json) are one sample.
   uint32_t sample_count() const;
   std::pair<uint32_t, uint32_t> SampleFiles(uint32_t sample) const;  // [first, first+count)
-  int32_t SampleLabel(uint32_t sample) const;
+  Result<int32_t> SampleLabel(uint32_t sample) const;
   uint32_t class_count() const;
   std::string_view ClassName(uint32_t label) const;
 
@@ -70,13 +76,16 @@ class Dataset {
   Result<uint32_t> Find(std::string_view path) const;
   // Index must be < file_count(); InvalidArgument otherwise.
   Result<FileInfo> Stat(uint32_t file) const;
+  // For messages: the path, or "file #N" if it cannot be read (Stat says why).
   std::string FilePath(uint32_t file) const;
-  std::vector<std::pair<std::string_view, std::string_view>> FileAttributes(uint32_t file) const;
+  Result<std::vector<std::pair<std::string, std::string>>> FileAttributes(uint32_t file) const;
 
   // The file's bytes, checked against its CRC32C (Corruption naming the file on mismatch).
   Result<std::vector<std::byte>> ReadFile(uint32_t file) const;
   Status ReadFileInto(uint32_t file, std::span<std::byte> dst) const;  // dst.size() == size
 
+  // Whether `path` is a directory ("" is the root).
+  Result<bool> IsDir(std::string_view path) const;
   // Entries of a directory ("" for the root): subdirectories first, then files, each by name.
   Result<std::vector<DirEntry>> List(std::string_view dir) const;
 
@@ -84,12 +93,13 @@ class Dataset {
   // large ranges themselves, like the read pipeline. Checks the file's size.
   Result<std::shared_ptr<RandomAccessFile>> ChunkFile(uint32_t chunk) const;
 
-  const format::Snapshot& snapshot() const;
+  // The version's metadata, for readers of the whole dataset (file locations, chunks).
+  const dataset::VersionView& view() const;
   Storage& storage() const;
-  const std::string& snapshot_path() const;
 
  private:
   struct Impl;
+  Status CheckIndex(uint32_t file) const;
   explicit Dataset(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

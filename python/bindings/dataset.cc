@@ -24,18 +24,20 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <variant>
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "errors.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "node/node_storage.h"
 #include "stoker/dataset.h"
 
@@ -48,10 +50,15 @@ using PathOrIndex = std::variant<int64_t, std::string>;
 
 class PyDataset {
  public:
-  // Opens now, so a bad URI fails at construction.
-  explicit PyDataset(std::string uri) : uri_(std::move(uri)) { Get(); }
-  // Unpickling: reopen on first use, and only the pickled version.
-  PyDataset(std::string uri, uint64_t version) : uri_(std::move(uri)), pinned_version_(version) {}
+  // Opens now, so a bad URI or version fails at construction. Version 0: the newest.
+  explicit PyDataset(std::string uri, uint64_t version = 0)
+      : uri_(std::move(uri)), pinned_version_(version) {
+    Get();
+  }
+  // Unpickling: reopen on first use, the pickled version (versions never change).
+  struct Lazy {};
+  PyDataset(std::string uri, uint64_t version, Lazy)
+      : uri_(std::move(uri)), pinned_version_(version) {}
 
   const std::string& uri() const { return uri_; }
 
@@ -64,14 +71,11 @@ class PyDataset {
       nb::gil_scoped_release release;
       std::lock_guard lock(mu_);
       if (ready_.load(std::memory_order_relaxed) == nullptr) {
-        auto opened = Dataset::Open(uri_);
+        DatasetOpenOptions options;
+        if (pinned_version_ != 0) options.version = pinned_version_;
+        auto opened = Dataset::Open(uri_, options);
         if (!opened) {
           status = opened.error();
-        } else if (pinned_version_ != 0 && (*opened)->version() != pinned_version_) {
-          status = Status::InvalidArgument(
-              uri_ + " now holds version " + std::to_string((*opened)->version()) +
-              ", but this Dataset was pickled at version " + std::to_string(pinned_version_) +
-              " (indices would name different samples); open it again");
         } else {
           dataset_ = std::move(*opened);
           ready_.store(dataset_.get(), std::memory_order_release);
@@ -175,7 +179,7 @@ class PyDataset {
     d["chunk"] = info.chunk_id;
     d["offset"] = info.offset;
     nb::dict attrs;
-    for (const auto& [k, v] : ds.FileAttributes(info.index)) {
+    for (const auto& [k, v] : ValueOrThrow(ds.FileAttributes(info.index))) {
       attrs[nb::str(k.data(), k.size())] = nb::str(v.data(), v.size());
     }
     d["attributes"] = attrs;
@@ -199,7 +203,7 @@ class PyDataset {
 
  private:
   const std::string uri_;
-  const uint64_t pinned_version_ = 0;  // 0: whatever MANIFEST names
+  const uint64_t pinned_version_ = 0;  // 0: the newest when opened
   std::mutex mu_;
   std::unique_ptr<Dataset> dataset_;        // guarded by mu_ until published in ready_
   std::atomic<const Dataset*> ready_ = nullptr;
@@ -210,8 +214,8 @@ class PyDataset {
 nb::tuple SampleTuple(const Dataset& ds, uint32_t sample,
                       const std::function<nb::bytes(uint32_t)>& file_bytes) {
   const auto [first, count] = ds.SampleFiles(sample);
-  const int32_t label = ds.SampleLabel(sample);
-  if (!ds.snapshot().grouped()) {
+  const int32_t label = ValueOrThrow(ds.SampleLabel(sample));
+  if (!ds.view().grouped()) {
     return nb::make_tuple(file_bytes(first), label, ds.FilePath(first));
   }
   // WebDataset sample: {extension: bytes}, keyed by the text after the key's first '.'.
@@ -249,8 +253,12 @@ void RegisterDataset(nb::module_& m) {
                         "A packed dataset (one version), map-style: len(ds) samples, "
                         "ds[i] -> (bytes, label, path); for tar-packed datasets "
                         "ds[i] -> ({ext: bytes}, label, key). Labels are -1 when absent.")
-      .def(nb::init<std::string>(), nb::arg("uri"),
-           "Opens the current version at a path or file:// URI.")
+      .def("__init__",
+           [](PyDataset* self, std::string uri, std::optional<uint64_t> version) {
+             new (self) PyDataset(std::move(uri), version.value_or(0));
+           },
+           nb::arg("uri"), nb::arg("version") = nb::none(),
+           "Opens a version (the newest by default) at a path or URI.")
       .def("__len__", [](PyDataset& self) { return self.Get().sample_count(); })
       .def("__getitem__", &PyDataset::GetItem, nb::arg("index"))
       .def("find", [](PyDataset& self, const std::string& path) {
@@ -279,12 +287,12 @@ void RegisterDataset(nb::module_& m) {
       .def_prop_ro("num_files", [](PyDataset& self) { return self.Get().file_count(); })
       .def_prop_ro("num_samples", [](PyDataset& self) { return self.Get().sample_count(); })
       .def_prop_ro("classes", &PyDataset::Classes, "Class names; label i is classes[i].")
-      .def_prop_ro("grouped", [](PyDataset& self) { return self.Get().snapshot().grouped(); },
+      .def_prop_ro("grouped", [](PyDataset& self) { return self.Get().view().grouped(); },
                    "True for tar-packed datasets, whose samples are groups of files.")
       .def_prop_ro(
           "largest_chunk_bytes",
           [](PyDataset& self) {
-            const auto& snap = self.Get().snapshot();
+            const auto& snap = self.Get().view();
             uint64_t largest = 0;
             for (uint32_t c = 0; c < snap.chunk_count(); ++c) {
               largest = std::max(largest, snap.chunk(c).file_size);
@@ -300,7 +308,7 @@ void RegisterDataset(nb::module_& m) {
             return std::make_tuple(self.uri(), self.version());
           })
       .def("__setstate__", [](PyDataset& self, const std::tuple<std::string, uint64_t>& state) {
-            new (&self) PyDataset(std::get<0>(state), std::get<1>(state));
+            new (&self) PyDataset(std::get<0>(state), std::get<1>(state), PyDataset::Lazy{});
           });
 }
 

@@ -84,7 +84,11 @@ nb::dict Pack(const Sources& src,
   d["chunks_added"] = s.chunks_added;
   d["chunks"] = s.chunks_total;
   d["open_chunks"] = s.open_chunks;
-  d["snapshot_bytes"] = s.snapshot_bytes;
+  d["classes_added"] = s.classes_added;
+  d["segment_bytes"] = s.segment_bytes;
+  d["metadata_bytes"] = s.metadata_bytes;
+  d["segments"] = s.segments;
+  d["publish_attempts"] = s.publish_attempts;
   d["seconds"] = s.seconds;
   return d;
 }

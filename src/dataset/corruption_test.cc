@@ -14,7 +14,8 @@
 #include "dataset/publish.h"
 #include "dataset/verify.h"
 #include "format/chunk.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
+#include "format/version_record.h"
 #include "stoker/dataset.h"
 #include "storage/fault_storage.h"
 #include "storage/memory_storage.h"
@@ -44,7 +45,7 @@ class CorruptionTest : public ::testing::Test {
     auto ds = Dataset::Open(store_);
     ASSERT_TRUE(ds.has_value());
     for (uint32_t f = 0; f < (*ds)->file_count(); ++f) info_.push_back((*ds)->Stat(f).value());
-    snapshot_path_ = (*ds)->snapshot_path();
+    segment_path_ = format::SegmentPath((*ds)->view().record().segments.at(0).id);
   }
 
   // Reads every file through a freshly opened dataset; each read must be exact or an error.
@@ -98,7 +99,8 @@ class CorruptionTest : public ::testing::Test {
   std::shared_ptr<storage::MemoryStorage> store_ = std::make_shared<storage::MemoryStorage>();
   test::Tree tree_;
   std::vector<FileInfo> info_;
-  std::string snapshot_path_;
+  std::string segment_path_;
+  const std::string record_path_ = format::VersionRecordPath(1);
   std::vector<Status> last_errors_;
 };
 
@@ -153,7 +155,7 @@ TEST_F(CorruptionTest, FaultsOnMetadataReadsFailOpenCleanly) {
   Pack(4, 16 << 10);
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     storage::FaultOptions options;
-    options.path_filter = "snapshots/";
+    options.path_filter = "segments/";
     options.bit_flip_probability = 0.5;
     options.read_error_probability = 0.3;
     options.seed = seed;
@@ -283,61 +285,94 @@ TEST_F(CorruptionTest, DeletedChunk) {
 
 // ---- damaged metadata ----
 
-TEST_F(CorruptionTest, ZeroedPageInTheSnapshot) {
-  Pack(10, 16 << 10);
-  const std::string bytes = Get(snapshot_path_);
-  ASSERT_GT(bytes.size(), 4096u);
-  // Every 4 KiB page, and the last 4 KiB (where the trailer is).
-  std::vector<size_t> pages;
-  for (size_t page = 0; page + 4096 <= bytes.size(); page += 4096) pages.push_back(page);
-  pages.push_back(bytes.size() - 4096);
-  for (size_t page : pages) {
-    std::string bad = bytes;
-    std::fill(bad.begin() + page, bad.begin() + page + 4096, '\0');
-    Set(snapshot_path_, bad);
-    auto ds = Dataset::Open(store_);
-    ASSERT_FALSE(ds.has_value()) << page;
+// Opening either fails with Corruption naming the segment, or gives a dataset whose every
+// lookup is right or fails with Corruption (a block not read at open); never wrong answers.
+void ExpectNoWrongAnswers(const std::shared_ptr<Storage>& store, const test::Tree& tree,
+                          const std::string& segment) {
+  auto ds = Dataset::Open(store);
+  if (!ds) {
     EXPECT_TRUE(ds.error().IsCorruption()) << ds.error().ToString();
-    EXPECT_TRUE(Contains(ds.error().message(), snapshot_path_));
-    const auto report = VerifyNow();
-    EXPECT_EQ(report.problems.size(), 1u);
+    EXPECT_TRUE(Contains(ds.error().message(), segment)) << ds.error().ToString();
+    return;
+  }
+  for (const auto& [path, bytes] : tree.files) {
+    auto index = (*ds)->Find(path);
+    if (!index) {
+      EXPECT_TRUE(index.error().IsCorruption()) << index.error().ToString();
+      continue;
+    }
+    auto info = (*ds)->Stat(*index);
+    if (!info) {
+      EXPECT_TRUE(info.error().IsCorruption()) << info.error().ToString();
+      continue;
+    }
+    EXPECT_EQ(info->path, path);
+    auto read = (*ds)->ReadFile(*index);
+    ASSERT_TRUE(read.has_value()) << read.error().ToString();
+    EXPECT_TRUE(AsString(*read) == bytes) << "WRONG BYTES for " << path;
   }
 }
 
-TEST_F(CorruptionTest, TruncatedOrExtendedSnapshot) {
+TEST_F(CorruptionTest, ZeroedBlocksInTheSegment) {
+  Pack(10, 16 << 10);
+  const std::string bytes = Get(segment_path_);
+  ASSERT_GT(bytes.size(), 1024u);
+  // Every 256-byte window, and the last one (where the trailer is).
+  std::vector<size_t> windows;
+  for (size_t at = 0; at + 256 <= bytes.size(); at += 256) windows.push_back(at);
+  windows.push_back(bytes.size() - 256);
+  for (size_t at : windows) {
+    std::string bad = bytes;
+    std::fill(bad.begin() + at, bad.begin() + at + 256, '\0');
+    Set(segment_path_, bad);
+    ExpectNoWrongAnswers(store_, tree_, segment_path_);
+    const auto report = VerifyNow();
+    ASSERT_EQ(report.problems.size(), 1u) << at;
+    EXPECT_TRUE(Contains(report.problems[0], segment_path_)) << report.problems[0];
+  }
+}
+
+TEST_F(CorruptionTest, TruncatedExtendedOrMissingSegment) {
   Pack(11, 16 << 10);
-  const std::string bytes = Get(snapshot_path_);
+  const std::string bytes = Get(segment_path_);
   for (size_t keep : {size_t{0}, size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
-    Set(snapshot_path_, bytes.substr(0, keep));
+    Set(segment_path_, bytes.substr(0, keep));
     auto ds = Dataset::Open(store_);
     ASSERT_FALSE(ds.has_value());
     EXPECT_TRUE(ds.error().IsCorruption()) << ds.error().ToString();
     EXPECT_FALSE(VerifyNow().problems.empty());
   }
-  Set(snapshot_path_, bytes + "x");
+  Set(segment_path_, bytes + "x");
   EXPECT_TRUE(Dataset::Open(store_).error().IsCorruption());
-  ASSERT_TRUE(store_->Remove(snapshot_path_).ok());
-  EXPECT_TRUE(Dataset::Open(store_).error().IsNotFound());
-}
-
-TEST_F(CorruptionTest, SnapshotSwappedForAnotherValidOne) {
-  Pack(12, 16 << 10);
-  const std::string original = Get(snapshot_path_);
-  // A different, self-consistent snapshot of the same length: other creation time, CRC redone.
-  std::string swapped = original;
-  swapped[format::header::kCreatedUnix] ^= 1;
-  coding::EncodeFixed<uint32_t>(swapped.data() + swapped.size() - 8,
-                                crc32c::Value(swapped.data(), swapped.size() - 8));
-  ASSERT_TRUE(format::Snapshot::Open(test::BytesOf(swapped), "x").has_value());
-  Set(snapshot_path_, swapped);
+  ASSERT_TRUE(store_->Remove(segment_path_).ok());
   auto ds = Dataset::Open(store_);
   ASSERT_FALSE(ds.has_value());
-  EXPECT_TRUE(Contains(ds.error().message(), "MANIFEST")) << ds.error().ToString();
+  EXPECT_TRUE(ds.error().IsCorruption()) << ds.error().ToString();
+  EXPECT_TRUE(Contains(ds.error().message(), "missing")) << ds.error().ToString();
 }
 
-TEST_F(CorruptionTest, CorruptedManifest) {
+TEST_F(CorruptionTest, SegmentSwappedForAnotherValidOne) {
+  Pack(12, 16 << 10);
+  // The same tree packed again: a valid segment of the same size (chunk ids differ).
+  auto other = std::make_shared<storage::MemoryStorage>();
+  auto source = test::TreeSource(tree_);
+  dataset::PackOptions options;
+  options.chunk_bytes = 16 << 10;
+  ASSERT_TRUE(dataset::Pack(*source, *other, options).has_value());
+  const auto other_segment =
+      format::SegmentPath((*Dataset::Open(other))->view().record().segments.at(0).id);
+  const std::string swapped = other->GetContents(other_segment).value();
+  ASSERT_EQ(swapped.size(), Get(segment_path_).size());
+  Set(segment_path_, swapped);
+  auto ds = Dataset::Open(store_);
+  ASSERT_FALSE(ds.has_value());
+  EXPECT_TRUE(Contains(ds.error().message(), "not the one version 1 lists"))
+      << ds.error().ToString();
+}
+
+TEST_F(CorruptionTest, CorruptedVersionRecord) {
   Pack(13, 16 << 10);
-  const std::string good = Get("MANIFEST");
+  const std::string good = Get(record_path_);
   std::vector<std::string> variants = {"",
                                        "garbage",
                                        good.substr(0, good.size() / 2),
@@ -350,7 +385,7 @@ TEST_F(CorruptionTest, CorruptedManifest) {
     variants.push_back(bad);
   }
   for (const auto& bad : variants) {
-    Set("MANIFEST", bad);
+    Set(record_path_, bad);
     auto ds = Dataset::Open(store_);
     ASSERT_FALSE(ds.has_value()) << bad;
     EXPECT_TRUE(ds.error().IsCorruption() || ds.error().code() == StatusCode::kUnsupported)
@@ -358,7 +393,7 @@ TEST_F(CorruptionTest, CorruptedManifest) {
     const auto report = VerifyNow();
     EXPECT_FALSE(report.ok()) << bad;
   }
-  Set("MANIFEST", good);
+  Set(record_path_, good);
   EXPECT_TRUE(Dataset::Open(store_).has_value());
 }
 

@@ -8,14 +8,24 @@
 #include "common/crc32c.h"
 #include "dataset/publish.h"
 #include "format/chunk.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
+#include "format/versions.h"
 
 namespace stoker {
+namespace {
+
+// Paths as users type them: a leading or trailing '/' is ignored.
+std::string_view Normalize(std::string_view path) {
+  while (path.starts_with('/')) path.remove_prefix(1);
+  while (path.ends_with('/')) path.remove_suffix(1);
+  return path;
+}
+
+}  // namespace
 
 struct Dataset::Impl {
   std::shared_ptr<Storage> storage;
-  std::string snapshot_path;
-  std::unique_ptr<format::Snapshot> snapshot;
+  std::unique_ptr<dataset::VersionView> view;
   // Chunk files are opened on first use and kept open: one open per chunk, not per read.
   mutable std::mutex mu;
   mutable std::unordered_map<uint32_t, std::shared_ptr<RandomAccessFile>> chunks;
@@ -28,13 +38,13 @@ struct Dataset::Impl {
     // Opened without the lock: over the network an open is a round trip, and first reads of
     // different chunks must not queue behind each other. Two threads may open the same chunk;
     // the first to finish is kept.
-    const std::string path = format::ChunkPath(snapshot->chunk(index).id);
+    const std::string path = format::ChunkPath(view->chunk(index).id);
     auto file = storage->OpenRead(path);
     if (!file) return Err(file.error());
     // A chunk of another size (truncated, replaced) is corrupt for every file in it; reading
     // past its end would otherwise surface as a retryable IOError.
-    if (const uint64_t want = snapshot->chunk(index).file_size; (*file)->Size() != want) {
-      return Err(Status::Corruption(fmt::format("{}: {} bytes, the snapshot says {}",
+    if (const uint64_t want = view->chunk(index).file_size; (*file)->Size() != want) {
+      return Err(Status::Corruption(fmt::format("{}: {} bytes, the metadata says {}",
                                                 storage->Describe(path), (*file)->Size(), want)));
     }
     std::shared_ptr<RandomAccessFile> shared = std::move(*file);
@@ -55,67 +65,93 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(std::string_view uri,
 Result<std::unique_ptr<Dataset>> Dataset::Open(std::shared_ptr<Storage> storage,
                                                const DatasetOpenOptions& options) {
   auto impl = std::make_unique<Impl>();
-  STOKER_ASSIGN_OR_RETURN(auto current, dataset::ReadCurrentVersion(*storage));
-  if (!current.has_value()) {
-    return Err(Status::NotFound(
-        fmt::format("{} is not a stoker dataset (no MANIFEST)", storage->Describe(""))));
+  format::VersionRecord record;
+  if (options.version) {
+    STOKER_ASSIGN_OR_RETURN(record, format::ReadVersion(*storage, *options.version));
+  } else {
+    STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(*storage));
+    if (!latest) {
+      STOKER_ASSIGN_OR_RETURN(auto old, dataset::ReadCurrentVersion(*storage));
+      if (old) {
+        return Err(Status::Unsupported(fmt::format(
+            "{} is a format-1 dataset (MANIFEST); run `stoker upgrade {}` to convert it in "
+            "place (its chunks are kept)",
+            storage->Describe(""), storage->Describe(""))));
+      }
+      return Err(Status::NotFound(
+          fmt::format("{} is not a stoker dataset (no versions/)", storage->Describe(""))));
+    }
+    record = std::move(*latest);
   }
-  STOKER_ASSIGN_OR_RETURN(impl->snapshot,
-                          dataset::OpenSnapshot(*storage, *current, options.verify_snapshot));
-  impl->snapshot_path = current->snapshot_path;
+  STOKER_ASSIGN_OR_RETURN(impl->view, dataset::VersionView::Open(*storage, std::move(record),
+                                                                 options.verify_checksums));
+  if (options.read_locations) STOKER_RETURN_IF_ERROR(impl->view->LoadLocations());
   impl->storage = std::move(storage);
   return std::unique_ptr<Dataset>(new Dataset(std::move(impl)));
 }
 
-uint64_t Dataset::version() const { return impl_->snapshot->dataset_version(); }
-uint32_t Dataset::file_count() const { return impl_->snapshot->file_count(); }
-uint32_t Dataset::sample_count() const { return impl_->snapshot->sample_count(); }
+uint64_t Dataset::version() const { return impl_->view->version(); }
+uint32_t Dataset::file_count() const { return impl_->view->file_count(); }
+uint32_t Dataset::sample_count() const { return impl_->view->sample_count(); }
 std::pair<uint32_t, uint32_t> Dataset::SampleFiles(uint32_t sample) const {
-  return impl_->snapshot->SampleFiles(sample);
+  return impl_->view->SampleFiles(sample);
 }
-int32_t Dataset::SampleLabel(uint32_t sample) const { return impl_->snapshot->sample_label(sample); }
-uint32_t Dataset::class_count() const { return impl_->snapshot->class_count(); }
+Result<int32_t> Dataset::SampleLabel(uint32_t sample) const {
+  if (sample >= sample_count()) {
+    return Err(Status::InvalidArgument(fmt::format("sample index {} out of range", sample)));
+  }
+  STOKER_ASSIGN_OR_RETURN(auto l, impl_->view->Location(SampleFiles(sample).first));
+  return l.label;
+}
+uint32_t Dataset::class_count() const { return impl_->view->class_count(); }
 std::string_view Dataset::ClassName(uint32_t label) const {
-  return impl_->snapshot->class_name(label);
+  return impl_->view->class_name(label);
 }
-const format::Snapshot& Dataset::snapshot() const { return *impl_->snapshot; }
+const dataset::VersionView& Dataset::view() const { return *impl_->view; }
 Result<std::shared_ptr<RandomAccessFile>> Dataset::ChunkFile(uint32_t chunk) const {
-  if (chunk >= impl_->snapshot->chunk_count()) {
+  if (chunk >= impl_->view->chunk_count()) {
     return Err(Status::InvalidArgument(fmt::format("chunk index {} out of range", chunk)));
   }
   return impl_->Chunk(chunk);
 }
 Storage& Dataset::storage() const { return *impl_->storage; }
-const std::string& Dataset::snapshot_path() const { return impl_->snapshot_path; }
 
 Result<uint32_t> Dataset::Find(std::string_view path) const {
-  if (auto index = impl_->snapshot->FindFile(path)) return *index;
+  STOKER_ASSIGN_OR_RETURN(auto index, impl_->view->FindFile(Normalize(path)));
+  if (index) return *index;
   return Err(Status::NotFound(fmt::format("no such file in dataset: {}", path)));
 }
 
-Result<FileInfo> Dataset::Stat(uint32_t file) const {
-  if (file >= file_count()) {
-    return Err(Status::InvalidArgument(
-        fmt::format("file index {} out of range (dataset has {})", file, file_count())));
-  }
-  const auto& snap = *impl_->snapshot;
-  const format::FileRecord r = snap.file(file);
-  return FileInfo{file, snap.FilePath(file), r.length, r.crc32c, r.label, snap.chunk(r.chunk).id,
-                  r.offset};
+Status Dataset::CheckIndex(uint32_t file) const {
+  if (file < file_count()) return Status::OK();
+  return Status::InvalidArgument(
+      fmt::format("file index {} out of range (dataset has {})", file, file_count()));
 }
 
-std::string Dataset::FilePath(uint32_t file) const { return impl_->snapshot->FilePath(file); }
+Result<FileInfo> Dataset::Stat(uint32_t file) const {
+  STOKER_RETURN_IF_ERROR(CheckIndex(file));
+  STOKER_ASSIGN_OR_RETURN(auto l, impl_->view->Location(file));
+  STOKER_ASSIGN_OR_RETURN(auto path, impl_->view->FilePath(file));
+  return FileInfo{file, std::move(path), l.length, l.crc32c, l.label,
+                  impl_->view->chunk(l.chunk).id, l.offset};
+}
 
-std::vector<std::pair<std::string_view, std::string_view>> Dataset::FileAttributes(
+std::string Dataset::FilePath(uint32_t file) const {
+  if (file < file_count()) {
+    if (auto path = impl_->view->FilePath(file)) return std::move(*path);
+  }
+  return fmt::format("file #{}", file);
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> Dataset::FileAttributes(
     uint32_t file) const {
-  return impl_->snapshot->FileAttributes(file);
+  STOKER_RETURN_IF_ERROR(CheckIndex(file));
+  return impl_->view->Attributes(file);
 }
 
 Status Dataset::ReadFileInto(uint32_t file, std::span<std::byte> dst) const {
-  if (file >= file_count()) {
-    return Status::InvalidArgument(fmt::format("file index {} out of range", file));
-  }
-  const format::FileRecord r = impl_->snapshot->file(file);
+  STOKER_RETURN_IF_ERROR(CheckIndex(file));
+  STOKER_ASSIGN_OR_RETURN(const dataset::FileLocation r, impl_->view->Location(file));
   if (dst.size() != r.length) {
     return Status::InvalidArgument(
         fmt::format("buffer of {} bytes for {} ({} bytes)", dst.size(), FilePath(file), r.length));
@@ -130,38 +166,25 @@ Status Dataset::ReadFileInto(uint32_t file, std::span<std::byte> dst) const {
   if (actual != r.crc32c) {
     return Status::Corruption(fmt::format(
         "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", FilePath(file), r.crc32c, actual,
-        impl_->storage->Describe(format::ChunkPath(impl_->snapshot->chunk(r.chunk).id))));
+        impl_->storage->Describe(format::ChunkPath(impl_->view->chunk(r.chunk).id))));
   }
   return Status::OK();
 }
 
 Result<std::vector<std::byte>> Dataset::ReadFile(uint32_t file) const {
-  if (file >= file_count()) {
-    return Err(Status::InvalidArgument(fmt::format("file index {} out of range", file)));
-  }
-  std::vector<std::byte> out(impl_->snapshot->file(file).length);
+  STOKER_RETURN_IF_ERROR(CheckIndex(file));
+  STOKER_ASSIGN_OR_RETURN(const dataset::FileLocation r, impl_->view->Location(file));
+  std::vector<std::byte> out(r.length);
   STOKER_RETURN_IF_ERROR(ReadFileInto(file, out));
   return out;
 }
 
+Result<bool> Dataset::IsDir(std::string_view path) const {
+  return impl_->view->IsDir(Normalize(path));
+}
+
 Result<std::vector<DirEntry>> Dataset::List(std::string_view dir) const {
-  const auto& snap = *impl_->snapshot;
-  const auto d = snap.FindDir(dir);
-  if (!d) {
-    if (snap.FindFile(dir)) return Err(Status::InvalidArgument(fmt::format("not a directory: {}", dir)));
-    return Err(Status::NotFound(fmt::format("no such directory in dataset: {}", dir)));
-  }
-  const format::DirRecord r = snap.dir(*d);
-  std::vector<DirEntry> out;
-  out.reserve(r.child_count + r.file_count);
-  for (uint32_t k = 0; k < r.child_count; ++k) {
-    out.push_back({std::string(snap.dir_name(r.first_child + k)), true, r.first_child + k, 0});
-  }
-  for (uint32_t k = 0; k < r.file_count; ++k) {
-    const uint32_t f = r.first_file + k;
-    out.push_back({std::string(snap.file_name(f)), false, f, snap.file(f).length});
-  }
-  return out;
+  return impl_->view->List(Normalize(dir));
 }
 
 }  // namespace stoker

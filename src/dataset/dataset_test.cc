@@ -1,5 +1,6 @@
 // Round trips: random source trees packed with several chunk sizes, read back through the
 // public Dataset API, compared byte for byte, path for path, label for label.
+#include "dataset/version_view.h"
 #include "stoker/dataset.h"
 
 #include <fmt/format.h>
@@ -126,7 +127,7 @@ TEST_P(RoundTripTest, EveryByteAndPathSurvives) {
   ExpectDatasetEqualsTree(**ds, tree);
 
   // Chunks respect the size limit unless a single file is bigger than it.
-  const auto& snap = (*ds)->snapshot();
+  const auto& snap = (*ds)->view();
   EXPECT_EQ(snap.chunk_count(), summary->chunks_total);
   for (uint32_t k = 0; k < snap.chunk_count(); ++k) {
     const auto rec = snap.chunk(k);
@@ -211,8 +212,8 @@ TEST_F(DatasetApiTest, ListingAndLabels) {
   EXPECT_EQ(ds_->class_count(), 2u);
   EXPECT_EQ(ds_->Stat(ds_->Find("dogs/x/c.jpg").value())->label, 1);
   EXPECT_EQ(ds_->ReadFile(ds_->Find("cats/b.jpg").value())->size(), 0u);
-  EXPECT_FALSE(ds_->snapshot_path().empty());
-  EXPECT_TRUE(ds_->FileAttributes(0).empty());
+  EXPECT_EQ(ds_->view().segment_count(), 1u);
+  EXPECT_TRUE(ds_->FileAttributes(0).value().empty());
 }
 
 TEST_F(DatasetApiTest, ConcurrentReadsAreExact) {

@@ -11,7 +11,7 @@
 
 #include "dataset/packer.h"
 #include "dataset/publish.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "stoker/dataset.h"
 #include "storage/posix_storage.h"
 #include "testing/test_util.h"
@@ -43,7 +43,17 @@ PackOptions Appending() { return Opts(PackOptions().chunk_bytes, true); }
 class PackTest : public ::testing::Test {
  protected:
   std::shared_ptr<Storage> Dst() { return storage::NewPosixStorage(dst_.path()); }
-  std::string Manifest() { return test::ReadFileToString(dst_.Join("MANIFEST")); }
+  // Every version record and segment, by path: all that readers can see of the metadata.
+  std::map<std::string, std::string> Published() {
+    std::map<std::string, std::string> out;
+    for (const std::string dir : {"versions", "segments"}) {
+      if (!fs::exists(dst_.Join(dir))) continue;
+      for (const auto& e : fs::directory_iterator(dst_.Join(dir))) {
+        out[dir + "/" + e.path().filename().string()] = test::ReadFileToString(e.path());
+      }
+    }
+    return out;
+  }
 
   // Expects `result` to be InvalidArgument mentioning every string in `names`.
   template <typename T>
@@ -134,19 +144,19 @@ double LabelsPerChunk(const test::TempDir& tars, const std::string& dst, Storage
   EXPECT_TRUE(summary.has_value()) << summary.error().ToString();
   auto ds = Dataset::Open(dst);
   EXPECT_TRUE(ds.has_value());
-  const auto& snap = (*ds)->snapshot();
+  const auto& snap = (*ds)->view();
   EXPECT_EQ(snap.sample_count(), samples.size());
   std::map<uint32_t, std::set<int32_t>> labels;
   uint32_t split_samples = 0;
   for (uint32_t s = 0; s < snap.sample_count(); ++s) {
     const auto [first, count] = snap.SampleFiles(s);
     for (uint32_t f = first; f < first + count; ++f) {
-      if (snap.FilePath(f).ends_with(".json")) {  // the sample's index in the input
+      if ((*ds)->FilePath(f).ends_with(".json")) {  // the sample's index in the input
         const auto index = std::stoul(std::string(AsString((*ds)->ReadFile(f).value())));
         EXPECT_EQ(snap.sample_label(s), samples.at(index).label);
       }
       if (f > first && snap.file(f).chunk != snap.file(f - 1).chunk) ++split_samples;
-      EXPECT_TRUE((*ds)->ReadFile(f).has_value()) << snap.FilePath(f);  // CRC-checked
+      EXPECT_TRUE((*ds)->ReadFile(f).has_value()) << (*ds)->FilePath(f);  // CRC-checked
     }
     labels[snap.file(first).chunk].insert(snap.sample_label(s));
   }
@@ -187,19 +197,19 @@ TEST_F(PackTest, FreshPackIntoAnUnrelatedDirectoryIsRefused) {
   EXPECT_NE(result.error().message().find("thesis.tex"), std::string::npos);
   EXPECT_EQ(test::ReadFileToString(dst_.Join("thesis.tex")), "precious");
   EXPECT_FALSE(fs::exists(dst_.Join("chunks")));
-  EXPECT_FALSE(fs::exists(dst_.Join("MANIFEST")));
+  EXPECT_TRUE(Published().empty());
 }
 
 TEST_F(PackTest, PackIntoAnExistingDatasetNeedsAppend) {
   test::WriteTree(test::RandomTree(2, {.files = 5}), src_.path());
   ASSERT_TRUE(test::PackDirectory(src_.path(), *Dst()).has_value());
-  const std::string manifest = Manifest();
+  const auto published = Published();
   const auto chunks = ChunkContents(dst_.path());
   auto again = test::PackDirectory(src_.path(), *Dst());
   ASSERT_FALSE(again.has_value());
   EXPECT_EQ(again.error().code(), StatusCode::kAlreadyExists);
   EXPECT_NE(again.error().message().find("append"), std::string::npos);
-  EXPECT_EQ(Manifest(), manifest);
+  EXPECT_EQ(Published(), published);
   EXPECT_EQ(ChunkContents(dst_.path()), chunks);
 }
 
@@ -212,18 +222,23 @@ TEST_F(PackTest, AppendToNothingIsNotFound) {
 
 // ---- append ----
 
-TEST_F(PackTest, AppendAddsAVersionReusingOldChunks) {
+TEST_F(PackTest, AppendAddsAVersionAndKeepsEveryIndexAndLabel) {
   test::RandomTreeOptions options{
       .files = 40, .dirs = 4, .max_file_bytes = 20000, .image_folder = true, .classes = 3};
   test::Tree v1 = test::RandomTree(10, options);
   test::WriteTree(v1, src_.path());
   ASSERT_TRUE(test::PackDirectory(src_.path(), *Dst(), Opts(8192)).has_value());
-  const std::string v1_manifest_text = Manifest();
+  const auto v1_published = Published();
   const auto v1_chunks = ChunkContents(dst_.path());
   const std::vector<std::string> v1_classes = v1.Classes();
+  std::map<std::string, uint32_t> v1_index;
+  {
+    auto ds = Dataset::Open(dst_.path()).value();
+    for (const auto& [path, data] : v1.files) v1_index[path] = ds->Find(path).value();
+  }
 
-  // v2: more files in an existing class and a new class that sorts before all others, so every
-  // ImageFolder label index shifts by one.
+  // v2: more files in an existing class and a new class that sorts before all others. ImageFolder
+  // would shift every label by one; stoker gives the new class the next label and keeps the rest.
   test::Tree added;
   added.files["\x01new-class/one.jpg"] = test::RandomBytes(1, 5000);
   added.files["\x01new-class/two.jpg"] = "";
@@ -237,52 +252,72 @@ TEST_F(PackTest, AppendAddsAVersionReusingOldChunks) {
   EXPECT_EQ(summary->files_total, v1.files.size() + 3);
   EXPECT_EQ(summary->chunks_total, v1_chunks.size() + summary->chunks_added);
   EXPECT_EQ(summary->classes, 4u);
+  EXPECT_EQ(summary->classes_added, 1u);
+  EXPECT_EQ(summary->segments, 2u);
 
-  // Old chunks untouched, new ones added.
+  // Old chunks and metadata untouched, new ones added.
   const auto v2_chunks = ChunkContents(dst_.path());
   EXPECT_EQ(v2_chunks.size(), v1_chunks.size() + summary->chunks_added);
   for (const auto& [name, bytes] : v1_chunks) {
     ASSERT_TRUE(v2_chunks.contains(name)) << name;
     EXPECT_TRUE(v2_chunks.at(name) == bytes) << name;
   }
+  const auto v2_published = Published();
+  for (const auto& [name, bytes] : v1_published) EXPECT_EQ(v2_published.at(name), bytes) << name;
 
-  test::Tree all = v1;
-  all.files.insert(added.files.begin(), added.files.end());
   auto ds = Dataset::Open(dst_.path());
   ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
   EXPECT_EQ((*ds)->version(), 2u);
-  ASSERT_EQ((*ds)->file_count(), all.files.size());
+  ASSERT_EQ((*ds)->file_count(), v1.files.size() + added.files.size());
   ASSERT_EQ((*ds)->class_count(), 4u);
-  EXPECT_EQ((*ds)->ClassName(0), "\x01new-class");
-  for (const auto& [path, data] : all.files) {
+  for (uint32_t k = 0; k < 3; ++k) EXPECT_EQ((*ds)->ClassName(k), v1_classes[k]);
+  EXPECT_EQ((*ds)->ClassName(3), "\x01new-class");
+  for (const auto& [path, data] : v1.files) {
     const uint32_t f = (*ds)->Find(path).value();
-    EXPECT_EQ((*ds)->Stat(f)->label, all.ExpectedLabel(path)) << path;
+    EXPECT_EQ(f, v1_index.at(path)) << path;  // the index a model or sample list saved
+    EXPECT_EQ((*ds)->Stat(f)->label, v1.ExpectedLabel(path)) << path;
     EXPECT_TRUE(AsString((*ds)->ReadFile(f).value()) == data) << path;
   }
-
-  // The previous version's snapshot is still there and readable, with its own labels.
-  auto v1_manifest = format::ParseManifest(v1_manifest_text);
-  ASSERT_TRUE(v1_manifest.has_value());
-  auto storage = Dst();
-  auto old = OpenSnapshot(*storage, *v1_manifest, true);
-  ASSERT_TRUE(old.has_value()) << old.error().ToString();
-  EXPECT_EQ((*old)->dataset_version(), 1u);
-  EXPECT_EQ((*old)->file_count(), v1.files.size());
-  for (const auto& [path, data] : v1.files) {
-    const auto f = (*old)->FindFile(path);
-    ASSERT_TRUE(f.has_value());
-    EXPECT_EQ((*old)->file(*f).label, v1.ExpectedLabel(path));
+  // New files come after all old ones, in path order.
+  std::vector<uint32_t> new_indices;
+  for (const auto& [path, data] : added.files) {
+    const uint32_t f = (*ds)->Find(path).value();
+    new_indices.push_back(f);
+    EXPECT_GE(f, v1.files.size()) << path;
+    EXPECT_EQ((*ds)->Stat(f)->label, path.starts_with("\x01") ? 3 : 1) << path;
+    EXPECT_TRUE(AsString((*ds)->ReadFile(f).value()) == data) << path;
   }
+  EXPECT_TRUE(std::is_sorted(new_indices.begin(), new_indices.end()));
+  // Listings merge both versions' files by name (after the subdirectories).
+  auto listing = (*ds)->List(v1_classes[1]).value();
+  const auto files = std::find_if(listing.begin(), listing.end(), [](auto& e) { return !e.is_dir; });
+  EXPECT_TRUE(std::is_sorted(files, listing.end(),
+                             [](const auto& x, const auto& y) { return x.name < y.name; }));
+  EXPECT_EQ(std::count_if(listing.begin(), listing.end(),
+                          [](const auto& e) { return e.name == "added.jpg"; }),
+            1);
+
+  // Version 1 is still readable as it was.
+  DatasetOpenOptions at_v1;
+  at_v1.version = 1;
+  auto old = Dataset::Open(dst_.path(), at_v1);
+  ASSERT_TRUE(old.has_value()) << old.error().ToString();
+  EXPECT_EQ((*old)->version(), 1u);
+  EXPECT_EQ((*old)->file_count(), v1.files.size());
+  EXPECT_EQ((*old)->class_count(), 3u);
+  for (const auto& [path, data] : v1.files) {
+    EXPECT_EQ((*old)->Find(path).value(), v1_index.at(path));
+  }
+  EXPECT_TRUE((*old)->Find("\x01new-class/one.jpg").error().IsNotFound());
 }
 
-TEST_F(PackTest, AppendRejectsDuplicatesAndLeavesNoTrace) {
+TEST_F(PackTest, AppendRejectsPathsAlreadyInTheDatasetAndLeavesNoTrace) {
   test::Tree v1 = test::RandomTree(11, {.files = 20});
   test::WriteTree(v1, src_.path());
   ASSERT_TRUE(test::PackDirectory(src_.path(), *Dst(), Opts(4096)).has_value());
-  const std::string manifest = Manifest();
+  const auto published = Published();
   const auto chunks = ChunkContents(dst_.path());
 
-  // New files that sort before the duplicate, so chunks are written before it is found.
   test::Tree again;
   again.files["\x01 first/new.bin"] = test::RandomBytes(5, 9000);
   const std::string dup = std::prev(v1.files.end())->first;
@@ -290,10 +325,9 @@ TEST_F(PackTest, AppendRejectsDuplicatesAndLeavesNoTrace) {
   test::TempDir src2;
   test::WriteTree(again, src2.path());
   auto result = test::PackDirectory(src2.path(), *Dst(), Opts(4096, true));
-  ExpectInvalid(result, {"duplicate path", dup});
-  EXPECT_EQ(Manifest(), manifest);
+  ExpectInvalid(result, {"already in the dataset", dup});
+  EXPECT_EQ(Published(), published);
   EXPECT_EQ(ChunkContents(dst_.path()), chunks);
-  EXPECT_EQ(test::ReadFileToString(dst_.Join("MANIFEST")), manifest);
   EXPECT_EQ(Dataset::Open(dst_.path()).value()->version(), 1u);
 }
 
@@ -326,17 +360,17 @@ class HostileTreeTest : public PackTest {
     test::TempDir first;
     test::WriteTree(test::RandomTree(20, {.files = 10}), first.path());
     ASSERT_TRUE(test::PackDirectory(first.path(), *Dst(), Opts(4096)).has_value());
-    manifest_ = Manifest();
+    published_ = Published();
     chunks_ = ChunkContents(dst_.path());
     // A well-formed part of the hostile tree, sorting around the bad entry.
     test::WriteTree(test::RandomTree(21, {.files = 15, .max_file_bytes = 9000}), src_.path());
   }
   void ExpectRejected(std::initializer_list<std::string_view> names) {
     ExpectInvalid(test::PackDirectory(src_.path(), *Dst(), Opts(4096, true)), names);
-    EXPECT_EQ(Manifest(), manifest_);
+    EXPECT_EQ(Published(), published_);
     EXPECT_EQ(ChunkContents(dst_.path()), chunks_);
   }
-  std::string manifest_;
+  std::map<std::string, std::string> published_;
   std::map<std::string, std::string> chunks_;
 };
 
@@ -393,7 +427,7 @@ class HostileTarTest : public PackTest {
     test::WriteTar(tars_.Join("base.tar"),
                    test::WdsMembers(test::RandomWdsSamples(30, 8, 3, "b/")));
     ASSERT_TRUE(test::PackTars({tars_.Join("base.tar")}, *Dst(), Opts(4096)).has_value());
-    manifest_ = Manifest();
+    published_ = Published();
     chunks_ = ChunkContents(dst_.path());
   }
   // Good members first (so chunk files get written before the bad member is met), then `bad`.
@@ -406,10 +440,10 @@ class HostileTarTest : public PackTest {
   void ExpectRejected(std::vector<std::string> shards,
                       std::initializer_list<std::string_view> names) {
     ExpectInvalid(test::PackTars(std::move(shards), *Dst(), Opts(4096, true)), names);
-    EXPECT_EQ(Manifest(), manifest_);
+    EXPECT_EQ(Published(), published_);
     EXPECT_EQ(ChunkContents(dst_.path()), chunks_);
   }
-  std::string manifest_;
+  std::map<std::string, std::string> published_;
   std::map<std::string, std::string> chunks_;
 };
 
@@ -451,7 +485,7 @@ TEST_F(HostileTarTest, DuplicateMemberAcrossShards) {
 
 TEST_F(HostileTarTest, DuplicateOfAnExistingMember) {
   const auto tar = Shard("again.tar", {test::File("b/000001.jpg", "x")});
-  ExpectRejected({tar}, {"duplicate path", "b/000001.jpg"});
+  ExpectRejected({tar}, {"already in the dataset", "b/000001.jpg"});
 }
 
 TEST_F(HostileTarTest, TruncatedTar) {
@@ -474,9 +508,10 @@ TEST_F(HostileTarTest, FreshPackLeavesNoChunkFiles) {
   const auto tar = Shard("abs2.tar", {test::File("/abs", "x")});
   auto result = test::PackTars({tar}, *storage::NewPosixStorage(fresh.path()), Opts(4096));
   ExpectInvalid(result, {tar, "/abs"});
-  EXPECT_FALSE(fs::exists(fresh.Join("MANIFEST")));
   EXPECT_TRUE(test::ChunkFiles(fresh.path()).empty());
-  EXPECT_FALSE(fs::exists(fresh.Join("snapshots")) && !fs::is_empty(fresh.Join("snapshots")));
+  for (const char* dir : {"versions", "segments"}) {
+    EXPECT_FALSE(fs::exists(fresh.Join(dir)) && !fs::is_empty(fresh.Join(dir))) << dir;
+  }
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 #include <filesystem>
 #include <chrono>
 #include <ctime>
-#include <unordered_set>
+#include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -15,14 +16,19 @@
 #include "dataset/chunk_mixer.h"
 #include "dataset/publish.h"
 #include "format/chunk.h"
-#include "format/snapshot.h"
+#include "common/unique_id.h"
+#include "dataset/version_view.h"
+#include "format/versions.h"
+#include "format/segment.h"
+#include "format/segment_builder.h"
+#include "format/segment_layout.h"
 #include "format/snapshot_builder.h"
 
 namespace stoker::dataset {
 namespace {
 
 constexpr uint64_t kMinChunkBytes = 4096;
-constexpr uint64_t kSpareDescriptors = 64;  // for what else the pack opens (sources, snapshot)
+constexpr uint64_t kSpareDescriptors = 64;  // for what else the pack opens (sources, segment)
 constexpr uint64_t kChunkFixedBytes = format::kChunkHeaderSize + format::kChunkFooterSize;
 
 // Descriptors this process holds now.
@@ -74,62 +80,13 @@ int32_t LabelFromClsMember(std::string_view path, const std::vector<std::byte>& 
   return label;
 }
 
-// A finished snapshot held in memory, readable through the FileBytes interface.
-class StringBytes final : public FileBytes {
- public:
-  explicit StringBytes(std::string data) : data_(std::move(data)) {}
-  std::span<const std::byte> bytes() const override {
-    return {reinterpret_cast<const std::byte*>(data_.data()), data_.size()};
-  }
-  std::string_view view() const { return data_; }
-
- private:
-  const std::string data_;
-};
-
-// The pre-existing content of the destination when appending.
-struct BaseVersion {
-  uint64_t version = 0;
-  std::vector<format::ChunkInfo> chunks;
-  std::vector<format::SnapshotEntry> entries;
-  bool grouped = false;
-};
-
-Result<BaseVersion> LoadBaseVersion(Storage& storage, const format::Manifest& manifest) {
-  STOKER_ASSIGN_OR_RETURN(auto snap, OpenSnapshot(storage, manifest, true));
-  BaseVersion base;
-  base.version = snap->dataset_version();
-  base.grouped = snap->grouped();
-  for (uint32_t c = 0; c < snap->chunk_count(); ++c) {
-    const auto r = snap->chunk(c);
-    base.chunks.push_back({r.id, r.file_size, r.data_crc32c, r.entry_count});
-  }
-  // Tar datasets carry their labels in the entries; tree labels are recomputed from the
-  // directories of the new version (a new class can shift every index, as in ImageFolder).
-  const bool explicit_labels = snap->labelled() && snap->grouped();
-  base.entries.reserve(snap->file_count());
-  for (uint32_t f = 0; f < snap->file_count(); ++f) {
-    const auto r = snap->file(f);
-    format::SnapshotEntry e;
-    e.path = snap->FilePath(f);
-    e.chunk = r.chunk;
-    e.offset = r.offset;
-    e.length = r.length;
-    e.crc32c = r.crc32c;
-    e.label = explicit_labels ? r.label : format::kNoLabel;
-    for (const auto& [k, v] : snap->FileAttributes(f)) e.attributes.emplace_back(k, v);
-    base.entries.push_back(std::move(e));
-  }
-  return base;
-}
-
 // Refuses to pack into a directory that holds anything but (leftovers of) a stoker dataset, so
 // a typo in DST cannot mix chunks into someone's files.
 Status CheckFreshDestination(Storage& storage) {
   auto names = storage.List("");
   if (!names) return names.error().IsNotFound() ? Status::OK() : names.error();
   for (const auto& name : *names) {
-    if (name != kChunksDir && name != kSnapshotsDir && name != "MANIFEST.tmp") {
+    if (name != kChunksDir && name != format::kSegmentsDir && name != format::kVersionsDir) {
       return Status::AlreadyExists(fmt::format(
           "{} is not empty (it holds '{}'); pack into a new or empty directory",
           storage.Describe(""), name));
@@ -142,10 +99,8 @@ Status CheckFreshDestination(Storage& storage) {
 // sample placed by a ChunkMixer (mixed storage order for streamed input).
 class ChunkSet {
  public:
-  ChunkSet(Storage& storage, uint64_t version, uint64_t chunk_bytes, uint32_t open_chunks,
-           uint64_t seed)
+  ChunkSet(Storage& storage, uint64_t chunk_bytes, uint32_t open_chunks, uint64_t seed)
       : storage_(storage),
-        version_(version),
         // The mixer counts payload plus index entry; header and footer are fixed.
         mixer_(open_chunks, chunk_bytes - std::min(chunk_bytes, kChunkFixedBytes), seed),
         writers_(std::max(1u, open_chunks)),
@@ -162,14 +117,13 @@ class ChunkSet {
     for (uint32_t slot : place.full) STOKER_RETURN_IF_ERROR(Finish(slot));
     auto& writer = writers_[place.slot];
     if (!writer) {
-      // Chunk ids are <version:32><sequence:32>: unique across versions, deterministic within
-      // one, and a crashed attempt's leftovers are simply overwritten by the retry.
-      const auto sequence = static_cast<uint32_t>(finished_.size());
-      const uint64_t id = (version_ << 32) | sequence;
+      // Random ids (docs/format.md §2): writers on any machine never pick the same name, so
+      // concurrent packs into one dataset never touch each other's chunks.
+      const uint64_t id = UniqueId();
       STOKER_ASSIGN_OR_RETURN(writer, format::ChunkWriter::Create(storage_, id));
       written_.push_back(format::ChunkPath(id));
+      sequence_of_[place.slot] = static_cast<uint32_t>(finished_.size());
       finished_.emplace_back();
-      sequence_of_[place.slot] = sequence;
     }
     *chunk_number = sequence_of_[place.slot];
     return writer->Add(payload);
@@ -198,7 +152,6 @@ class ChunkSet {
   }
 
   Storage& storage_;
-  const uint64_t version_;
   ChunkMixer mixer_;
   std::vector<std::unique_ptr<format::ChunkWriter>> writers_;  // by slot
   std::vector<uint32_t> sequence_of_;                          // by slot
@@ -215,115 +168,263 @@ uint64_t RemainingPayload(const PackSource& source, uint64_t payload_so_far) {
   return static_cast<uint64_t>(static_cast<double>(total - std::min(total, consumed)) * ratio);
 }
 
-Result<PackSummary> PackInto(PackSource& source, Storage& dst, const PackOptions& options,
-                             ChunkSet& chunks, BaseVersion& base, uint64_t version) {
-  const auto start = std::chrono::steady_clock::now();
-  std::unordered_set<std::string> seen;
-  seen.reserve(base.entries.size());
-  for (const auto& e : base.entries) seen.insert(e.path);
-  const uint32_t base_chunks = static_cast<uint32_t>(base.chunks.size());
-  const size_t base_files = base.entries.size();
+// What one pack adds, before it is numbered after the version it extends.
+struct Addition {
+  std::vector<format::SegmentFile> files;  // labels: from .cls members (tar), else -1
+  std::vector<format::ChunkInfo> chunks;   // SegmentFile::chunk indexes these
+  bool any_cls_label = false;
+};
 
-  format::SnapshotSpec spec;
-  spec.dataset_version = version;
-  spec.created_unix_seconds = static_cast<uint64_t>(std::time(nullptr));
-  spec.entries = std::move(base.entries);
-  spec.group_by_key = options.tar_input || base.grouped;
-  const bool from_tars = options.tar_input || base.grouped;
-
+// Reads the whole input into chunks. Paths must be new within the input; whether they are new
+// to the dataset is checked against the version this pack extends when it publishes.
+Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunks,
+                 Addition* add, PackSummary* summary) {
   PackProgress progress;
   progress.files_total = source.total_items();
   progress.source_bytes_total = source.total_bytes();
-  PackSummary summary;
   size_t attributes_used = 0;
   uint64_t payload_so_far = 0;  // with index entries: what the chunks hold
+  std::vector<format::SegmentFile>& files = add->files;
   while (true) {
     STOKER_ASSIGN_OR_RETURN(auto item, source.Next());
     if (!item) break;
-    if (!seen.insert(item->path).second) {
-      return Err(Status::InvalidArgument(fmt::format(
-          "duplicate path: {}{}", item->path,
-          version > 1 ? " (already in the dataset or earlier in the input)" : "")));
-    }
     // A tar sample's files (key.jpg, key.cls, ...) arrive together and stay in one chunk.
-    const bool same_sample = from_tars && !spec.entries.empty() &&
-                             spec.entries.size() > base_files &&
-                             format::SampleKeyOf(spec.entries.back().path) ==
+    const bool same_sample = options.tar_input && !files.empty() &&
+                             format::SampleKeyOf(files.back().path) ==
                                  format::SampleKeyOf(item->path);
     uint32_t chunk_number = 0;
     const uint64_t entry_bytes = item->bytes.size() + format::kChunkIndexEntrySize;
     const uint64_t remaining = RemainingPayload(source, payload_so_far + entry_bytes);
     auto ref = chunks.Add(item->bytes, remaining, same_sample, &chunk_number);
-    if (!ref) return Err(ref.error().WithContext(item->path));
-    format::SnapshotEntry e;
-    e.chunk = base_chunks + chunk_number;
-    e.offset = ref->offset;
-    e.length = ref->length;
-    e.crc32c = ref->crc32c;
-    if (from_tars && options.labels == LabelPolicy::kAuto) {
-      e.label = LabelFromClsMember(item->path, item->bytes);
+    if (!ref) return ref.error().WithContext(item->path);
+    format::SegmentFile f;
+    f.chunk = chunk_number;
+    f.offset = ref->offset;
+    f.length = ref->length;
+    f.crc32c = ref->crc32c;
+    if (options.tar_input && options.labels == LabelPolicy::kAuto) {
+      f.label = LabelFromClsMember(item->path, item->bytes);
+      add->any_cls_label |= f.label >= 0;
     }
     if (auto it = options.attributes.find(item->path); it != options.attributes.end()) {
-      e.attributes = it->second;
+      f.attributes = it->second;
       ++attributes_used;
     }
-    e.path = std::move(item->path);
-    spec.entries.push_back(std::move(e));
-    ++summary.files_added;
-    summary.bytes_added += ref->length;
+    f.path = std::move(item->path);
+    files.push_back(std::move(f));
+    ++summary->files_added;
+    summary->bytes_added += ref->length;
     payload_so_far += entry_bytes;
     if (options.progress) {
-      progress.files_done = summary.files_added;
-      progress.bytes_done = summary.bytes_added;
+      progress.files_done = summary->files_added;
+      progress.bytes_done = summary->bytes_added;
       progress.source_bytes_done = source.consumed_bytes();
       options.progress(progress);
     }
   }
+  std::vector<std::string_view> paths;
+  paths.reserve(files.size());
+  for (const auto& f : files) paths.push_back(f.path);
+  std::sort(paths.begin(), paths.end());
+  if (auto dup = std::adjacent_find(paths.begin(), paths.end()); dup != paths.end()) {
+    return Status::InvalidArgument(fmt::format("duplicate path in the input: {}", *dup));
+  }
   if (attributes_used != options.attributes.size()) {
-    // Some attributes name a path that this pack did not add: say which.
-    std::unordered_set<std::string_view> added;
-    for (size_t i = spec.entries.size() - summary.files_added; i < spec.entries.size(); ++i) {
-      added.insert(spec.entries[i].path);
-    }
     for (const auto& [path, attrs] : options.attributes) {
-      if (!added.contains(path)) {
-        return Err(Status::InvalidArgument(
-            fmt::format("attributes given for a path that is not in the input: {}", path)));
+      if (!std::binary_search(paths.begin(), paths.end(), std::string_view(path))) {
+        return Status::InvalidArgument(
+            fmt::format("attributes given for a path that is not in the input: {}", path));
+      }
+    }
+  }
+  if (add->any_cls_label) {
+    // A tar sample's label is its .cls member's; every file of the sample carries it, so the
+    // sample's label does not depend on which member sorts first.
+    std::unordered_map<std::string_view, int32_t> label_of;
+    for (const auto& f : files) {
+      if (f.label >= 0) label_of[format::SampleKeyOf(f.path)] = f.label;
+    }
+    for (auto& f : files) {
+      if (auto it = label_of.find(format::SampleKeyOf(f.path)); it != label_of.end()) {
+        f.label = it->second;
       }
     }
   }
   STOKER_RETURN_IF_ERROR(chunks.FinishAll());
-  STOKER_RETURN_IF_ERROR(dst.SyncDir(kChunksDir));
-
-  spec.chunks = std::move(base.chunks);
-  spec.chunks.insert(spec.chunks.end(), chunks.finished().begin(), chunks.finished().end());
-  if (options.labels == LabelPolicy::kNone) {
-    spec.labels = format::LabelMode::kNone;
-  } else {
-    spec.labels = from_tars ? format::LabelMode::kExplicit : format::LabelMode::kFirstDirectory;
-  }
-  summary.files_total = spec.entries.size();
-  for (const auto& e : spec.entries) summary.bytes_total += e.length;
-  summary.chunks_added = chunks.finished().size();
-  summary.chunks_total = spec.chunks.size();
-  STOKER_ASSIGN_OR_RETURN(std::string snapshot, format::BuildSnapshot(std::move(spec)));
-  // Nothing is published that the reader would reject: open the new snapshot from memory with
-  // full validation first (this also yields the counts for the summary).
-  auto bytes = std::make_shared<const StringBytes>(std::move(snapshot));
-  auto snap = format::Snapshot::Open(bytes, SnapshotPath(version));
-  if (!snap) {
-    return Err(Status::Internal("the packer built a snapshot its reader rejects: " +
-                                snap.error().ToString()));
-  }
-  STOKER_RETURN_IF_ERROR(PublishVersion(dst, version, bytes->view()));
-  summary.version = version;
-  summary.snapshot_bytes = bytes->view().size();
-  summary.classes = (*snap)->class_count();
-  summary.samples = (*snap)->sample_count();
+  add->chunks = chunks.finished();
   if (options.progress) options.progress(progress);
-  summary.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return summary;
+  return Status::OK();
+}
+
+// The flags of a new dataset, from its first pack.
+uint32_t FirstFlags(const Addition& add, const PackOptions& options) {
+  uint32_t flags = options.tar_input ? format::kSegmentGrouped : 0;
+  if (options.labels == LabelPolicy::kNone) return flags;
+  if (options.tar_input) return add.any_cls_label ? flags | format::kSegmentLabelled : flags;
+  const bool all_in_dirs =
+      !add.files.empty() && std::all_of(add.files.begin(), add.files.end(), [](const auto& f) {
+        return f.path.find('/') != std::string::npos;
+      });
+  return all_in_dirs ? flags | format::kSegmentLabelled | format::kSegmentLabelsFromDirs : flags;
+}
+
+// Checks that the addition fits the dataset it extends (same kind of input and labels).
+Status CheckCompatible(const Addition& add, const PackOptions& options, uint32_t flags) {
+  if (((flags & format::kSegmentGrouped) != 0) != options.tar_input) {
+    return Status::InvalidArgument(
+        "cannot append a directory tree to a dataset packed from tar shards, or vice versa");
+  }
+  if (flags & format::kSegmentLabelsFromDirs) {
+    for (const auto& f : add.files) {
+      if (f.path.find('/') == std::string::npos) {
+        return Status::InvalidArgument(fmt::format(
+            "{} is outside a class directory, but the dataset's labels are its first-level "
+            "directories",
+            f.path));
+      }
+    }
+  } else if (add.any_cls_label && !(flags & format::kSegmentLabelled)) {
+    return Status::InvalidArgument(
+        "the input carries .cls labels but the dataset has none; pass --labels none to add it "
+        "without them");
+  }
+  return Status::OK();
+}
+
+// The segment of `add` numbered after `base` (nullptr: the first version): file, sample and
+// class numbers continue where the base's end; a class directory seen before keeps its label.
+format::SegmentSpec Numbered(const Addition& add, const VersionView* base, uint32_t flags) {
+  format::SegmentSpec spec;
+  spec.flags = flags;
+  spec.first_file = base ? base->record().files : 0;
+  spec.first_sample = base ? base->record().samples : 0;
+  spec.first_label = base ? base->class_count() : 0;
+  spec.chunks = add.chunks;
+  spec.files = add.files;
+  if (flags & format::kSegmentLabelsFromDirs) {
+    std::unordered_map<std::string_view, int32_t> label_of;
+    if (base) {
+      for (uint32_t k = 0; k < base->class_count(); ++k) label_of[base->class_name(k)] = k;
+    }
+    std::vector<std::string_view> added;
+    for (const auto& f : spec.files) {
+      const std::string_view cls = std::string_view(f.path).substr(0, f.path.find('/'));
+      if (!label_of.contains(cls)) {
+        label_of[cls] = -1;
+        added.push_back(cls);
+      }
+    }
+    std::sort(added.begin(), added.end());  // new classes in name order, after the old ones
+    for (const std::string_view cls : added) {
+      label_of[cls] = static_cast<int32_t>(spec.first_label + spec.classes.size());
+      spec.classes.emplace_back(cls);
+    }
+    for (auto& f : spec.files) f.label = label_of.at(std::string_view(f.path).substr(0, f.path.find('/')));
+  } else if (flags & format::kSegmentLabelled) {
+    int32_t max_label = -1;
+    for (const auto& f : spec.files) max_label = std::max(max_label, f.label);
+    for (int64_t k = spec.first_label; k <= max_label; ++k) spec.classes.push_back(std::to_string(k));
+  } else {
+    for (auto& f : spec.files) f.label = format::kNoLabel;
+  }
+  return spec;
+}
+
+// Publishing can be retried: a writer that loses version v to another rebases on it.
+constexpr int kMaxPublishAttempts = 1000;
+
+// Writes `add`'s segment numbered after the newest version and publishes the next version,
+// rebasing and retrying while other writers publish first. *published: the segment's path
+// once written (so a failed pack can tell whether a version lists it).
+Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, const Addition& add,
+                                    PackSummary summary, std::string* segment_path) {
+  const uint64_t writer = UniqueId();
+  std::vector<std::string> paths;
+  paths.reserve(add.files.size());
+  for (const auto& f : add.files) paths.push_back(f.path);
+  Pcg32 jitter(writer);
+  for (int attempt = 0;; ++attempt) {
+    STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(dst));
+    std::unique_ptr<VersionView> base;
+    uint32_t flags = FirstFlags(add, options);
+    if (latest) {
+      if (!options.append) {
+        return Err(Status::AlreadyExists(fmt::format(
+            "{} {} a dataset (version {}); use --append to add files to it", dst.Describe(""),
+            attempt == 0 ? "already holds" : "was given", latest->version)));
+      }
+      STOKER_ASSIGN_OR_RETURN(base, VersionView::Open(dst, *latest));
+      flags = latest->flags;
+      STOKER_RETURN_IF_ERROR(CheckCompatible(add, options, flags));
+      STOKER_ASSIGN_OR_RETURN(auto taken, base->Holding(paths));
+      if (!taken.empty()) {
+        std::string list;
+        for (size_t i = 0; i < std::min<size_t>(taken.size(), 5); ++i) list += "\n  " + taken[i];
+        return Err(Status::InvalidArgument(fmt::format(
+            "{} of the input's paths are already in the dataset (version {}), e.g.:{}",
+            taken.size(), latest->version, list)));
+      }
+    } else if (options.append) {
+      return Err(Status::NotFound(fmt::format("--append: {} holds no dataset yet", dst.Describe(""))));
+    }
+    format::SegmentSpec spec = Numbered(add, base.get(), flags);
+    const uint32_t classes_added = static_cast<uint32_t>(spec.classes.size());
+    STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(std::move(spec)));
+    const uint64_t id = UniqueId();
+    *segment_path = format::SegmentPath(id);
+    STOKER_RETURN_IF_ERROR(dst.CreateDirs(format::kSegmentsDir));
+    STOKER_RETURN_IF_ERROR(dst.CreateExclusive(
+        *segment_path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}));
+    // Nothing is published that the reader would reject: the stored segment is opened with
+    // full validation, which also yields the footer CRC the record lists.
+    STOKER_ASSIGN_OR_RETURN(auto file, dst.OpenRead(*segment_path));
+    auto segment = format::Segment::Open(std::move(file), dst.Describe(*segment_path));
+    if (!segment) {
+      return Err(Status::Internal("the packer wrote a segment its reader rejects: " +
+                                  segment.error().ToString()));
+    }
+    const format::SegmentInfo& info = (*segment)->info();
+    format::VersionRecord record = latest ? *latest : format::VersionRecord{};
+    record.version = latest ? latest->version + 1 : 1;
+    record.parent = latest ? latest->version : 0;
+    record.created_unix_seconds = static_cast<uint64_t>(std::time(nullptr));
+    record.writer = writer;
+    record.flags = flags;
+    record.files += info.file_count;
+    record.samples += info.sample_count;
+    record.classes += info.class_count;
+    record.chunks += info.chunk_count;
+    record.bytes += info.total_bytes;
+    record.segments.push_back({id, bytes.size(), (*segment)->footer_crc32c(), info.file_count,
+                               info.sample_count, info.class_count, info.chunk_count});
+    const Status published = format::PublishVersionRecord(dst, record);
+    if (published.ok()) {
+      summary.version = record.version;
+      summary.files_total = record.files;
+      summary.bytes_total = record.bytes;
+      summary.chunks_added = info.chunk_count;
+      summary.chunks_total = record.chunks;
+      summary.segment_bytes = bytes.size();
+      for (const auto& ref : record.segments) summary.metadata_bytes += ref.bytes;
+      summary.segments = record.segments.size();
+      summary.classes = static_cast<uint32_t>(record.classes);
+      summary.classes_added = classes_added;
+      summary.samples = record.samples;
+      summary.publish_attempts = attempt + 1;
+      return summary;
+    }
+    if (published.code() != StatusCode::kAlreadyExists) return Err(published);
+    // Another writer published this version first: this segment was numbered for a version
+    // that will never list it. Drop it, rebase on the newer version and try again.
+    (void)dst.Remove(*segment_path);
+    segment_path->clear();
+    if (!options.append || attempt + 1 >= kMaxPublishAttempts) {
+      return Err(published.WithContext(options.append ? "gave up after 1000 attempts" : "pack"));
+    }
+    // Backing off by a random few ms spreads writers that collided apart.
+    std::this_thread::sleep_for(std::chrono::microseconds(
+        jitter.Below(1000u << std::min(attempt, 8))));
+  }
 }
 
 }  // namespace
@@ -353,40 +454,61 @@ Status PackOptions::Validate() const {
 
 Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& options) {
   STOKER_RETURN_IF_ERROR(options.Validate());
-  STOKER_ASSIGN_OR_RETURN(auto current, ReadCurrentVersion(dst));
-  BaseVersion base;
-  if (current) {
-    if (!options.append) {
-      return Err(Status::AlreadyExists(fmt::format(
-          "{} already holds a dataset (version {}); use --append to add files to it",
-          dst.Describe(""), current->version)));
+  const auto start = std::chrono::steady_clock::now();
+  // Fail before reading any input where the outcome is known; the publish step checks again
+  // against whatever version is newest by then.
+  STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(dst));
+  if (!latest) {
+    STOKER_ASSIGN_OR_RETURN(auto old, ReadCurrentVersion(dst));
+    if (old) {
+      return Err(Status::Unsupported(fmt::format(
+          "{} is a format-1 dataset; run `stoker upgrade {}` first", dst.Describe(""),
+          dst.Describe(""))));
     }
-    STOKER_ASSIGN_OR_RETURN(base, LoadBaseVersion(dst, *current));
-    if (base.grouped != options.tar_input) {
-      return Err(Status::InvalidArgument(
-          "cannot append a directory tree to a dataset packed from tar shards, or vice versa"));
-    }
-  } else {
     if (options.append) {
       return Err(Status::NotFound(fmt::format("--append: {} holds no dataset yet", dst.Describe(""))));
     }
     STOKER_RETURN_IF_ERROR(CheckFreshDestination(dst));
+  } else if (!options.append) {
+    return Err(Status::AlreadyExists(fmt::format(
+        "{} already holds a dataset (version {}); use --append to add files to it",
+        dst.Describe(""), latest->version)));
   }
-  const uint64_t version = base.version + 1;
-  if (version >= (1ull << 32)) return Err(Status::ResourceExhausted("too many versions"));
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(kChunksDir));
   const uint32_t open_chunks = OpenChunks(options, dst);
-  ChunkSet chunks(dst, version, options.chunk_bytes, open_chunks,
-                  DeriveSeed({options.mix_seed, version}));
-  auto summary = PackInto(source, dst, options, chunks, base, version);
-  if (summary) summary->open_chunks = open_chunks;
-  if (!summary) {
-    // Only chunk files of an unpublished version are removed; if publishing itself failed
-    // half-way, MANIFEST still names the previous version, which never references them.
-    auto now = ReadCurrentVersion(dst);
-    if (!now || !*now || (*now)->version != version) chunks.RemoveWritten();
+  const uint64_t next_version = latest ? latest->version + 1 : 1;
+  ChunkSet chunks(dst, options.chunk_bytes, open_chunks,
+                  DeriveSeed({options.mix_seed, next_version}));
+  PackSummary summary;
+  summary.open_chunks = open_chunks;
+  Addition add;
+  std::string segment_path;
+  Status read = ReadInput(source, options, chunks, &add, &summary);
+  if (read.ok()) read = dst.SyncDir(kChunksDir);
+  Result<PackSummary> result = read.ok() ? PublishAddition(dst, options, add, summary,
+                                                           &segment_path)
+                                         : Result<PackSummary>(Err(read));
+  if (!result) {
+    // What no version lists is removed again. A publish whose outcome is unknown (an error
+    // after the store may have created the record) is resolved by reading the versions: the
+    // chunks stay if one lists this pack's segment.
+    bool listed = false;
+    if (!segment_path.empty()) {
+      const uint64_t id = std::stoull(segment_path.substr(format::kSegmentsDir.size() + 1, 16),
+                                      nullptr, 16);
+      auto now = format::ReadLatestVersion(dst);
+      if (!now) {
+        listed = true;  // cannot tell: keep everything rather than break a published version
+      } else if (*now) {
+        for (const auto& ref : (*now)->segments) listed |= ref.id == id;
+      }
+      if (!listed) (void)dst.Remove(segment_path);
+    }
+    if (!listed) chunks.RemoveWritten();
+    return result;
   }
-  return summary;
+  result->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
 
 }  // namespace stoker::dataset

@@ -1,8 +1,11 @@
 // `stoker pack`: turns a source (directory tree or tar shards) into a dataset version.
 //
-// Chunks are written and synced, then the snapshot, then MANIFEST is atomically replaced, so a
-// crash at any instant leaves the previous version (or no dataset) visible, never a partial one.
-// On an error the chunks written so far are removed again.
+// Chunks are written and synced, then the pack's metadata segment, then the next version's
+// record is created exclusively (docs/format.md §5): a crash at any instant leaves the previous
+// version (or no dataset) visible, never a partial one, and of several writers appending at
+// once each one's files land in a version of its own (a writer that loses a version to another
+// renumbers its segment after it and tries again). On an error what no version lists is
+// removed again.
 #pragma once
 
 #include <cstdint>
@@ -62,9 +65,12 @@ struct PackSummary {
   // Chunks filled at once (tar input, mixed order: up to PackOptions::open_chunks, fewer where
   // write-buffer memory or file descriptors are short); 1: input order.
   uint32_t open_chunks = 1;
-  uint64_t snapshot_bytes = 0;
-  uint32_t classes = 0;
-  uint32_t samples = 0;
+  uint64_t segment_bytes = 0;   // metadata this pack added
+  uint64_t metadata_bytes = 0;  // of the whole new version (all its segments)
+  uint64_t segments = 0;
+  uint64_t classes = 0, classes_added = 0;
+  uint64_t samples = 0;
+  int publish_attempts = 0;  // > 1: other writers published first and this pack rebased
   double seconds = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include "common/coding.h"
 #include "common/crc32c.h"
+#include "storage/small_file.h"
 
 namespace stoker::dataset {
 namespace {
@@ -25,17 +26,8 @@ std::string SnapshotPath(uint64_t version) {
   return fmt::format("{}/{:016x}.snap", kSnapshotsDir, version);
 }
 
-Result<std::string> ReadSmallFile(Storage& storage, std::string_view path, uint64_t limit) {
-  STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(path));
-  const uint64_t size = file->Size();
-  if (size > limit) return Err(Status::Corruption(storage.Describe(path) + ": too large"));
-  std::string text(size, '\0');
-  STOKER_RETURN_IF_ERROR(file->ReadAt(0, {reinterpret_cast<std::byte*>(text.data()), size}));
-  return text;
-}
-
 Result<std::optional<format::Manifest>> ReadCurrentVersion(Storage& storage) {
-  auto text = ReadSmallFile(storage, format::kManifestPath, format::kMaxManifestSize);
+  auto text = storage::ReadSmallFile(storage, format::kManifestPath, format::kMaxManifestSize);
   if (!text) {
     if (text.error().IsNotFound()) return std::optional<format::Manifest>();
     return Err(text.error());

@@ -19,9 +19,6 @@ inline constexpr std::string_view kSnapshotsDir = "snapshots";
 // "snapshots/0000000000000003.snap"
 std::string SnapshotPath(uint64_t version);
 
-// A whole small file (a MANIFEST, a version record); Corruption if it is over `limit` bytes.
-Result<std::string> ReadSmallFile(Storage& storage, std::string_view path, uint64_t limit);
-
 // The manifest of the current version; nullopt if the location holds no dataset yet.
 Result<std::optional<format::Manifest>> ReadCurrentVersion(Storage& storage);
 

@@ -6,39 +6,53 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
-#include "dataset/publish.h"
+#include "dataset/version_view.h"
+#include "format/versions.h"
 #include "format/chunk.h"
 
 namespace stoker::dataset {
 
 Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress) {
   VerifyReport report;
-  auto manifest = ReadCurrentVersion(storage);
-  if (!manifest) {
-    if (!manifest.error().IsCorruption()) return Err(manifest.error());
-    report.problems.push_back(manifest.error().message());
+  auto latest = format::ReadLatestVersion(storage);
+  if (!latest) {
+    if (!latest.error().IsCorruption()) return Err(latest.error());
+    report.problems.push_back(latest.error().message());
     return report;
   }
-  if (!*manifest) {
-    return Err(Status::NotFound(storage.Describe("") + " is not a stoker dataset (no MANIFEST)"));
+  if (!*latest) {
+    return Err(Status::NotFound(storage.Describe("") + " is not a stoker dataset (no versions/)"));
   }
-  report.version = (*manifest)->version;
-  auto snapshot = OpenSnapshot(storage, **manifest, /*verify_checksum=*/true);
-  if (!snapshot) {
-    report.problems.push_back(snapshot.error().message());
+  report.version = (*latest)->version;
+  // The metadata first: every block of every segment, then every file's location.
+  auto opened = VersionView::Open(storage, **latest);
+  Status metadata = opened ? Status::OK() : opened.error();
+  for (size_t j = 0; metadata.ok() && j < (*opened)->segment_count(); ++j) {
+    metadata = (*opened)->segment(j).CheckEveryBlock();
+  }
+  if (metadata.ok()) metadata = (*opened)->LoadLocations();
+  if (!metadata.ok()) {
+    if (metadata.code() == StatusCode::kUnavailable || metadata.code() == StatusCode::kTimeout) {
+      return Err(metadata.WithContext("verify " + storage.Describe("")));
+    }
+    report.problems.push_back(metadata.message());
     return report;
   }
-  const auto& snap = **snapshot;
+  const VersionView& view = **opened;
+  auto path_of = [&](uint32_t f) {
+    auto path = view.FilePath(f);
+    return path ? *path : fmt::format("file #{} ({})", f, path.error().message());
+  };
 
-  std::vector<std::vector<uint32_t>> files_of(snap.chunk_count());
-  for (uint32_t f = 0; f < snap.file_count(); ++f) files_of[snap.file(f).chunk].push_back(f);
+  std::vector<std::vector<uint32_t>> files_of(view.chunk_count());
+  for (uint32_t f = 0; f < view.file_count(); ++f) files_of[view.file(f).chunk].push_back(f);
 
   std::vector<std::byte> buffer;
-  for (uint32_t c = 0; c < snap.chunk_count(); ++c) {
-    const format::ChunkRecord rec = snap.chunk(c);
+  for (uint32_t c = 0; c < view.chunk_count(); ++c) {
+    const ChunkRef rec = view.chunk(c);
     const std::string name = format::ChunkPath(rec.id);
     auto fail_files = [&](const std::string& why) {
-      for (uint32_t f : files_of[c]) report.corrupt_files.push_back(snap.FilePath(f) + ": " + why);
+      for (uint32_t f : files_of[c]) report.corrupt_files.push_back(path_of(f) + ": " + why);
     };
     auto file = storage.OpenRead(name);
     Status read_status = file ? Status::OK() : file.error();
@@ -67,16 +81,16 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress) {
     for (const auto& e : check.entries) by_offset.emplace(e.offset, e);
     for (uint32_t f : files_of[c]) {
       ++report.files_checked;
-      const format::FileRecord r = snap.file(f);
+      const FileLocation r = view.file(f);
       if (r.offset + r.length > buffer.size()) {
         report.corrupt_files.push_back(fmt::format("{}: extent beyond the end of {}",
-                                                   snap.FilePath(f), name));
+                                                   path_of(f), name));
         continue;
       }
       const uint32_t actual = crc32c::Value(buffer.data() + r.offset, r.length);
       if (actual != r.crc32c) {
         report.corrupt_files.push_back(fmt::format(
-            "{}: CRC32C mismatch in {} (stored {:08x}, read {:08x})", snap.FilePath(f), name,
+            "{}: CRC32C mismatch in {} (stored {:08x}, read {:08x})", path_of(f), name,
             r.crc32c, actual));
         continue;
       }
@@ -86,10 +100,10 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress) {
       });
       if (!check.entries.empty() && !indexed) {
         report.corrupt_files.push_back(fmt::format(
-            "{}: does not match the index of {}", snap.FilePath(f), name));
+            "{}: does not match the index of {}", path_of(f), name));
       }
     }
-    if (progress) progress(c + 1, snap.chunk_count(), report.bytes_checked);
+    if (progress) progress(c + 1, view.chunk_count(), report.bytes_checked);
   }
   return report;
 }

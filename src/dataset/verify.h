@@ -1,5 +1,6 @@
-// `stoker verify`: re-reads every chunk of the current version and checks every CRC32C
-// (manifest, snapshot, chunk header/index/data, every file), naming each corrupt file and chunk.
+// `stoker verify`: re-reads the newest version's metadata and every chunk and checks every
+// CRC32C (version record, every segment block, chunk header/index/data, every file), naming
+// each corrupt file and chunk.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@ namespace stoker::dataset {
 struct VerifyReport {
   uint64_t version = 0;
   uint64_t files_checked = 0, chunks_checked = 0, bytes_checked = 0;
-  std::vector<std::string> problems;        // manifest / snapshot level: nothing else was checked
+  std::vector<std::string> problems;        // metadata level: nothing else was checked
   std::vector<std::string> corrupt_chunks;  // "chunks/….chunk: why"
   std::vector<std::string> corrupt_files;   // "path: why"
   bool ok() const { return problems.empty() && corrupt_chunks.empty() && corrupt_files.empty(); }

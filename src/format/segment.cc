@@ -16,6 +16,16 @@ namespace {
 
 constexpr size_t kMaxSections = 32;
 
+// For searching keyed entries and plain keys alike.
+template <typename T>
+std::string_view KeyOf(const T& x) {
+  if constexpr (requires { x.key; }) {
+    return x.key;
+  } else {
+    return x;
+  }
+}
+
 uint64_t BlocksFor(uint64_t entries) { return (entries + kBlockEntries - 1) / kBlockEntries; }
 
 struct Cursor {
@@ -469,6 +479,65 @@ Result<std::optional<uint64_t>> Segment::FindFile(std::string_view path) const {
   return std::optional<uint64_t>(found->first);
 }
 
+Result<std::vector<SegmentFileEntry>> Segment::Files(uint64_t first, uint64_t count) const {
+  if (first > info_.file_count || count > info_.file_count - first) {
+    return Err(Status::InvalidArgument(fmt::format("segment {}: files [{}, +{}) out of range",
+                                                   name_, first, count)));
+  }
+  std::vector<SegmentFileEntry> out(count);
+  std::vector<std::pair<uint64_t, uint64_t>> by_ordinal;  // (location ordinal, output slot)
+  by_ordinal.reserve(count);
+  for (uint64_t b = first / kBlockEntries; count > 0 && b <= (first + count - 1) / kBlockEntries;
+       ++b) {
+    STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
+    for (uint64_t i = 0; i < block.size(); ++i) {
+      const uint64_t position = b * kBlockEntries + i;
+      if (position < first || position >= first + count) continue;
+      STOKER_ASSIGN_OR_RETURN(const uint64_t ordinal, ParseLocationValue(block[i].value, position));
+      out[position - first].path = PathOfFileKey(block[i].key);
+      by_ordinal.emplace_back(ordinal, position - first);
+    }
+  }
+  // Locations lie in storage order, not path order: read each block they fall in once.
+  std::sort(by_ordinal.begin(), by_ordinal.end());
+  std::vector<SegmentLocation> block;
+  uint64_t loaded = UINT64_MAX;
+  for (const auto& [ordinal, slot] : by_ordinal) {
+    if (ordinal / kBlockEntries != loaded) {
+      loaded = ordinal / kBlockEntries;
+      STOKER_ASSIGN_OR_RETURN(block, LocationBlock(loaded));
+    }
+    out[slot].location = block[ordinal % kBlockEntries];
+    if (out[slot].location.position != first + slot) {
+      return Err(Corrupt(fmt::format("file {} and its location disagree", first + slot)));
+    }
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> Segment::Holding(std::vector<std::string> paths) const {
+  std::vector<std::string> found;
+  if (info_.file_count == 0) return found;
+  for (auto& p : paths) p = FileKeyOf(p);
+  std::sort(paths.begin(), paths.end());
+  std::vector<Table::Entry> block;
+  uint64_t loaded = UINT64_MAX;
+  for (const std::string& key : paths) {
+    if (key < info_.first_key || key > info_.last_key) continue;
+    const auto b = files_->BlockFor(key);
+    if (!b) continue;
+    if (*b != loaded) {
+      loaded = *b;
+      STOKER_ASSIGN_OR_RETURN(block, files_->Block(loaded));
+    }
+    if (std::binary_search(block.begin(), block.end(), key,
+                           [](const auto& x, const auto& y) { return KeyOf(x) < KeyOf(y); })) {
+      found.push_back(PathOfFileKey(key));
+    }
+  }
+  return found;
+}
+
 Result<std::optional<SegmentDir>> Segment::FindDir(std::string_view path) const {
   STOKER_ASSIGN_OR_RETURN(auto found, dirs_->Find(path));
   if (!found) return std::optional<SegmentDir>();
@@ -512,6 +581,15 @@ Result<std::vector<std::pair<std::string, std::string>>> Segment::Attributes(
     return true;
   }));
   return out;
+}
+
+Status Segment::CheckEveryBlock() const {
+  for (const Table* table : {files_.get(), dirs_.get(), attrs_.get()}) {
+    for (uint64_t b = 0; b < table->first_keys.size(); ++b) {
+      if (auto block = table->Block(b); !block) return block.error();
+    }
+  }
+  return ForEachFile([](uint64_t, std::string_view, uint64_t) {});
 }
 
 Status Segment::ForEachLocation(

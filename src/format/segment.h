@@ -45,6 +45,12 @@ struct SegmentLocation {
   int32_t label = -1;
 };
 
+// A file with its path and location (directory listings).
+struct SegmentFileEntry {
+  std::string path;
+  SegmentLocation location;
+};
+
 struct SegmentDir {
   uint64_t first_file = 0, file_count = 0;  // positions of the files directly inside
 };
@@ -77,12 +83,20 @@ class Segment {
   // Position of `path`, nullopt if this segment does not hold it.
   Result<std::optional<uint64_t>> FindFile(std::string_view path) const;
   Result<std::optional<SegmentDir>> FindDir(std::string_view path) const;
+  // The files at positions [first, first + count), reading each block once: a directory's
+  // files (SegmentDir) with their names and locations.
+  Result<std::vector<SegmentFileEntry>> Files(uint64_t first, uint64_t count) const;
+  // Those of `paths` that this segment holds, reading each block at most once (conflict checks
+  // of a writer's many new paths against a published version).
+  Result<std::vector<std::string>> Holding(std::vector<std::string> paths) const;
   // Names of the directories directly inside `dir` that this segment knows, by name.
   Result<std::vector<std::string>> ChildDirs(std::string_view dir) const;
   // The files of sample `s` (< sample_count), as positions [first, first + count).
   std::pair<uint64_t, uint64_t> SampleFiles(uint64_t s) const;
   Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint64_t position) const;
 
+  // Reads and checks every block of every table (`stoker verify`).
+  Status CheckEveryBlock() const;
   // Every location, chunk by chunk in storage order (ordinal = rank in that order).
   Status ForEachLocation(const std::function<void(uint64_t ordinal, const SegmentLocation&)>& fn)
       const;

@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "fuse/inode_table.h"
 #include "fuse/open_file.h"
 
@@ -61,14 +61,20 @@ void LogError(const Status& status) {
   std::fprintf(stderr, "stoker mount: %s\n", status.ToString().c_str());
 }
 
-fuse_entry_param EntryOf(const Fs& fs, uint64_t ino) {
+Result<fuse_entry_param> EntryOf(const Fs& fs, uint64_t ino) {
   fuse_entry_param e{};
   e.ino = ino;
   e.generation = 1;  // inode numbers are never reused within a mount
-  fs.inodes.Attr(ino, &e.attr);
+  STOKER_RETURN_IF_ERROR(fs.inodes.Attr(ino, &e.attr));
   e.attr_timeout = kCacheSeconds;
   e.entry_timeout = kCacheSeconds;
   return e;
+}
+
+// The metadata could not be read (an I/O error, or a damaged segment): logged, and EIO.
+void ReplyError(fuse_req_t req, const Status& status) {
+  LogError(status);
+  fuse_reply_err(req, status.IsNotFound() ? ENOENT : EIO);
 }
 
 // --- Session ------------------------------------------------------------------------------
@@ -93,9 +99,12 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     fuse_reply_err(req, fs.inodes.IsFile(parent) ? ENOTDIR : ENOENT);
     return;
   }
-  if (auto ino = fs.inodes.Lookup(parent, name)) {
-    const fuse_entry_param e = EntryOf(fs, *ino);
-    fuse_reply_entry(req, &e);
+  auto ino = fs.inodes.Lookup(parent, name);
+  if (!ino) return ReplyError(req, ino.error());
+  if (*ino) {
+    auto e = EntryOf(fs, **ino);
+    if (!e) return ReplyError(req, e.error());
+    fuse_reply_entry(req, &*e);
     return;
   }
   // A negative entry (ino 0) with a timeout: the kernel caches "no such file" too.
@@ -106,10 +115,7 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   struct stat st;
-  if (!FsOf(req).inodes.Attr(ino, &st)) {
-    fuse_reply_err(req, ENOENT);
-    return;
-  }
+  if (Status s = FsOf(req).inodes.Attr(ino, &st); !s.ok()) return ReplyError(req, s);
   fuse_reply_attr(req, &st, kCacheSeconds);
 }
 
@@ -117,7 +123,7 @@ void OnStatfs(fuse_req_t req, fuse_ino_t /*ino*/) {
   const Fs& fs = FsOf(req);
   struct statvfs st {};
   st.f_bsize = st.f_frsize = 4096;
-  st.f_blocks = (fs.dataset.snapshot().total_bytes() + 4095) / 4096;
+  st.f_blocks = (fs.dataset.view().total_bytes() + 4095) / 4096;
   st.f_files = fs.inodes.inode_count();
   st.f_namemax = 255;
   fuse_reply_statfs(req, &st);  // nothing free: a dataset version is read-only
@@ -137,7 +143,7 @@ void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 // readdir and readdirplus: entry k of the directory has offset k + 1, so a listing continues at
-// any offset in O(1) (InodeTable::EntryAt).
+// any offset in O(1) (the listing is read once and kept: InodeTable::Entries).
 void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bool plus) {
   const Fs& fs = FsOf(req);
   if (!fs.inodes.IsDir(ino)) {
@@ -146,21 +152,23 @@ void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bool plu
   }
   std::vector<char> buf(size);
   size_t used = 0;
-  std::string name;  // fuse_add_direntry wants NUL-terminated names; the snapshot's are not
-  const uint64_t count = fs.inodes.EntryCount(ino);
+  auto listing = fs.inodes.Entries(ino);
+  if (!listing) return ReplyError(req, listing.error());
+  const uint64_t count = (*listing)->size();
   for (uint64_t k = offset < 0 ? 0 : static_cast<uint64_t>(offset); k < count; ++k) {
-    const InodeTable::Entry entry = fs.inodes.EntryAt(ino, k);
-    name.assign(entry.name);
+    const InodeTable::Entry& entry = (**listing)[k];
+    const char* name = entry.name.c_str();
     const auto next = static_cast<off_t>(k + 1);
     size_t n;
     if (plus) {
-      const fuse_entry_param e = EntryOf(fs, entry.ino);
-      n = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, next);
+      auto e = EntryOf(fs, entry.ino);
+      if (!e) return ReplyError(req, e.error());
+      n = fuse_add_direntry_plus(req, buf.data() + used, size - used, name, &*e, next);
     } else {
       struct stat st {};
       st.st_ino = entry.ino;
       st.st_mode = entry.is_dir ? S_IFDIR : S_IFREG;
-      n = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st, next);
+      n = fuse_add_direntry(req, buf.data() + used, size - used, name, &st, next);
     }
     if (n > size - used) break;  // did not fit: the next readdir starts at offset k
     used += n;

@@ -2,9 +2,10 @@
 // reads files by path (torchvision's ImageFolder, cp, tar, diff) sees the original tree, with
 // every file's bytes checked against its CRC32C on the way.
 //
-// libfuse 3's low-level API: the kernel asks by inode number, and the inode numbers come
-// straight from the snapshot (fuse/inode_table.h), so lookups, attributes and listings are
-// answered from the memory-mapped snapshot without I/O. File bytes are read on the first read
+// libfuse 3's low-level API: the kernel asks by inode number; a file's inode number is its
+// index in the dataset (fuse/inode_table.h). Lookups read a block or two of the metadata
+// segments, a directory's listing is read once and kept, and file attributes come from the
+// locations read when the dataset was opened. File bytes are read on the first read
 // of an open file (fuse/open_file.h). Attributes, names and data stay in the kernel's caches
 // for as long as it likes: a dataset version never changes.
 //

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <atomic>
 #include <thread>
 
@@ -13,6 +15,7 @@
 #include "format/snapshot.h"
 #include "fuse/inode_table.h"
 #include "fuse/open_file.h"
+#include "dataset/version_view.h"
 #include "stoker/dataset.h"
 #include "storage/memory_storage.h"
 #include "testing/test_util.h"
@@ -40,8 +43,9 @@ class FuseTest : public ::testing::Test {
     while (!path.empty()) {
       const size_t slash = path.find('/');
       auto next = t.Lookup(ino, path.substr(0, slash));
-      if (!next) return std::nullopt;
-      ino = *next;
+      EXPECT_TRUE(next.has_value()) << next.error().ToString();
+      if (!next || !*next) return std::nullopt;
+      ino = **next;
       path = slash == std::string_view::npos ? "" : path.substr(slash + 1);
     }
     return ino;
@@ -64,28 +68,38 @@ class FuseTest : public ::testing::Test {
   std::unique_ptr<Dataset> ds_;
 };
 
-TEST_F(FuseTest, InodeNumbersFollowTheSnapshot) {
+// Lookup's answer without its Result wrapper (the metadata is intact in these tests).
+std::optional<uint64_t> Look(const InodeTable& t, uint64_t parent, std::string_view name) {
+  return t.Lookup(parent, name).value();
+}
+
+TEST_F(FuseTest, FileInodesAreFileIndicesAndDirectoryInodesStayPut) {
   const InodeTable t(*ds_, 1000, 2000);
-  const auto& snap = ds_->snapshot();
-  EXPECT_EQ(t.inode_count(), uint64_t{snap.dir_count()} + snap.file_count());
-  EXPECT_TRUE(t.IsDir(1));
-  EXPECT_EQ(t.DirInode(0), 1u);
-  EXPECT_TRUE(t.IsDir(snap.dir_count()));
-  EXPECT_FALSE(t.IsFile(snap.dir_count()));
-  EXPECT_TRUE(t.IsFile(snap.dir_count() + 1));
-  EXPECT_EQ(t.FileInode(0), snap.dir_count() + 1u);
-  EXPECT_TRUE(t.IsFile(t.inode_count()));
-  for (uint64_t bad : {uint64_t{0}, t.inode_count() + 1, ~uint64_t{0}}) {
-    struct stat st;
-    EXPECT_FALSE(t.IsDir(bad) || t.IsFile(bad));
-    EXPECT_FALSE(t.Attr(bad, &st));
-    EXPECT_FALSE(t.Lookup(bad, "x"));
-  }
-  for (uint32_t f = 0; f < snap.file_count(); ++f) {
+  EXPECT_TRUE(t.IsDir(InodeTable::kRootInode));
+  EXPECT_EQ(t.inode_count(), 1u + ds_->file_count());  // only the root met so far
+  for (uint32_t f = 0; f < ds_->file_count(); ++f) {
+    EXPECT_TRUE(t.IsFile(t.FileInode(f)));
+    EXPECT_FALSE(t.IsDir(t.FileInode(f)));
     EXPECT_EQ(t.FileIndex(t.FileInode(f)), f);
     EXPECT_EQ(t.Path(t.FileInode(f)), ds_->FilePath(f));
   }
-  for (uint32_t d = 0; d < snap.dir_count(); ++d) EXPECT_EQ(t.DirIndex(t.DirInode(d)), d);
+  for (uint64_t bad : {uint64_t{0}, uint64_t{2}, t.FileInode(ds_->file_count()), ~uint64_t{0}}) {
+    struct stat st;
+    EXPECT_FALSE(t.IsDir(bad) || t.IsFile(bad)) << bad;
+    EXPECT_TRUE(t.Attr(bad, &st).IsNotFound());
+    EXPECT_FALSE(Look(t, bad, "x"));
+  }
+  // A directory gets its number when first met, and keeps it however it is met again.
+  std::map<std::string, uint64_t> first;
+  for (const std::string& dir : tree_.Dirs()) first[dir] = Resolve(t, dir).value();  // "" too
+  EXPECT_EQ(first.at(""), InodeTable::kRootInode);
+  EXPECT_EQ(t.inode_count(), first.size() + ds_->file_count());
+  for (const auto& [dir, ino] : first) {
+    EXPECT_TRUE(t.IsDir(ino));
+    EXPECT_LT(ino, InodeTable::kFileInodeBase);
+    EXPECT_EQ(Resolve(t, dir), ino);
+    EXPECT_EQ(t.Path(ino), dir);
+  }
 }
 
 TEST_F(FuseTest, LookupAndAttrMatchTheTree) {
@@ -95,47 +109,53 @@ TEST_F(FuseTest, LookupAndAttrMatchTheTree) {
     ASSERT_TRUE(ino.has_value()) << path;
     EXPECT_EQ(*ino, t.FileInode(ds_->Find(path).value())) << path;
     struct stat st;
-    ASSERT_TRUE(t.Attr(*ino, &st));
+    ASSERT_TRUE(t.Attr(*ino, &st).ok());
     EXPECT_EQ(st.st_mode, S_IFREG | 0444);
     EXPECT_EQ(static_cast<uint64_t>(st.st_size), contents.size()) << path;
     EXPECT_EQ(st.st_ino, *ino);
     EXPECT_EQ(st.st_uid, 1000u);
     EXPECT_EQ(st.st_gid, 2000u);
-    EXPECT_EQ(st.st_mtim.tv_sec, static_cast<time_t>(ds_->snapshot().created_unix_seconds()));
+    EXPECT_EQ(st.st_mtim.tv_sec, static_cast<time_t>(ds_->view().record().created_unix_seconds));
     // Nothing lives below a file; near-misses are not found.
-    EXPECT_FALSE(t.Lookup(*ino, "x"));
+    EXPECT_FALSE(Look(t, *ino, "x"));
     EXPECT_FALSE(Resolve(t, path + "~"));
   }
   for (const std::string& dir : tree_.Dirs()) {
     const auto ino = Resolve(t, dir);
     ASSERT_TRUE(ino.has_value()) << dir;
     struct stat st;
-    ASSERT_TRUE(t.Attr(*ino, &st));
+    ASSERT_TRUE(t.Attr(*ino, &st).ok());
     EXPECT_EQ(st.st_mode, S_IFDIR | 0555);
-    EXPECT_EQ(t.Lookup(*ino, "."), *ino);
+    size_t subdirs = 0;
+    for (const auto& [name, is_dir] : tree_.Listing(dir)) subdirs += is_dir;
+    EXPECT_EQ(st.st_nlink, 2 + subdirs) << dir;
+    EXPECT_EQ(Look(t, *ino, "."), *ino);
     const size_t slash = dir.rfind('/');
     const std::string parent = slash == std::string::npos ? "" : dir.substr(0, slash);
-    EXPECT_EQ(t.Lookup(*ino, ".."), Resolve(t, parent)) << dir;
+    EXPECT_EQ(Look(t, *ino, ".."), Resolve(t, parent)) << dir;
   }
-  EXPECT_FALSE(t.Lookup(InodeTable::kRootInode, ""));
-  EXPECT_FALSE(t.Lookup(InodeTable::kRootInode, "a/b"));
+  EXPECT_FALSE(Look(t, InodeTable::kRootInode, ""));
+  EXPECT_FALSE(Look(t, InodeTable::kRootInode, "a/b"));
 }
 
 TEST_F(FuseTest, ListingsAreDotDotDotThenTheDirectory) {
   const InodeTable t(*ds_, 0, 0);
   size_t files_seen = 0;
-  for (const std::string& dir : tree_.Dirs()) {
-    const uint64_t ino = Resolve(t, dir).value();
+  for (const std::string& dir : tree_.Dirs()) {  // the root ("") too
+    const uint64_t ino = dir.empty() ? InodeTable::kRootInode : Resolve(t, dir).value();
     const auto want = tree_.Listing(dir);
-    ASSERT_EQ(t.EntryCount(ino), 2 + want.size()) << dir;
-    EXPECT_EQ(t.EntryAt(ino, 0).name, ".");
-    EXPECT_EQ(t.EntryAt(ino, 0).ino, ino);
-    EXPECT_EQ(t.EntryAt(ino, 1).name, "..");
+    auto listing = t.Entries(ino);
+    ASSERT_TRUE(listing.has_value()) << listing.error().ToString();
+    const auto& got = **listing;
+    ASSERT_EQ(got.size(), 2 + want.size()) << dir;
+    EXPECT_EQ(got[0].name, ".");
+    EXPECT_EQ(got[0].ino, ino);
+    EXPECT_EQ(got[1].name, "..");
     for (size_t k = 0; k < want.size(); ++k) {
-      const InodeTable::Entry e = t.EntryAt(ino, k + 2);
+      const InodeTable::Entry& e = got[k + 2];
       EXPECT_EQ(e.name, want[k].first);
       EXPECT_EQ(e.is_dir, want[k].second);
-      EXPECT_EQ(t.Lookup(ino, e.name), e.ino) << dir << " / " << e.name;
+      EXPECT_EQ(Look(t, ino, e.name), e.ino) << dir << " / " << e.name;
       files_seen += !e.is_dir;
     }
   }

@@ -3,7 +3,9 @@
 #include <cstring>
 #include <string>
 
-#include "format/snapshot.h"
+#include <fmt/format.h>
+
+#include "dataset/version_view.h"
 #include "stoker/dataset.h"
 
 namespace stoker::fuse {
@@ -13,79 +15,118 @@ namespace {
 // the largest read request the mount asks the kernel for (max_pages = 256).
 constexpr blksize_t kPreferredIoSize = 1 << 20;
 
+std::string Join(std::string_view dir, std::string_view name) {
+  std::string path;
+  path.reserve(dir.size() + 1 + name.size());
+  if (!dir.empty()) path.append(dir).push_back('/');
+  path.append(name);
+  return path;
+}
+
 }  // namespace
 
 InodeTable::InodeTable(const Dataset& dataset, uid_t uid, gid_t gid)
-    : snap_(dataset.snapshot()),
-      dirs_(snap_.dir_count()),
-      files_(snap_.file_count()),
+    : dataset_(dataset),
+      files_(dataset.file_count()),
       uid_(uid),
       gid_(gid),
-      mtime_(static_cast<int64_t>(snap_.created_unix_seconds())) {}
-
-std::optional<uint64_t> InodeTable::Lookup(uint64_t parent, std::string_view name) const {
-  if (!IsDir(parent) || name.empty() || name.find('/') != std::string_view::npos) {
-    return std::nullopt;
-  }
-  if (name == ".") return parent;
-  if (name == "..") {
-    const uint32_t up = snap_.dir(DirIndex(parent)).parent;
-    return up == format::kNoParent ? kRootInode : DirInode(up);
-  }
-  // The snapshot's path hash tables: two O(1) probes, no scan of the directory.
-  const std::string_view dir_path = snap_.dir_path(DirIndex(parent));
-  std::string path;
-  path.reserve(dir_path.size() + 1 + name.size());
-  if (!dir_path.empty()) path.append(dir_path).push_back('/');
-  path.append(name);
-  if (auto f = snap_.FindFile(path)) return FileInode(*f);
-  if (auto d = snap_.FindDir(path)) return DirInode(*d);
-  return std::nullopt;
+      mtime_(static_cast<int64_t>(dataset.view().record().created_unix_seconds)) {
+  Register("", kRootInode);
 }
 
-bool InodeTable::Attr(uint64_t ino, struct stat* st) const {
+uint64_t InodeTable::Register(std::string path, uint64_t parent) const {
+  auto [it, added] = dir_inodes_.try_emplace(path, dirs_.size() + 1);
+  if (added) dirs_.push_back({std::move(path), parent, nullptr});
+  return it->second;
+}
+
+bool InodeTable::IsDir(uint64_t ino) const {
+  std::lock_guard lock(mu_);
+  return ino >= 1 && ino <= dirs_.size();
+}
+
+uint64_t InodeTable::inode_count() const {
+  std::lock_guard lock(mu_);
+  return dirs_.size() + files_;
+}
+
+Result<std::optional<uint64_t>> InodeTable::Lookup(uint64_t parent, std::string_view name) const {
+  if (!IsDir(parent) || name.empty() || name.find('/') != std::string_view::npos) {
+    return std::optional<uint64_t>();
+  }
+  std::string dir;
+  {
+    std::lock_guard lock(mu_);
+    if (name == ".") return std::optional<uint64_t>(parent);
+    if (name == "..") return std::optional<uint64_t>(dirs_[parent - 1].parent);
+    dir = dirs_[parent - 1].path;
+  }
+  std::string path = Join(dir, name);
+  auto file = dataset_.Find(path);
+  if (file) return std::optional<uint64_t>(FileInode(*file));
+  if (!file.error().IsNotFound()) return Err(file.error());
+  STOKER_ASSIGN_OR_RETURN(const bool is_dir, dataset_.IsDir(path));
+  if (!is_dir) return std::optional<uint64_t>();
+  std::lock_guard lock(mu_);
+  return std::optional<uint64_t>(Register(std::move(path), parent));
+}
+
+Result<std::shared_ptr<const InodeTable::Listing>> InodeTable::Entries(uint64_t dir_ino) const {
+  std::string path;
+  uint64_t parent = kRootInode;
+  {
+    std::lock_guard lock(mu_);
+    const Dir& d = dirs_.at(dir_ino - 1);
+    if (d.listing) return d.listing;
+    path = d.path;
+    parent = d.parent;
+  }
+  // Read without the lock (it may read segment blocks); two threads may both read it, the
+  // first to finish is kept.
+  STOKER_ASSIGN_OR_RETURN(auto entries, dataset_.List(path));
+  auto listing = std::make_shared<Listing>();
+  listing->reserve(entries.size() + 2);
+  listing->push_back({".", dir_ino, true});
+  listing->push_back({"..", parent, true});
+  std::lock_guard lock(mu_);
+  for (DirEntry& e : entries) {
+    const uint64_t ino = e.is_dir ? Register(Join(path, e.name), dir_ino) : FileInode(e.index);
+    listing->push_back({std::move(e.name), ino, e.is_dir});
+  }
+  Dir& d = dirs_[dir_ino - 1];
+  if (!d.listing) d.listing = std::move(listing);
+  return d.listing;
+}
+
+Status InodeTable::Attr(uint64_t ino, struct stat* st) const {
   std::memset(st, 0, sizeof(*st));
   if (IsDir(ino)) {
+    STOKER_ASSIGN_OR_RETURN(auto listing, Entries(ino));
+    nlink_t subdirs = 0;
+    for (const Entry& e : *listing) subdirs += e.is_dir;
     st->st_mode = S_IFDIR | 0555;
-    st->st_nlink = 2 + snap_.dir(DirIndex(ino)).child_count;  // ".", its entry, children's ".."
+    st->st_nlink = subdirs;  // 2 + subdirectories: the listing holds "." and ".." too
   } else if (IsFile(ino)) {
-    const uint64_t size = snap_.file(FileIndex(ino)).length;
+    const uint64_t size = dataset_.view().file(FileIndex(ino)).length;
     st->st_mode = S_IFREG | 0444;
     st->st_nlink = 1;
     st->st_size = static_cast<off_t>(size);
     st->st_blocks = static_cast<blkcnt_t>((size + 511) / 512);
   } else {
-    return false;
+    return Status::NotFound(fmt::format("no inode {}", ino));
   }
   st->st_ino = ino;
   st->st_uid = uid_;
   st->st_gid = gid_;
   st->st_blksize = kPreferredIoSize;
   st->st_atim.tv_sec = st->st_mtim.tv_sec = st->st_ctim.tv_sec = mtime_;
-  return true;
-}
-
-uint64_t InodeTable::EntryCount(uint64_t dir_ino) const {
-  const format::DirRecord r = snap_.dir(DirIndex(dir_ino));
-  return 2 + uint64_t{r.child_count} + r.file_count;
-}
-
-InodeTable::Entry InodeTable::EntryAt(uint64_t dir_ino, uint64_t k) const {
-  const format::DirRecord r = snap_.dir(DirIndex(dir_ino));
-  if (k == 0) return {".", dir_ino, true};
-  if (k == 1) return {"..", r.parent == format::kNoParent ? kRootInode : DirInode(r.parent), true};
-  k -= 2;
-  if (k < r.child_count) {
-    const auto d = static_cast<uint32_t>(r.first_child + k);
-    return {snap_.dir_name(d), DirInode(d), true};
-  }
-  const auto f = static_cast<uint32_t>(r.first_file + (k - r.child_count));
-  return {snap_.file_name(f), FileInode(f), false};
+  return Status::OK();
 }
 
 std::string InodeTable::Path(uint64_t ino) const {
-  if (IsDir(ino)) return std::string(snap_.dir_path(DirIndex(ino)));
-  if (IsFile(ino)) return snap_.FilePath(FileIndex(ino));
+  if (IsFile(ino)) return dataset_.FilePath(FileIndex(ino));
+  std::lock_guard lock(mu_);
+  if (ino >= 1 && ino <= dirs_.size()) return dirs_[ino - 1].path;
   return "<inode " + std::to_string(ino) + ">";
 }
 

@@ -6,7 +6,7 @@
 
 #include "common/crc32c.h"
 #include "format/chunk.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 
 namespace stoker::fuse {
 namespace {
@@ -19,7 +19,7 @@ constexpr size_t kStreamPiece = 4 << 20;
 OpenFile::OpenFile(const Dataset& dataset, uint32_t file, uint64_t buffer_limit)
     : dataset_(dataset),
       file_(file),
-      size_(dataset.snapshot().file(file).length),
+      size_(dataset.view().file(file).length),
       whole_(size_ <= buffer_limit) {}
 
 Result<std::span<const std::byte>> OpenFile::Read(uint64_t offset, size_t size,
@@ -61,8 +61,8 @@ Status OpenFile::LoadWhole() {
 }
 
 Status OpenFile::StreamCheck() {
-  const format::Snapshot& snap = dataset_.snapshot();
-  const format::FileRecord r = snap.file(file_);
+  const dataset::VersionView& snap = dataset_.view();
+  const dataset::FileLocation r = snap.file(file_);
   auto chunk = dataset_.ChunkFile(r.chunk);
   if (!chunk) return chunk.error().WithContext(fmt::format("reading {}", dataset_.FilePath(file_)));
   std::vector<std::byte> piece(std::min<uint64_t>(kStreamPiece, size_));

@@ -6,8 +6,8 @@
 #include <map>
 
 #include "dataset/packer.h"
+#include "dataset/version_view.h"
 #include "decode/transform.h"
-#include "format/snapshot.h"
 #include "loader/sampler.h"
 #include "storage/memory_storage.h"
 #include "testing/test_images.h"
@@ -49,7 +49,7 @@ ImageSet MakeImageSet(int count, const std::map<std::string, std::string>& extra
   set.dataset = std::shared_ptr<const Dataset>(std::move(*ds));
   std::vector<uint32_t> chunks;
   for (uint32_t s = 0; s < set.dataset->sample_count(); ++s) {
-    chunks.push_back(set.dataset->snapshot().file(set.dataset->SampleFiles(s).first).chunk);
+    chunks.push_back(set.dataset->view().file(set.dataset->SampleFiles(s).first).chunk);
   }
   SamplerOptions so;
   so.mode = ShuffleMode::kFull;

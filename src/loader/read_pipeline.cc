@@ -11,7 +11,7 @@
 
 #include "common/crc32c.h"
 #include "format/chunk.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 
 namespace stoker::loader {
 namespace {
@@ -113,7 +113,7 @@ void ReadPipeline::State::Release(const std::weak_ptr<State>& weak, uint64_t byt
 }
 
 void ReadPipeline::State::Schedule() {
-  const auto& snap = dataset->snapshot();
+  const auto& snap = dataset->view();
   const uint64_t segment_bytes =
       options.segment_bytes ? std::min(options.segment_bytes, options.memory_budget_bytes)
                             : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
@@ -136,7 +136,7 @@ void ReadPipeline::State::Schedule() {
       for (uint32_t k = 0; k < count; ++k) sample_bytes += snap.file(file0 + k).length;
       if (next > first && bytes + sample_bytes > segment_bytes) break;
       for (uint32_t k = 0; k < count; ++k) {
-        const format::FileRecord r = snap.file(file0 + k);
+        const dataset::FileLocation r = snap.file(file0 + k);
         extents.push_back({next, k, file0 + k, r.chunk, r.offset, r.length, r.crc32c});
         bytes += r.length;
       }
@@ -204,19 +204,19 @@ void ReadPipeline::State::Schedule() {
 
 void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte[]> buffer,
                                    Status status) {
-  const auto& snap = dataset->snapshot();
+  const auto& snap = dataset->view();
   // Check CRCs outside the lock: this is the expensive part and runs on I/O threads.
   std::vector<Status> results(range.extents.size());
   for (size_t i = 0; i < range.extents.size(); ++i) {
     const Extent& e = range.extents[i];
     if (!status.ok()) {
-      results[i] = status.WithContext(fmt::format("reading {}", snap.FilePath(e.file)));
+      results[i] = status.WithContext(fmt::format("reading {}", dataset->FilePath(e.file)));
       continue;
     }
     const uint32_t actual = crc32c::Value(buffer.get() + (e.offset - range.offset), e.length);
     if (actual != e.crc32c) {
       results[i] = Status::Corruption(fmt::format(
-          "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", snap.FilePath(e.file),
+          "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", dataset->FilePath(e.file),
           e.crc32c, actual, format::ChunkPath(snap.chunk(e.chunk).id)));
     }
   }
@@ -259,7 +259,7 @@ namespace {
 // is in use, so that a cache behind it (the node daemon) can prefetch and evict by the future
 // rather than the past.
 void AdviseChunkOrder(const Dataset& dataset, const std::vector<uint32_t>& plan) {
-  const format::Snapshot& snap = dataset.snapshot();
+  const dataset::VersionView& snap = dataset.view();
   std::vector<int64_t> entry_of(snap.chunk_count(), -1);
   std::vector<PlannedFile> order;
   for (uint32_t sample : plan) {
@@ -284,6 +284,10 @@ Result<std::unique_ptr<ReadPipeline>> ReadPipeline::Start(std::shared_ptr<const 
                                                           std::vector<uint32_t> plan,
                                                           const ReadPipelineOptions& options) {
   STOKER_RETURN_IF_ERROR(options.Validate());
+  if (!dataset->view().has_locations()) {
+    return Err(Status::InvalidArgument(
+        "the read pipeline needs every file's location: open the dataset with read_locations"));
+  }
   for (uint32_t s : plan) {
     if (s >= dataset->sample_count()) {
       return Err(Status::InvalidArgument(fmt::format("plan names sample {} of {}", s,

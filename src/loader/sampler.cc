@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "stoker/dataset.h"
 
 namespace stoker::loader {
@@ -182,10 +182,10 @@ SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count) {
 }
 
 std::vector<uint32_t> SampleChunks(const Dataset& dataset) {
-  const format::Snapshot& snapshot = dataset.snapshot();
-  std::vector<uint32_t> chunks(snapshot.sample_count());
-  for (uint32_t s = 0; s < snapshot.sample_count(); ++s) {
-    chunks[s] = snapshot.file(snapshot.SampleFiles(s).first).chunk;
+  const dataset::VersionView& view = dataset.view();
+  std::vector<uint32_t> chunks(view.sample_count());
+  for (uint32_t s = 0; s < view.sample_count(); ++s) {
+    chunks[s] = view.file(view.SampleFiles(s).first).chunk;
   }
   return chunks;
 }

@@ -6,7 +6,7 @@
 #include <limits>
 #include <unordered_map>
 
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "loader/shuffle_unit.h"
 
 namespace stoker::loader {
@@ -102,13 +102,13 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
 
 Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
                                                 const ShuffleReportOptions& options) {
-  const auto& snap = dataset.snapshot();
+  const auto& snap = dataset.view();
   const SampleLayout layout = LayoutOf(dataset);
   const std::vector<uint32_t> sample_chunks = SampleUnits(layout.places, layout.chunk_count, 0);
   std::vector<uint64_t> chunk_bytes(snap.chunk_count());
   for (uint32_t c = 0; c < snap.chunk_count(); ++c) chunk_bytes[c] = snap.chunk(c).file_size;
   STOKER_ASSIGN_OR_RETURN(auto rows, ShuffleReport(layout.labels, sample_chunks, chunk_bytes,
-                                                   snap.dataset_version(), options));
+                                                   snap.version(), options));
 
   // The loader's default: chunk mode over the unit it would choose.
   const ShuffleUnit unit = ChooseShuffleUnit(layout, options.default_window, options.batch_size);
@@ -118,7 +118,7 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
   o.window_chunks = unit.units_per_window;
   const std::vector<uint32_t> units =
       SampleUnits(layout.places, layout.chunk_count, unit.block_bytes);
-  STOKER_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(units, snap.dataset_version(), o));
+  STOKER_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(units, snap.version(), o));
   OrderMetrics m = MeasureOrder(sampler.GlobalOrder(options.epoch, 1), layout.labels,
                                 sample_chunks, options.batch_size);
   m.mode = ShuffleMode::kChunk;

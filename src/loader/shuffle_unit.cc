@@ -8,17 +8,17 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "loader/sampler.h"
 
 namespace stoker::loader {
 namespace {
 
-std::vector<SamplePlace> SamplePlaces(const format::Snapshot& snap) {
+std::vector<SamplePlace> SamplePlaces(const dataset::VersionView& snap) {
   std::vector<SamplePlace> places(snap.sample_count());
   for (uint32_t s = 0; s < snap.sample_count(); ++s) {
     const auto [file0, count] = snap.SampleFiles(s);
-    const format::FileRecord first = snap.file(file0);
+    const dataset::FileLocation first = snap.file(file0);
     uint64_t bytes = 0;
     for (uint32_t k = 0; k < count; ++k) bytes += snap.file(file0 + k).length;
     places[s] = {first.chunk, first.offset, bytes};
@@ -54,7 +54,7 @@ constexpr uint64_t kEstimateSeed = 0x6d6978696e67;  // "mixing": any fixed value
 }  // namespace
 
 std::vector<int32_t> SampleLabels(const Dataset& dataset) {
-  const auto& snap = dataset.snapshot();
+  const auto& snap = dataset.view();
   std::vector<int32_t> labels(snap.sample_count());
   for (uint32_t s = 0; s < snap.sample_count(); ++s) labels[s] = snap.sample_label(s);
   return labels;
@@ -62,7 +62,7 @@ std::vector<int32_t> SampleLabels(const Dataset& dataset) {
 
 std::vector<uint32_t> SampleUnits(const Dataset& dataset, uint64_t block_bytes) {
   if (block_bytes == 0) return SampleChunks(dataset);
-  const auto& snap = dataset.snapshot();
+  const auto& snap = dataset.view();
   return SampleUnits(SamplePlaces(snap), snap.chunk_count(), block_bytes);
 }
 
@@ -139,7 +139,7 @@ uint32_t UnitsPerWindow(uint64_t total, uint32_t chunks, uint32_t window_chunks,
 }  // namespace
 
 uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t block_bytes) {
-  const auto& snap = dataset.snapshot();
+  const auto& snap = dataset.view();
   return UnitsPerWindow(snap.total_bytes(), snap.chunk_count(), window_chunks, block_bytes);
 }
 
@@ -154,7 +154,7 @@ Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options,
 }
 
 SampleLayout LayoutOf(const Dataset& dataset) {
-  const auto& snap = dataset.snapshot();
+  const auto& snap = dataset.view();
   return {SampleLabels(dataset), SamplePlaces(snap), snap.chunk_count()};
 }
 
@@ -261,7 +261,7 @@ ShuffleUnit ChooseShuffleUnit(const SampleLayout& layout, uint32_t window_chunks
 }
 
 Status ValidateBlockSize(const Dataset& dataset, uint64_t block_bytes) {
-  const auto& snap = dataset.snapshot();
+  const auto& snap = dataset.view();
   const uint64_t mean_sample = snap.total_bytes() / std::max(1u, snap.sample_count());
   if (block_bytes != 0 && block_bytes < mean_sample) {
     return Status::InvalidArgument(fmt::format(

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "dataset/packer.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "loader/sampler.h"
 #include "loader/shuffle_report.h"
 #include "storage/posix_storage.h"
@@ -76,7 +76,7 @@ TEST(ShuffleUnitTest, BlocksAreContiguousRunsOfAChunkInStorageOrder) {
   test::TempDir src, dst;
   auto ds = PackClasses(src, dst, 4, 30, 12, dataset::StorageOrder::kMixed);
   EXPECT_EQ(SampleUnits(*ds, 0), SampleChunks(*ds));
-  const auto& snap = ds->snapshot();
+  const auto& snap = ds->view();
   // 12 samples per chunk, blocks of 3 samples' bytes: 4 blocks of 3 samples per chunk.
   const auto units = SampleUnits(*ds, 3 * kSampleBytes);
   std::map<uint32_t, std::vector<uint64_t>> offsets;  // unit -> its samples' offsets

@@ -261,7 +261,7 @@ TEST_F(ClientServerTest, UnknownDatasetsAndFilesAreNotFound) {
   EXPECT_NE(file.error().message().find("/ds/chunks/does-not-exist"), std::string::npos)
       << file.error().ToString();
   EXPECT_EQ(*Open()->Exists("chunks/does-not-exist"), false);
-  EXPECT_EQ(*Open()->Exists("MANIFEST"), true);
+  EXPECT_EQ(*Open()->Exists("versions/0000000000000001.version"), true);
 }
 
 TEST_F(ClientServerTest, WritesAreUnsupported) {
@@ -312,7 +312,7 @@ TEST_F(ClientServerTest, PipelinedRequestsAreAnsweredInOrder) {
   std::string batch;
   for (uint32_t id = 100; id < 100 + kMaxInFlightPerConnection; ++id) {
     PayloadWriter w;
-    w.String("ds").String(id % 2 ? "MANIFEST" : "missing");
+    w.String("ds").String(id % 2 ? "versions/0000000000000001.version" : "missing");
     batch += EncodeFrame(MessageType::kStat, id, w.data());
   }
   ASSERT_TRUE(s.SendAll(batch, After(std::chrono::seconds(2))).ok());
@@ -326,11 +326,11 @@ TEST_F(ClientServerTest, PipelinedRequestsAreAnsweredInOrder) {
 
 TEST_F(ClientServerTest, GracefulShutdownClosesIdleConnectionsAndRefusesNewOnes) {
   auto storage = Open();
-  ASSERT_TRUE(storage->Exists("MANIFEST").has_value());  // leaves a pooled connection open
+  ASSERT_TRUE(storage->Exists("versions/0000000000000001.version").has_value());  // leaves a pooled connection open
   Socket idle = test::RawConnection(server_->port());
   server_->Shutdown();
   EXPECT_TRUE(test::ClosedByPeer(idle, std::chrono::milliseconds(2000)));
-  auto after = storage->OpenRead("MANIFEST");
+  auto after = storage->OpenRead("versions/0000000000000001.version");
   ASSERT_FALSE(after.has_value());
   EXPECT_EQ(after.error().code(), StatusCode::kUnavailable) << after.error().ToString();
   EXPECT_NE(after.error().message().find("127.0.0.1:" + std::to_string(server_->port())),

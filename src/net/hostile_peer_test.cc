@@ -33,7 +33,7 @@ class HostilePeerTest : public ::testing::Test {
   }
   static std::string StatRequest(uint32_t id) {
     PayloadWriter w;
-    w.String("ds").String("MANIFEST");
+    w.String("ds").String("versions/0000000000000001.version");
     return EncodeFrame(MessageType::kStat, id, w.data());
   }
 
@@ -129,13 +129,13 @@ TEST_F(HostilePeerTest, SlowLorisIsDroppedBeforeAndAfterAuthentication) {
 TEST_F(HostilePeerTest, ReadPastTheEndIsAnError) {
   Socket s = test::RawConnection(server_->port());
   PayloadWriter w;
-  w.String("ds").String("MANIFEST").U64(1u << 20).U32(10);
+  w.String("ds").String("versions/0000000000000001.version").U64(1u << 20).U32(10);
   ASSERT_TRUE(WriteFrame(s, MessageType::kRead, 2, w.data(), After(2s)).ok());
   auto answer = ReadFrame(s, kMaxAnswerFrame, After(2s));
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->message_type(), MessageType::kError);
   PayloadWriter too_long;
-  too_long.String("ds").String("MANIFEST").U64(0).U32(kMaxReadLength + 1);
+  too_long.String("ds").String("versions/0000000000000001.version").U64(0).U32(kMaxReadLength + 1);
   ASSERT_TRUE(WriteFrame(s, MessageType::kRead, 3, too_long.data(), After(2s)).ok());
   answer = ReadFrame(s, kMaxAnswerFrame, After(2s));
   ASSERT_TRUE(answer.has_value());

@@ -9,7 +9,8 @@
 
 #include "format/chunk.h"
 #include "format/manifest.h"
-#include "format/snapshot.h"
+#include "format/version_record.h"
+#include "dataset/version_view.h"
 #include "net/auth.h"
 #include "net/protocol.h"
 #include "net/remote_storage.h"
@@ -38,7 +39,8 @@ class HeldBytesFile : public RandomAccessFile {
   std::shared_ptr<const void> owner_;
 };
 
-// What the daemon exports to its peers (as dataset `job`): MANIFEST, for heartbeats, and chunk
+// What the daemon exports to its peers (as dataset `job`): its version record under the name
+// MANIFEST, for heartbeats, and chunk
 // files from the cache, filled from the store. A peer's request never goes on to a third daemon,
 // so requests cannot loop however the daemons' views of who is alive differ.
 class PeerExport : public Storage {
@@ -127,16 +129,16 @@ void Node::State::Log(const std::string& line) const {
 }
 
 uint64_t Node::State::ChunkSize(uint32_t index) const {
-  return dataset->snapshot().chunk(index).file_size;
+  return dataset->view().chunk(index).file_size;
 }
 
 std::string Node::State::ChunkName(uint32_t index) const {
-  return format::ChunkPath(dataset->snapshot().chunk(index).id);
+  return format::ChunkPath(dataset->view().chunk(index).id);
 }
 
 Status Node::State::Check(uint32_t index, std::span<const std::byte> bytes,
                           const std::string& source) const {
-  const auto record = dataset->snapshot().chunk(index);
+  const auto record = dataset->view().chunk(index);
   const format::ChunkInfo expected{record.id, record.file_size, record.data_crc32c,
                                    record.entry_count};
   return format::CheckChunk(bytes, expected, source).status;
@@ -146,7 +148,7 @@ Status Node::State::FillFromStore(uint32_t index, std::span<std::byte> dst) {
   const std::string path = ChunkName(index);
   STOKER_ASSIGN_OR_RETURN(auto file, store->OpenRead(path));
   if (file->Size() != dst.size()) {
-    return Status::Corruption(fmt::format("{}: {} bytes, the snapshot says {}",
+    return Status::Corruption(fmt::format("{}: {} bytes, the metadata says {}",
                                           store->Describe(path), file->Size(), dst.size()));
   }
   STOKER_RETURN_IF_ERROR(file->ReadAt(0, dst));
@@ -181,7 +183,7 @@ Status Node::State::FillFromPeer(size_t peer, uint32_t index, std::span<std::byt
 
 Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
   const std::vector<size_t> ranking =
-      membership->LiveRanking(dataset->snapshot().chunk(index).id);
+      membership->LiveRanking(dataset->view().chunk(index).id);
   auto it = ranking.begin();
   for (; it != ranking.end() && *it != membership->self(); ++it) {
     if (FillFromPeer(*it, index, dst, /*cached_only=*/false).ok()) return Status::OK();
@@ -198,7 +200,7 @@ Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
 }
 
 Status Node::State::Fill(uint32_t index, std::span<std::byte> dst, bool from_peers) {
-  const uint64_t id = dataset->snapshot().chunk(index).id;
+  const uint64_t id = dataset->view().chunk(index).id;
   if (disk != nullptr && disk->Read(id, dst).ok()) {
     if (Check(index, dst, "disk tier " + ChunkName(index)).ok()) return Status::OK();
     disk->Remove(id);  // torn or stale: fetch it again
@@ -254,10 +256,9 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
     STOKER_ASSIGN_OR_RETURN(s.store, OpenStoreDirect(o.store_uri));
   }
   STOKER_ASSIGN_OR_RETURN(s.dataset, Dataset::Open(s.store));
-  STOKER_ASSIGN_OR_RETURN(auto manifest, s.store->Map(format::kManifestPath));
-  s.manifest.assign(reinterpret_cast<const char*>(manifest->bytes().data()),
-                    manifest->bytes().size());
-  const format::Snapshot& snap = s.dataset->snapshot();
+  // The version's identity: its record (trainers and peers must present the same).
+  s.manifest = format::EncodeVersionRecord(s.dataset->view().record());
+  const dataset::VersionView& snap = s.dataset->view();
   uint64_t largest = 0;
   for (uint32_t i = 0; i < snap.chunk_count(); ++i) {
     s.chunk_index.emplace(snap.chunk(i).id, i);
@@ -296,7 +297,7 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   STOKER_ASSIGN_OR_RETURN(s.membership,
                           Membership::Create(o.job, peers, self, o.membership));
   s.cache = std::make_unique<ChunkCache>(o.memory_limit, [raw](uint32_t index) {
-    return raw->membership->IsOwner(raw->dataset->snapshot().chunk(index).id);
+    return raw->membership->IsOwner(raw->dataset->view().chunk(index).id);
   });
   net::ClientOptions data_options;
   data_options.connect_timeout = std::max(o.probe_timeout, std::chrono::milliseconds(1000));

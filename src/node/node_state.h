@@ -42,7 +42,7 @@ struct Node::State {
   NodeOptions options;
   std::shared_ptr<Storage> store;
   std::unique_ptr<Dataset> dataset;  // the store's version when the daemon started
-  std::string manifest;              // its MANIFEST bytes: trainers and peers must match them
+  std::string manifest;  // its version record (the identity trainers and peers must match)
   std::unordered_map<uint64_t, uint32_t> chunk_index;  // chunk id -> snapshot chunk index
   std::unique_ptr<Membership> membership;
   std::unique_ptr<ChunkCache> cache;

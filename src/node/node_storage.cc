@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "format/chunk.h"
-#include "format/manifest.h"
+#include "format/versions.h"
 #include "net/payload.h"
 #include "node/cached_chunk.h"
 #include "node/trainer_protocol.h"
@@ -114,8 +114,8 @@ class NodeLink {
   const std::shared_ptr<Storage>& store() const { return store_; }
 
  private:
-  // A greeted connection: idle or new. The HELLO carries our MANIFEST so that a daemon of
-  // another dataset or version refuses us instead of serving the wrong chunks.
+  // A greeted connection: idle or new. The HELLO carries the newest version's record so that a
+  // daemon of another dataset or version refuses us instead of serving the wrong chunks.
   Result<net::Socket> Connection() {
     {
       std::lock_guard lock(mu_);
@@ -127,8 +127,9 @@ class NodeLink {
     }
     STOKER_ASSIGN_OR_RETURN(net::Socket socket, ConnectUnix(path_));
     if (manifest_.empty()) {
-      STOKER_ASSIGN_OR_RETURN(auto bytes, store_->Map(format::kManifestPath));
-      manifest_.assign(reinterpret_cast<const char*>(bytes->bytes().data()), bytes->bytes().size());
+      STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(*store_));
+      if (!latest) return Err(Status::NotFound(store_->Describe("") + " holds no dataset"));
+      manifest_ = format::EncodeVersionRecord(*latest);
     }
     net::PayloadWriter w;
     w.U8(static_cast<uint8_t>(TrainerRequest::kHello)).Bytes(manifest_);

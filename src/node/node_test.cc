@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "format/chunk.h"
-#include "format/snapshot.h"
+#include "dataset/version_view.h"
 #include "net/net_test_util.h"
 #include "net/payload.h"
 #include "node/node_storage.h"
@@ -92,7 +92,7 @@ class NodeTest : public ::testing::Test {
 
   uint32_t ChunkCount() {
     auto ds = Dataset::Open(packed_->dir.path());
-    return (*ds)->snapshot().chunk_count();
+    return (*ds)->view().chunk_count();
   }
 
   uint64_t StoreFills() {
@@ -186,11 +186,15 @@ TEST_F(NodeTest, ADaemonOfAnotherDatasetIsRefused) {
 
 TEST_F(NodeTest, CorruptBytesFromAPeerAreNeverHandedOn) {
   // A "peer" that exports a copy of the dataset whose chunk bytes are damaged: it answers
-  // heartbeats correctly (same MANIFEST), so only the chunk check can catch it.
+  // heartbeats correctly (the same version record, exported as MANIFEST as daemons do), so only
+  // the chunk check can catch it.
   auto bad = std::make_shared<storage::MemoryStorage>();
   auto good = storage::NewPosixStorage(packed_->dir.path());
-  ASSERT_TRUE(bad->CreateDirs("chunks").ok() && bad->CreateDirs("snapshots").ok());
-  for (const std::string& dir : {std::string(""), std::string("chunks"), std::string("snapshots")}) {
+  for (const char* dir : {"chunks", "segments", "versions"}) ASSERT_TRUE(bad->CreateDirs(dir).ok());
+  bad->SetContents("MANIFEST", stoker::test::ReadFileToString(
+                                   packed_->dir.Join("versions/0000000000000001.version")));
+  for (const std::string& dir : {std::string("chunks"), std::string("segments"),
+                                 std::string("versions")}) {
     auto names = good->List(dir);
     ASSERT_TRUE(names.has_value());
     for (const std::string& name : *names) {
@@ -222,9 +226,9 @@ TEST_F(NodeTest, ACacheSmallerThanTheDatasetStaysUnderItsLimit) {
   uint64_t largest = 0, total = 0;
   {
     auto ds = Dataset::Open(packed_->dir.path());
-    for (uint32_t i = 0; i < (*ds)->snapshot().chunk_count(); ++i) {
-      largest = std::max(largest, (*ds)->snapshot().chunk(i).file_size);
-      total += (*ds)->snapshot().chunk(i).file_size;
+    for (uint32_t i = 0; i < (*ds)->view().chunk_count(); ++i) {
+      largest = std::max(largest, (*ds)->view().chunk(i).file_size);
+      total += (*ds)->view().chunk(i).file_size;
     }
   }
   const uint64_t limit = 3 * largest;
@@ -242,8 +246,8 @@ TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
   uint64_t largest = 0;
   {
     auto ds = Dataset::Open(packed_->dir.path());
-    for (uint32_t i = 0; i < (*ds)->snapshot().chunk_count(); ++i) {
-      largest = std::max(largest, (*ds)->snapshot().chunk(i).file_size);
+    for (uint32_t i = 0; i < (*ds)->view().chunk_count(); ++i) {
+      largest = std::max(largest, (*ds)->view().chunk(i).file_size);
     }
   }
   addresses_.push_back({"127.0.0.1", FreePort()});
@@ -256,7 +260,7 @@ TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
   daemons_[0].reset();
   const std::string some_chunk =
       disk.path() + "/job1/" + format::ChunkPath((*Dataset::Open(packed_->dir.path()))
-                                                     ->snapshot().chunk(0).id);
+                                                     ->view().chunk(0).id);
   std::string bytes = stoker::test::ReadFileToString(some_chunk);
   bytes[bytes.size() / 2] ^= 1;
   stoker::test::WriteStringToFile(some_chunk, bytes);
@@ -290,14 +294,15 @@ TEST_F(NodeTest, MalformedTrainerMessagesAreRefused) {
   expect_refused(std::string("\x01\xff\xff\xff\x7f", 5));  // HELLO claiming 2 GiB
   {
     net::PayloadWriter w;
-    w.U8(1).Bytes("stoker-manifest 1\nnot ours\n");  // another dataset's MANIFEST
+    w.U8(1).Bytes("stoker-version 2\nnot ours\n");  // another dataset's version
     expect_refused(w.data());
   }
   // A greeted trainer asking for a chunk that does not exist.
   auto socket = ConnectUnix(Socket(0));
   ASSERT_TRUE(socket.has_value());
   net::PayloadWriter hello;
-  hello.U8(1).Bytes(stoker::test::ReadFileToString(packed_->dir.Join("MANIFEST")));
+  hello.U8(1).Bytes(
+      stoker::test::ReadFileToString(packed_->dir.Join("versions/0000000000000001.version")));
   ASSERT_TRUE(SendMessage(*socket, hello.data(), -1, net::After(std::chrono::seconds(2))).ok());
   int fd = -1;
   auto greeting = ReceiveMessage(*socket, &fd, net::After(std::chrono::seconds(5)));

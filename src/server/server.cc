@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "format/manifest.h"
+#include "format/version_record.h"
 #include "net/auth.h"
 #include "net/payload.h"
 #include "server/server_state.h"
@@ -61,13 +63,21 @@ Status AddDatasetSpec(std::string_view spec, std::map<std::string, std::string>*
   return AddDataset(std::string(spec.substr(0, eq)), std::string(spec.substr(eq + 1)), datasets);
 }
 
+// A directory that holds a stoker dataset: version records (or, format 1, a MANIFEST, so that
+// an old dataset can still be served to `stoker upgrade`).
+bool HoldsDataset(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::is_directory(dir / format::kVersionsDir, ec) ||
+         std::filesystem::exists(dir / format::kManifestPath, ec);
+}
+
 Status AddDatasetRoot(const std::string& root, std::map<std::string, std::string>* datasets) {
   std::error_code ec;
   std::filesystem::directory_iterator it(root, ec);
   if (ec) return Status::FromErrno(ec.value(), "list dataset root " + root);
   std::vector<std::filesystem::path> dirs;
   for (const auto& entry : it) {
-    if (entry.is_directory(ec) && std::filesystem::exists(entry.path() / "MANIFEST", ec)) {
+    if (entry.is_directory(ec) && HoldsDataset(entry.path())) {
       dirs.push_back(entry.path());
     }
   }
@@ -90,10 +100,9 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   auto state = std::make_unique<State>(std::move(options));
   const ServerOptions& o = state->options;
   for (const auto& [name, dir] : o.datasets) {
-    std::error_code ec;
-    if (!std::filesystem::exists(std::filesystem::path(dir) / "MANIFEST", ec)) {
+    if (!HoldsDataset(dir)) {
       return Err(Status::InvalidArgument("dataset '" + name + "': " + dir +
-                                         " is not a stoker dataset (no MANIFEST)"));
+                                         " is not a stoker dataset (no versions/)"));
     }
     state->datasets.emplace(name, storage::NewPosixStorage(dir));
   }

@@ -11,21 +11,21 @@
 #include "format/version_record.h"
 #include "stoker/storage.h"
 
-namespace stoker::dataset {
+namespace stoker::format {
 
 // Published versions, ascending; empty if the location holds none.
 Result<std::vector<uint64_t>> ListVersions(Storage& storage);
 
 // The record of version `version` (NotFound if it was never published or was collected).
-Result<format::VersionRecord> ReadVersion(Storage& storage, uint64_t version);
+Result<VersionRecord> ReadVersion(Storage& storage, uint64_t version);
 
 // The newest version's record; nullopt if there is none.
-Result<std::optional<format::VersionRecord>> ReadLatestVersion(Storage& storage);
+Result<std::optional<VersionRecord>> ReadLatestVersion(Storage& storage);
 
 // Publishes `record` as version record.version, unless that version exists: then
 // AlreadyExists, and the caller rebases on the newer version and tries again. A reply lost on
 // the way (a network error after the store created the record) is resolved by reading the
 // record back: if it holds exactly these bytes, this writer won.
-Status PublishVersionRecord(Storage& storage, const format::VersionRecord& record);
+Status PublishVersionRecord(Storage& storage, const VersionRecord& record);
 
-}  // namespace stoker::dataset
+}  // namespace stoker::format

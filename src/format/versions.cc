@@ -1,12 +1,12 @@
-#include "dataset/versions.h"
+#include "format/versions.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "dataset/publish.h"
+#include "storage/small_file.h"
 
-namespace stoker::dataset {
+namespace stoker::format {
 namespace {
 
 std::span<const std::byte> AsBytes(std::string_view s) {
@@ -16,22 +16,22 @@ std::span<const std::byte> AsBytes(std::string_view s) {
 }  // namespace
 
 Result<std::vector<uint64_t>> ListVersions(Storage& storage) {
-  auto names = storage.List(format::kVersionsDir);
+  auto names = storage.List(kVersionsDir);
   if (!names) {
     if (names.error().IsNotFound()) return std::vector<uint64_t>();
     return Err(names.error());
   }
   std::vector<uint64_t> versions;
   for (const std::string& name : *names) {
-    if (const uint64_t v = format::VersionOfRecordName(name); v > 0) versions.push_back(v);
+    if (const uint64_t v = VersionOfRecordName(name); v > 0) versions.push_back(v);
   }
   std::sort(versions.begin(), versions.end());
   return versions;
 }
 
-Result<format::VersionRecord> ReadVersion(Storage& storage, uint64_t version) {
-  const std::string path = format::VersionRecordPath(version);
-  auto text = ReadSmallFile(storage, path, format::kMaxVersionRecordSize);
+Result<VersionRecord> ReadVersion(Storage& storage, uint64_t version) {
+  const std::string path = VersionRecordPath(version);
+  auto text = storage::ReadSmallFile(storage, path, kMaxVersionRecordSize);
   if (!text) {
     if (text.error().IsNotFound()) {
       return Err(Status::NotFound(
@@ -39,7 +39,7 @@ Result<format::VersionRecord> ReadVersion(Storage& storage, uint64_t version) {
     }
     return Err(text.error());
   }
-  auto record = format::ParseVersionRecord(*text);
+  auto record = ParseVersionRecord(*text);
   if (!record) return Err(record.error().WithContext(storage.Describe(path)));
   if (record->version != version) {
     return Err(Status::Corruption(fmt::format("{}: holds version {}", storage.Describe(path),
@@ -48,22 +48,22 @@ Result<format::VersionRecord> ReadVersion(Storage& storage, uint64_t version) {
   return record;
 }
 
-Result<std::optional<format::VersionRecord>> ReadLatestVersion(Storage& storage) {
+Result<std::optional<VersionRecord>> ReadLatestVersion(Storage& storage) {
   STOKER_ASSIGN_OR_RETURN(auto versions, ListVersions(storage));
-  if (versions.empty()) return std::optional<format::VersionRecord>();
+  if (versions.empty()) return std::optional<VersionRecord>();
   STOKER_ASSIGN_OR_RETURN(auto record, ReadVersion(storage, versions.back()));
-  return std::optional<format::VersionRecord>(std::move(record));
+  return std::optional<VersionRecord>(std::move(record));
 }
 
-Status PublishVersionRecord(Storage& storage, const format::VersionRecord& record) {
-  const std::string path = format::VersionRecordPath(record.version);
-  const std::string text = format::EncodeVersionRecord(record);
-  STOKER_RETURN_IF_ERROR(storage.CreateDirs(format::kVersionsDir));
+Status PublishVersionRecord(Storage& storage, const VersionRecord& record) {
+  const std::string path = VersionRecordPath(record.version);
+  const std::string text = EncodeVersionRecord(record);
+  STOKER_RETURN_IF_ERROR(storage.CreateDirs(kVersionsDir));
   const Status created = storage.CreateExclusive(path, AsBytes(text));
   if (created.ok()) return created;
   // AlreadyExists, or an error that may have come after the record was created (a lost
   // reply; an S3 client's retry meeting its own first attempt): the stored bytes decide.
-  auto stored = ReadSmallFile(storage, path, format::kMaxVersionRecordSize);
+  auto stored = storage::ReadSmallFile(storage, path, kMaxVersionRecordSize);
   if (stored && *stored == text) return Status::OK();
   if (created.code() == StatusCode::kAlreadyExists || stored) {
     return Status::AlreadyExists(fmt::format(
@@ -72,4 +72,4 @@ Status PublishVersionRecord(Storage& storage, const format::VersionRecord& recor
   return created;
 }
 
-}  // namespace stoker::dataset
+}  // namespace stoker::format

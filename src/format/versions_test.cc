@@ -1,4 +1,4 @@
-#include "dataset/versions.h"
+#include "format/versions.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include "storage/posix_storage.h"
 #include "testing/test_util.h"
 
-namespace stoker::dataset {
+namespace stoker::format {
 namespace {
 
 format::VersionRecord Record(uint64_t version, uint64_t writer) {
@@ -97,4 +97,4 @@ TEST(Versions, ADamagedRecordIsCorruptionNamingIt) {
 }
 
 }  // namespace
-}  // namespace stoker::dataset
+}  // namespace stoker::format

@@ -1,0 +1,218 @@
+#include "dataset/version_view.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "format/segment_layout.h"
+
+namespace stoker::dataset {
+namespace {
+
+std::string_view BaseName(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
+                                                       format::VersionRecord record,
+                                                       bool verify_checksums) {
+  std::unique_ptr<VersionView> v(new VersionView());
+  if (record.files > std::numeric_limits<uint32_t>::max() ||
+      record.chunks > std::numeric_limits<uint32_t>::max()) {
+    return Err(Status::Unsupported(fmt::format(
+        "version {} of {} has {} files; this stoker reads up to 2^32 per version",
+        record.version, storage.Describe(""), record.files)));
+  }
+  v->record_ = std::move(record);
+  const format::VersionRecord& r = v->record_;
+  uint64_t files = 0, samples = 0, bytes = 0;
+  for (const format::SegmentRef& ref : r.segments) {
+    const std::string path = format::SegmentPath(ref.id);
+    const std::string name = storage.Describe(path);
+    auto file = storage.OpenRead(path);
+    if (!file) {
+      if (file.error().IsNotFound()) {
+        return Err(Status::Corruption(fmt::format(
+            "version {} lists segment {}, which is missing", r.version, name)));
+      }
+      return Err(file.error());
+    }
+    if ((*file)->Size() != ref.bytes) {
+      return Err(Status::Corruption(fmt::format("segment {}: {} bytes, version {} says {}", name,
+                                                (*file)->Size(), r.version, ref.bytes)));
+    }
+    format::SegmentOpenOptions options;
+    options.verify_checksums = verify_checksums;
+    STOKER_ASSIGN_OR_RETURN(auto segment,
+                            format::Segment::Open(std::move(*file), name, options));
+    const format::SegmentInfo& info = segment->info();
+    if (segment->footer_crc32c() != ref.footer_crc32c || info.flags != r.flags ||
+        info.first_file != files || info.file_count != ref.files ||
+        info.first_sample != samples || info.sample_count != ref.samples ||
+        info.first_label != v->classes_.size() || info.class_count != ref.classes ||
+        info.chunk_count != ref.chunks) {
+      return Err(Status::Corruption(fmt::format(
+          "segment {} is not the one version {} lists (its footer or counts differ)", name,
+          r.version)));
+    }
+    Part part;
+    part.first_file = files;
+    part.first_sample = samples;
+    part.first_chunk = static_cast<uint32_t>(v->chunks_.size());
+    for (uint64_t c = 0; c < info.chunk_count; ++c) {
+      const format::SegmentChunk ch = segment->chunk(c);
+      v->chunks_.push_back({ch.id, ch.file_size, ch.data_crc32c, ch.entry_count});
+    }
+    for (uint32_t k = 0; k < info.class_count; ++k) {
+      v->classes_.emplace_back(segment->class_name(k));
+    }
+    files += info.file_count;
+    samples += info.sample_count;
+    bytes += info.total_bytes;
+    part.segment = std::move(segment);
+    v->parts_.push_back(std::move(part));
+  }
+  if (files != r.files || samples != r.samples || bytes != r.bytes ||
+      v->chunks_.size() != r.chunks || v->classes_.size() != r.classes) {
+    return Err(Status::Corruption(fmt::format(
+        "version {} of {}: its totals differ from its segments'", r.version, storage.Describe(""))));
+  }
+  return v;
+}
+
+bool VersionView::grouped() const { return record_.flags & format::kSegmentGrouped; }
+bool VersionView::labelled() const { return record_.flags & format::kSegmentLabelled; }
+bool VersionView::labels_from_dirs() const {
+  return record_.flags & format::kSegmentLabelsFromDirs;
+}
+
+const VersionView::Part& VersionView::PartOfFile(uint64_t file) const {
+  auto it = std::upper_bound(parts_.begin(), parts_.end(), file,
+                             [](uint64_t f, const Part& p) { return f < p.first_file; });
+  return *(it - 1);
+}
+
+const VersionView::Part& VersionView::PartOfSample(uint64_t s) const {
+  auto it = std::upper_bound(parts_.begin(), parts_.end(), s,
+                             [](uint64_t x, const Part& p) { return x < p.first_sample; });
+  return *(it - 1);
+}
+
+FileLocation VersionView::Global(const Part& part, const format::SegmentLocation& l) const {
+  return {l.offset, static_cast<uint32_t>(l.length), l.crc32c,
+          part.first_chunk + static_cast<uint32_t>(l.chunk), l.label};
+}
+
+std::pair<uint32_t, uint32_t> VersionView::SampleFiles(uint32_t s) const {
+  if (!grouped()) return {s, 1};
+  const Part& part = PartOfSample(s);
+  const auto [first, count] = part.segment->SampleFiles(s - part.first_sample);
+  return {static_cast<uint32_t>(part.first_file + first), static_cast<uint32_t>(count)};
+}
+
+Result<std::optional<uint32_t>> VersionView::FindFile(std::string_view path) const {
+  for (const Part& part : parts_) {
+    STOKER_ASSIGN_OR_RETURN(auto position, part.segment->FindFile(path));
+    if (position) return std::optional<uint32_t>(static_cast<uint32_t>(part.first_file + *position));
+  }
+  return std::optional<uint32_t>();
+}
+
+Result<bool> VersionView::IsDir(std::string_view path) const {
+  if (path.empty()) return true;
+  for (const Part& part : parts_) {
+    STOKER_ASSIGN_OR_RETURN(auto dir, part.segment->FindDir(path));
+    if (dir) return true;
+  }
+  return false;
+}
+
+Result<std::vector<DirEntry>> VersionView::List(std::string_view dir) const {
+  bool exists = dir.empty();
+  std::set<std::string> subdirs;
+  std::vector<DirEntry> files;
+  for (const Part& part : parts_) {
+    STOKER_ASSIGN_OR_RETURN(auto found, part.segment->FindDir(dir));
+    if (!found) continue;
+    exists = true;
+    STOKER_ASSIGN_OR_RETURN(auto children, part.segment->ChildDirs(dir));
+    for (auto& name : children) subdirs.insert(std::move(name));
+    STOKER_ASSIGN_OR_RETURN(auto entries, part.segment->Files(found->first_file, found->file_count));
+    for (uint64_t k = 0; k < entries.size(); ++k) {
+      files.push_back({std::string(BaseName(entries[k].path)), false,
+                       static_cast<uint32_t>(part.first_file + found->first_file + k),
+                       entries[k].location.length});
+    }
+  }
+  if (!exists) {
+    STOKER_ASSIGN_OR_RETURN(auto file, FindFile(dir));
+    if (file) return Err(Status::InvalidArgument(fmt::format("not a directory: {}", dir)));
+    return Err(Status::NotFound(fmt::format("no such directory in dataset: {}", dir)));
+  }
+  // Each segment lists its files by name; files added later interleave with earlier ones.
+  std::sort(files.begin(), files.end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  std::vector<DirEntry> out;
+  out.reserve(subdirs.size() + files.size());
+  for (const std::string& name : subdirs) out.push_back({name, true, 0, 0});
+  for (DirEntry& f : files) out.push_back(std::move(f));
+  return out;
+}
+
+Result<std::vector<std::string>> VersionView::Holding(const std::vector<std::string>& paths) const {
+  std::vector<std::string> found;
+  for (const Part& part : parts_) {
+    STOKER_ASSIGN_OR_RETURN(auto held, part.segment->Holding(paths));
+    for (auto& p : held) found.push_back(std::move(p));
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+Result<std::string> VersionView::FilePath(uint32_t file) const {
+  const Part& part = PartOfFile(file);
+  return part.segment->FilePath(file - part.first_file);
+}
+
+Result<FileLocation> VersionView::Location(uint32_t file) const {
+  if (!locations_.empty()) return locations_[file];
+  const Part& part = PartOfFile(file);
+  STOKER_ASSIGN_OR_RETURN(auto l, part.segment->FileLocation(file - part.first_file));
+  return Global(part, l);
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> VersionView::Attributes(
+    uint32_t file) const {
+  const Part& part = PartOfFile(file);
+  return part.segment->Attributes(file - part.first_file);
+}
+
+Status VersionView::LoadLocations() {
+  if (has_locations()) return Status::OK();
+  std::vector<FileLocation> all(record_.files);
+  for (const Part& part : parts_) {
+    // Every position exactly once: a segment whose blocks each check out could still, if
+    // written by a broken or hostile writer, list one file twice and another never.
+    std::vector<bool> seen(part.segment->info().file_count);
+    uint64_t repeated = 0;
+    STOKER_RETURN_IF_ERROR(part.segment->ForEachLocation(
+        [&](uint64_t, const format::SegmentLocation& l) {
+          if (seen[l.position]) ++repeated;
+          seen[l.position] = true;
+          all[part.first_file + l.position] = Global(part, l);
+        }));
+    if (repeated > 0) {
+      return Status::Corruption(
+          fmt::format("segment {}: {} files have two locations", part.segment->name(), repeated));
+    }
+  }
+  locations_ = std::move(all);
+  return Status::OK();
+}
+
+}  // namespace stoker::dataset

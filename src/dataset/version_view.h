@@ -1,0 +1,109 @@
+// One published version of a format-2 dataset (docs/format.md §1, §4), seen through its
+// segments: the global numbering of files, samples, classes and chunks, path lookups and
+// listings that read a block or two of each segment that could hold the answer, and, for bulk
+// readers (the loader, verify), every file's location in one 24-byte record each.
+//
+// Opening reads the version record's segments' footers and small index sections only (about
+// 1 % of the metadata), so a `stoker stat` of one file stays cheap on a billion-file dataset;
+// LoadLocations() then reads the location blocks of every segment once.
+// Thread-safety: immutable after Open() and LoadLocations(); const methods may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "format/segment.h"
+#include "format/version_record.h"
+#include "stoker/dataset.h"
+#include "stoker/storage.h"
+
+namespace stoker::dataset {
+
+// Where one file's bytes lie. 24 bytes: what a reader holds per file.
+struct FileLocation {
+  uint64_t offset = 0;  // of the payload in the chunk file
+  uint32_t length = 0;
+  uint32_t crc32c = 0;
+  uint32_t chunk = 0;   // index into the version's chunks
+  int32_t label = -1;   // -1: none
+};
+static_assert(sizeof(FileLocation) == 24);
+
+struct ChunkRef {
+  uint64_t id = 0, file_size = 0;
+  uint32_t data_crc32c = 0, entry_count = 0;
+};
+
+class VersionView {
+ public:
+  // `storage` must outlive the view. Checks every segment against the record (size, footer
+  // CRC, counts) and that the segments number files, samples, classes and chunks gaplessly.
+  static Result<std::unique_ptr<VersionView>> Open(Storage& storage, format::VersionRecord record,
+                                                   bool verify_checksums = true);
+
+  const format::VersionRecord& record() const { return record_; }
+  uint64_t version() const { return record_.version; }
+  uint32_t file_count() const { return static_cast<uint32_t>(record_.files); }
+  uint32_t sample_count() const { return static_cast<uint32_t>(record_.samples); }
+  uint32_t class_count() const { return static_cast<uint32_t>(classes_.size()); }
+  uint32_t chunk_count() const { return static_cast<uint32_t>(chunks_.size()); }
+  uint64_t total_bytes() const { return record_.bytes; }
+  bool grouped() const;
+  bool labelled() const;
+  bool labels_from_dirs() const;
+
+  const ChunkRef& chunk(uint32_t c) const { return chunks_[c]; }        // c < chunk_count()
+  std::string_view class_name(uint32_t k) const { return classes_[k]; }  // k < class_count()
+  const std::vector<std::string>& class_names() const { return classes_; }
+  // The files of sample s (< sample_count()): [first, first + count).
+  std::pair<uint32_t, uint32_t> SampleFiles(uint32_t s) const;
+
+  size_t segment_count() const { return parts_.size(); }
+  const format::Segment& segment(size_t j) const { return *parts_[j].segment; }
+
+  // Lookups by path ("" is the root directory).
+  Result<std::optional<uint32_t>> FindFile(std::string_view path) const;
+  Result<bool> IsDir(std::string_view path) const;
+  // Subdirectories first, then files, each by name; NotFound if `dir` is no directory.
+  Result<std::vector<DirEntry>> List(std::string_view dir) const;
+  // Of the given paths, those the version holds (a writer's conflict check).
+  Result<std::vector<std::string>> Holding(const std::vector<std::string>& paths) const;
+
+  // By file index (< file_count()).
+  Result<std::string> FilePath(uint32_t file) const;
+  Result<FileLocation> Location(uint32_t file) const;  // from the table once loaded
+  Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint32_t file) const;
+
+  // Reads every file's location into memory (once; later calls return at once).
+  Status LoadLocations();
+  bool has_locations() const { return !locations_.empty() || record_.files == 0; }
+  // Only after LoadLocations() succeeded.
+  const FileLocation& file(uint32_t f) const { return locations_[f]; }
+  int32_t sample_label(uint32_t s) const { return locations_[SampleFiles(s).first].label; }
+
+ private:
+  struct Part {
+    std::unique_ptr<format::Segment> segment;
+    uint64_t first_file = 0, first_sample = 0;
+    uint32_t first_chunk = 0;
+  };
+  VersionView() = default;
+  // The segment holding file index `file` / sample `s`.
+  const Part& PartOfFile(uint64_t file) const;
+  const Part& PartOfSample(uint64_t s) const;
+  FileLocation Global(const Part& part, const format::SegmentLocation& l) const;
+
+  format::VersionRecord record_;
+  std::vector<Part> parts_;
+  std::vector<ChunkRef> chunks_;
+  std::vector<std::string> classes_;
+  std::vector<FileLocation> locations_;
+};
+
+}  // namespace stoker::dataset
