@@ -33,6 +33,7 @@ struct FileInfo {
   uint32_t crc32c = 0;
   int32_t label = -1;  // -1: unlabelled
   uint64_t chunk_id = 0;
+  uint32_t chunk = 0;   // the chunk's index in this version (storage order)
   uint64_t offset = 0;  // of the bytes inside the chunk file
 };
 

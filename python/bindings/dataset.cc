@@ -177,6 +177,7 @@ class PyDataset {
       d["class"] = nb::none();
     }
     d["chunk"] = info.chunk_id;
+    d["chunk_index"] = info.chunk;
     d["offset"] = info.offset;
     nb::dict attrs;
     for (const auto& [k, v] : ValueOrThrow(ds.FileAttributes(info.index))) {
@@ -265,7 +266,7 @@ void RegisterDataset(nb::module_& m) {
             return ValueOrThrow(self.Get().Find(path));
           }, nb::arg("path"), "File index of a path; FileNotFoundError if absent.")
       .def("stat", &PyDataset::StatDict, nb::arg("path_or_index"),
-           "dict(index, path, size, crc32c, label, class, chunk, offset, attributes)")
+           "dict(index, path, size, crc32c, label, class, chunk (id), chunk_index, offset, attributes)")
       .def("read", [](PyDataset& self, const PathOrIndex& key) {
             return self.ReadBytes(self.FileIndex(key));
           }, nb::arg("path_or_index"), "A file's bytes (CRC-checked) by path or file index.")

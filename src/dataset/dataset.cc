@@ -132,8 +132,8 @@ Result<FileInfo> Dataset::Stat(uint32_t file) const {
   STOKER_RETURN_IF_ERROR(CheckIndex(file));
   STOKER_ASSIGN_OR_RETURN(auto l, impl_->view->Location(file));
   STOKER_ASSIGN_OR_RETURN(auto path, impl_->view->FilePath(file));
-  return FileInfo{file, std::move(path), l.length, l.crc32c, l.label,
-                  impl_->view->chunk(l.chunk).id, l.offset};
+  return FileInfo{file,   std::move(path), l.length, l.crc32c, l.label,
+                  impl_->view->chunk(l.chunk).id, l.chunk, l.offset};
 }
 
 std::string Dataset::FilePath(uint32_t file) const {

@@ -86,7 +86,7 @@ def test_sampler_orders_are_permutations(ds):
                 assert dropped == 0
     # Sequential is storage order: chunk after chunk (chunk ids grow with the chunk index),
     # ascending index within a chunk; packed in mixed order, that is not index order.
-    storage = sorted(range(n), key=lambda i: (ds.stat(i)["chunk"], i))
+    storage = sorted(range(n), key=lambda i: (ds.stat(i)["chunk_index"], i))
     assert storage != list(range(n))
     assert list(stoker.Sampler(ds, mode="sequential").global_order(5)) == storage
     with pytest.raises(ValueError, match="shuffle mode"):
@@ -134,7 +134,7 @@ def test_determinism_and_epochs(ds, index_of):
     c = read(stoker.Loader(ds, shuffle="full", seed=10, transform=path_of), index_of)
     assert a == b and a != c and sorted(a) == list(range(n))
     seq = stoker.Loader(ds, shuffle="sequential", transform=path_of)
-    storage = sorted(range(n), key=lambda i: (ds.stat(i)["chunk"], i))  # chunk after chunk
+    storage = sorted(range(n), key=lambda i: (ds.stat(i)["chunk_index"], i))  # chunk after chunk
     assert read(seq, index_of) == storage == read(seq, index_of)
 
     # A finished pass moves to the next epoch; set_epoch goes back.
