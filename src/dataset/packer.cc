@@ -418,8 +418,14 @@ Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, co
     // that will never list it. Drop it, rebase on the newer version and try again.
     (void)dst.Remove(*segment_path);
     segment_path->clear();
-    if (!options.append || attempt + 1 >= kMaxPublishAttempts) {
-      return Err(published.WithContext(options.append ? "gave up after 1000 attempts" : "pack"));
+    if (!options.append) {
+      return Err(Status::AlreadyExists(fmt::format(
+          "another writer created a dataset at {} at the same time; use --append to add to it",
+          dst.Describe(""))));
+    }
+    if (attempt + 1 >= kMaxPublishAttempts) {
+      return Err(published.WithContext(
+          fmt::format("gave up after {} attempts to publish", kMaxPublishAttempts)));
     }
     // Backing off by a random few ms spreads writers that collided apart.
     std::this_thread::sleep_for(std::chrono::microseconds(
