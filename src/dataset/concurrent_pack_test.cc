@@ -103,7 +103,9 @@ TEST_P(ConcurrentPackTest, EveryAppendLandsInAVersionOfItsOwn) {
     });
   }
   for (auto& t : writers) t.join();
-  if (GetParam().lost_replies > 0) EXPECT_GT(lost.load(), 0u);
+  if (GetParam().lost_replies > 0) {
+    EXPECT_GT(lost.load(), 0u);
+  }
 
   std::set<uint64_t> versions;
   int rebased = 0;
