@@ -1,8 +1,9 @@
-// ls, stat, cat, info, verify: reading a dataset from the command line.
+// ls, stat, cat, info, verify, versions: reading a dataset from the command line.
 #include <unistd.h>
 
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include "common/progress.h"
 #include "dataset/verify.h"
 #include "dataset/version_view.h"
+#include "format/versions.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
 
@@ -42,20 +44,22 @@ nlohmann::json FileJson(const FileInfo& f, const Dataset& ds) {
 struct Common {
   std::string dataset;
   std::string path;
+  std::optional<uint64_t> version;  // --version N: an older version; the newest if unset
   bool json = false;
   bool long_format = false;
 };
 
 // ls, stat and cat look at a few files: they read the metadata blocks they need, not every
 // file's location, so they stay quick on a dataset of any size and over the network.
-Result<std::unique_ptr<Dataset>> OpenForLookups(const std::string& uri) {
+Result<std::unique_ptr<Dataset>> OpenForLookups(const Common& a) {
   DatasetOpenOptions options;
   options.read_locations = false;
-  return Dataset::Open(uri, options);
+  options.version = a.version;
+  return Dataset::Open(a.dataset, options);
 }
 
 int RunLs(const Common& a) {
-  auto ds = OpenForLookups(a.dataset);
+  auto ds = OpenForLookups(a);
   if (!ds) return Fail("ls", ds.error());
   auto entries = (*ds)->List(a.path);
   if (!entries) {
@@ -87,7 +91,7 @@ int RunLs(const Common& a) {
 }
 
 int RunStat(const Common& a) {
-  auto ds = OpenForLookups(a.dataset);
+  auto ds = OpenForLookups(a);
   if (!ds) return Fail("stat", ds.error());
   auto index = (*ds)->Find(a.path);
   if (!index) {
@@ -115,7 +119,7 @@ int RunStat(const Common& a) {
 }
 
 int RunCat(const Common& a) {
-  auto ds = OpenForLookups(a.dataset);
+  auto ds = OpenForLookups(a);
   if (!ds) return Fail("cat", ds.error());
   auto index = (*ds)->Find(a.path);
   if (!index) return Fail("cat", index.error());
@@ -128,7 +132,7 @@ int RunCat(const Common& a) {
 }
 
 int RunInfo(const Common& a) {
-  auto ds = OpenForLookups(a.dataset);
+  auto ds = OpenForLookups(a);
   if (!ds) return Fail("info", ds.error());
   const dataset::VersionView& v = (*ds)->view();
   const format::VersionRecord& r = v.record();
@@ -168,9 +172,11 @@ int RunVerify(const Common& a) {
   auto storage = OpenStorage(a.dataset);
   if (!storage) return Fail("verify", storage.error());
   ProgressBar bar("verify", !a.json);
-  auto report = dataset::Verify(**storage, [&](uint64_t done, uint64_t total, uint64_t bytes) {
-    bar.Update(done, total, bytes, "chunks");
-  });
+  auto report = dataset::Verify(
+      **storage, [&](uint64_t done, uint64_t total, uint64_t bytes) {
+        bar.Update(done, total, bytes, "chunks");
+      },
+      a.version);
   bar.Finish();
   if (!report) return Fail("verify", report.error());
   const auto& r = *report;
@@ -198,6 +204,40 @@ int RunVerify(const Common& a) {
   return r.ok() ? kExitOk : kExitCorrupt;
 }
 
+int RunVersions(const Common& a) {
+  auto storage = OpenStorage(a.dataset);
+  if (!storage) return Fail("versions", storage.error());
+  auto versions = format::ListVersions(**storage);
+  if (!versions) return Fail("versions", versions.error());
+  if (versions->empty()) {
+    return Fail("versions", Status::NotFound(a.dataset + " is not a stoker dataset (no versions/)"));
+  }
+  nlohmann::json out = nlohmann::json::array();
+  std::string text = fmt::format("{:>8} {:>8}  {:<20} {:>12} {:>10} {:>8} {:>8} {:>10}\n",
+                                 "version", "parent", "created (UTC)", "files", "added",
+                                 "classes", "chunks", "segments");
+  for (const uint64_t v : *versions) {
+    auto r = format::ReadVersion(**storage, v);
+    if (!r) return Fail("versions", r.error());
+    const uint64_t added = r->segments.empty() ? 0 : r->segments.back().files;
+    const std::time_t created = static_cast<std::time_t>(r->created_unix_seconds);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::gmtime(&created));
+    out.push_back({{"version", v}, {"parent", r->parent}, {"created_unix", r->created_unix_seconds},
+                   {"writer", fmt::format("{:016x}", r->writer)}, {"files", r->files},
+                   {"files_added", added}, {"samples", r->samples}, {"classes", r->classes},
+                   {"chunks", r->chunks}, {"bytes", r->bytes}, {"segments", r->segments.size()}});
+    text += fmt::format("{:>8} {:>8}  {:<20} {:>12} {:>10} {:>8} {:>8} {:>10}\n", v, r->parent,
+                        when, r->files, added, r->classes, r->chunks, r->segments.size());
+  }
+  if (a.json) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  return kExitOk;
+}
+
 CLI::App* AddCommand(CLI::App& app, const char* name, const char* help,
                      std::shared_ptr<Common> args, bool takes_path, bool path_required) {
   CLI::App* cmd = app.add_subcommand(name, help);
@@ -206,6 +246,8 @@ CLI::App* AddCommand(CLI::App& app, const char* name, const char* help,
     auto* opt = cmd->add_option("path", args->path, "path inside the dataset");
     if (path_required) opt->required();
   }
+  cmd->add_option("--version", args->version,
+                  "read this version (`stoker versions` lists them); default: the newest");
   cmd->add_flag("--json", args->json, "machine-readable output");
   return cmd;
 }
@@ -224,8 +266,13 @@ void RegisterInspect(CLI::App& app, int& exit_code) {
   AddCommand(app, "cat", "Write a file's bytes (CRC-checked) to stdout", cat, true, true)
       ->callback([cat, &exit_code] { exit_code = RunCat(*cat); });
   auto info = std::make_shared<Common>();
-  AddCommand(app, "info", "Summarize the dataset's current version", info, false, false)
+  AddCommand(app, "info", "Summarize a version of the dataset", info, false, false)
       ->callback([info, &exit_code] { exit_code = RunInfo(*info); });
+  auto versions = std::make_shared<Common>();
+  CLI::App* list = app.add_subcommand("versions", "List the dataset's versions, oldest first");
+  list->add_option("dataset", versions->dataset, "dataset path or URI")->required();
+  list->add_flag("--json", versions->json, "machine-readable output");
+  list->callback([versions, &exit_code] { exit_code = RunVersions(*versions); });
 }
 
 void RegisterVerify(CLI::App& app, int& exit_code) {

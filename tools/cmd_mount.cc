@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct MountArgs {
   bool allow_non_empty = false;
   uint64_t buffer_limit = uint64_t{64} << 20;
   std::vector<std::string> fuse_options;
+  std::optional<uint64_t> version;  // the newest if unset
 };
 
 int Fail(const Status& status) {
@@ -39,7 +41,9 @@ int Fail(const Status& status) {
 
 // `detach` runs once the mount is there, before the "mounted" line is printed.
 int RunMount(const MountArgs& a, const std::function<void()>& detach = {}) {
-  auto ds = Dataset::Open(a.dataset);
+  DatasetOpenOptions open_options;
+  open_options.version = a.version;
+  auto ds = Dataset::Open(a.dataset, open_options);
   if (!ds) return Fail(ds.error());
   fuse::MountOptions o;
   o.source = a.dataset;
@@ -113,6 +117,8 @@ void RegisterMount(CLI::App& app, int& exit_code) {
       "mount", "Mount a dataset read-only with FUSE, showing its original tree (until "
                "unmounted with fusermount3 -u, or Ctrl-C / SIGTERM)");
   cmd->add_option("dataset", args->dataset, "dataset path or URI (stoker://, s3://)")->required();
+  cmd->add_option("--version", args->version,
+                  "this version (`stoker versions`); default: the newest");
   cmd->add_option("mountpoint", args->mountpoint, "an empty directory")->required();
   auto* fg = cmd->add_flag("-f,--foreground", args->foreground,
                            "serve from this process until unmounted (the default)");

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -22,10 +23,13 @@ struct ReportArgs {
   uint64_t seed = 0;
   uint32_t window = 16;
   bool json = false;
+  std::optional<uint64_t> version;  // the newest if unset
 };
 
 int RunReport(const ReportArgs& a) {
-  auto ds = Dataset::Open(a.dataset);
+  DatasetOpenOptions open_options;
+  open_options.version = a.version;
+  auto ds = Dataset::Open(a.dataset, open_options);
   if (!ds) {
     std::fprintf(stderr, "stoker shuffle-report: %s\n", ds.error().ToString().c_str());
     return kExitError;
@@ -109,6 +113,8 @@ void RegisterShuffleReport(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "shuffle-report", "Compare the randomness of sequential, full and chunk-shuffle orders");
   cmd->add_option("dataset", args->dataset, "dataset path or file:// URI")->required();
+  cmd->add_option("--version", args->version,
+                  "this version (`stoker versions`); default: the newest");
   cmd->add_option("--batch-size", args->batch_size, "batch size for per-batch label metrics")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

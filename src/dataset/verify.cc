@@ -12,9 +12,18 @@
 
 namespace stoker::dataset {
 
-Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress) {
+Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
+                            std::optional<uint64_t> version) {
   VerifyReport report;
-  auto latest = format::ReadLatestVersion(storage);
+  Result<std::optional<format::VersionRecord>> latest = Err(Status::Internal("unset"));
+  if (version) {
+    auto record = format::ReadVersion(storage, *version);
+    if (!record && record.error().IsNotFound()) return Err(record.error());
+    latest = record ? Result<std::optional<format::VersionRecord>>(std::move(*record))
+                    : Result<std::optional<format::VersionRecord>>(Err(record.error()));
+  } else {
+    latest = format::ReadLatestVersion(storage);
+  }
   if (!latest) {
     if (!latest.error().IsCorruption()) return Err(latest.error());
     report.problems.push_back(latest.error().message());

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,9 @@ struct VerifyReport {
 // Called after each chunk with (chunks done, chunk count, bytes done).
 using VerifyProgress = std::function<void(uint64_t, uint64_t, uint64_t)>;
 
-// Fails only if the storage cannot be reached at all; corruption is reported in the report.
-Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress = {});
+// Checks `version` (the newest if unset). Fails only if the storage cannot be reached or the
+// version does not exist; corruption is reported in the report.
+Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress = {},
+                            std::optional<uint64_t> version = std::nullopt);
 
 }  // namespace stoker::dataset

@@ -3,7 +3,8 @@ client on the other side.
 
 - what stoker packs to s3:// is what boto3 downloads (and verifies as a local dataset);
 - what boto3 uploads (a dataset packed locally) is what stoker reads, CLI and Python Loader;
-- a pack killed with -9 mid-upload leaves no visible dataset;
+- a pack killed with -9 mid-upload leaves no visible dataset (no version record, docs/format-2.md
+  §5: a version is visible exactly when versions/<v>.version exists);
 - `stoker serve` exports an s3:// dataset; bad credentials, buckets and URIs are clear errors.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,8 +60,14 @@ def test_what_stoker_packs_boto3_reads(s3_server, s3, bucket, tree, tmp_path):
     stoker(s3_server, "pack", str(src), f"s3://{bucket}/sets/train.stoker", "--chunk-size", "4MiB")
     keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(
         Bucket=bucket, Prefix="sets/train.stoker/") for o in page.get("Contents", [])]
-    assert "sets/train.stoker/MANIFEST" in keys
-    assert any("/chunks/" in k for k in keys) and any("/snapshots/" in k for k in keys)
+    # Format 2 (docs/format-2.md): one version record, one segment (one pack), the chunks; no
+    # MANIFEST, no snapshots/, no temporary objects left by publishing.
+    rel = sorted(k[len("sets/train.stoker/"):] for k in keys)
+    assert [k for k in rel if k.startswith("versions/")] == ["versions/0000000000000001.version"]
+    assert len([k for k in rel if re.fullmatch(r"segments/[0-9a-f]{16}\.seg", k)]) == 1, rel
+    assert any(re.fullmatch(r"chunks/[0-9a-f]{16}\.chunk", k) for k in rel), rel
+    assert all(re.fullmatch(r"(versions/[0-9a-f]{16}\.version|segments/[0-9a-f]{16}\.seg|"
+                            r"chunks/[0-9a-f]{16}\.chunk)", k) for k in rel), rel
     # Download everything with boto3: it is a complete local dataset, every byte right.
     local = tmp_path / "copy"
     for key in keys:
@@ -127,12 +135,15 @@ def test_a_killed_pack_never_becomes_visible(s3_server, s3, bucket, tmp_path):
     p.wait()
     assert killed_running, "pack finished before it could be killed (make the source larger)"
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="killed/").get("Contents", [])]
-    assert "killed/MANIFEST" not in keys
+    assert any(k.startswith("killed/chunks/") for k in keys), keys    # it was killed mid-pack
+    assert not any(k.startswith("killed/versions/") for k in keys), keys  # no version published
     r = stoker(s3_server, "verify", uri, check=False)
-    assert r.returncode != 0 and "MANIFEST" in r.stderr + r.stdout
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{uri} is not a stoker dataset (no versions/)" in r.stderr, r.stderr
     # Packing again completes, and only then is there a dataset.
     stoker(s3_server, "pack", str(src), uri, "--chunk-size", "8MiB")
-    assert "checked: OK" in stoker(s3_server, "verify", uri).stdout
+    verified = stoker(s3_server, "verify", uri).stdout
+    assert "version 1, 12 files" in verified and "checked: OK" in verified, verified
 
 
 def test_serve_exports_an_s3_dataset(s3_server, bucket, tree, tmp_path):
