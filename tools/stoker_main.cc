@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "stoker 0.1.0");
   int exit_code = stoker::cli::kExitOk;
   stoker::cli::RegisterPack(app, exit_code);
+  stoker::cli::RegisterUpgrade(app, exit_code);
   stoker::cli::RegisterInspect(app, exit_code);
   stoker::cli::RegisterVerify(app, exit_code);
   stoker::cli::RegisterShuffleReport(app, exit_code);

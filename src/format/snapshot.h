@@ -39,6 +39,7 @@ class Snapshot {
   uint32_t crc32c() const { return crc32c_; }
   bool labelled() const { return flags_ & kFlagLabelled; }
   bool grouped() const { return flags_ & kFlagGroupedSamples; }
+  bool labels_from_directories() const { return flags_ & kFlagLabelsFromDirectories; }
 
   uint32_t file_count() const { return counts_.files; }
   uint32_t dir_count() const { return counts_.dirs; }

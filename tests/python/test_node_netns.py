@@ -87,10 +87,15 @@ class Packed:
         self.chunk_ids = [int(c.name.split(".")[0], 16) for c in chunks]
         self.chunk_count = len(chunks)
         self.chunk_bytes = sum(c.stat().st_size for c in chunks)
-        # What a client reads besides chunks: MANIFEST and the snapshot.
+        # What a client reads besides chunks: the version record and the segment.
         self.meta_bytes = sum(p.stat().st_size for p in self.path.rglob("*")
                               if p.is_file() and p.parent.name != "chunks")
-        self.manifest = (self.path / "MANIFEST").read_bytes()
+        assert sorted(p.name for p in (self.path / "versions").iterdir()) == [
+            f"{1:016x}.version"]
+        # The dataset's identity, which a trainer presents in its HELLO and a daemon exports to
+        # its peers under the virtual path MANIFEST: the (only) version record's bytes.
+        self.record_path = self.path / "versions" / f"{1:016x}.version"
+        self.manifest = self.record_path.read_bytes()
         self.payload_bytes = sum(len(d) for d in tree.values())
 
 
@@ -395,15 +400,16 @@ def test_epoch_through_node_daemons(tmp_path):
         else:
             assert after1["stoker_node_store_fills_total"] >= data.chunk_count
         # The storage server agrees: chunk bytes went out once, plus metadata for each trainer
-        # (MANIFEST and snapshot to open the dataset, MANIFEST again for the daemon's HELLO):
+        # (version record and segment to open the dataset, the version record again for the
+        # daemon's HELLO):
         # no trainer read a chunk past its daemon.
         if not churned:
             assert data.chunk_bytes <= served1 - served0 <= data.chunk_bytes + \
                 WORLD * (data.meta_bytes + len(data.manifest))
 
         # Epoch 2: new trainer processes, the next epoch's order, the same daemons. Every chunk
-        # is cached at its owner: the store sends MANIFEST and snapshot to the new trainers and
-        # not one chunk.
+        # is cached at its owner: the store sends version record and segment to the new
+        # trainers and not one chunk.
         logs_at = [len(d.log_text()) for d in daemons]
         t0 = time.monotonic()
         trainers = run_trainers(tb, nodes, daemons, uri, env, seed=11, epoch=1, tag="e2")
@@ -556,8 +562,9 @@ def test_kill_node_daemons_during_epoch(tmp_path):
 
 # -- 3. hostile peers and trainers; the memory cap ----------------------------------------------
 
-# Raw protocol clients (docs/protocol.md). argv: ip port secret job manifest_path. Prints one
-# JSON object: per attack, whether and when the daemon closed the connection.
+# Raw protocol clients (docs/protocol.md). argv: ip port secret job record_path (the dataset's
+# version record, which the daemon exports to its peers under the virtual path MANIFEST). Prints
+# one JSON object: per attack, whether and when the daemon closed the connection.
 _PEER_ATTACKS = r"""
 import hashlib, hmac, json, os, select, socket, struct, sys, time
 ip, port, secret, job, manifest_path = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), \
@@ -654,8 +661,9 @@ def read_manifest_request(rid=1):
 out = {}
 mode = sys.argv[6] if len(sys.argv) > 6 else "quick"
 if mode == "quick":
-    # Control: a well-behaved raw client with the secret reads MANIFEST (proves this client
-    # speaks the protocol, so the refusals below are about the attacks).
+    # Control: a well-behaved raw client with the secret reads MANIFEST, the daemon's version
+    # record, byte for byte (proves this client speaks the protocol, so the refusals below are
+    # about the attacks).
     s = connect()
     server_ok, (kind, _) = handshake(s, secret)
     s.sendall(read_manifest_request())
@@ -697,7 +705,8 @@ else:
 print(json.dumps(out))
 """
 
-# Hostile clients of the trainer socket. argv: socket manifest_path chunk_id. Prints JSON.
+# Hostile clients of the trainer socket. argv: socket record_path chunk_id (a HELLO carries the
+# dataset's version record). Prints JSON.
 _TRAINER_ATTACKS = r"""
 import json, socket, struct, sys, time
 path, manifest, chunk = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3])
@@ -780,7 +789,7 @@ def test_bad_peers_against_daemon(tmp_path):
         polls: list[dict] = []
         threading.Thread(target=lambda: [polls.append(json.loads(line))
                                          for line in poller.stdout], daemon=True).start()
-        peer_args = [node.ip, str(NODE_PORT), SECRET, JOB, str(data.path / "MANIFEST")]
+        peer_args = [node.ip, str(NODE_PORT), SECRET, JOB, str(data.record_path)]
         slow = evil.popen([sys.executable, "-c", _PEER_ATTACKS, *peer_args, "slow"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -806,7 +815,7 @@ def test_bad_peers_against_daemon(tmp_path):
 
         chunk_id = data.chunk_ids[0]
         hostile = json.loads(node.run([sys.executable, "-c", _TRAINER_ATTACKS, str(d.socket),
-                                       str(data.path / "MANIFEST"), str(chunk_id)],
+                                       str(data.record_path), str(chunk_id)],
                                       timeout=60).stdout)
         print(f"trainer-socket attacks: {hostile}")
         first, then = hostile["get_before_hello"]

@@ -1,0 +1,101 @@
+#include "dataset/upgrade.h"
+
+#include <ctime>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "common/unique_id.h"
+#include "dataset/publish.h"
+#include "format/segment.h"
+#include "format/segment_builder.h"
+#include "format/segment_layout.h"
+#include "format/versions.h"
+
+namespace stoker::dataset {
+namespace {
+
+// The format-2 segment holding every file of a format-1 snapshot, with the same chunks, labels,
+// classes and attributes.
+format::SegmentSpec SpecOf(const format::Snapshot& snap) {
+  format::SegmentSpec spec;
+  if (snap.grouped()) spec.flags |= format::kSegmentGrouped;
+  if (snap.labelled()) spec.flags |= format::kSegmentLabelled;
+  if (snap.labels_from_directories()) spec.flags |= format::kSegmentLabelsFromDirs;
+  for (uint32_t k = 0; k < snap.class_count(); ++k) spec.classes.emplace_back(snap.class_name(k));
+  for (uint32_t c = 0; c < snap.chunk_count(); ++c) {
+    const format::ChunkRecord r = snap.chunk(c);
+    spec.chunks.push_back({r.id, r.file_size, r.data_crc32c, r.entry_count});
+  }
+  spec.files.reserve(snap.file_count());
+  for (uint32_t f = 0; f < snap.file_count(); ++f) {
+    const format::FileRecord r = snap.file(f);
+    format::SegmentFile file;
+    file.path = snap.FilePath(f);
+    file.chunk = r.chunk;
+    file.offset = r.offset;
+    file.length = r.length;
+    file.crc32c = r.crc32c;
+    file.label = r.label;
+    for (const auto& [k, v] : snap.FileAttributes(f)) file.attributes.emplace_back(k, v);
+    spec.files.push_back(std::move(file));
+  }
+  return spec;
+}
+
+}  // namespace
+
+Result<UpgradeSummary> Upgrade(Storage& storage) {
+  STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(storage));
+  if (latest) {
+    return Err(Status::AlreadyExists(fmt::format("{} is already in format 2 (version {})",
+                                                 storage.Describe(""), latest->version)));
+  }
+  STOKER_ASSIGN_OR_RETURN(auto manifest, ReadCurrentVersion(storage));
+  if (!manifest) {
+    return Err(Status::NotFound(storage.Describe("") + " holds no dataset (no MANIFEST)"));
+  }
+  STOKER_ASSIGN_OR_RETURN(auto snap, OpenSnapshot(storage, *manifest, /*verify_checksum=*/true));
+  STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(SpecOf(*snap)));
+
+  const uint64_t id = UniqueId();
+  const std::string path = format::SegmentPath(id);
+  STOKER_RETURN_IF_ERROR(storage.CreateDirs(format::kSegmentsDir));
+  STOKER_RETURN_IF_ERROR(storage.CreateExclusive(
+      path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}));
+  STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(path));
+  STOKER_ASSIGN_OR_RETURN(auto segment, format::Segment::Open(std::move(file), storage.Describe(path)));
+  const format::SegmentInfo& info = segment->info();
+
+  UpgradeSummary summary;
+  summary.version = manifest->version;
+  summary.files = info.file_count;
+  summary.chunks = info.chunk_count;
+  summary.classes = info.class_count;
+  summary.segment_bytes = bytes.size();
+  STOKER_RETURN_IF_ERROR(segment->ForEachFile([&](uint64_t position, std::string_view p, uint64_t) {
+    if (summary.indices_preserved && snap->FilePath(static_cast<uint32_t>(position)) != p) {
+      summary.indices_preserved = false;
+    }
+  }));
+
+  format::VersionRecord record;
+  record.version = manifest->version;
+  record.created_unix_seconds = static_cast<uint64_t>(std::time(nullptr));
+  record.writer = UniqueId();
+  record.flags = info.flags;
+  record.files = info.file_count;
+  record.samples = info.sample_count;
+  record.classes = info.class_count;
+  record.chunks = info.chunk_count;
+  record.bytes = info.total_bytes;
+  record.segments.push_back({id, bytes.size(), segment->footer_crc32c(), info.file_count,
+                             info.sample_count, info.class_count, info.chunk_count});
+  if (Status s = format::PublishVersionRecord(storage, record); !s.ok()) {
+    if (s.code() == StatusCode::kAlreadyExists) (void)storage.Remove(path);
+    return Err(s);
+  }
+  return summary;
+}
+
+}  // namespace stoker::dataset
