@@ -7,7 +7,6 @@
 
 #include "common/progress.h"
 #include "dataset/packer.h"
-#include "dataset/upgrade.h"
 #include "tools/commands.h"
 
 namespace stoker::cli {
@@ -131,49 +130,7 @@ int RunPack(const PackArgs& args) {
   return kExitOk;
 }
 
-int RunUpgrade(const std::string& uri, bool json) {
-  auto storage = OpenStorage(uri);
-  auto summary = storage ? dataset::Upgrade(**storage) : Result<dataset::UpgradeSummary>(
-                                                            Err(storage.error()));
-  if (!summary) {
-    std::fprintf(stderr, "stoker upgrade: %s\n", summary.error().ToString().c_str());
-    return summary.error().IsCorruption() ? kExitCorrupt : kExitError;
-  }
-  const auto& s = *summary;
-  if (json) {
-    std::cout << nlohmann::json{{"dataset", uri}, {"version", s.version}, {"files", s.files},
-                                {"chunks", s.chunks}, {"classes", s.classes},
-                                {"segment_bytes", s.segment_bytes},
-                                {"indices_preserved", s.indices_preserved}}
-                     .dump(2)
-              << "\n";
-    return kExitOk;
-  }
-  std::cout << fmt::format(
-      "upgraded {} to format 2: version {}, {} files in {} chunks (kept), {} classes, metadata {}\n",
-      uri, s.version, s.files, s.chunks, s.classes, HumanBytes(s.segment_bytes));
-  if (!s.indices_preserved) {
-    std::cout << "note: files sit at several directory depths, so their indices changed (format 1 "
-                 "numbered directories breadth-first, format 2 by path); paths, bytes and labels "
-                 "did not\n";
-  }
-  return kExitOk;
-}
-
 }  // namespace
-
-void RegisterUpgrade(CLI::App& app, int& exit_code) {
-  struct Args {
-    std::string dataset;
-    bool json = false;
-  };
-  auto args = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand(
-      "upgrade", "Convert a format-1 dataset (MANIFEST) to format 2 in place, keeping its chunks");
-  cmd->add_option("dataset", args->dataset, "dataset path or URI")->required();
-  cmd->add_flag("--json", args->json, "print a JSON summary");
-  cmd->callback([args, &exit_code] { exit_code = RunUpgrade(args->dataset, args->json); });
-}
 
 void RegisterPack(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PackArgs>();

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   int exit_code = stoker::cli::kExitOk;
   stoker::cli::RegisterPack(app, exit_code);
   stoker::cli::RegisterUpgrade(app, exit_code);
+  stoker::cli::RegisterGc(app, exit_code);
   stoker::cli::RegisterInspect(app, exit_code);
   stoker::cli::RegisterVerify(app, exit_code);
   stoker::cli::RegisterShuffleReport(app, exit_code);

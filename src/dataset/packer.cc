@@ -397,6 +397,17 @@ Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, co
     record.bytes += info.total_bytes;
     record.segments.push_back({id, bytes.size(), (*segment)->footer_crc32c(), info.file_count,
                                info.sample_count, info.class_count, info.chunk_count});
+    // A pack that outlived `stoker gc`'s grace period may have lost chunks to it: never publish
+    // a version that names a missing chunk.
+    for (const auto& chunk : add.chunks) {
+      STOKER_ASSIGN_OR_RETURN(const bool exists, dst.Exists(format::ChunkPath(chunk.id)));
+      if (!exists) {
+        return Err(Status::NotFound(fmt::format(
+            "{} of this pack was removed before the pack could publish (by a `stoker gc` whose "
+            "grace period is shorter than the pack took?); nothing was published",
+            dst.Describe(format::ChunkPath(chunk.id)))));
+      }
+    }
     const Status published = format::PublishVersionRecord(dst, record);
     if (published.ok()) {
       summary.version = record.version;
