@@ -155,36 +155,6 @@ TEST_P(ConcurrentPackTest, EveryAppendLandsInAVersionOfItsOwn) {
   EXPECT_EQ(report.files_checked, files);
 }
 
-TEST_P(ConcurrentPackTest, OfTwoFreshPacksOneWinsAndTheOtherLeavesNothing) {
-  if (GetParam().lost_replies > 0) GTEST_SKIP() << "covered by the append race";
-  auto store = Store();
-  PackOptions options;
-  options.chunk_bytes = 4096;
-  std::vector<Result<PackSummary>> results(2, Err(Status::Internal("not run")));
-  std::barrier start(2);
-  std::vector<std::thread> writers;
-  for (int w = 0; w < 2; ++w) {
-    writers.emplace_back([&, w] {
-      const test::Tree tree = WriterTree(w);  // TreeSource reads it in place
-      auto source = test::TreeSource(tree);
-      start.arrive_and_wait();
-      results[w] = Pack(*source, *store, options);
-    });
-  }
-  for (auto& t : writers) t.join();
-  const int winner = results[0].has_value() ? 0 : 1;
-  ASSERT_TRUE(results[winner].has_value()) << results[winner].error().ToString();
-  const auto& loser = results[1 - winner];
-  ASSERT_FALSE(loser.has_value()) << "both fresh packs claim version 1";
-  EXPECT_EQ(loser.error().code(), StatusCode::kAlreadyExists) << loser.error().ToString();
-  EXPECT_NE(loser.error().message().find("--append"), std::string::npos);
-  // Only the winner's chunks and segment remain.
-  auto ds = Dataset::Open(store).value();
-  EXPECT_EQ(ds->file_count(), WriterTree(winner).files.size());
-  EXPECT_EQ(store->List("chunks").value().size(), ds->view().chunk_count());
-  EXPECT_EQ(store->List("segments").value().size(), 1u);
-}
-
 INSTANTIATE_TEST_SUITE_P(Stores, ConcurrentPackTest,
                          ::testing::Values(Params{false, 0}, Params{true, 0}, Params{true, 0.5},
                                            Params{false, 0.5}),
@@ -192,6 +162,39 @@ INSTANTIATE_TEST_SUITE_P(Stores, ConcurrentPackTest,
                            return std::string(p.param.posix ? "Posix" : "Memory") +
                                   (p.param.lost_replies > 0 ? "LostReplies" : "");
                          });
+
+TEST(ConcurrentFreshPack, OneWinsAndTheOtherLeavesNothing) {
+  test::TempDir dir;
+  for (auto store : {std::shared_ptr<Storage>(std::make_shared<storage::MemoryStorage>()),
+                     storage::NewPosixStorage(dir.path())}) {
+    PackOptions options;
+    options.chunk_bytes = 4096;
+    std::vector<Result<PackSummary>> results(2, Err(Status::Internal("not run")));
+    std::barrier<> line(2);  // both get past the fresh-destination check and race to publish
+    std::vector<std::thread> writers;
+    for (int w = 0; w < 2; ++w) {
+      writers.emplace_back([&, w] {
+        const test::Tree tree = WriterTree(w);  // TreeSource reads it in place
+        auto source = test::TreeSource(tree);
+        StartingLine racing(store, &line);
+        results[w] = Pack(*source, racing, options);
+      });
+    }
+    for (auto& t : writers) t.join();
+    const int winner = results[0].has_value() ? 0 : 1;
+    ASSERT_TRUE(results[winner].has_value()) << results[winner].error().ToString();
+    const auto& loser = results[1 - winner];
+    ASSERT_FALSE(loser.has_value()) << "both fresh packs claim version 1";
+    EXPECT_EQ(loser.error().code(), StatusCode::kAlreadyExists) << loser.error().ToString();
+    EXPECT_NE(loser.error().message().find("at the same time"), std::string::npos)
+        << loser.error().ToString();
+    // Only the winner's chunks and segment remain.
+    auto ds = Dataset::Open(store).value();
+    EXPECT_EQ(ds->file_count(), WriterTree(winner).files.size());
+    EXPECT_EQ(store->List("chunks").value().size(), ds->view().chunk_count());
+    EXPECT_EQ(store->List("segments").value().size(), 1u);
+  }
+}
 
 }  // namespace
 }  // namespace stoker::dataset
