@@ -370,33 +370,15 @@ Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, co
     format::SegmentSpec spec = Numbered(add, base.get(), flags);
     const uint32_t classes_added = static_cast<uint32_t>(spec.classes.size());
     STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(std::move(spec)));
-    const uint64_t id = UniqueId();
-    *segment_path = format::SegmentPath(id);
-    STOKER_RETURN_IF_ERROR(dst.CreateDirs(format::kSegmentsDir));
-    STOKER_RETURN_IF_ERROR(dst.CreateExclusive(
-        *segment_path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}));
-    // Nothing is published that the reader would reject: the stored segment is opened with
-    // full validation, which also yields the footer CRC the record lists.
-    STOKER_ASSIGN_OR_RETURN(auto file, dst.OpenRead(*segment_path));
-    auto segment = format::Segment::Open(std::move(file), dst.Describe(*segment_path));
-    if (!segment) {
-      return Err(Status::Internal("the packer wrote a segment its reader rejects: " +
-                                  segment.error().ToString()));
-    }
-    const format::SegmentInfo& info = (*segment)->info();
+    STOKER_ASSIGN_OR_RETURN(auto written, format::WriteSegment(dst, bytes));
+    *segment_path = written.path;
     format::VersionRecord record = latest ? *latest : format::VersionRecord{};
     record.version = latest ? latest->version + 1 : 1;
     record.parent = latest ? latest->version : 0;
     record.created_unix_seconds = static_cast<uint64_t>(std::time(nullptr));
     record.writer = writer;
     record.flags = flags;
-    record.files += info.file_count;
-    record.samples += info.sample_count;
-    record.classes += info.class_count;
-    record.chunks += info.chunk_count;
-    record.bytes += info.total_bytes;
-    record.segments.push_back({id, bytes.size(), (*segment)->footer_crc32c(), info.file_count,
-                               info.sample_count, info.class_count, info.chunk_count});
+    format::AppendSegment(record, written);
     // A pack that outlived `stoker gc`'s grace period may have lost chunks to it: never publish
     // a version that names a missing chunk.
     for (const auto& chunk : add.chunks) {
@@ -413,7 +395,7 @@ Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, co
       summary.version = record.version;
       summary.files_total = record.files;
       summary.bytes_total = record.bytes;
-      summary.chunks_added = info.chunk_count;
+      summary.chunks_added = written.segment->info().chunk_count;
       summary.chunks_total = record.chunks;
       summary.segment_bytes = bytes.size();
       for (const auto& ref : record.segments) summary.metadata_bytes += ref.bytes;

@@ -58,14 +58,8 @@ Result<UpgradeSummary> Upgrade(Storage& storage) {
   STOKER_ASSIGN_OR_RETURN(auto snap, OpenSnapshot(storage, *manifest, /*verify_checksum=*/true));
   STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(SpecOf(*snap)));
 
-  const uint64_t id = UniqueId();
-  const std::string path = format::SegmentPath(id);
-  STOKER_RETURN_IF_ERROR(storage.CreateDirs(format::kSegmentsDir));
-  STOKER_RETURN_IF_ERROR(storage.CreateExclusive(
-      path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}));
-  STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(path));
-  STOKER_ASSIGN_OR_RETURN(auto segment, format::Segment::Open(std::move(file), storage.Describe(path)));
-  const format::SegmentInfo& info = segment->info();
+  STOKER_ASSIGN_OR_RETURN(auto written, format::WriteSegment(storage, bytes));
+  const format::SegmentInfo& info = written.segment->info();
 
   UpgradeSummary summary;
   summary.version = manifest->version;
@@ -73,26 +67,19 @@ Result<UpgradeSummary> Upgrade(Storage& storage) {
   summary.chunks = info.chunk_count;
   summary.classes = info.class_count;
   summary.segment_bytes = bytes.size();
-  STOKER_RETURN_IF_ERROR(segment->ForEachFile([&](uint64_t position, std::string_view p, uint64_t) {
-    if (summary.indices_preserved && snap->FilePath(static_cast<uint32_t>(position)) != p) {
-      summary.indices_preserved = false;
-    }
-  }));
+  STOKER_RETURN_IF_ERROR(
+      written.segment->ForEachFile([&](uint64_t position, std::string_view p, uint64_t) {
+        if (snap->FilePath(static_cast<uint32_t>(position)) != p) summary.indices_preserved = false;
+      }));
 
   format::VersionRecord record;
   record.version = manifest->version;
   record.created_unix_seconds = static_cast<uint64_t>(std::time(nullptr));
   record.writer = UniqueId();
   record.flags = info.flags;
-  record.files = info.file_count;
-  record.samples = info.sample_count;
-  record.classes = info.class_count;
-  record.chunks = info.chunk_count;
-  record.bytes = info.total_bytes;
-  record.segments.push_back({id, bytes.size(), segment->footer_crc32c(), info.file_count,
-                             info.sample_count, info.class_count, info.chunk_count});
+  format::AppendSegment(record, written);
   if (Status s = format::PublishVersionRecord(storage, record); !s.ok()) {
-    if (s.code() == StatusCode::kAlreadyExists) (void)storage.Remove(path);
+    if (s.code() == StatusCode::kAlreadyExists) (void)storage.Remove(written.path);
     return Err(s);
   }
   return summary;

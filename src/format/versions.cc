@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/unique_id.h"
 #include "storage/small_file.h"
 
 namespace stoker::format {
@@ -53,6 +54,36 @@ Result<std::optional<VersionRecord>> ReadLatestVersion(Storage& storage) {
   if (versions.empty()) return std::optional<VersionRecord>();
   STOKER_ASSIGN_OR_RETURN(auto record, ReadVersion(storage, versions.back()));
   return std::optional<VersionRecord>(std::move(record));
+}
+
+Result<WrittenSegment> WriteSegment(Storage& storage, std::string_view bytes) {
+  WrittenSegment w;
+  w.id = UniqueId();
+  w.path = SegmentPath(w.id);
+  w.bytes = bytes.size();
+  STOKER_RETURN_IF_ERROR(storage.CreateDirs(kSegmentsDir));
+  STOKER_RETURN_IF_ERROR(storage.CreateExclusive(w.path, AsBytes(bytes)));
+  STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(w.path));
+  auto segment = Segment::Open(std::move(file), storage.Describe(w.path));
+  if (!segment) {
+    (void)storage.Remove(w.path);
+    return Err(Status::Internal("a segment was written that its reader rejects: " +
+                                segment.error().ToString()));
+  }
+  w.segment = std::move(*segment);
+  return w;
+}
+
+void AppendSegment(VersionRecord& record, const WrittenSegment& written) {
+  const SegmentInfo& info = written.segment->info();
+  record.files += info.file_count;
+  record.samples += info.sample_count;
+  record.classes += info.class_count;
+  record.chunks += info.chunk_count;
+  record.bytes += info.total_bytes;
+  record.segments.push_back({written.id, written.bytes, written.segment->footer_crc32c(),
+                             info.file_count, info.sample_count, info.class_count,
+                             info.chunk_count});
 }
 
 Status PublishVersionRecord(Storage& storage, const VersionRecord& record) {

@@ -5,9 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <optional>
 #include <vector>
 
+#include "format/segment.h"
 #include "format/version_record.h"
 #include "stoker/storage.h"
 
@@ -21,6 +25,20 @@ Result<VersionRecord> ReadVersion(Storage& storage, uint64_t version);
 
 // The newest version's record; nullopt if there is none.
 Result<std::optional<VersionRecord>> ReadLatestVersion(Storage& storage);
+
+// A segment stored under a fresh random name (created exclusively) and read back with full
+// validation, so that nothing is published that readers would reject.
+struct WrittenSegment {
+  uint64_t id = 0;
+  std::string path;
+  uint64_t bytes = 0;
+  std::unique_ptr<Segment> segment;
+};
+// Internal if the stored segment fails validation (it is removed again).
+Result<WrittenSegment> WriteSegment(Storage& storage, std::string_view bytes);
+
+// Appends `written` to `record`'s segments and adds its counts to the totals.
+void AppendSegment(VersionRecord& record, const WrittenSegment& written);
 
 // Publishes `record` as version record.version, unless that version exists: then
 // AlreadyExists, and the caller rebases on the newer version and tries again. A reply lost on
