@@ -170,8 +170,9 @@ uint64_t RemainingPayload(const PackSource& source, uint64_t payload_so_far) {
 
 // What one pack adds, before it is numbered after the version it extends.
 struct Addition {
-  std::vector<format::SegmentFile> files;  // labels: from .cls members (tar), else -1
-  std::vector<format::ChunkInfo> chunks;   // SegmentFile::chunk indexes these
+  // Its files (labels: from .cls members for tar input, else -1) and chunks; numbered in place
+  // (Number) before each attempt to publish.
+  format::SegmentSpec spec;
   bool any_cls_label = false;
 };
 
@@ -184,7 +185,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
   progress.source_bytes_total = source.total_bytes();
   size_t attributes_used = 0;
   uint64_t payload_so_far = 0;  // with index entries: what the chunks hold
-  std::vector<format::SegmentFile>& files = add->files;
+  std::vector<format::SegmentFile>& files = add->spec.files;
   while (true) {
     STOKER_ASSIGN_OR_RETURN(auto item, source.Next());
     if (!item) break;
@@ -251,7 +252,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
     }
   }
   STOKER_RETURN_IF_ERROR(chunks.FinishAll());
-  add->chunks = chunks.finished();
+  add->spec.chunks = chunks.finished();
   if (options.progress) options.progress(progress);
   return Status::OK();
 }
@@ -262,7 +263,8 @@ uint32_t FirstFlags(const Addition& add, const PackOptions& options) {
   if (options.labels == LabelPolicy::kNone) return flags;
   if (options.tar_input) return add.any_cls_label ? flags | format::kSegmentLabelled : flags;
   const bool all_in_dirs =
-      !add.files.empty() && std::all_of(add.files.begin(), add.files.end(), [](const auto& f) {
+      !add.spec.files.empty() &&
+      std::all_of(add.spec.files.begin(), add.spec.files.end(), [](const auto& f) {
         return f.path.find('/') != std::string::npos;
       });
   return all_in_dirs ? flags | format::kSegmentLabelled | format::kSegmentLabelsFromDirs : flags;
@@ -275,7 +277,7 @@ Status CheckCompatible(const Addition& add, const PackOptions& options, uint32_t
         "cannot append a directory tree to a dataset packed from tar shards, or vice versa");
   }
   if (flags & format::kSegmentLabelsFromDirs) {
-    for (const auto& f : add.files) {
+    for (const auto& f : add.spec.files) {
       if (f.path.find('/') == std::string::npos) {
         return Status::InvalidArgument(fmt::format(
             "{} is outside a class directory, but the dataset's labels are its first-level "
@@ -291,16 +293,15 @@ Status CheckCompatible(const Addition& add, const PackOptions& options, uint32_t
   return Status::OK();
 }
 
-// The segment of `add` numbered after `base` (nullptr: the first version): file, sample and
-// class numbers continue where the base's end; a class directory seen before keeps its label.
-format::SegmentSpec Numbered(const Addition& add, const VersionView* base, uint32_t flags) {
-  format::SegmentSpec spec;
+// Numbers `spec` (holding the addition's files) after `base` (nullptr: the first version):
+// file, sample and class numbers continue where the base's end; a class directory seen before
+// keeps its label. Done again on every attempt, since another writer may have published first.
+void Number(format::SegmentSpec& spec, const VersionView* base, uint32_t flags) {
   spec.flags = flags;
   spec.first_file = base ? base->record().files : 0;
   spec.first_sample = base ? base->record().samples : 0;
   spec.first_label = base ? base->class_count() : 0;
-  spec.chunks = add.chunks;
-  spec.files = add.files;
+  spec.classes.clear();
   if (flags & format::kSegmentLabelsFromDirs) {
     std::unordered_map<std::string_view, int32_t> label_of;
     if (base) {
@@ -309,25 +310,24 @@ format::SegmentSpec Numbered(const Addition& add, const VersionView* base, uint3
     std::vector<std::string_view> added;
     for (const auto& f : spec.files) {
       const std::string_view cls = std::string_view(f.path).substr(0, f.path.find('/'));
-      if (!label_of.contains(cls)) {
-        label_of[cls] = -1;
-        added.push_back(cls);
-      }
+      if (label_of.try_emplace(cls, -1).second) added.push_back(cls);
     }
     std::sort(added.begin(), added.end());  // new classes in name order, after the old ones
     for (const std::string_view cls : added) {
       label_of[cls] = static_cast<int32_t>(spec.first_label + spec.classes.size());
       spec.classes.emplace_back(cls);
     }
-    for (auto& f : spec.files) f.label = label_of.at(std::string_view(f.path).substr(0, f.path.find('/')));
+    for (auto& f : spec.files) {
+      f.label = label_of.at(std::string_view(f.path).substr(0, f.path.find('/')));
+    }
   } else if (flags & format::kSegmentLabelled) {
+    // .cls labels are the input's own: they never change, the class list only grows to hold them.
     int32_t max_label = -1;
     for (const auto& f : spec.files) max_label = std::max(max_label, f.label);
     for (int64_t k = spec.first_label; k <= max_label; ++k) spec.classes.push_back(std::to_string(k));
   } else {
     for (auto& f : spec.files) f.label = format::kNoLabel;
   }
-  return spec;
 }
 
 // Publishing can be retried: a writer that loses version v to another rebases on it.
@@ -336,12 +336,13 @@ constexpr int kMaxPublishAttempts = 1000;
 // Writes `add`'s segment numbered after the newest version and publishes the next version,
 // rebasing and retrying while other writers publish first. *published: the segment's path
 // once written (so a failed pack can tell whether a version lists it).
-Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, const Addition& add,
+Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, Addition& add,
                                     PackSummary summary, std::string* segment_path) {
   const uint64_t writer = UniqueId();
-  std::vector<std::string> paths;
-  paths.reserve(add.files.size());
-  for (const auto& f : add.files) paths.push_back(f.path);
+  std::vector<std::string> keys;  // sorted, for the conflict checks
+  keys.reserve(add.spec.files.size());
+  for (const auto& f : add.spec.files) keys.push_back(format::FileKeyOf(f.path));
+  std::sort(keys.begin(), keys.end());
   Pcg32 jitter(writer);
   for (int attempt = 0;; ++attempt) {
     STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(dst));
@@ -356,7 +357,7 @@ Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, co
       STOKER_ASSIGN_OR_RETURN(base, VersionView::Open(dst, *latest));
       flags = latest->flags;
       STOKER_RETURN_IF_ERROR(CheckCompatible(add, options, flags));
-      STOKER_ASSIGN_OR_RETURN(auto taken, base->Holding(paths));
+      STOKER_ASSIGN_OR_RETURN(auto taken, base->Holding(keys));
       if (!taken.empty()) {
         std::string list;
         for (size_t i = 0; i < std::min<size_t>(taken.size(), 5); ++i) list += "\n  " + taken[i];
@@ -367,9 +368,10 @@ Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, co
     } else if (options.append) {
       return Err(Status::NotFound(fmt::format("--append: {} holds no dataset yet", dst.Describe(""))));
     }
-    format::SegmentSpec spec = Numbered(add, base.get(), flags);
+    format::SegmentSpec& spec = add.spec;
+    Number(spec, base.get(), flags);
     const uint32_t classes_added = static_cast<uint32_t>(spec.classes.size());
-    STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(std::move(spec)));
+    STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(spec));
     STOKER_ASSIGN_OR_RETURN(auto written, format::WriteSegment(dst, bytes));
     *segment_path = written.path;
     format::VersionRecord record = latest ? *latest : format::VersionRecord{};
@@ -381,7 +383,7 @@ Result<PackSummary> PublishAddition(Storage& dst, const PackOptions& options, co
     format::AppendSegment(record, written);
     // A pack that outlived `stoker gc`'s grace period may have lost chunks to it: never publish
     // a version that names a missing chunk.
-    for (const auto& chunk : add.chunks) {
+    for (const auto& chunk : spec.chunks) {
       STOKER_ASSIGN_OR_RETURN(const bool exists, dst.Exists(format::ChunkPath(chunk.id)));
       if (!exists) {
         return Err(Status::NotFound(fmt::format(

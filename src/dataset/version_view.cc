@@ -164,10 +164,10 @@ Result<std::vector<DirEntry>> VersionView::List(std::string_view dir) const {
   return out;
 }
 
-Result<std::vector<std::string>> VersionView::Holding(const std::vector<std::string>& paths) const {
+Result<std::vector<std::string>> VersionView::Holding(std::span<const std::string> keys) const {
   std::vector<std::string> found;
   for (const Part& part : parts_) {
-    STOKER_ASSIGN_OR_RETURN(auto held, part.segment->Holding(paths));
+    STOKER_ASSIGN_OR_RETURN(auto held, part.segment->Holding(keys));
     for (auto& p : held) found.push_back(std::move(p));
   }
   std::sort(found.begin(), found.end());

@@ -72,8 +72,9 @@ class VersionView {
   Result<bool> IsDir(std::string_view path) const;
   // Subdirectories first, then files, each by name; NotFound if `dir` is no directory.
   Result<std::vector<DirEntry>> List(std::string_view dir) const;
-  // Of the given paths, those the version holds (a writer's conflict check).
-  Result<std::vector<std::string>> Holding(const std::vector<std::string>& paths) const;
+  // The paths of those of `keys` (format::FileKeyOf, sorted) that the version holds (a
+  // writer's conflict check).
+  Result<std::vector<std::string>> Holding(std::span<const std::string> keys) const;
 
   // By file index (< file_count()).
   Result<std::string> FilePath(uint32_t file) const;

@@ -544,14 +544,12 @@ Result<std::vector<SegmentFileEntry>> Segment::Files(uint64_t first, uint64_t co
   return out;
 }
 
-Result<std::vector<std::string>> Segment::Holding(std::vector<std::string> paths) const {
+Result<std::vector<std::string>> Segment::Holding(std::span<const std::string> keys) const {
   std::vector<std::string> found;
   if (info_.file_count == 0) return found;
-  for (auto& p : paths) p = FileKeyOf(p);
-  std::sort(paths.begin(), paths.end());
   std::vector<Table::Entry> block;
   uint64_t loaded = UINT64_MAX;
-  for (const std::string& key : paths) {
+  for (const std::string& key : keys) {
     if (key < info_.first_key || key > info_.last_key) continue;
     const auto b = files_->BlockFor(key);
     if (!b) continue;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -86,9 +87,9 @@ class Segment {
   // The files at positions [first, first + count), reading each block once: a directory's
   // files (SegmentDir) with their names and locations.
   Result<std::vector<SegmentFileEntry>> Files(uint64_t first, uint64_t count) const;
-  // Those of `paths` that this segment holds, reading each block at most once (conflict checks
-  // of a writer's many new paths against a published version).
-  Result<std::vector<std::string>> Holding(std::vector<std::string> paths) const;
+  // The paths of those of `keys` (FileKeyOf, sorted) that this segment holds, reading each
+  // block at most once (a writer's conflict check of its many new paths).
+  Result<std::vector<std::string>> Holding(std::span<const std::string> keys) const;
   // Names of the directories directly inside `dir` that this segment knows, by name.
   Result<std::vector<std::string>> ChildDirs(std::string_view dir) const;
   // The files of sample `s` (< sample_count), as positions [first, first + count).

@@ -119,7 +119,7 @@ struct DirFiles {
 
 }  // namespace
 
-Result<std::string> BuildSegment(SegmentSpec spec) {
+Result<std::string> BuildSegment(const SegmentSpec& spec) {
   const uint64_t n = spec.files.size();
   if (spec.first_label + uint64_t{spec.classes.size()} > 0x7FFFFFFFull) {
     return Err(Status::InvalidArgument("too many classes"));

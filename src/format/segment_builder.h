@@ -35,6 +35,6 @@ struct SegmentSpec {
 
 // InvalidArgument for duplicate paths, a path that is both a file and a directory, a label
 // outside [-1, first_label + classes), or files that do not tile their chunks exactly.
-Result<std::string> BuildSegment(SegmentSpec spec);
+Result<std::string> BuildSegment(const SegmentSpec& spec);
 
 }  // namespace stoker::format
