@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -33,6 +34,14 @@ struct PackProgress {
   uint64_t source_bytes_done = 0, source_bytes_total = 0;
 };
 
+// One of N parts of a version that N writers pack at once (`stoker pack --part K/N`), published
+// together by Commit (dataset/parts.h).
+struct PartSpec {
+  std::string job = "default";  // names the set of parts; several jobs may run at once
+  uint32_t index = 0;           // K, 0-based
+  uint32_t count = 0;           // N; 0: not known to this writer (give it to Commit)
+};
+
 struct PackOptions {
   // Target size of a chunk file. 64 MiB from the sweep in docs/benchmarks.md: large enough for
   // full-bandwidth reads from disks, network file systems and S3, small enough that a shuffle
@@ -49,6 +58,8 @@ struct PackOptions {
   uint64_t mix_seed = 0;
   // Open chunks are capped so their write buffers (S3 keeps parts in memory) fit in this.
   uint64_t mix_memory_bytes = 2ull << 30;
+  // Write part K of N of the next version instead of publishing a version (Commit does).
+  std::optional<PartSpec> part;
   // Optional user attributes (key, value) by file path; every path must be among the input.
   std::unordered_map<std::string, std::vector<std::pair<std::string, std::string>>> attributes;
   // Called from the packing thread after every file and once at the end.
@@ -71,6 +82,7 @@ struct PackSummary {
   uint64_t classes = 0, classes_added = 0;
   uint64_t samples = 0;
   int publish_attempts = 0;  // > 1: other writers published first and this pack rebased
+  std::string part_path;     // with PackOptions::part: where the part was written
   double seconds = 0;
 };
 

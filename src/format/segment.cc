@@ -610,6 +610,25 @@ Result<std::vector<std::pair<std::string, std::string>>> Segment::Attributes(
   return out;
 }
 
+Status Segment::ForEachAttribute(
+    const std::function<void(uint64_t, std::string_view, std::string_view)>& fn) const {
+  if (info_.attr_count == 0) return Status::OK();
+  Status bad;
+  STOKER_RETURN_IF_ERROR(attrs_->Scan("", [&](const Table::Entry& e) {
+    uint64_t position = 0;
+    for (int b = 0; b < 8 && b < static_cast<int>(e.key.size()); ++b) {
+      position = (position << 8) | static_cast<uint8_t>(e.key[b]);
+    }
+    if (e.key.size() < 8 || position >= info_.file_count) {
+      bad = Corrupt("an attribute names no file");
+      return false;
+    }
+    fn(position, std::string_view(e.key).substr(8), e.value);
+    return true;
+  }));
+  return bad;
+}
+
 Status Segment::CheckEveryBlock() const {
   for (const Table* table : {files_.get(), dirs_.get(), attrs_.get()}) {
     for (uint64_t b = 0; b < table->first_keys.size(); ++b) {

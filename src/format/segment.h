@@ -96,6 +96,10 @@ class Segment {
   std::pair<uint64_t, uint64_t> SampleFiles(uint64_t s) const;
   Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint64_t position) const;
 
+  // Every attribute, by file position then name.
+  Status ForEachAttribute(
+      const std::function<void(uint64_t position, std::string_view key, std::string_view value)>&
+          fn) const;
   // Reads and checks every block of every table (`stoker verify`).
   Status CheckEveryBlock() const;
   // Every location, chunk by chunk in storage order (ordinal = rank in that order).

@@ -87,6 +87,16 @@ def chunk_files(dataset: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir())} if d.is_dir() else {}
 
 
+def metadata_files(dataset: Path) -> dict[str, dict[str, bytes]]:
+    """{"versions": {name: bytes}, "segments": {name: bytes}}: every file under a dataset's
+    versions/ and segments/ (format 2, docs/format-2.md), temporary files included."""
+    out = {}
+    for sub in ("versions", "segments"):
+        d = dataset / sub
+        out[sub] = {p.name: p.read_bytes() for p in sorted(d.iterdir())} if d.is_dir() else {}
+    return out
+
+
 class Runner:
     """Runs the installed CLI; returns the CompletedProcess (text, or bytes with binary=True)."""
 

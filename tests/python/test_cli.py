@@ -12,7 +12,7 @@ import pytest
 
 import stoker
 
-from conftest import chunk_files, make_tree, write_tar
+from conftest import chunk_files, dataset_contents, make_tree, metadata_files, write_tar
 
 EXIT_ERROR, EXIT_CORRUPT = 1, 3
 
@@ -131,11 +131,11 @@ def assert_rejected(proc, name: str, dst: Path, before: dict | None = None):
     assert proc.returncode == EXIT_ERROR, proc.stderr
     assert name in proc.stderr, proc.stderr
     assert proc.stderr.startswith("stoker pack: ")
-    if before is None:
-        assert not (dst / "MANIFEST").exists()
+    if before is None:  # no version published, no metadata or chunk left behind
+        assert metadata_files(dst) == {"versions": {}, "segments": {}}
         assert chunk_files(dst) == {}
-    else:  # appending: the old version stays the current one, no chunk is added
-        assert (dst / "MANIFEST").read_bytes() == before["manifest"]
+    else:  # appending: the old version stays the newest, nothing is added
+        assert metadata_files(dst) == before["metadata"]
         assert chunk_files(dst) == before["chunks"]
 
 
@@ -176,7 +176,8 @@ def test_duplicate_member_across_shards(tmp_path, stoker_cli):
 
 def test_append_duplicate_leaves_version(packed, tmp_path, stoker_cli):
     dst, files, _ = packed
-    before = {"manifest": (dst / "MANIFEST").read_bytes(), "chunks": chunk_files(dst)}
+    before = {"metadata": metadata_files(dst), "chunks": chunk_files(dst)}
+    assert list(before["metadata"]["versions"]) == [f"{1:016x}.version"]
     src2 = tmp_path / "src2"
     make_tree(src2, seed=7, classes=1, files_per_class=12, prefix="new-")
     victim = sorted(files)[0]
@@ -184,20 +185,25 @@ def test_append_duplicate_leaves_version(packed, tmp_path, stoker_cli):
     (src2 / victim).write_bytes(b"again")
     proc = stoker_cli("pack", "--append", "--chunk-size", "4KiB", src2, dst)
     assert_rejected(proc, victim, dst, before)
+    assert "1 of the input's paths are already in the dataset (version 1)" in proc.stderr
+    assert stoker.Dataset(str(dst)).version == 1
 
 
 def test_pack_into_existing_dataset_refused(packed, tree, stoker_cli):
     dst, _, _ = packed
-    manifest = (dst / "MANIFEST").read_bytes()
+    before = {"metadata": metadata_files(dst), "chunks": chunk_files(dst)}
     proc = stoker_cli("pack", tree[0], dst)
     assert proc.returncode == EXIT_ERROR and "--append" in proc.stderr
-    assert (dst / "MANIFEST").read_bytes() == manifest
+    assert "already holds a dataset (version 1)" in proc.stderr
+    assert metadata_files(dst) == before["metadata"]
+    assert chunk_files(dst) == before["chunks"]
 
 
 def test_append_keeps_old_chunks_byte_identical(packed, tmp_path, stoker_cli):
     dst, files, _ = packed
     old_chunks = chunk_files(dst)
-    old_snapshot = (dst / "snapshots" / f"{1:016x}.snap").read_bytes()
+    old_meta = metadata_files(dst)
+    assert list(old_meta["versions"]) == [f"{1:016x}.version"] and len(old_meta["segments"]) == 1
     src2 = tmp_path / "src2"
     more = make_tree(src2, seed=77, classes=4, files_per_class=6, prefix="v2-")
     summary = json.loads(stoker_cli("pack", "--append", "--json", "--chunk-size", "64KiB",
@@ -207,9 +213,25 @@ def test_append_keeps_old_chunks_byte_identical(packed, tmp_path, stoker_cli):
     new_chunks = chunk_files(dst)
     assert {k: new_chunks[k] for k in old_chunks} == old_chunks
     assert len(new_chunks) == len(old_chunks) + summary["chunks_added"]
-    assert (dst / "snapshots" / f"{1:016x}.snap").read_bytes() == old_snapshot
+    # Version 1's record and segment stay byte-identical; the append added one of each.
+    new_meta = metadata_files(dst)
+    for kind in ("versions", "segments"):
+        assert {k: new_meta[kind][k] for k in old_meta[kind]} == old_meta[kind], kind
+        assert len(new_meta[kind]) == len(old_meta[kind]) + 1, kind
+    assert sorted(new_meta["versions"]) == [f"{1:016x}.version", f"{2:016x}.version"]
+    assert summary["segments"] == 2 and summary["classes_added"] == 1
     info = json.loads(stoker_cli("info", dst, "--json", check=True).stdout)
     assert info["version"] == 2 and info["classes"] == 4
+    assert info["parent"] == 1 and info["segments"] == 2
+    assert info["files"] == len(files) + len(more)
+    # Version 1 stays readable, with its own files and their indices.
+    v1 = stoker.Dataset(str(dst), version=1)
+    assert v1.version == 1 and v1.num_files == len(v1) == len(files)
+    assert dataset_contents(v1) == files
+    v2 = stoker.Dataset(str(dst))
+    assert v2.version == 2
+    assert [v2.stat(i)["path"] for i in range(len(files))] == \
+        [v1.stat(i)["path"] for i in range(len(files))]
     for path, data in [*files.items()][::9] + [*more.items()][::5]:
         assert stoker_cli("cat", dst, path, binary=True, check=True).stdout == data
     assert json.loads(stoker_cli("verify", dst, "--json", check=True).stdout)["ok"]
@@ -261,7 +283,7 @@ def test_usage_errors(tmp_path, stoker_cli):
     assert proc.returncode == 2 and "chunk-size" in proc.stderr
     assert stoker_cli("--version", check=True).stdout.strip() == "stoker 0.1.0"
     proc = stoker_cli("info", tmp_path / "nothing")
-    assert proc.returncode == EXIT_ERROR and "no MANIFEST" in proc.stderr
+    assert proc.returncode == EXIT_ERROR and "is not a stoker dataset (no versions/)" in proc.stderr
 
 
 def test_pack_shuffled_order_mixes_classes_in_chunks(tmp_path, stoker_cli):

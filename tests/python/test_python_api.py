@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import stoker
-from conftest import chunk_files, dataset_contents, make_tree, write_tar
+from conftest import chunk_files, dataset_contents, make_tree, metadata_files, write_tar
 
 
 def class_of(path: str) -> str:
@@ -152,8 +152,10 @@ def test_errors(tmp_path, packed):
         ds.listdir("no-such-dir")
     with pytest.raises(ValueError, match="not a directory"):
         ds.listdir(next(iter(files)))
-    with pytest.raises(FileNotFoundError, match="no MANIFEST"):
+    with pytest.raises(FileNotFoundError, match=r"is not a stoker dataset \(no versions/\)"):
         stoker.Dataset(str(tmp_path / "nothing-here"))
+    with pytest.raises(FileNotFoundError, match="no version 2"):
+        stoker.Dataset(str(dst), version=2)
     with pytest.raises(FileExistsError, match="already holds a dataset"):
         stoker.pack(str(tmp_path / "src"), str(dst))
     with pytest.raises(ValueError, match="chunk_size"):
@@ -171,7 +173,8 @@ def test_hostile_source_is_value_error(tmp_path, tree):
     (src / "class00" / "link.jpg").symlink_to(outside)
     with pytest.raises(ValueError, match="link.jpg"):
         stoker.pack(str(src), str(tmp_path / "ds"))
-    assert not (tmp_path / "ds" / "MANIFEST").exists()
+    assert metadata_files(tmp_path / "ds") == {"versions": {}, "segments": {}}
+    assert chunk_files(tmp_path / "ds") == {}
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
@@ -212,14 +215,23 @@ def test_pickle_reopens_lazily(tmp_path, packed):
     clone = pickle.loads(pickle.dumps(ds))
     assert clone.version == 1 and clone.uri == str(dst)
     assert [clone[i] for i in range(len(clone))] == [ds[i] for i in range(len(ds))]
-    # A copy pickled before a new version was published refuses to serve it: its indices
-    # would name other samples.
+    # A copy pickled before a new version was published reopens its own version (every
+    # version stays readable): same length, same samples at the same indices.
     stale = pickle.dumps(ds)
     src2 = tmp_path / "src2"
-    make_tree(src2, seed=5, classes=1, files_per_class=3, prefix="later-")
+    more = make_tree(src2, seed=5, classes=1, files_per_class=3, prefix="later-")
     stoker.pack(str(src2), str(dst), append=True)
-    with pytest.raises(ValueError, match="version 1"):
-        len(pickle.loads(stale))
+    assert stoker.Dataset(str(dst)).version == 2
+    assert len(stoker.Dataset(str(dst))) == len(files) + len(more)
+    old = pickle.loads(stale)
+    assert len(old) == len(files) and old.version == 1
+    assert [old[i] for i in range(len(old))] == [ds[i] for i in range(len(ds))]
+    with pytest.raises(FileNotFoundError):
+        old.find(next(iter(more)))
+    # Pickling it again keeps version 1; a Dataset opened now (and its pickles) sees version 2.
+    assert pickle.loads(pickle.dumps(old)).version == 1
+    fresh = pickle.loads(pickle.dumps(stoker.Dataset(str(dst))))
+    assert fresh.version == 2 and len(fresh) == len(files) + len(more)
     assert ds.version == 1 and ds[0] == clone[0]  # open objects keep their version
 
 
@@ -246,24 +258,37 @@ def test_concurrent_reads(packed):
 
 
 GIL_PROBE = textwrap.dedent("""
-    import os, sys, threading
+    import errno, os, sys, threading, time
     import stoker
-    dataset, fifo, dst2, src, index = sys.argv[1:]
+    dataset, chunk_fifo, dst2, record_fifo, src, index = sys.argv[1:]
     results = {}
     def run(name, fn):
         try:
             fn()
             results[name] = "ok"
-        except OSError as e:
+        except Exception as e:
             results[name] = type(e).__name__
-    # Both calls block in open() on the same FIFO until the other end is opened: the reader in
-    # ds.read (a chunk file replaced by the FIFO), the writer in pack (creating its first chunk
-    # file, a symlink to the FIFO). They can only meet if each releases the GIL while it waits.
-    # (A Dataset keeps its chunk files open: this one is dropped after the read, so the pack
-    # then fails on a broken pipe instead of filling it.)
+    # Both calls block in open() on a FIFO until its write end is opened: the reader in ds.read
+    # (a chunk file replaced by a FIFO), the writer in pack (which first reads the newest
+    # version record of its destination, here a FIFO). This thread opens each write end only
+    # once the call is blocked on it: if either call held the GIL while it waits, this thread
+    # could never run again, and the probe hangs.
     a = threading.Thread(target=run, args=("read", lambda: stoker.Dataset(dataset).read(int(index))))
     b = threading.Thread(target=run, args=("pack", lambda: stoker.pack(src, dst2)))
-    a.start(); b.start(); a.join(); b.join()
+    a.start(); b.start()
+    time.sleep(0.2)
+    for fifo in (chunk_fifo, record_fifo):
+        deadline = time.monotonic() + 30
+        while True:
+            try:  # succeeds only while a reader has the FIFO open, i.e. is blocked opening it
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                break
+            except OSError as e:
+                if e.errno != errno.ENXIO or time.monotonic() > deadline:
+                    print("never-opened", fifo)
+                    os._exit(1)
+            time.sleep(0.01)
+    a.join(); b.join()
     print(results["read"], results["pack"])
 """)
 
@@ -271,22 +296,25 @@ GIL_PROBE = textwrap.dedent("""
 def test_gil_released_while_blocked(tmp_path, packed):
     dst, files, _ = packed
     ds = stoker.Dataset(str(dst))
-    # A sample in the dataset's first chunk (files land in chunks in a mixed order).
-    index = min(range(len(ds)), key=lambda i: ds.stat(i)["chunk"])
-    chunk_name = f"{ds.stat(index)['chunk']:016x}.chunk"
-    fifo = dst / "chunks" / chunk_name
-    fifo.unlink()
-    os.mkfifo(fifo)
+    index = len(ds) // 2
+    chunk_fifo = dst / "chunks" / f"{ds.stat(index)['chunk']:016x}.chunk"
+    chunk_fifo.unlink()
+    os.mkfifo(chunk_fifo)
+    # A destination whose newest version record is a FIFO: pack reads it to refuse packing
+    # into an existing dataset. (Chunk and segment names are random: a pack cannot be made
+    # to write into a FIFO prepared in advance.)
     dst2 = tmp_path / "ds2"
-    (dst2 / "chunks").mkdir(parents=True)
-    # A fresh pack's first chunk has the same name as the first dataset's first chunk.
-    (dst2 / "chunks" / chunk_name).symlink_to(fifo)
+    record_fifo = dst2 / "versions" / f"{1:016x}.version"
+    record_fifo.parent.mkdir(parents=True)
+    os.mkfifo(record_fifo)
     proc = subprocess.run(
-        [sys.executable, "-c", GIL_PROBE, str(dst), str(fifo), str(dst2), str(tmp_path / "src"),
-         str(index)],
+        [sys.executable, "-c", GIL_PROBE, str(dst), str(chunk_fifo), str(dst2), str(record_fifo),
+         str(tmp_path / "src"), str(index)],
         capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    # Both fail (a FIFO is no chunk file), but both returned: neither held the GIL while blocked.
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Both fail (a FIFO is neither a chunk file nor a version record), but both returned:
+    # neither held the GIL while blocked.
     read_result, pack_result = proc.stdout.split()
-    assert read_result != "ok" and pack_result != "ok"
-    assert not (dst2 / "MANIFEST").exists()
+    assert read_result == pack_result == "CorruptionError", proc.stdout
+    assert os.listdir(dst2 / "versions") == [record_fifo.name]
+    assert chunk_files(dst2) == {} and not (dst2 / "segments").exists()

@@ -14,7 +14,15 @@ the environment), and every sample's bytes are compared with the source file. Wh
   - flipped bytes are never handed on: verify exits 3 naming the corrupt files, the Loader
     raises stoker.CorruptionError naming the sample;
   - faults while packing to S3 are retried and the dataset verifies; a permanent failure leaves
-    no visible dataset (no MANIFEST; with --append the previous version stays current).
+    no visible dataset (no version record, docs/format-2.md §5; with --append the previous
+    version stays current) and removes what the pack wrote;
+  - a version record created by the gateway whose answer was lost is read back: the pack
+    succeeds and the version is published exactly once.
+
+The dataset layout is format 2 (docs/format-2.md): versions/<v:016x>.version records,
+segments/<id:016x>.seg metadata segments and chunks/<id:016x>.chunk, all created once and never
+modified. A reader lists versions/, reads the newest record, then its segments, then chunks; a
+pack uploads chunks, then its segment (PUT If-None-Match), then the record (PUT If-None-Match: *).
 
 Skipped where the Ceph packages or boto3 are missing (STOKER_REQUIRE_S3=1 makes that a failure).
 """
@@ -24,6 +32,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -42,6 +51,8 @@ STOKER = _STOKER or str(Path(sys.executable).with_name("stoker"))   # conftest's
 MiB = 1 << 20
 CHUNK = r"/ds/chunks/[0-9a-f]+\.chunk"                  # path_re of the dataset's chunk objects
 CHUNK_RE = re.compile(CHUNK)
+SEGMENT = r"/ds/segments/[0-9a-f]{16}\.seg"             # path_re of its one segment
+RECORD = "/ds/versions/0000000000000001.version"        # path of its one version record
 
 
 # ---- fixtures ---------------------------------------------------------------------------------
@@ -196,8 +207,9 @@ def test_proxy_passes_everything_through_unchanged(s3_server, s3, bucket, proxy)
 
 @pytest.mark.parametrize("reader", ["verify", "loader"])
 def test_slowdown_twice_per_object_is_retried(s3_server, dataset, src, proxy, reader):
-    """The first 2 GETs of every chunk, of the snapshot and of MANIFEST answer 503 SlowDown, and
-    the first HEAD of each object too: 3 attempts (the default) get everything right."""
+    """The first 2 GETs of every chunk, of the segment and of the version record answer 503
+    SlowDown, and the first HEAD of each object too: 3 attempts (the default) get everything
+    right."""
     p = proxy(Rule("slowdown", method="GET", path="/ds/", times=2, per_key=True),
               Rule("slowdown", method="HEAD", path="/ds/", times=1, per_key=True,
                    name="slowdown-head"))
@@ -229,8 +241,9 @@ def test_connection_resets_are_retried(s3_server, dataset, src, proxy, reader):
 
 @pytest.mark.parametrize("reader", ["verify", "loader"])
 def test_truncated_bodies_are_never_data(s3_server, dataset, src, proxy, reader):
-    """Every GET of the dataset (MANIFEST, snapshot, chunks): first the headers alone, then all
-    but the last byte, each with the true Content-Length and a clean close; then the real one."""
+    """Every GET of the dataset's objects (version record, segment, chunks): first the headers
+    alone, then all but the last byte, each with the true Content-Length and a clean close; then
+    the real one."""
     p = proxy(Rule("truncate", method="GET", path="/ds/", times=1, per_key=True, fraction=0.0,
                    name="headers-only"),
               Rule("truncate", method="GET", path="/ds/", times=1, per_key=True,
@@ -244,14 +257,26 @@ def test_truncated_bodies_are_never_data(s3_server, dataset, src, proxy, reader)
     assert c["headers-only"] == c["one-byte-short"] >= len(dataset["chunks"]) + 2
 
 
-@pytest.mark.parametrize("what", ["chunks", "MANIFEST"])
+# what -> (path_re of the GETs that fail, the object the error must name)
+_UNAVAILABLE = {
+    "chunks": (CHUNK, r"/ds/chunks/[0-9a-f]+\.chunk"),
+    "version record": (RECORD, re.escape(RECORD)),
+    "segment": (SEGMENT, SEGMENT),
+    # the listing of versions/, the first request of every reader (a GET of the bucket with
+    # prefix=<dataset>/versions/ in the query): the error must still say which dataset
+    "versions listing": (r"[?&]list-type=2&.*prefix=ds%2Fversions", r"/ds(/versions/?)?\b"),
+}
+
+
+@pytest.mark.parametrize("what", list(_UNAVAILABLE))
 def test_no_attempts_left_is_a_clear_error(s3_server, dataset, src, proxy, what):
-    """AWS_MAX_ATTEMPTS=1 and every GET answers 503 SlowDown: verify and the Loader fail,
+    """AWS_MAX_ATTEMPTS=1 and every GET of one kind of object (the chunks, the version record,
+    the segment, the listing of versions/) answers 503 SlowDown: verify and the Loader fail,
     naming the s3:// object and the 503 SlowDown; nothing crashes, nothing hangs."""
-    p = proxy(Rule("slowdown", method="GET", path_re=CHUNK if what == "chunks" else "/ds/MANIFEST"))
+    path_re, named = _UNAVAILABLE[what]
+    p = proxy(Rule("slowdown", method="GET", path_re=path_re))
     env = _env(s3_server, p.url, AWS_MAX_ATTEMPTS="1")
-    obj = (rf"s3://{dataset['bucket']}/ds/chunks/[0-9a-f]+\.chunk" if what == "chunks"
-           else rf"s3://{dataset['bucket']}/ds/MANIFEST")
+    obj = rf"s3://{dataset['bucket']}{named}"
 
     r = _stoker("verify", dataset["uri"], env=env)
     _no_crash(r)
@@ -304,7 +329,7 @@ def test_corrupt_chunk_bytes_loader_raises_naming_the_sample(s3_server, dataset,
     m = re.match(r"(class\d/f\d\d\.bin): CRC32C mismatch", result["message"])
     assert m and (src / m.group(1)).is_file(), result["message"]
     # ... and its chunk (as a path inside the dataset: the read pipeline's wording), the one
-    # the snapshot puts it in
+    # the segment puts it in
     chunk = re.search(r" in (?:s3://[^ ]+/ds/)?(chunks/[0-9a-f]+\.chunk)", result["message"])
     assert chunk, result["message"]
     [f] = [f for f in dataset["files"] if f["path"] == m.group(1)]
@@ -314,33 +339,31 @@ def test_corrupt_chunk_bytes_loader_raises_naming_the_sample(s3_server, dataset,
 
 
 
-@pytest.mark.parametrize("what", ["snapshot", "MANIFEST"])
+# what -> path_re of the metadata object whose GETs get a byte flipped (also the name to report)
+_METADATA = {"segment": SEGMENT, "version record": re.escape(RECORD)}
+
+
+@pytest.mark.parametrize("what", list(_METADATA))
 def test_corrupt_metadata_verify(s3_server, dataset, proxy, what):
-    """A byte flipped in the snapshot or MANIFEST GET: verify exits 3 naming the object."""
-    p = proxy(Rule("corrupt", method="GET", path="/ds/snapshots/" if what == "snapshot"
-                   else "/ds/MANIFEST"))
+    """A byte flipped in every GET of the segment or of the version record: verify exits 3
+    naming the object (its CRC32C no longer matches) and the dataset as unreadable."""
+    p = proxy(Rule("corrupt", method="GET", path_re=_METADATA[what]))
     r = _stoker("verify", dataset["uri"], env=_env(s3_server, p.url))
     assert r.returncode == 3, r.stdout + r.stderr
-    if what == "snapshot":
-        assert re.search(rf"s3://{dataset['bucket']}/ds/snapshots/[0-9a-f]+\.snap", r.stdout), \
-            r.stdout
-    else:
-        assert f"s3://{dataset['bucket']}/ds: MANIFEST" in r.stdout, r.stdout
-    assert "dataset unreadable" in r.stdout, r.stdout
+    assert re.search(rf"s3://{dataset['bucket']}{_METADATA[what]}: .*CRC32C mismatch", r.stdout), \
+        r.stdout
+    assert "dataset unreadable" in r.stdout and not r.stdout.rstrip().endswith("OK"), r.stdout
     assert p.counters["faults"]["corrupt"] >= 1
 
 
-@pytest.mark.parametrize("what", [
-    "snapshot",
-    "MANIFEST"])
+@pytest.mark.parametrize("what", list(_METADATA))
 def test_corrupt_metadata_loader(s3_server, dataset, src, proxy, what):
     """The Loader raises stoker.CorruptionError naming the object and yields nothing."""
-    p = proxy(Rule("corrupt", method="GET", path="/ds/snapshots/" if what == "snapshot"
-                   else "/ds/MANIFEST"))
+    p = proxy(Rule("corrupt", method="GET", path_re=_METADATA[what]))
     result = _load(dataset["uri"], src, _env(s3_server, p.url))
     assert not result["ok"] and result["paths"] == [], result
     assert result["corruption"], result
-    assert what in result["message"], result
+    assert re.search(rf"s3://{dataset['bucket']}{_METADATA[what]}", result["message"]), result
     assert p.counters["faults"]["corrupt"] >= 1
 
 
@@ -360,21 +383,52 @@ def big_src(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def extra_src(tmp_path_factory) -> Path:
+    """What the append tests add to src: 3 new files in src's class1 and 2 in a new class3."""
+    root = tmp_path_factory.mktemp("faults-extra")
+    rng = random.Random(11)
+    for cls, names in (("class1", ["new0.bin", "new1.bin", "new2.bin"]),
+                       ("class3", ["a.bin", "b.bin"])):
+        (root / cls).mkdir()
+        for name in names:
+            (root / cls / name).write_bytes(rng.randbytes(rng.randint(1, 9000)))
+    return root
+
+
+def _keys(s3, bucket: str, prefix: str) -> list[str]:
+    """Every object under prefix/, relative to it, sorted."""
+    return sorted(o["Key"][len(prefix) + 1:] for page in
+                  s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/")
+                  for o in page.get("Contents", []))
+
+
+def _assert_format2_layout(keys: list[str], versions: int, segments: int) -> None:
+    """Exactly versions 1..versions, `segments` segments and some chunks: nothing else (no
+    temporary objects, nothing of format 1)."""
+    want = [f"versions/{v:016x}.version" for v in range(1, versions + 1)]
+    assert [k for k in keys if k.startswith("versions/")] == want, keys
+    segment_keys = [k for k in keys if re.fullmatch(r"segments/[0-9a-f]{16}\.seg", k)]
+    assert len(segment_keys) == segments, keys
+    assert any(re.fullmatch(r"chunks/[0-9a-f]{16}\.chunk", k) for k in keys), keys
+    assert all(re.fullmatch(r"(versions/[0-9a-f]{16}\.version|segments/[0-9a-f]{16}\.seg|"
+                            r"chunks/[0-9a-f]{16}\.chunk)", k) for k in keys), keys
+
+
 def test_pack_retries_put_faults(s3_server, s3, bucket, big_src, proxy):
     """Packing through the proxy: the first try of every PUT (the parts of a multipart chunk,
-    small chunks, snapshot, MANIFEST.tmp, the copy to MANIFEST), POST (create, complete) and
-    DELETE answers 503 SlowDown; the second try of each PUT and DELETE, and of the completion,
-    is done by the gateway but its answer lost (connection reset): the pack retries, succeeds,
-    and the dataset verifies and reads back right."""
+    the segment, the version record) and POST (create, complete) answers 503 SlowDown; the
+    second try of each PUT, and of the completion, is done by the gateway but its answer lost
+    (connection reset). The retries of the segment and of the version record, both created
+    exclusively (If-None-Match: *), then meet their own first creation (HTTP 412): the writer
+    must tell that from another writer's object. The pack succeeds, publishes version 1 once,
+    deletes nothing, and the dataset verifies and reads back right."""
     p = proxy(Rule("slowdown", method="PUT", times=1, per_key=True),
               Rule("slowdown", method="POST", times=1, per_key=True, name="slowdown-post"),
-              Rule("slowdown", method="DELETE", times=1, per_key=True, name="slowdown-delete"),
               Rule("reset", method="PUT", times=1, per_key=True, forward=True,
                    name="lost-answer"),
               Rule("reset", method="POST", query="uploadId=", times=1, forward=True,
-                   name="lost-complete"),
-              Rule("reset", method="DELETE", times=1, per_key=True, forward=True,
-                   name="lost-delete"))
+                   name="lost-complete"))
     uri = f"s3://{bucket}/packed-through-faults"
     r = _stoker("pack", "-q", "--chunk-size", "64MiB", str(big_src), uri,
                 env=_env(s3_server, p.url))
@@ -382,29 +436,32 @@ def test_pack_retries_put_faults(s3_server, s3, bucket, big_src, proxy):
     methods = [(m, t) for m, t, *_ in p.log]
     assert any(m == "POST" and "?uploads" in t for m, t in methods), methods  # multipart
     assert any(m == "PUT" and "partNumber=2" in t for m, t in methods), methods
+    puts = {t for m, t, *_ in methods if m == "PUT"}
+    assert any("/segments/" in t for t in puts) and any("/versions/" in t for t in puts), puts
     c = p.counters["faults"]
-    assert c["slowdown"] >= 5 and c["lost-answer"] == c["slowdown"], c
+    # every PUT (2 parts, the segment, the record: at least 4) got its 503 and its lost answer
+    assert c["slowdown"] == len(puts) >= 4 and c["lost-answer"] == c["slowdown"], (c, puts)
     assert c["slowdown-post"] == 2 and c["lost-complete"] == 1, c
-    assert c["slowdown-delete"] == c["lost-delete"] >= 1, c
+    # the record's third try found it created by the second: 412, then read back
+    record = "/packed-through-faults/versions/0000000000000001.version"
+    assert [e[3] for e in p.log if e[0] == "PUT" and e[1].endswith(record)] == [503, None, 412], \
+        p.log
+    assert "DELETE" not in p.counters["by_method"], p.log          # publishing removes nothing
     env = _env(s3_server)                                     # straight to the gateway now
     _assert_verifies(uri, env, files=8)
     _assert_all_right(_load(uri, big_src, env), big_src)
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="packed-through-faults/")
-            ["Contents"]]
-    assert "packed-through-faults/MANIFEST.tmp" not in keys
+    _assert_format2_layout(_keys(s3, bucket, "packed-through-faults"), versions=1, segments=1)
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
 # what -> (the rule that fails it, big source?, the object the error must name)
 _PERMANENT = {
-    "chunk": (Rule("slowdown", method="PUT", path="/chunks/", times=1), False, "/chunks/"),
-    "part": (Rule("slowdown", method="PUT", query="partNumber=2"), True, "/chunks/"),
-    "complete": (Rule("slowdown", method="POST", query="uploadId="), True, "/chunks/"),
-    "snapshot": (Rule("slowdown", method="PUT", path="/snapshots/"), False, "/snapshots/"),
-    "MANIFEST.tmp": (Rule("slowdown", method="PUT", path="/MANIFEST.tmp"), False,
-                     "/MANIFEST.tmp"),
-    "MANIFEST copy": (Rule("slowdown", method="PUT", header="x-amz-copy-source"), False,
-                      "/MANIFEST"),
+    "chunk PUT": (Rule("slowdown", method="PUT", path="/chunks/", times=1), False, "/chunks/"),
+    "part PUT": (Rule("slowdown", method="PUT", query="partNumber=2"), True, "/chunks/"),
+    "complete POST": (Rule("slowdown", method="POST", query="uploadId="), True, "/chunks/"),
+    "segment PUT": (Rule("slowdown", method="PUT", path="/segments/"), False, "/segments/"),
+    "version-record PUT": (Rule("slowdown", method="PUT", path="/versions/"), False,
+                           "/versions/0000000000000001.version"),
 }
 
 
@@ -412,12 +469,12 @@ _PERMANENT = {
 def test_pack_permanent_failure_publishes_nothing(s3_server, s3, bucket, src, big_src, proxy,
                                                   what):
     """AWS_MAX_ATTEMPTS=1 and a 503 SlowDown on one step of the pack (a chunk PUT, the 2nd part
-    or the completion of a multipart chunk, the snapshot, MANIFEST.tmp, its copy to MANIFEST):
-    it fails with a clear error naming the object, no dataset becomes visible (no MANIFEST),
-    and no multipart upload is left behind."""
+    or the completion of a multipart chunk, the segment PUT, the version-record PUT): it fails
+    with a clear error naming the object, no dataset becomes visible (no version record), what
+    it wrote is removed again (no version lists it) and no multipart upload is left behind."""
     rule, big, named = _PERMANENT[what]
     p = proxy(rule)
-    prefix = f"fail-{what.replace(' ', '-').replace('.', '-')}"
+    prefix = f"fail-{what.lower().replace(' ', '-')}"
     uri = f"s3://{bucket}/{prefix}"
     r = _stoker("pack", "-q", "--chunk-size", "64MiB" if big else "64KiB",
                 str(big_src if big else src), uri,
@@ -428,26 +485,39 @@ def test_pack_permanent_failure_publishes_nothing(s3_server, s3, bucket, src, bi
     assert p.counters["faults"]["slowdown"] == 1
     if big:
         assert any("?uploads" in t for _, t, *_ in p.log), p.log          # it was multipart
-    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/").get("Contents", [])
-    assert f"{prefix}/MANIFEST" not in [o["Key"] for o in listed]
+    if what != "chunk PUT":                      # the steps before the failing one were done
+        assert any(m == "PUT" and "/chunks/" in t for m, t, *_ in p.log), p.log
+    assert _keys(s3, bucket, prefix) == []       # no version record, no segment, no chunk
     assert [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket, Prefix=f"{prefix}/")
             .get("Uploads", [])] == []
     v = _stoker("verify", uri, env=_env(s3_server))
     assert v.returncode == 1, v.stdout + v.stderr
-    assert "not a stoker dataset (no MANIFEST)" in v.stderr, v.stderr
+    assert f"{uri} is not a stoker dataset (no versions/)" in v.stderr, v.stderr
 
 
-@pytest.mark.parametrize("what", ["chunk PUT", "part PUT", "complete POST"])
+# what -> (the rule that corrupts the request, big source?, where the object lies)
+_CORRUPT_UPLOAD = {
+    "chunk PUT": (Rule("corrupt_request", method="PUT", path="/chunks/", times=1), False,
+                  "/chunks/"),
+    "part PUT": (Rule("corrupt_request", method="PUT", query="partNumber=1", times=1), True,
+                 "/chunks/"),
+    "complete POST": (Rule("corrupt_request", method="POST", query="uploadId=", times=1), True,
+                      "/chunks/"),
+    "segment PUT": (Rule("corrupt_request", method="PUT", path="/segments/", times=1), False,
+                    "/segments/"),
+    "version-record PUT": (Rule("corrupt_request", method="PUT", path="/versions/", times=1),
+                           False, "/versions/0000000000000001.version"),
+}
+
+
+@pytest.mark.parametrize("what", list(_CORRUPT_UPLOAD))
 def test_corrupted_upload_is_never_published(s3_server, s3, bucket, src, big_src, proxy, what):
     """A byte flipped in a request body on its way to the gateway (a chunk PUT, a part of a
-    multipart chunk, the CompleteMultipartUpload XML): the gateway refuses it (the SigV4
-    payload hash no longer matches) and the pack fails naming the object, with no dataset
-    visible; or, had the failure been retried, the dataset would have to verify."""
-    rule = {"chunk PUT": Rule("corrupt_request", method="PUT", path="/chunks/", times=1),
-            "part PUT": Rule("corrupt_request", method="PUT", query="partNumber=1", times=1),
-            "complete POST": Rule("corrupt_request", method="POST", query="uploadId=",
-                                  times=1)}[what]
-    big = what != "chunk PUT"
+    multipart chunk, the CompleteMultipartUpload XML, the segment, the version record): the
+    gateway refuses it (the SigV4 payload hash no longer matches) and the pack fails naming
+    the object, with no dataset visible and nothing left behind; or, had the failure been
+    retried, the dataset would have to verify."""
+    rule, big, named = _CORRUPT_UPLOAD[what]
     p = proxy(rule)
     prefix = f"corrupt-up-{what.split()[0]}"
     uri = f"s3://{bucket}/{prefix}"
@@ -459,27 +529,76 @@ def test_corrupted_upload_is_never_published(s3_server, s3, bucket, src, big_src
     if r.returncode == 0:
         _assert_verifies(uri, _env(s3_server), files=8 if big else 60)
     else:
-        assert f"s3://{bucket}/{prefix}/chunks/" in r.stderr and "HTTP 400" in r.stderr, r.stderr
+        assert f"s3://{bucket}/{prefix}{named}" in r.stderr and "HTTP 400" in r.stderr, r.stderr
         v = _stoker("verify", uri, env=_env(s3_server))
-        assert v.returncode == 1 and "no MANIFEST" in v.stderr, v.stdout + v.stderr
+        assert v.returncode == 1, v.stdout + v.stderr
+        assert f"{uri} is not a stoker dataset (no versions/)" in v.stderr, v.stderr
+        assert _keys(s3, bucket, prefix) == []   # no record; its segment and chunks removed
         assert s3.list_multipart_uploads(Bucket=bucket, Prefix=f"{prefix}/") \
             .get("Uploads", []) == []
 
 
-def test_failed_append_keeps_the_previous_version(s3_server, s3, bucket, src, big_src, proxy):
-    """`pack --append` whose MANIFEST copy fails for good: the dataset stays at version 1, which
-    still verifies and reads back exactly."""
+def test_failed_append_keeps_the_previous_version(s3_server, s3, bucket, src, extra_src, proxy):
+    """`pack --append` whose version-record PUT (of version 2) fails for good: the dataset stays
+    at version 1, which still verifies and reads back exactly, and the append's segment and
+    chunks are removed again (no version lists them)."""
     uri = f"s3://{bucket}/append"
     r = _stoker("pack", "-q", "--chunk-size", "64KiB", str(src), uri, env=_env(s3_server))
     assert r.returncode == 0, r.stderr
-    p = proxy(Rule("slowdown", method="PUT", header="x-amz-copy-source"))
-    extra = big_src / "class1"
-    r = _stoker("pack", "-q", "--append", str(extra), uri,
+    before = _keys(s3, bucket, "append")
+    _assert_format2_layout(before, versions=1, segments=1)
+    p = proxy(Rule("slowdown", method="PUT", path="/append/versions/"))
+    r = _stoker("pack", "-q", "--append", "--chunk-size", "64KiB", str(extra_src), uri,
                 env=_env(s3_server, p.url, AWS_MAX_ATTEMPTS="1"))
     _no_crash(r)
-    assert f"s3://{bucket}/append/MANIFEST" in r.stderr and "SlowDown" in r.stderr, r.stderr
+    assert f"s3://{bucket}/append/versions/0000000000000002.version" in r.stderr \
+        and "SlowDown" in r.stderr, r.stderr
+    assert p.counters["faults"]["slowdown"] == 1
+    puts = [t for m, t, *_ in p.log if m == "PUT"]
+    assert any("/segments/" in t for t in puts) and any("/chunks/" in t for t in puts), puts
     env = _env(s3_server)
     info = json.loads(_stoker("info", "--json", uri, env=env).stdout)
     assert info["version"] == 1 and info["files"] == 60, info
+    assert _keys(s3, bucket, "append") == before
     _assert_verifies(uri, env)
     _assert_all_right(_load(uri, src, env), src)
+
+
+@pytest.mark.parametrize("fault", ["reset", "error"])
+def test_lost_version_record_reply_publishes_once(s3_server, s3, bucket, src, extra_src,
+                                                   tmp_path, proxy, fault):
+    """Every PUT of a version record is done by the gateway but its answer lost: the connection
+    dropped (reset), or a 500 InternalError in its place (error). The writer cannot tell from
+    the PUTs whether it published (its retries meet its own record: 412, which it never sees
+    either), so it reads the record back: holding its own bytes, the version is published.
+    A new dataset and then an --append both exit 0, each publishing its version exactly once
+    (versions 1 and 2, no rebase to a 3rd, the append's segment kept), and the result verifies
+    and reads back right."""
+    prefix = f"lost-reply-{fault}"
+    p = proxy(Rule(fault, method="PUT", path=f"/{prefix}/versions/", forward=True))
+    uri = f"s3://{bucket}/{prefix}"
+    env = _env(s3_server, p.url)
+    summaries = []
+    for source, append in ((src, []), (extra_src, ["--append"])):
+        r = _stoker("pack", "--json", "-q", *append, "--chunk-size", "64KiB", str(source), uri,
+                    env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        summaries.append(json.loads(r.stdout))
+    assert [(s["version"], s["files"], s["files_added"], s["classes_added"], s["segments"],
+             s["publish_attempts"]) for s in summaries] == [(1, 60, 60, 3, 1, 1),
+                                                            (2, 65, 5, 1, 2, 1)], summaries
+    # Every PUT of a record (2 versions, each tried AWS_MAX_ATTEMPTS = 3 times) reached the
+    # gateway and lost its answer; no other record was ever tried.
+    records = [(t, action) for m, t, action, _ in p.log if m == "PUT" and "/versions/" in t]
+    assert records == [(f"/{bucket}/{prefix}/versions/{v:016x}.version", fault)
+                       for v in (1, 2) for _ in range(3)], records
+    assert p.counters["faults"][fault] == 6 and p.counters["forwarded"] == p.counters["requests"]
+    _assert_format2_layout(_keys(s3, bucket, prefix), versions=2, segments=2)
+    direct = _env(s3_server)
+    info = json.loads(_stoker("info", "--json", uri, env=direct).stdout)
+    assert (info["version"], info["parent"], info["files"], info["classes"]) == (2, 1, 65, 4), info
+    _assert_verifies(uri, direct, files=65)
+    everything = tmp_path / "all"
+    shutil.copytree(src, everything)
+    shutil.copytree(extra_src, everything, dirs_exist_ok=True)
+    _assert_all_right(_load(uri, everything, direct), everything)

@@ -197,18 +197,25 @@ def test_pickling(packed, index_of, tmp_path):
     assert m2._ds is None and len(m2) == len(m) and m2[5] == m[5] and m2._ds is not None
 
     # Copies are pinned to the version the main process opened: after a new version is
-    # published they refuse to read rather than mix samples of two versions.
+    # published they still read that version (every version stays readable), so workers never
+    # mix samples of two versions.
     own = str(tmp_path / "ds")
     shutil.copytree(packed, own)
-    pinned_map = pickle.dumps(stoker.torch.StokerMapDataset(own))
-    pinned_iter = pickle.dumps(stoker.torch.StokerIterableDataset(own))
+    map1 = stoker.torch.StokerMapDataset(own)
+    iter1 = stoker.torch.StokerIterableDataset(own, shuffle="full", seed=2, rank=0, world_size=1)
+    pinned_map, pinned_iter = pickle.dumps(map1), pickle.dumps(iter1)
+    want_map = [map1[i] for i in range(len(map1))]
+    want_iter = run(iter1, index_of)
     src = tmp_path / "more"
-    make_tree(src, seed=5, classes=1, files_per_class=2, prefix="more-")
+    more = make_tree(src, seed=5, classes=1, files_per_class=2, prefix="more-")
     stoker.pack(str(src), own, chunk_size=8192, append=True)
-    with pytest.raises(ValueError, match="version"):
-        pickle.loads(pinned_map)[0]
-    with pytest.raises(ValueError, match="version"):
-        list(pickle.loads(pinned_iter))
+    assert len(stoker.torch.StokerMapDataset(own)) == len(index_of) + len(more)
+    old_map = pickle.loads(pinned_map)
+    assert old_map.dataset_version == 1 and len(old_map) == len(index_of)
+    assert [old_map[i] for i in range(len(old_map))] == want_map
+    old_iter = pickle.loads(pinned_iter)
+    assert old_iter.dataset_version == 1 and len(old_iter) == len(index_of)
+    assert run(old_iter, index_of) == want_iter
 
 
 def test_import_stoker_without_torch():

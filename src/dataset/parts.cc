@@ -1,0 +1,264 @@
+#include "dataset/parts.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "format/chunk.h"
+#include "format/segment.h"
+#include "format/segment_builder.h"
+#include "format/segment_layout.h"
+#include "format/snapshot_builder.h"
+#include "format/versions.h"
+
+namespace stoker::dataset {
+namespace {
+
+std::optional<uint32_t> ParseIndex(std::string_view s) {
+  uint32_t v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+// (K, N) of "part-<K>-of-<N>.seg"; nullopt for other names.
+std::optional<std::pair<uint32_t, uint32_t>> ParsePartName(std::string_view name) {
+  if (!name.starts_with("part-") || !name.ends_with(".seg")) return std::nullopt;
+  name = name.substr(5, name.size() - 9);
+  const size_t of = name.find("-of-");
+  if (of == std::string_view::npos) return std::nullopt;
+  const auto k = ParseIndex(name.substr(0, of)), n = ParseIndex(name.substr(of + 4));
+  if (!k || !n) return std::nullopt;
+  return std::pair(*k, *n);
+}
+
+const char* Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+struct Part {
+  uint32_t index = 0;
+  std::string path;
+  std::unique_ptr<format::Segment> segment;
+};
+
+// Every part of `job`, opened and checked, by index; an error if one is missing or damaged.
+Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& options) {
+  const std::string dir = fmt::format("{}/{}", kPartsDir, options.job);
+  auto names = storage.List(dir);
+  if (!names && !names.error().IsNotFound()) return Err(names.error());
+  if (!names || names->empty()) {
+    return Err(Status::NotFound(
+        fmt::format("{} holds no parts of job '{}'", storage.Describe(""), options.job)));
+  }
+  std::map<uint32_t, std::string> by_index;
+  uint32_t count = options.parts;
+  for (const std::string& name : *names) {
+    const auto kn = ParsePartName(name);
+    if (!kn) continue;  // a writer's temporary file
+    if (kn->second != 0) {
+      if (count != 0 && kn->second != count) {
+        return Err(Status::InvalidArgument(fmt::format(
+            "{}: part of {} parts, but {} expected", storage.Describe(dir + "/" + name),
+            kn->second, count)));
+      }
+      count = kn->second;
+    }
+    by_index[kn->first] = dir + "/" + name;
+  }
+  if (count == 0) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "the parts of job '{}' do not say how many there are: pass --parts N", options.job)));
+  }
+  for (uint32_t k = 0; k < count; ++k) {
+    if (!by_index.contains(k)) {
+      return Err(Status::NotFound(fmt::format("part {} of {} of job '{}' is missing", k, count,
+                                              options.job)));
+    }
+  }
+  if (by_index.rbegin()->first >= count) {
+    return Err(Status::InvalidArgument(fmt::format("job '{}' has a part {}, but only {} parts",
+                                                   options.job, by_index.rbegin()->first, count)));
+  }
+  std::vector<Part> parts;
+  for (const auto& [k, path] : by_index) {
+    STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(path));
+    STOKER_ASSIGN_OR_RETURN(auto segment, format::Segment::Open(std::move(file), storage.Describe(path)));
+    parts.push_back({k, path, std::move(segment)});
+  }
+  return parts;
+}
+
+// The union of the parts, as one writer's addition: chunks renumbered part after part.
+Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage) {
+  Addition add;
+  add.tar_input = parts.front().segment->grouped();
+  std::map<std::string, uint32_t> part_of;  // path -> part, to name both sides of a clash
+  for (const Part& part : parts) {
+    const format::Segment& seg = *part.segment;
+    if (seg.grouped() != add.tar_input) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "{} and {} mix tar shards and directory trees", storage.Describe(parts[0].path),
+          storage.Describe(part.path))));
+    }
+    const uint64_t chunk_base = add.spec.chunks.size();
+    for (uint64_t c = 0; c < seg.info().chunk_count; ++c) {
+      const format::SegmentChunk ch = seg.chunk(c);
+      add.spec.chunks.push_back({ch.id, ch.file_size, ch.data_crc32c, ch.entry_count});
+    }
+    const size_t first = add.spec.files.size();
+    add.spec.files.resize(first + seg.info().file_count);
+    STOKER_RETURN_IF_ERROR(seg.ForEachLocation([&](uint64_t, const format::SegmentLocation& l) {
+      format::SegmentFile& f = add.spec.files[first + l.position];
+      f.chunk = static_cast<uint32_t>(chunk_base + l.chunk);
+      f.offset = l.offset;
+      f.length = l.length;
+      f.crc32c = l.crc32c;
+      f.label = l.label;
+      add.any_cls_label |= l.label >= 0;
+    }));
+    Status clash;
+    STOKER_RETURN_IF_ERROR(seg.ForEachFile([&](uint64_t position, std::string_view path, uint64_t) {
+      auto [it, added] = part_of.try_emplace(std::string(path), part.index);
+      if (!added && clash.ok()) {
+        clash = Status::InvalidArgument(fmt::format("{} is in part {} and in part {}", path,
+                                                    it->second, part.index));
+      }
+      add.spec.files[first + position].path = path;
+    }));
+    STOKER_RETURN_IF_ERROR(clash);
+    STOKER_RETURN_IF_ERROR(seg.ForEachAttribute([&](uint64_t position, std::string_view key,
+                                                    std::string_view value) {
+      add.spec.files[first + position].attributes.emplace_back(key, value);
+    }));
+  }
+  return add;
+}
+
+}  // namespace
+
+std::string PartPath(const PartSpec& part) {
+  return fmt::format("{}/{}/part-{:06}-of-{:06}.seg", kPartsDir, part.job, part.index, part.count);
+}
+
+Status ValidateJobName(std::string_view job) {
+  const bool ok = !job.empty() && job.size() <= 64 && job != "." && job != ".." &&
+                  std::all_of(job.begin(), job.end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                           c == '-';
+                  });
+  if (ok) return Status::OK();
+  return Status::InvalidArgument(
+      fmt::format("job name '{}': use 1-64 letters, digits, '.', '_' or '-'", job));
+}
+
+Result<PartSpec> PartFromEnvironment() {
+  PartSpec part;
+  if (const char* task = Env("SLURM_ARRAY_TASK_ID")) {
+    const char* min = Env("SLURM_ARRAY_TASK_MIN");
+    const char* count = Env("SLURM_ARRAY_TASK_COUNT");
+    const auto k = ParseIndex(task), lo = ParseIndex(min ? min : "0"),
+               n = ParseIndex(count ? count : "0");
+    if (!k || !lo || !n || *k < *lo) {
+      return Err(Status::InvalidArgument("cannot read the part from SLURM_ARRAY_TASK_ID/_MIN/_COUNT"));
+    }
+    part.index = *k - *lo;
+    part.count = *n;
+    if (const char* job = Env("SLURM_ARRAY_JOB_ID")) part.job = fmt::format("slurm-{}", job);
+    return part;
+  }
+  if (const char* index = Env("JOB_COMPLETION_INDEX")) {
+    const auto k = ParseIndex(index);
+    const char* parts = Env("STOKER_PARTS");
+    const auto n = ParseIndex(parts ? parts : "0");
+    if (!k || !n) return Err(Status::InvalidArgument("cannot read the part from JOB_COMPLETION_INDEX"));
+    part.index = *k;
+    part.count = *n;
+    return part;
+  }
+  return Err(Status::NotFound(
+      "--part without K/N needs a Slurm array task (SLURM_ARRAY_TASK_ID) or a Kubernetes "
+      "Indexed Job (JOB_COMPLETION_INDEX)"));
+}
+
+Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part) {
+  STOKER_RETURN_IF_ERROR(ValidateJobName(part.job));
+  if (part.count != 0 && part.index >= part.count) {
+    return Err(Status::InvalidArgument(
+        fmt::format("part {} of {}: K must be below N (parts count from 0)", part.index, part.count)));
+  }
+  // Unnumbered: Commit numbers the union. Only .cls labels are the input's own.
+  format::SegmentSpec& spec = add.spec;
+  spec.flags = add.tar_input ? format::kSegmentGrouped : 0;
+  if (add.any_cls_label && add.labels == LabelPolicy::kAuto) {
+    spec.flags |= format::kSegmentLabelled;
+    int32_t max_label = -1;
+    for (const auto& f : spec.files) max_label = std::max(max_label, f.label);
+    for (int32_t k = 0; k <= max_label; ++k) spec.classes.push_back(std::to_string(k));
+  } else {
+    for (auto& f : spec.files) f.label = format::kNoLabel;
+  }
+  STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(spec));
+  const std::string path = PartPath(part);
+  STOKER_RETURN_IF_ERROR(dst.CreateDirs(fmt::format("{}/{}", kPartsDir, part.job)));
+  const Status created = dst.CreateExclusive(
+      path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
+  if (created.code() == StatusCode::kAlreadyExists) {
+    return Err(Status::AlreadyExists(fmt::format(
+        "{} was already written (part {} of job '{}' packed twice?); commit or remove it first",
+        dst.Describe(path), part.index, part.job)));
+  }
+  STOKER_RETURN_IF_ERROR(created);
+  return path;
+}
+
+Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
+  STOKER_RETURN_IF_ERROR(ValidateJobName(options.job));
+  STOKER_ASSIGN_OR_RETURN(auto parts, OpenParts(storage, options));
+  STOKER_ASSIGN_OR_RETURN(Addition add, UnionOf(parts, storage));
+  if (add.any_cls_label) {
+    // The parts carried their own class lists ("0".."max"); numbering rebuilds them.
+    add.spec.classes.clear();
+  }
+  PackSummary summary;
+  summary.files_added = add.spec.files.size();
+  for (const auto& f : add.spec.files) summary.bytes_added += f.length;
+  std::string segment_path;
+  auto result = PublishAddition(storage, add, PublishPolicy::kEither, summary, &segment_path);
+  if (!result) {
+    if (!segment_path.empty()) (void)storage.Remove(segment_path);
+    return result;
+  }
+  // Published: the parts are spent (a failure here leaves files that gc collects).
+  for (const Part& part : parts) (void)storage.Remove(part.path);
+  return result;
+}
+
+Result<std::set<std::string>> ChunksOfParts(Storage& storage) {
+  std::set<std::string> out;
+  auto jobs = storage.List(kPartsDir);
+  if (!jobs) return jobs.error().IsNotFound() ? Result<std::set<std::string>>(out) : Err(jobs.error());
+  for (const std::string& job : *jobs) {
+    const std::string dir = fmt::format("{}/{}", kPartsDir, job);
+    auto names = storage.List(dir);
+    if (!names) continue;
+    for (const std::string& name : *names) {
+      if (!ParsePartName(name)) continue;
+      auto file = storage.OpenRead(dir + "/" + name);
+      if (!file) continue;
+      // A damaged part cannot be committed; its chunks become garbage like any other.
+      auto segment = format::Segment::Open(std::move(*file), storage.Describe(dir + "/" + name));
+      if (!segment) continue;
+      for (uint64_t c = 0; c < (*segment)->info().chunk_count; ++c) {
+        out.insert(format::ChunkPath((*segment)->chunk(c).id));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace stoker::dataset

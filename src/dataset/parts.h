@@ -1,0 +1,50 @@
+// Parallel and distributed pack (docs/format.md §5.3): N writers, on any machines, each pack
+// part K of one new version (`stoker pack --part K/N`), and `stoker commit` publishes all parts
+// as one version.
+//
+// A part is a segment at parts/<job>/part-<K>-of-<N>.seg, created exclusively (a part written
+// twice is refused), over chunks of its own. It is not numbered: Commit reads every part,
+// checks they are all there and intact, and publishes their union like one pack of it (the
+// same file order, labels and classes), rebasing over writers that published meanwhile. The
+// parts are removed once their version is published; until then `stoker gc` keeps their chunks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "dataset/addition.h"
+#include "dataset/packer.h"
+#include "stoker/storage.h"
+
+namespace stoker::dataset {
+
+inline constexpr std::string_view kPartsDir = "parts";
+
+// "parts/<job>/part-000003-of-000008.seg" (N = 0: the writer did not know it).
+std::string PartPath(const PartSpec& part);
+// InvalidArgument unless 1-64 characters of [A-Za-z0-9._-].
+Status ValidateJobName(std::string_view job);
+
+// Part K/N from the environment of a batch engine's array task: Slurm (SLURM_ARRAY_TASK_ID,
+// SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_COUNT; job SLURM_ARRAY_JOB_ID) or a Kubernetes Indexed
+// Job (JOB_COMPLETION_INDEX; N unknown unless STOKER_PARTS is set). NotFound outside both.
+Result<PartSpec> PartFromEnvironment();
+
+// Writes `add` (its chunks already durable) as part `part`; returns the part's path.
+Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part);
+
+struct CommitOptions {
+  std::string job = "default";
+  uint32_t parts = 0;  // how many parts to expect; 0: as the parts' names say
+};
+
+// Publishes every part of `job` as one new version (the first, or the next). Fails, publishing
+// nothing, if a part is missing, damaged, or holds a path another part or the dataset holds.
+Result<PackSummary> Commit(Storage& storage, const CommitOptions& options);
+
+// The chunk paths of every part not yet committed (stoker gc keeps them).
+Result<std::set<std::string>> ChunksOfParts(Storage& storage);
+
+}  // namespace stoker::dataset
