@@ -809,7 +809,7 @@ def main() -> int:
         sys.exit("needs root (network namespaces)")
     stoker_exe = args.stoker_exe
     python = HERE.parent / ".venv" / "bin" / "python"
-    if not (args.dataset / "MANIFEST").exists():
+    if not (args.dataset / "versions").is_dir():
         sys.exit(f"{args.dataset}: run bench/run_decode.py first (it packs the subset)")
     have_redis = subprocess.run([str(python), "-c", "import redis, crc32c"],
                                 capture_output=True).returncode == 0

@@ -97,7 +97,7 @@ def main() -> int:
 
     def pack_once(dataset: Path, order: str) -> dict:
         info = None
-        if (dataset / "MANIFEST").is_file():
+        if (dataset / "versions").is_dir():
             info = json.loads(subprocess.run([str(stoker), "info", str(dataset), "--json"],
                                              capture_output=True, text=True).stdout or "null")
         if not info or info.get("files") != data["images"]:
@@ -121,9 +121,9 @@ def main() -> int:
     random.Random(a.seed).shuffle(jpegs)
     files_list = work / "files.list"
     files_list.write_text("".join(f"{f}\n" for f in jpegs))
-    data_files = chunks + [dataset / info["snapshot"]] + jpegs
+    data_files = chunks + sorted((dataset / "segments").iterdir()) + jpegs
     if a.defaults:
-        data_files += sorted((mixed / "chunks").iterdir()) + [mixed / mixed_info["snapshot"]]
+        data_files += sorted((mixed / "chunks").iterdir()) + sorted((mixed / "segments").iterdir())
 
     eb = [str(epoch_bench), f"--time_limit={a.time_limit}"]
     ds = [f"--dataset={dataset}", f"--seed={a.seed}"]

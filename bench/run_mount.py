@@ -392,7 +392,7 @@ def main() -> int:
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--delay-ms", type=float, default=1.0)
     a = ap.parse_args()
-    for need in (a.tree, a.dataset / "MANIFEST", a.python, a.stoker):
+    for need in (a.tree, a.dataset / "versions", a.python, a.stoker):
         if not need.exists():
             sys.exit(f"{need}: missing (run bench/run_decode.py and bench/setup_peers.sh first)")
     if "remote-sshfs" in a.cases and not (shutil.which("sshfs") and Path("/usr/sbin/sshd").exists()):

@@ -6,7 +6,7 @@
 The source tree (real photographs, ImageNet size and bits per pixel) comes from
 scripts/make_sample_data.py and is cached under $STOKER_BENCH_CACHE (default /var/tmp/stoker-bench).
 Every timed run starts with the source in the page cache (read whole just before) and writes to
-the same ext4 disk. `stoker pack` syncs its chunks and snapshot, so tar is timed both alone and
+the same ext4 disk. `stoker pack` syncs its chunks and metadata, so tar is timed both alone and
 followed by an fsync of the archive (`sync FILE`), the fair peer. Each repetition alternates the
 order of the tools; the tables report medians. docs/benchmarks.md §2 has the results.
 """
@@ -73,8 +73,8 @@ def main() -> int:
 
     print(f"\nData: {benchlib.data_line(data)}")
     last = stoker_json[-1]
-    print(f"stoker pack: {last['chunks']} chunks of <= {a.chunk_size}, snapshot "
-          f"{last['snapshot_bytes']} bytes ({last['snapshot_bytes_per_file']:.0f} B/file)\n")
+    print(f"stoker pack: {last['chunks']} chunks of <= {a.chunk_size}, metadata "
+          f"{last['metadata_bytes']} bytes ({last['metadata_bytes_per_file']:.0f} B/file)\n")
     # Paired: each repetition's peer time over the same repetition's stoker time, so slow
     # phases of the shared machine hit both sides of a ratio.
     paired = {k: benchlib.median([t / s for t, s in zip(v, runs["stoker pack"])])

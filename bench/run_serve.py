@@ -51,7 +51,7 @@ def main() -> int:
     args = ap.parse_args()
     stoker_exe = HERE.parent / ".venv" / "bin" / "stoker"
     python = HERE.parent / ".venv" / "bin" / "python"
-    if not (args.dataset / "MANIFEST").exists():
+    if not (args.dataset / "versions").is_dir():
         sys.exit(f"{args.dataset}: run bench/run_decode.py first (it packs the subset)")
     payload = sum(f.stat().st_size for f in (args.dataset / "chunks").iterdir())
     secret = CACHE / "serve-secret"

@@ -37,7 +37,7 @@ def main():
                "--classes", args.classes, "--json"], stdout=subprocess.PIPE, text=True)
     sample = json.loads(out.stdout)
 
-    print("\n2. Packing them into chunks + a metadata snapshot")
+    print("\n2. Packing them into chunks + a metadata segment")
     shutil.rmtree(dataset, ignore_errors=True)
     out = run(["stoker", "pack", images, dataset, "--json"], stdout=subprocess.PIPE, text=True)
     packed = json.loads(out.stdout)
@@ -93,8 +93,8 @@ def main():
     print(f"  packed        {packed['files']} files into {packed['chunks']} chunk(s) in "
           f"{packed['seconds']:.2f} s ({packed['files_per_second']:.0f} files/s, "
           f"{packed['mb_per_second']:.0f} MB/s)")
-    print(f"  snapshot      {packed['snapshot_bytes']} bytes "
-          f"({packed['snapshot_bytes_per_file']:.0f} bytes per file), labels for "
+    print(f"  metadata      {packed['metadata_bytes']} bytes "
+          f"({packed['metadata_bytes_per_file']:.0f} bytes per file), labels for "
           f"{packed['classes']} classes")
     print(f"  read back     {with_source} images, {total / 1e6:.0f} MB in {seconds:.2f} s "
           f"({with_source / seconds:.0f} images/s incl. comparing with the source files)")

@@ -1,4 +1,4 @@
-// upgrade, gc: maintaining a dataset in place.
+// upgrade, gc, commit: maintaining a dataset in place.
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -9,6 +9,7 @@
 
 #include "common/progress.h"
 #include "dataset/gc.h"
+#include "dataset/parts.h"
 #include "dataset/upgrade.h"
 #include "tools/commands.h"
 
@@ -114,7 +115,49 @@ int RunGc(const GcArgs& a) {
   return kExitOk;
 }
 
+int RunCommit(const std::string& uri, const dataset::CommitOptions& o, bool json) {
+  auto storage = OpenStorage(uri);
+  auto s = storage ? dataset::Commit(**storage, o) : Result<dataset::PackSummary>(Err(storage.error()));
+  if (!s) {
+    std::fprintf(stderr, "stoker commit: %s\n", s.error().ToString().c_str());
+    return s.error().IsCorruption() ? kExitCorrupt : kExitError;
+  }
+  if (json) {
+    std::cout << nlohmann::json{{"dataset", uri}, {"job", o.job}, {"version", s->version},
+                                {"files_added", s->files_added}, {"files", s->files_total},
+                                {"chunks", s->chunks_total}, {"classes", s->classes},
+                                {"classes_added", s->classes_added},
+                                {"publish_attempts", s->publish_attempts}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << fmt::format("committed the parts of job '{}' to {} as version {}: {} files added "
+                             "({} in all), {} classes\n",
+                             o.job, uri, s->version, s->files_added, s->files_total, s->classes);
+  }
+  return kExitOk;
+}
+
 }  // namespace
+
+void RegisterCommit(CLI::App& app, int& exit_code) {
+  struct Args {
+    std::string dataset;
+    dataset::CommitOptions options;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "commit", "Publish the parts written by `stoker pack --part` as one new version");
+  cmd->add_option("dataset", args->dataset, "dataset path or URI")->required();
+  cmd->add_option("--job", args->options.job, "the parts' job name")->capture_default_str();
+  cmd->add_option("--parts", args->options.parts,
+                  "how many parts to expect (needed when the writers did not know N)");
+  cmd->add_flag("--json", args->json, "print a JSON summary");
+  cmd->callback([args, &exit_code] {
+    exit_code = RunCommit(args->dataset, args->options, args->json);
+  });
+}
 
 void RegisterUpgrade(CLI::App& app, int& exit_code) {
   struct Args {

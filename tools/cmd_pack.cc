@@ -7,6 +7,7 @@
 
 #include "common/progress.h"
 #include "dataset/packer.h"
+#include "dataset/parts.h"
 #include "tools/commands.h"
 
 namespace stoker::cli {
@@ -24,7 +25,33 @@ struct PackArgs {
   std::string order = "shuffled";
   uint64_t order_seed = 0;
   std::string mix_memory = "2GiB";
+  std::string part;  // "K/N", "K", or "env" (Slurm array / Kubernetes Indexed Job)
+  std::string job;
 };
+
+// --part K/N (N may be left out: "K"), or "env": from the batch engine's array task.
+Result<dataset::PartSpec> ParsePart(const PackArgs& args) {
+  dataset::PartSpec part;
+  if (args.part == "env") {
+    STOKER_ASSIGN_OR_RETURN(part, dataset::PartFromEnvironment());
+  } else {
+    const size_t slash = args.part.find('/');
+    try {
+      size_t used = 0;
+      part.index = static_cast<uint32_t>(std::stoul(args.part.substr(0, slash), &used));
+      if (used != (slash == std::string::npos ? args.part.size() : slash)) throw std::exception();
+      if (slash != std::string::npos) {
+        part.count = static_cast<uint32_t>(std::stoul(args.part.substr(slash + 1), &used));
+        if (used != args.part.size() - slash - 1) throw std::exception();
+      }
+    } catch (const std::exception&) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "--part '{}': expected K/N (parts count from 0: 0/4 .. 3/4), K, or env", args.part)));
+    }
+  }
+  if (!args.job.empty()) part.job = args.job;
+  return part;
+}
 
 // --attributes: JSON Lines, one object per file: {"path": "a/b.jpg", "key": "value", ...}.
 // Values that are not strings are stored as their JSON text.
@@ -69,6 +96,14 @@ int RunPack(const PackArgs& args) {
     }
   }
   options.labels = args.labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
+  if (!args.part.empty()) {
+    auto part = ParsePart(args);
+    if (!part) {
+      std::fprintf(stderr, "stoker pack: %s\n", part.error().ToString().c_str());
+      return kExitUsage;
+    }
+    options.part = *part;
+  }
 
   // One directory tree, or any number of tar shards.
   dataset::DirectorySourceOptions dir_options;
@@ -100,6 +135,19 @@ int RunPack(const PackArgs& args) {
     return kExitError;
   }
   const auto& s = *summary;
+  if (!s.part_path.empty()) {
+    if (args.json) {
+      std::cout << nlohmann::json{{"dataset", dst}, {"part", s.part_path},
+                                  {"files_added", s.files_added}, {"bytes_added", s.bytes_added},
+                                  {"chunks_added", s.chunks_added}, {"seconds", s.seconds}}
+                       .dump(2)
+                << "\n";
+    } else if (!args.quiet) {
+      std::cout << fmt::format("packed {} files ({}) as {} of {}; `stoker commit` publishes the parts\n",
+                               s.files_added, HumanBytes(s.bytes_added), s.part_path, dst);
+    }
+    return kExitOk;
+  }
   const double per_file = s.files_total ? static_cast<double>(s.metadata_bytes) / s.files_total : 0;
   if (args.json) {
     nlohmann::json j = {
@@ -161,6 +209,13 @@ void RegisterPack(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--attributes", args->attributes_file,
                   "JSON Lines file of per-file attributes: {\"path\": ..., \"key\": \"value\"}");
+  cmd->add_option("--part", args->part,
+                  "write part K/N of the next version (K from 0), not a version: N writers on any "
+                  "machines pack parts, `stoker commit` publishes them; env: K and N from a Slurm "
+                  "array task or a Kubernetes Indexed Job");
+  cmd->add_option("--job", args->job,
+                  "names the set of parts (default: slurm-<array job id> under Slurm, else "
+                  "'default')");
   cmd->add_flag("--json", args->json, "print a JSON summary");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress bar or summary");
   cmd->callback([args, &exit_code] { exit_code = RunPack(*args); });

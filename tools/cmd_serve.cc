@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "format/versions.h"
 #include "net/auth.h"
 #include "server/server.h"
 #include "stoker/storage.h"
@@ -51,10 +52,10 @@ int RunServe(const ServeArgs& a) {
       const std::string uri = spec.substr(eq + 1);
       auto storage = OpenStorage(uri);
       if (!storage) return Fail(storage.error());
-      auto exists = (*storage)->Exists("MANIFEST");
-      if (!exists) return Fail(exists.error());
-      if (!*exists) {
-        return Fail(Status::InvalidArgument(uri + " is not a stoker dataset (no MANIFEST)"));
+      auto versions = format::ListVersions(**storage);
+      if (!versions) return Fail(versions.error());
+      if (versions->empty()) {
+        return Fail(Status::InvalidArgument(uri + " is not a stoker dataset (no versions/)"));
       }
       o.storages.emplace(spec.substr(0, eq), std::move(*storage));
       continue;
@@ -110,7 +111,7 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   cmd->add_option("--dataset", args->datasets,
                   "NAME=PATH or NAME=URI (s3://…) of a dataset to export (repeatable)");
   cmd->add_option("--root", args->root,
-                  "export every subdirectory of DIR holding a MANIFEST, named by the directory");
+                  "export every subdirectory of DIR holding a dataset, named by the directory");
   cmd->add_option("--secret-file", args->secret_file,
                   "file holding the shared secret (at least 16 bytes)")
       ->required();

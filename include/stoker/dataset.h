@@ -77,7 +77,9 @@ class Dataset {
   Result<uint32_t> Find(std::string_view path) const;
   // Index must be < file_count(); InvalidArgument otherwise.
   Result<FileInfo> Stat(uint32_t file) const;
-  // For messages: the path, or "file #N" if it cannot be read (Stat says why).
+  // The file's path (reads a metadata block unless cached; an error if it cannot be read).
+  Result<std::string> Path(uint32_t file) const;
+  // For error messages only: the path, or "file #N" if it cannot be read.
   std::string FilePath(uint32_t file) const;
   Result<std::vector<std::pair<std::string, std::string>>> FileAttributes(uint32_t file) const;
 

@@ -217,13 +217,13 @@ nb::tuple SampleTuple(const Dataset& ds, uint32_t sample,
   const auto [first, count] = ds.SampleFiles(sample);
   const int32_t label = ValueOrThrow(ds.SampleLabel(sample));
   if (!ds.view().grouped()) {
-    return nb::make_tuple(file_bytes(first), label, ds.FilePath(first));
+    return nb::make_tuple(file_bytes(first), label, ValueOrThrow(ds.Path(first)));
   }
   // WebDataset sample: {extension: bytes}, keyed by the text after the key's first '.'.
   nb::dict members;
   std::string key;
   for (uint32_t f = first; f < first + count; ++f) {
-    const std::string path = ds.FilePath(f);
+    const std::string path = ValueOrThrow(ds.Path(f));
     const size_t slash = path.rfind('/');
     const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
     if (key.empty()) key = path.substr(0, dot);
@@ -280,7 +280,9 @@ void RegisterDataset(nb::module_& m) {
             const Dataset& ds = self.Get();
             const auto [first, count] = ds.SampleFiles(self.SampleIndex(index));
             std::vector<std::string> paths;
-            for (uint32_t f = first; f < first + count; ++f) paths.push_back(ds.FilePath(f));
+            for (uint32_t f = first; f < first + count; ++f) {
+              paths.push_back(ValueOrThrow(ds.Path(f)));
+            }
             return paths;
           }, nb::arg("index"), "Paths of the files making up sample `index`.")
       .def_prop_ro("uri", &PyDataset::uri)

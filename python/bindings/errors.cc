@@ -50,7 +50,7 @@ void RegisterErrors(nb::module_& m) {
 
 void ThrowStatus(const Status& status) {
   PyObject* type = ExceptionFor(status.code());
-  // Messages may quote damaged bytes (a corrupt MANIFEST): never let decoding them hide the error.
+  // Messages may quote damaged bytes (a corrupt version record): never let decoding them hide the error.
   nb::object message = nb::steal(PyUnicode_DecodeUTF8(
       status.message().data(), static_cast<Py_ssize_t>(status.message().size()), "replace"));
   if (!message.is_valid()) throw nb::python_error();

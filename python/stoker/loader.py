@@ -143,7 +143,7 @@ class _Stream:
         self._version: int = ds.version
         self._num_samples: int = len(ds)
         self._shuffle, self._seed, self._window = shuffle, int(seed), int(window)
-        # The shuffle unit, decided once here from the snapshot, so every worker and rank of
+        # The shuffle unit, decided once here from the metadata, so every worker and rank of
         # this loader uses the same one.
         self._block_size = (choose_block_size(ds, self._window, batch_size, block_size)
                             if shuffle == "chunk" else 0)
@@ -348,7 +348,7 @@ class Loader(_Stream):
       window: chunks per shuffle window (chunk mode): the window holds `window` chunks' worth
         of bytes.
       block_size: the shuffle unit of chunk mode, in bytes. None (default): chosen from the
-        labels in the snapshot — whole chunks when they mix classes (as `stoker pack` stores
+        labels in the metadata — whole chunks when they mix classes (as `stoker pack` stores
         them by default), else the largest block of a chunk (1/4 ... 1/256 of one) whose windows
         mix classes within 5 % of a full shuffle, with a warning that names the cost and the fix
         (repack in mixed order). 0: whole chunks always; an int: blocks of that many bytes.

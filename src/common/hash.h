@@ -1,5 +1,5 @@
 // The 64-bit hash used by on-storage hash tables: XXH3_64bits with seed 0 (xxHash >= 0.8).
-// It is part of the snapshot format, so it must never change. Thread-safe.
+// It is part of the metadata format, so it must never change. Thread-safe.
 #pragma once
 
 #include <cstdint>

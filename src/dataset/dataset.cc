@@ -136,6 +136,11 @@ Result<FileInfo> Dataset::Stat(uint32_t file) const {
                   impl_->view->chunk(l.chunk).id, l.chunk, l.offset};
 }
 
+Result<std::string> Dataset::Path(uint32_t file) const {
+  STOKER_RETURN_IF_ERROR(CheckIndex(file));
+  return impl_->view->FilePath(file);
+}
+
 std::string Dataset::FilePath(uint32_t file) const {
   if (file < file_count()) {
     if (auto path = impl_->view->FilePath(file)) return std::move(*path);

@@ -9,6 +9,7 @@
 
 #include "common/crc32c.h"
 #include "common/unique_id.h"
+#include "dataset/parts.h"
 #include "dataset/publish.h"
 #include "format/chunk.h"
 #include "format/segment.h"
@@ -126,6 +127,9 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
       }
     }
   }
+  // Chunks of parts not yet committed (`stoker pack --part`) are a version to come.
+  STOKER_ASSIGN_OR_RETURN(auto part_chunks, ChunksOfParts(storage));
+  live.insert(part_chunks.begin(), part_chunks.end());
   std::sort(summary.versions_removed.begin(), summary.versions_removed.end());
   std::sort(summary.versions_kept.begin(), summary.versions_kept.end());
   // Removed versions disappear first, so no reader opens them from now on; their files follow

@@ -14,6 +14,7 @@
 #include "common/unique_id.h"
 #include "dataset/addition.h"
 #include "dataset/chunk_mixer.h"
+#include "dataset/parts.h"
 #include "dataset/publish.h"
 #include "format/chunk.h"
 #include "format/segment_builder.h"
@@ -82,7 +83,8 @@ Status CheckFreshDestination(Storage& storage) {
   auto names = storage.List("");
   if (!names) return names.error().IsNotFound() ? Status::OK() : names.error();
   for (const auto& name : *names) {
-    if (name != kChunksDir && name != format::kSegmentsDir && name != format::kVersionsDir) {
+    if (name != kChunksDir && name != format::kSegmentsDir && name != format::kVersionsDir &&
+        name != kPartsDir && name != "gc") {
       return Status::AlreadyExists(fmt::format(
           "{} is not empty (it holds '{}'); pack into a new or empty directory",
           storage.Describe(""), name));
@@ -276,7 +278,9 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   // Fail before reading any input where the outcome is known; the publish step checks again
   // against whatever version is newest by then.
   STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(dst));
-  if (!latest) {
+  if (options.part) {
+    STOKER_RETURN_IF_ERROR(ValidateJobName(options.part->job));  // a part fits any dataset
+  } else if (!latest) {
     STOKER_ASSIGN_OR_RETURN(auto old, ReadCurrentVersion(dst));
     if (old) {
       return Err(Status::Unsupported(fmt::format(
@@ -305,11 +309,21 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   if (read.ok()) read = dst.SyncDir(kChunksDir);
   add.tar_input = options.tar_input;
   add.labels = options.labels;
-  Result<PackSummary> result =
-      read.ok() ? PublishAddition(dst, add,
-                                  options.append ? PublishPolicy::kAppend : PublishPolicy::kFresh,
-                                  summary, &segment_path)
-                : Result<PackSummary>(Err(read));
+  Result<PackSummary> result = Err(read);
+  if (read.ok() && options.part) {
+    auto part = WritePart(dst, add, *options.part);
+    if (part) {
+      summary.part_path = *part;
+      summary.chunks_added = add.spec.chunks.size();
+      result = summary;
+    } else {
+      result = Err(part.error());
+    }
+  } else if (read.ok()) {
+    result = PublishAddition(dst, add,
+                             options.append ? PublishPolicy::kAppend : PublishPolicy::kFresh,
+                             summary, &segment_path);
+  }
   if (!result) {
     // What no version lists is removed again. A publish whose outcome is unknown (an error
     // after the store may have created the record) is resolved by reading the versions: the

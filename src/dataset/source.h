@@ -38,7 +38,7 @@ struct DirectorySourceOptions {
   // Where files land in chunks: path order (nullopt; ImageFolder trees end up in class order,
   // each chunk one class), or a random permutation from this seed, so that every chunk mixes
   // classes and chunk-wise shuffle needs only a small window. Sample indices and paths are the
-  // same either way: the snapshot is always in path order.
+  // same either way: the metadata is always in path order.
   std::optional<uint64_t> shuffle_seed;
 };
 

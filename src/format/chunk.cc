@@ -98,7 +98,7 @@ ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expecte
   const auto* p = reinterpret_cast<const char*>(bytes.data());
   const uint64_t size = bytes.size();
   if (size != expected.file_size) {
-    return fail(fmt::format("file has {} bytes, the snapshot says {}", size, expected.file_size));
+    return fail(fmt::format("file has {} bytes, the metadata says {}", size, expected.file_size));
   }
   if (size < kChunkHeaderSize + kChunkFooterSize) return fail("too short for header and footer");
   if (std::memcmp(p, kChunkMagic, 8) != 0) return fail("bad header magic");
@@ -111,7 +111,7 @@ ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expecte
   const uint32_t entry_count = coding::DecodeFixed<uint32_t>(footer + 8);
   const uint64_t data_length = coding::DecodeFixed<uint64_t>(footer + 16);
   const uint64_t index_size = uint64_t{entry_count} * kChunkIndexEntrySize;
-  if (entry_count != expected.entry_count) return fail("entry count differs from the snapshot");
+  if (entry_count != expected.entry_count) return fail("entry count differs from the metadata");
   // Compared by subtraction: a huge data_length would make the sum wrap around to `size`.
   const uint64_t body_size = size - kChunkHeaderSize - kChunkFooterSize;
   if (data_length > body_size || index_size != body_size - data_length) {

@@ -7,8 +7,8 @@
 //   footer  32 B   "STKCEND1" | u32 entry_count | u32 index_crc32c | u64 data_length
 //                  | u32 data_crc32c | u32 footer_crc32c (of the header + the footer's first 28 B)
 //
-// The snapshot records each chunk's id, file size, data CRC and entry count, and each sample's
-// offset, length and CRC, so readers need nothing but the snapshot to fetch one sample with a
+// The metadata records each chunk's id, file size, data CRC and entry count, and each sample's
+// offset, length and CRC, so readers need nothing but the metadata to fetch one sample with a
 // single range read. The index and footer make a chunk self-describing for `verify` and repair.
 #pragma once
 
@@ -45,7 +45,7 @@ struct ChunkEntryRef {
   uint32_t crc32c;
 };
 
-// What the snapshot records about a finished chunk.
+// What the metadata records about a finished chunk.
 struct ChunkInfo {
   uint64_t id = 0;
   uint64_t file_size = 0;
@@ -54,7 +54,7 @@ struct ChunkInfo {
 };
 
 // Writes one chunk file. Not thread-safe. Finish() syncs the file; until then it is garbage
-// that no snapshot references.
+// that no version references.
 class ChunkWriter {
  public:
   static Result<std::unique_ptr<ChunkWriter>> Create(Storage& storage, uint64_t chunk_id);
@@ -83,7 +83,7 @@ struct ChunkCheck {
 };
 
 // Checks header, footer, index and data CRCs of a whole chunk file held in `bytes`; `expected`
-// is what the snapshot says about it.
+// is what the metadata says about it.
 ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expected,
                       const std::string& name);
 

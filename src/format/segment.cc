@@ -222,15 +222,25 @@ Result<std::unique_ptr<Segment>> Segment::Open(std::shared_ptr<RandomAccessFile>
 Result<std::string> Segment::ReadBlockBytes(uint32_t kind, uint64_t offset, uint64_t size) const {
   const SectionRef& ref = sections_[kind];
   if (size < 4) return Err(Corrupt(fmt::format("empty block in section {}", kind)));
+  const uint64_t at = ref.offset + offset;
+  {
+    std::lock_guard lock(cache_mu_);
+    if (auto it = block_cache_.find(at); it != block_cache_.end()) return it->second;
+  }
   std::string bytes(size, '\0');
-  STOKER_RETURN_IF_ERROR(file_->ReadAt(ref.offset + offset,
-                                       {reinterpret_cast<std::byte*>(bytes.data()), size}));
+  STOKER_RETURN_IF_ERROR(file_->ReadAt(at, {reinterpret_cast<std::byte*>(bytes.data()), size}));
   const auto stored = coding::DecodeFixed<uint32_t>(bytes.data() + size - 4);
   bytes.resize(size - 4);
   if (options_.verify_checksums && crc32c::Value(bytes) != stored) {
     return Err(Corrupt(fmt::format("CRC32C mismatch in a block of section {} at offset {}", kind,
-                                   ref.offset + offset)));
+                                   at)));
   }
+  std::lock_guard lock(cache_mu_);
+  if (cache_bytes_ + bytes.size() > kBlockCacheBytes) {
+    block_cache_.clear();  // crude, but bounded; a reader's working set is usually far smaller
+    cache_bytes_ = 0;
+  }
+  if (block_cache_.try_emplace(at, bytes).second) cache_bytes_ += bytes.size();
   return bytes;
 }
 

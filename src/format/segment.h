@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <optional>
 #include <span>
 #include <string>
@@ -140,6 +142,12 @@ class Segment {
   std::vector<uint64_t> samples_;
   std::vector<std::string> classes_;
   std::unique_ptr<Table> files_, dirs_, attrs_;
+  // Checked blocks, by file offset: a loader asks for a sample's path per sample, and over the
+  // network or S3 each block must cost one read, not one per lookup.
+  static constexpr uint64_t kBlockCacheBytes = 64ull << 20;
+  mutable std::mutex cache_mu_;
+  mutable std::unordered_map<uint64_t, std::string> block_cache_;
+  mutable uint64_t cache_bytes_ = 0;
 };
 
 }  // namespace stoker::format

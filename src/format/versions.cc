@@ -20,7 +20,7 @@ Result<std::vector<uint64_t>> ListVersions(Storage& storage) {
   auto names = storage.List(kVersionsDir);
   if (!names) {
     if (names.error().IsNotFound()) return std::vector<uint64_t>();
-    return Err(names.error());
+    return Err(names.error().WithContext("listing " + storage.Describe(kVersionsDir)));
   }
   std::vector<uint64_t> versions;
   for (const std::string& name : *names) {
@@ -62,7 +62,8 @@ Result<WrittenSegment> WriteSegment(Storage& storage, std::string_view bytes) {
   w.path = SegmentPath(w.id);
   w.bytes = bytes.size();
   STOKER_RETURN_IF_ERROR(storage.CreateDirs(kSegmentsDir));
-  STOKER_RETURN_IF_ERROR(storage.CreateExclusive(w.path, AsBytes(bytes)));
+  // Segment names are random: "already there" can only be this writer's own lost reply.
+  STOKER_RETURN_IF_ERROR(CreateExclusiveOrConfirm(storage, w.path, bytes, bytes.size()));
   STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(w.path));
   auto segment = Segment::Open(std::move(file), storage.Describe(w.path));
   if (!segment) {
@@ -86,21 +87,29 @@ void AppendSegment(VersionRecord& record, const WrittenSegment& written) {
                              info.chunk_count});
 }
 
-Status PublishVersionRecord(Storage& storage, const VersionRecord& record) {
-  const std::string path = VersionRecordPath(record.version);
-  const std::string text = EncodeVersionRecord(record);
-  STOKER_RETURN_IF_ERROR(storage.CreateDirs(kVersionsDir));
-  const Status created = storage.CreateExclusive(path, AsBytes(text));
+Status CreateExclusiveOrConfirm(Storage& storage, std::string_view path, std::string_view bytes,
+                                uint64_t limit) {
+  const Status created = storage.CreateExclusive(path, AsBytes(bytes));
   if (created.ok()) return created;
-  // AlreadyExists, or an error that may have come after the record was created (a lost
-  // reply; an S3 client's retry meeting its own first attempt): the stored bytes decide.
-  auto stored = storage::ReadSmallFile(storage, path, kMaxVersionRecordSize);
-  if (stored && *stored == text) return Status::OK();
+  // AlreadyExists, or an error that may have come after the file was created (a lost reply;
+  // an S3 client's retry meeting its own first attempt): the stored bytes decide.
+  auto stored = storage::ReadSmallFile(storage, path, limit);
+  if (stored && *stored == bytes) return Status::OK();
   if (created.code() == StatusCode::kAlreadyExists || stored) {
+    return Status::AlreadyExists(storage.Describe(path) + " was created by another writer");
+  }
+  return created;
+}
+
+Status PublishVersionRecord(Storage& storage, const VersionRecord& record) {
+  STOKER_RETURN_IF_ERROR(storage.CreateDirs(kVersionsDir));
+  const Status s = CreateExclusiveOrConfirm(storage, VersionRecordPath(record.version),
+                                            EncodeVersionRecord(record), kMaxVersionRecordSize);
+  if (s.code() == StatusCode::kAlreadyExists) {
     return Status::AlreadyExists(fmt::format(
         "version {} of {} was published by another writer", record.version, storage.Describe("")));
   }
-  return created;
+  return s;
 }
 
 }  // namespace stoker::format

@@ -26,6 +26,12 @@ Result<VersionRecord> ReadVersion(Storage& storage, uint64_t version);
 // The newest version's record; nullopt if there is none.
 Result<std::optional<VersionRecord>> ReadLatestVersion(Storage& storage);
 
+// Creates `path` holding `bytes` unless it exists. An error that may have come after the store
+// created it (a lost reply) is resolved by reading it back: OK if it holds exactly `bytes`,
+// AlreadyExists if it holds something else.
+Status CreateExclusiveOrConfirm(Storage& storage, std::string_view path, std::string_view bytes,
+                                uint64_t limit);
+
 // A segment stored under a fresh random name (created exclusively) and read back with full
 // validation, so that nothing is published that readers would reject.
 struct WrittenSegment {

@@ -142,13 +142,15 @@ struct ImagePipeline::State {
   std::vector<std::thread> workers;
 
   // The file of `sample` that holds its image: the only one, or (for samples packed from tar
-  // shards) the first with an image extension, else the first.
-  const SampleData::File* ImageFile(const SampleData& data) const {
+  // shards) the first with an image extension, else the first. An error if a path is unreadable.
+  Result<const SampleData::File*> ImageFile(const SampleData& data) const {
+    if (data.files.empty()) return Err(Status::InvalidArgument("the sample has no files"));
     if (data.files.size() == 1) return &data.files[0];
     for (const SampleData::File& f : data.files) {
-      if (HasImageExtension(dataset->FilePath(f.index))) return &f;
+      STOKER_ASSIGN_OR_RETURN(const std::string path, dataset->Path(f.index));
+      if (HasImageExtension(path)) return &f;
     }
-    return data.files.empty() ? nullptr : &data.files[0];
+    return &data.files[0];
   }
 
   void Fail(Status status) {
@@ -220,14 +222,14 @@ struct ImagePipeline::State {
       Status status = task.data.status;
       const uint32_t sample = task.data.sample;
       if (status.ok()) {
-        const SampleData::File* file = ImageFile(task.data);
-        if (file == nullptr) {
-          status = Status::InvalidArgument("the sample has no files");
+        auto file = ImageFile(task.data);
+        if (!file) {
+          status = file.error();
         } else {
           std::byte* slot = task.batch->buffer.get() + size_t{task.slot} * sample_bytes;
           status = transformer.Run(
-              file->bytes, decode::AugmentSeed(options.seed, options.epoch, sample), slot);
-          if (!status.ok()) status = status.WithContext(dataset->FilePath(file->index));
+              (*file)->bytes, decode::AugmentSeed(options.seed, options.epoch, sample), slot);
+          if (!status.ok()) status = status.WithContext(dataset->FilePath((*file)->index));
         }
       }
       task.data = {};  // give the bytes back to the read pipeline's budget now

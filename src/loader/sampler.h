@@ -99,8 +99,8 @@ struct SampleGroups {
 };
 SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count);
 
-// The chunk holding each sample's first file, from the dataset's snapshot: the `sample_chunks`
-// input of Sampler::Create. O(samples), no I/O beyond the already-mapped snapshot.
+// The chunk holding each sample's first file, from the dataset's metadata: the `sample_chunks`
+// input of Sampler::Create. O(samples), no I/O beyond the metadata already in memory.
 std::vector<uint32_t> SampleChunks(const Dataset& dataset);
 
 // The seed of one epoch's generator: SplitMix64 over (seed, epoch, version, salt), specified in

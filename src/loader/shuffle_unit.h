@@ -8,7 +8,7 @@
 // loses accuracy. The same memory then holds W x k blocks: runs of consecutive samples of 1/k
 // of a chunk each, from W x k places in the dataset. Smaller blocks mix better and cost more
 // read requests, so the loader picks the largest block that mixes classes within kMixingTarget
-// of a full shuffle, judged from the labels in the snapshot (ChooseShuffleUnit).
+// of a full shuffle, judged from the labels in the metadata (ChooseShuffleUnit).
 // Specified in docs/sampler.md.
 #pragma once
 
@@ -104,7 +104,7 @@ ShuffleUnit FixedShuffleUnit(const SampleLayout& layout, uint32_t window_chunks,
 // UnitsPerWindow over a layout.
 uint32_t UnitsPerWindow(const SampleLayout& layout, uint32_t window_chunks, uint64_t block_bytes);
 
-// Each sample's label (-1: none), from the snapshot.
+// Each sample's label (-1: none), from the metadata.
 std::vector<int32_t> SampleLabels(const Dataset& dataset);
 
 }  // namespace stoker::loader

@@ -1,6 +1,6 @@
 // Storage for stoker:// URIs: a read-only view of a dataset exported by `stoker serve`.
 // OpenRead STATs the file and reads ranges over the wire; Map reads the whole file into memory
-// (snapshots and manifests are small); writes are Unsupported. Thread-safe, like every Storage.
+// (segment blocks and version records are small); writes are Unsupported. Thread-safe, like every Storage.
 #pragma once
 
 #include <memory>

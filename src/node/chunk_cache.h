@@ -73,7 +73,7 @@ class ChunkCache {
   // Plans: one per trainer, replaced each epoch, removed when the trainer goes away.
   uint64_t AddPlan();
   struct PlannedChunk {
-    uint32_t chunk;         // the chunk's index in the snapshot
+    uint32_t chunk;         // the chunk's index in the metadata
     uint32_t position;      // its entry in the trainer's first-use order
     uint32_t in_use_until;  // the entry until which it is in use (>= position)
   };

@@ -6,7 +6,7 @@
 // with a dataset larger than memory + disk and a new random order every epoch, a stable resident
 // set is hit as often as any policy that cannot see the future, and unlike LRU it does not fall
 // to zero hits on a cyclic order. Files survive a daemon restart (a restarted daemon refills
-// from disk, not the network); since every chunk read back is checked against the snapshot by
+// from disk, not the network); since every chunk read back is checked against the metadata by
 // the caller, a stale, torn or foreign file is only ever a miss (and is removed).
 //
 // Writes go to a temporary name and are renamed into place, so a kill -9 leaves no file that

@@ -4,7 +4,7 @@
 // placement over the live peers, membership.h); the owner fetches it from the store once and
 // keeps it; other daemons fetch it from the owner, whole, when a local trainer asks. Trainers
 // on this machine connect over a unix socket (trainer_protocol.h) and get chunks as sealed
-// memfds. Every chunk is checked against the snapshot (header, index, data CRC32C) before it is
+// memfds. Every chunk is checked against the metadata (header, index, data CRC32C) before it is
 // cached or handed on, wherever it came from: a cache never launders corruption.
 //
 // Failure: a peer read that fails marks the peer down and moves on to the chunk's next live

@@ -43,7 +43,7 @@ struct Node::State {
   std::shared_ptr<Storage> store;
   std::unique_ptr<Dataset> dataset;  // the store's version when the daemon started
   std::string manifest;  // its version record (the identity trainers and peers must match)
-  std::unordered_map<uint64_t, uint32_t> chunk_index;  // chunk id -> snapshot chunk index
+  std::unordered_map<uint64_t, uint32_t> chunk_index;  // chunk id -> chunk index in the version
   std::unique_ptr<Membership> membership;
   std::unique_ptr<ChunkCache> cache;
   std::unique_ptr<DiskTier> disk;  // null without --disk-dir
@@ -74,7 +74,7 @@ struct Node::State {
   void Log(const std::string& line) const;
   uint64_t ChunkSize(uint32_t index) const;
   std::string ChunkName(uint32_t index) const;
-  // The snapshot's structural and CRC32C check of a whole chunk from `source`.
+  // The structural and CRC32C check of a whole chunk from `source`.
   Status Check(uint32_t index, std::span<const std::byte> bytes, const std::string& source) const;
   // The disk tier if it has the chunk (checked), else the peers (`from_peers`) or the store;
   // what came from the network is then kept on disk.

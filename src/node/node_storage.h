@@ -1,6 +1,6 @@
 // The trainer's side of the node daemon: a Storage that wraps the dataset's store and gets chunk
 // files from the node daemon on this machine (trainer_protocol.h) when one answers, and from the
-// store itself when none does, is starting, or has died. Everything else (MANIFEST, snapshots,
+// store itself when none does, is starting, or has died. Everything else (version records, segments,
 // listings) always comes from the store.
 //
 // Chunks arrive as sealed memfds, mapped read-only: a read is a memcpy from shared memory. The

@@ -11,11 +11,26 @@
 
 #include <fmt/format.h>
 
+#include "format/version_record.h"
 #include "net/payload.h"
 #include "node/node_state.h"
 #include "node/trainer_protocol.h"
 
 namespace stoker::node {
+namespace {
+
+// A trainer may read another version of the daemon's dataset (an older one it pinned, a newer
+// one published since the daemon started): chunks are immutable and their ids unique, so the
+// daemon serves the chunks the two versions share and the trainer reads the rest from the store.
+// Versions of one dataset share its first segment, whose id is random.
+bool SameDataset(std::string_view theirs, std::string_view ours) {
+  if (theirs == ours) return true;
+  auto a = format::ParseVersionRecord(theirs), b = format::ParseVersionRecord(ours);
+  return a && b && !a->segments.empty() && !b->segments.empty() &&
+         a->segments.front().id == b->segments.front().id;
+}
+
+}  // namespace
 namespace {
 
 constexpr auto kReplyTimeout = std::chrono::seconds(10);
@@ -106,7 +121,7 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
       if (!theirs || !r.ExpectEnd().ok()) {
         reply = net::EncodeErrorPayload(Status::InvalidArgument("malformed HELLO"));
         close_after = true;
-      } else if (*theirs != manifest) {
+      } else if (!SameDataset(*theirs, manifest)) {
         reply = net::EncodeErrorPayload(Status::InvalidArgument(fmt::format(
             "the node daemon of job {} serves another dataset or version ({}) than this trainer "
             "opened", options.job, options.store_uri)));

@@ -26,7 +26,7 @@ struct ServerOptions {
   uint16_t port = 7070;  // 0: an ephemeral port (see Server::port())
   std::map<std::string, std::string> datasets;  // exported name -> dataset directory
   // Exported name -> any Storage (the node daemon exports its chunk cache this way). Served as
-  // they are: no MANIFEST check, no symbolic-link check (there is no directory behind them).
+  // they are: no dataset check, no symbolic-link check (there is no directory behind them).
   std::map<std::string, std::shared_ptr<Storage>> storages;
   std::string secret;                           // at least 16 bytes
   int metrics_port = -1;                        // -1: no /metrics endpoint; 0: ephemeral
@@ -67,7 +67,8 @@ class Server {
 
 // Parses NAME=PATH into `datasets` (InvalidArgument on a bad spec or a duplicate name).
 Status AddDatasetSpec(std::string_view spec, std::map<std::string, std::string>* datasets);
-// Adds every subdirectory of `root` that holds a MANIFEST, named by its directory name.
+// Adds every subdirectory of `root` that holds a dataset (versions/, or a format-1 MANIFEST), named
+// by its directory name.
 Status AddDatasetRoot(const std::string& root, std::map<std::string, std::string>* datasets);
 
 }  // namespace stoker::server

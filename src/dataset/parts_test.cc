@@ -1,0 +1,176 @@
+// `stoker pack --part K/N` and `stoker commit`: N writers' parts become one version, the same
+// as one pack of their union; a missing, doubled, clashing or damaged part publishes nothing.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "dataset/gc.h"
+#include "dataset/packer.h"
+#include "dataset/parts.h"
+#include "dataset/verify.h"
+#include "dataset/version_view.h"
+#include "format/versions.h"
+#include "stoker/dataset.h"
+#include "storage/memory_storage.h"
+#include "testing/test_util.h"
+
+namespace stoker::dataset {
+namespace {
+
+using test::AsString;
+
+constexpr uint32_t kParts = 3;
+
+class PartsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    all_ = test::RandomTree(
+        7, {.files = 60, .dirs = 8, .max_file_bytes = 4000, .image_folder = true, .classes = 5});
+    // Files go to parts round-robin: every part sees some classes, none sees all in order.
+    uint32_t i = 0;
+    for (const auto& [path, bytes] : all_.files) parts_[i++ % kParts].files[path] = bytes;
+  }
+  Result<PackSummary> PackPart(uint32_t k, const test::Tree& tree, uint32_t n = kParts) {
+    PackOptions o;
+    o.chunk_bytes = 4096;
+    o.part = PartSpec{"job1", k, n};
+    return Pack(*test::TreeSource(tree), *store_, o);
+  }
+  Result<PackSummary> CommitJob(uint32_t parts = 0) {
+    CommitOptions o;
+    o.job = "job1";
+    o.parts = parts;
+    return Commit(*store_, o);
+  }
+
+  std::shared_ptr<storage::MemoryStorage> store_ = std::make_shared<storage::MemoryStorage>();
+  test::Tree all_;
+  test::Tree parts_[kParts];
+};
+
+TEST_F(PartsTest, CommittedPartsEqualOnePackOfTheirUnion) {
+  for (uint32_t k : {2u, 0u, 1u}) {  // any order, as on a cluster
+    auto s = PackPart(k, parts_[k]);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    EXPECT_EQ(s->version, 0u);  // nothing published by a part
+  }
+  EXPECT_TRUE(Dataset::Open(store_).error().IsNotFound());
+  auto committed = CommitJob();
+  ASSERT_TRUE(committed.has_value()) << committed.error().ToString();
+  EXPECT_EQ(committed->version, 1u);
+  EXPECT_EQ(committed->files_total, all_.files.size());
+
+  auto single = std::make_shared<storage::MemoryStorage>();
+  PackOptions o;
+  o.chunk_bytes = 4096;
+  ASSERT_TRUE(Pack(*test::TreeSource(all_), *single, o).has_value());
+  auto want = Dataset::Open(single).value();
+  auto got = Dataset::Open(store_).value();
+  ASSERT_EQ(got->file_count(), want->file_count());
+  ASSERT_EQ(got->class_count(), want->class_count());
+  for (uint32_t k = 0; k < got->class_count(); ++k) EXPECT_EQ(got->ClassName(k), want->ClassName(k));
+  for (uint32_t f = 0; f < got->file_count(); ++f) {
+    const FileInfo g = got->Stat(f).value(), w = want->Stat(f).value();
+    EXPECT_EQ(g.path, w.path);
+    EXPECT_EQ(g.label, w.label) << g.path;
+    EXPECT_EQ(AsString(got->ReadFile(f).value()), all_.files.at(g.path));
+  }
+  EXPECT_TRUE(store_->List("parts/job1").value().empty());  // spent
+  EXPECT_TRUE(Verify(*store_).value().ok());
+  EXPECT_TRUE(CommitJob().error().IsNotFound());  // a second commit finds nothing to publish
+}
+
+TEST_F(PartsTest, AMissingPartPublishesNothing) {
+  ASSERT_TRUE(PackPart(0, parts_[0]).has_value());
+  ASSERT_TRUE(PackPart(2, parts_[2]).has_value());
+  auto c = CommitJob();
+  ASSERT_FALSE(c.has_value());
+  EXPECT_TRUE(c.error().IsNotFound());
+  EXPECT_NE(c.error().message().find("part 1 of 3"), std::string::npos) << c.error().ToString();
+  EXPECT_TRUE(format::ListVersions(*store_).value().empty());
+  ASSERT_TRUE(PackPart(1, parts_[1]).has_value());  // the late writer arrives: now it commits
+  EXPECT_TRUE(CommitJob().has_value());
+}
+
+TEST_F(PartsTest, APartWrittenTwiceIsRefusedAndLeavesNoChunks) {
+  ASSERT_TRUE(PackPart(0, parts_[0]).has_value());
+  const size_t chunks = store_->List("chunks").value().size();
+  auto again = PackPart(0, parts_[0]);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(again.error().message().find("packed twice"), std::string::npos);
+  EXPECT_EQ(store_->List("chunks").value().size(), chunks);
+}
+
+TEST_F(PartsTest, APathInTwoPartsIsNamedWithBoth) {
+  test::Tree clash = parts_[1];
+  clash.files[parts_[0].files.begin()->first] = "again";
+  ASSERT_TRUE(PackPart(0, parts_[0], 2).has_value());
+  ASSERT_TRUE(PackPart(1, clash, 2).has_value());
+  auto c = CommitJob();
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message().find(parts_[0].files.begin()->first + " is in part 0 and in part 1"),
+            std::string::npos)
+      << c.error().ToString();
+  EXPECT_TRUE(format::ListVersions(*store_).value().empty());
+}
+
+TEST_F(PartsTest, ADamagedPartIsNamed) {
+  for (uint32_t k = 0; k < kParts; ++k) ASSERT_TRUE(PackPart(k, parts_[k]).has_value());
+  const std::string path = PartPath({"job1", 1, kParts});
+  std::string bytes = store_->GetContents(path).value();
+  bytes[bytes.size() / 2] ^= 0x20;
+  store_->SetContents(path, bytes);
+  auto c = CommitJob();
+  ASSERT_FALSE(c.has_value());
+  EXPECT_TRUE(c.error().IsCorruption()) << c.error().ToString();
+  EXPECT_NE(c.error().message().find(path), std::string::npos) << c.error().ToString();
+}
+
+TEST_F(PartsTest, ACommitOntoADatasetAppendsAndGcKeepsUncommittedParts) {
+  test::Tree first;
+  first.files["zz-first/a"] = "a";
+  PackOptions o;
+  ASSERT_TRUE(Pack(*test::TreeSource(first), *store_, o).has_value());
+  for (uint32_t k = 0; k < kParts; ++k) ASSERT_TRUE(PackPart(k, parts_[k], 0).has_value());
+  // Uncommitted parts' chunks are a version to come: gc with no grace keeps them.
+  GcOptions gc;
+  gc.grace = std::chrono::seconds(0);
+  ASSERT_TRUE(CollectGarbage(*store_, gc).has_value());
+  EXPECT_TRUE(CommitJob().error().code() == StatusCode::kInvalidArgument);  // N unknown
+  auto c = CommitJob(kParts);
+  ASSERT_TRUE(c.has_value()) << c.error().ToString();
+  EXPECT_EQ(c->version, 2u);
+  auto ds = Dataset::Open(store_).value();
+  EXPECT_EQ(ds->Stat(ds->Find("zz-first/a").value())->label, 0);  // the old class keeps label 0
+  for (const auto& [path, bytes] : all_.files) {
+    EXPECT_EQ(AsString(ds->ReadFile(ds->Find(path).value()).value()), bytes);
+  }
+  EXPECT_TRUE(Verify(*store_).value().ok());
+}
+
+TEST(PartFromEnvironment, SlurmArraysAndIndexedJobs) {
+  ::setenv("SLURM_ARRAY_TASK_ID", "7", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "5", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
+  ::setenv("SLURM_ARRAY_JOB_ID", "991", 1);
+  auto slurm = PartFromEnvironment().value();
+  EXPECT_EQ(slurm.index, 2u);
+  EXPECT_EQ(slurm.count, 4u);
+  EXPECT_EQ(slurm.job, "slurm-991");
+  for (const char* v : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT",
+                        "SLURM_ARRAY_JOB_ID"}) {
+    ::unsetenv(v);
+  }
+  EXPECT_TRUE(PartFromEnvironment().error().IsNotFound());
+  ::setenv("JOB_COMPLETION_INDEX", "3", 1);
+  auto k8s = PartFromEnvironment().value();
+  EXPECT_EQ(k8s.index, 3u);
+  EXPECT_EQ(k8s.count, 0u);
+  ::unsetenv("JOB_COMPLETION_INDEX");
+  EXPECT_FALSE(ValidateJobName("../x").ok());
+  EXPECT_TRUE(ValidateJobName("slurm-991").ok());
+}
+
+}  // namespace
+}  // namespace stoker::dataset
