@@ -1,4 +1,4 @@
-// The protocol that makes dataset versions appear atomically (docs/format.md §5):
+// The protocol that makes dataset versions appear atomically (format 1, docs/format.md §A.5):
 // chunks and snapshot are written and synced first; then MANIFEST.tmp is written, synced and
 // renamed over MANIFEST, and the directory is synced. Readers go MANIFEST → snapshot → chunks.
 #pragma once

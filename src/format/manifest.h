@@ -1,4 +1,4 @@
-// MANIFEST: the tiny text file naming a dataset's current snapshot (docs/format.md §4).
+// MANIFEST: the tiny text file naming a dataset's current snapshot (docs/format.md §A.4).
 // Publishing a version = write chunks and snapshot, sync them, then atomically replace this
 // file; readers that open MANIFEST therefore see a complete version or the previous one.
 //

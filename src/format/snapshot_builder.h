@@ -1,4 +1,4 @@
-// Builds the bytes of a metadata snapshot from a list of packed files (docs/format.md §3).
+// Builds the bytes of a metadata snapshot from a list of packed files (docs/format.md §A.3).
 // Pure function of its input: no I/O, so it is unit-testable and deterministic.
 #pragma once
 

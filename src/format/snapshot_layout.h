@@ -1,4 +1,4 @@
-// The byte layout of a metadata snapshot (docs/format.md §3). Shared by the builder, the reader
+// The byte layout of a metadata snapshot (docs/format.md §A.3). Shared by the builder, the reader
 // and the fuzz target; nothing else should need it. All integers little-endian; every section
 // starts on an 8-byte boundary; records are read with memcpy, so the mapped file needs no parse
 // step and no alignment beyond that.
@@ -12,7 +12,7 @@ inline constexpr char kSnapshotMagic[8] = {'S', 'T', 'K', 'S', 'N', 'A', 'P', '1
 inline constexpr char kSnapshotTrailerMagic[4] = {'S', 'E', 'N', 'D'};
 inline constexpr uint32_t kSnapshotVersion = 1;
 inline constexpr uint64_t kSnapshotHeaderSize = 256;
-// u64 file size | u32 CRC32C of every byte before it... see docs/format.md §3.6
+// u64 file size | u32 CRC32C of every byte before it... see docs/format.md §A.3.6
 inline constexpr uint64_t kSnapshotTrailerSize = 16;
 inline constexpr uint32_t kNoParent = 0xFFFFFFFFu;
 inline constexpr int32_t kNoLabel = -1;

@@ -89,7 +89,7 @@ def chunk_files(dataset: Path) -> dict[str, bytes]:
 
 def metadata_files(dataset: Path) -> dict[str, dict[str, bytes]]:
     """{"versions": {name: bytes}, "segments": {name: bytes}}: every file under a dataset's
-    versions/ and segments/ (format 2, docs/format-2.md), temporary files included."""
+    versions/ and segments/ (format 2, docs/format.md), temporary files included."""
     out = {}
     for sub in ("versions", "segments"):
         d = dataset / sub

@@ -3,7 +3,7 @@ one, never a partial one, and packing again afterwards succeeds.
 
 `stoker pack` (fresh, and --append onto an existing version) runs on a tree that takes about a
 second to pack with small chunks (one fdatasync each); it is SIGKILLed at once, after a random
-delay, or within a millisecond and a half of a stage of the publish step (docs/format-2.md §5):
+delay, or within a millisecond and a half of a stage of the publish step (docs/format.md §5):
 right after the new segment, or its temporary file `<id>.seg.tmp-<random>`, appears in
 segments/ (the segment is synced and linked to its name; the version record comes next), or
 right after the new version's record, or its temporary file `<v>.version.tmp-<random>`,

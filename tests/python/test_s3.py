@@ -3,7 +3,7 @@ client on the other side.
 
 - what stoker packs to s3:// is what boto3 downloads (and verifies as a local dataset);
 - what boto3 uploads (a dataset packed locally) is what stoker reads, CLI and Python Loader;
-- a pack killed with -9 mid-upload leaves no visible dataset (no version record, docs/format-2.md
+- a pack killed with -9 mid-upload leaves no visible dataset (no version record, docs/format.md
   §5: a version is visible exactly when versions/<v>.version exists);
 - `stoker serve` exports an s3:// dataset; bad credentials, buckets and URIs are clear errors.
 """
@@ -60,7 +60,7 @@ def test_what_stoker_packs_boto3_reads(s3_server, s3, bucket, tree, tmp_path):
     stoker(s3_server, "pack", str(src), f"s3://{bucket}/sets/train.stoker", "--chunk-size", "4MiB")
     keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(
         Bucket=bucket, Prefix="sets/train.stoker/") for o in page.get("Contents", [])]
-    # Format 2 (docs/format-2.md): one version record, one segment (one pack), the chunks; no
+    # Format 2 (docs/format.md): one version record, one segment (one pack), the chunks; no
     # MANIFEST, no snapshots/, no temporary objects left by publishing.
     rel = sorted(k[len("sets/train.stoker/"):] for k in keys)
     assert [k for k in rel if k.startswith("versions/")] == ["versions/0000000000000001.version"]
@@ -173,7 +173,7 @@ def test_s3_mistakes_are_clear_errors(s3_server, bucket, tree):
     assert wrong.returncode == 1 and f"s3://{bucket}/nothing-here" in wrong.stderr
     bad_key = stoker(s3_server, "ls", f"s3://{bucket}/x", check=False,
                      AWS_SECRET_ACCESS_KEY="not-the-secret-key-0000000000000000000000")
-    # Opening lists versions/ first (docs/format-2.md §5): a GET whose 403 answer carries S3's
+    # Opening lists versions/ first (docs/format.md §5): a GET whose 403 answer carries S3's
     # error code.
     assert bad_key.returncode == 1, bad_key.stderr
     assert "PermissionDenied" in bad_key.stderr and f"s3://{bucket}/" in bad_key.stderr \

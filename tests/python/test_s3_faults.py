@@ -14,12 +14,12 @@ the environment), and every sample's bytes are compared with the source file. Wh
   - flipped bytes are never handed on: verify exits 3 naming the corrupt files, the Loader
     raises stoker.CorruptionError naming the sample;
   - faults while packing to S3 are retried and the dataset verifies; a permanent failure leaves
-    no visible dataset (no version record, docs/format-2.md §5; with --append the previous
+    no visible dataset (no version record, docs/format.md §5; with --append the previous
     version stays current) and removes what the pack wrote;
   - a version record created by the gateway whose answer was lost is read back: the pack
     succeeds and the version is published exactly once.
 
-The dataset layout is format 2 (docs/format-2.md): versions/<v:016x>.version records,
+The dataset layout is format 2 (docs/format.md): versions/<v:016x>.version records,
 segments/<id:016x>.seg metadata segments and chunks/<id:016x>.chunk, all created once and never
 modified. A reader lists versions/, reads the newest record, then its segments, then chunks; a
 pack uploads chunks, then its segment (PUT If-None-Match), then the record (PUT If-None-Match: *).
