@@ -484,6 +484,12 @@ Result<uint64_t> Segment::LocationOrdinal(uint64_t position) const {
   return ParseLocationValue(entry.value, position);
 }
 
+Result<std::string> Segment::PathOf(std::string_view key, uint64_t position) const {
+  auto path = PathOfFileKey(key);
+  if (!path) return Err(Corrupt(fmt::format("the key of file {} is malformed", position)));
+  return std::move(*path);
+}
+
 Result<uint64_t> Segment::ParseLocationValue(std::string_view value, uint64_t position) const {
   const auto ordinal = varint::Get(&value);
   if (!ordinal || !value.empty() || *ordinal >= info_.file_count) {
@@ -495,7 +501,7 @@ Result<uint64_t> Segment::ParseLocationValue(std::string_view value, uint64_t po
 Result<std::string> Segment::FilePath(uint64_t position) const {
   STOKER_ASSIGN_OR_RETURN(auto entry,
                           files_->EntryAt(position / kBlockEntries, position % kBlockEntries));
-  return PathOfFileKey(entry.key);
+  return PathOf(entry.key, position);
 }
 
 Result<SegmentLocation> Segment::FileLocation(uint64_t position) const {
@@ -533,7 +539,7 @@ Result<std::vector<SegmentFileEntry>> Segment::Files(uint64_t first, uint64_t co
       const uint64_t position = b * kBlockEntries + i;
       if (position < first || position >= first + count) continue;
       STOKER_ASSIGN_OR_RETURN(const uint64_t ordinal, ParseLocationValue(block[i].value, position));
-      out[position - first].path = PathOfFileKey(block[i].key);
+      STOKER_ASSIGN_OR_RETURN(out[position - first].path, PathOf(block[i].key, position));
       by_ordinal.emplace_back(ordinal, position - first);
     }
   }
@@ -569,7 +575,7 @@ Result<std::vector<std::string>> Segment::Holding(std::span<const std::string> k
     }
     if (std::binary_search(block.begin(), block.end(), key,
                            [](const auto& x, const auto& y) { return KeyOf(x) < KeyOf(y); })) {
-      found.push_back(PathOfFileKey(key));
+      found.push_back(PathOfFileKey(key).value_or(key));  // the caller's own key
     }
   }
   return found;
@@ -664,7 +670,8 @@ Status Segment::ForEachFile(
     for (uint64_t i = 0; i < block.size(); ++i) {
       const uint64_t position = b * kBlockEntries + i;
       STOKER_ASSIGN_OR_RETURN(const uint64_t ordinal, ParseLocationValue(block[i].value, position));
-      fn(position, PathOfFileKey(block[i].key), ordinal);
+      STOKER_ASSIGN_OR_RETURN(const std::string path, PathOf(block[i].key, position));
+      fn(position, path, ordinal);
     }
   }
   return Status::OK();

@@ -122,6 +122,8 @@ class Segment {
   Result<std::vector<SegmentLocation>> LocationBlock(uint64_t block) const;
   Status Corrupt(std::string_view what) const;
   Result<uint64_t> LocationOrdinal(uint64_t position) const;
+  // A file entry's key as a path (Corruption if malformed).
+  Result<std::string> PathOf(std::string_view key, uint64_t position) const;
   // A file entry's value: the ordinal of its location.
   Result<uint64_t> ParseLocationValue(std::string_view value, uint64_t position) const;
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -65,8 +66,10 @@ inline std::string FileKeyOf(std::string_view path) {
   return key;
 }
 
-inline std::string PathOfFileKey(std::string_view key) {
+// The path of a file key; nullopt for a key without the '\0' separator (damaged metadata).
+inline std::optional<std::string> PathOfFileKey(std::string_view key) {
   const size_t nul = key.find('\0');
+  if (nul == std::string_view::npos) return std::nullopt;
   if (nul == 0) return std::string(key.substr(1));
   std::string path(key);
   path[nul] = '/';
