@@ -24,12 +24,8 @@ namespace {
 uint32_t FirstFlags(const Addition& add) {
   uint32_t flags = add.tar_input ? format::kSegmentGrouped : 0;
   if (add.labels == LabelPolicy::kNone) return flags;
-  if (add.tar_input) return add.any_cls_label ? flags | format::kSegmentLabelled : flags;
-  const bool all_in_dirs =
-      !add.spec.files.empty() &&
-      std::all_of(add.spec.files.begin(), add.spec.files.end(), [](const auto& f) {
-        return f.path.find('/') != std::string::npos;
-      });
+  if (add.tar_input) return add.any_cls_label() ? flags | format::kSegmentLabelled : flags;
+  const bool all_in_dirs = add.files->file_count() > 0 && !add.files->a_file_outside_dirs();
   return all_in_dirs ? flags | format::kSegmentLabelled | format::kSegmentLabelsFromDirs : flags;
 }
 
@@ -40,15 +36,13 @@ Status CheckCompatible(const Addition& add, uint32_t flags) {
         "cannot append a directory tree to a dataset packed from tar shards, or vice versa");
   }
   if (flags & format::kSegmentLabelsFromDirs) {
-    for (const auto& f : add.spec.files) {
-      if (f.path.find('/') == std::string::npos) {
-        return Status::InvalidArgument(fmt::format(
-            "{} is outside a class directory, but the dataset's labels are its first-level "
-            "directories",
-            f.path));
-      }
+    if (const auto& outside = add.files->a_file_outside_dirs()) {
+      return Status::InvalidArgument(fmt::format(
+          "{} is outside a class directory, but the dataset's labels are its first-level "
+          "directories",
+          *outside));
     }
-  } else if (add.any_cls_label && !(flags & format::kSegmentLabelled)) {
+  } else if (add.any_cls_label() && !(flags & format::kSegmentLabelled)) {
     return Status::InvalidArgument(
         "the input carries .cls labels but the dataset has none; pass --labels none to add it "
         "without them");
@@ -56,41 +50,63 @@ Status CheckCompatible(const Addition& add, uint32_t flags) {
   return Status::OK();
 }
 
-// Numbers `spec` (holding the addition's files) after `base` (nullptr: the first version):
-// file, sample and class numbers continue where the base's end; a class directory seen before
-// keeps its label. Done again on every attempt, since another writer may have published first.
-void Number(format::SegmentSpec& spec, const VersionView* base, uint32_t flags) {
-  spec.flags = flags;
-  spec.first_file = base ? base->record().files : 0;
-  spec.first_sample = base ? base->record().samples : 0;
-  spec.first_label = base ? base->class_count() : 0;
-  spec.classes.clear();
+// Numbers the addition after `base` (nullptr: the first version): file, sample and class
+// numbers continue where the base's end; a class directory seen before keeps its label. Done
+// again on every attempt, since another writer may have published first.
+format::SegmentNumbering Number(const format::SegmentBuilder& files, const VersionView* base,
+                                uint32_t flags) {
+  format::SegmentNumbering n;
+  n.flags = flags;
+  n.first_file = base ? base->record().files : 0;
+  n.first_sample = base ? base->record().samples : 0;
+  n.first_label = base ? base->class_count() : 0;
   if (flags & format::kSegmentLabelsFromDirs) {
+    n.labels = format::LabelSource::kDirs;
     std::unordered_map<std::string_view, int32_t> label_of;
     if (base) {
       for (uint32_t k = 0; k < base->class_count(); ++k) label_of[base->class_name(k)] = k;
     }
-    std::vector<std::string_view> added;
-    for (const auto& f : spec.files) {
-      const std::string_view cls = std::string_view(f.path).substr(0, f.path.find('/'));
-      if (label_of.try_emplace(cls, -1).second) added.push_back(cls);
-    }
-    std::sort(added.begin(), added.end());  // new classes in name order, after the old ones
-    for (const std::string_view cls : added) {
-      label_of[cls] = static_cast<int32_t>(spec.first_label + spec.classes.size());
-      spec.classes.emplace_back(cls);
-    }
-    for (auto& f : spec.files) {
-      f.label = label_of.at(std::string_view(f.path).substr(0, f.path.find('/')));
+    // first_level_dirs() is sorted: new classes get labels in name order, after the old ones.
+    for (const std::string& cls : files.first_level_dirs()) {
+      auto [it, added] = label_of.try_emplace(cls, -1);
+      if (added) {
+        it->second = static_cast<int32_t>(n.first_label + n.classes.size());
+        n.classes.push_back(cls);
+      }
+      n.dir_labels.push_back(it->second);
     }
   } else if (flags & format::kSegmentLabelled) {
     // .cls labels are the input's own: they never change, the class list only grows to hold them.
-    int32_t max_label = -1;
-    for (const auto& f : spec.files) max_label = std::max(max_label, f.label);
-    for (int64_t k = spec.first_label; k <= max_label; ++k) spec.classes.push_back(std::to_string(k));
-  } else {
-    for (auto& f : spec.files) f.label = format::kNoLabel;
+    n.labels = format::LabelSource::kInput;
+    for (int64_t k = n.first_label; k <= files.max_label(); ++k) n.classes.push_back(std::to_string(k));
   }
+  return n;
+}
+
+// Of the addition's paths, those `base` holds: at most `limit` of them, and how many.
+Result<std::vector<std::string>> PathsHeld(const format::SegmentBuilder& files,
+                                           const VersionView& base, size_t limit,
+                                           uint64_t* count) {
+  // Keys go to the lookup in sorted batches, so each block of the base is read about once per
+  // batch and memory stays bounded.
+  constexpr size_t kBatch = 1 << 16;
+  std::vector<std::string> batch, found;
+  *count = 0;
+  const auto check = [&]() -> Status {
+    STOKER_ASSIGN_OR_RETURN(auto held, base.Holding(batch));
+    *count += held.size();
+    for (auto& path : held) {
+      if (found.size() < limit) found.push_back(std::move(path));
+    }
+    batch.clear();
+    return Status::OK();
+  };
+  STOKER_RETURN_IF_ERROR(files.ForEachKey([&](std::string_view key) -> Status {
+    batch.emplace_back(key);
+    return batch.size() >= kBatch ? check() : Status::OK();
+  }));
+  if (!batch.empty()) STOKER_RETURN_IF_ERROR(check());
+  return found;
 }
 
 // Publishing can be retried: a writer that loses version v to another rebases on it.
@@ -101,10 +117,6 @@ constexpr int kMaxPublishAttempts = 1000;
 Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy policy,
                                     PackSummary summary, std::string* segment_path) {
   const uint64_t writer = UniqueId();
-  std::vector<std::string> keys;  // sorted, for the conflict checks
-  keys.reserve(add.spec.files.size());
-  for (const auto& f : add.spec.files) keys.push_back(format::FileKeyOf(f.path));
-  std::sort(keys.begin(), keys.end());
   Pcg32 jitter(writer);
   for (int attempt = 0;; ++attempt) {
     STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(dst));
@@ -119,22 +131,24 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
       STOKER_ASSIGN_OR_RETURN(base, VersionView::Open(dst, *latest));
       flags = latest->flags;
       STOKER_RETURN_IF_ERROR(CheckCompatible(add, flags));
-      STOKER_ASSIGN_OR_RETURN(auto taken, base->Holding(keys));
-      if (!taken.empty()) {
+      uint64_t taken = 0;
+      STOKER_ASSIGN_OR_RETURN(auto examples, PathsHeld(*add.files, *base, 5, &taken));
+      if (taken > 0) {
         std::string list;
-        for (size_t i = 0; i < std::min<size_t>(taken.size(), 5); ++i) list += "\n  " + taken[i];
+        for (const std::string& path : examples) list += "\n  " + path;
         return Err(Status::InvalidArgument(fmt::format(
-            "{} of the input's paths are already in the dataset (version {}), e.g.:{}",
-            taken.size(), latest->version, list)));
+            "{} of the input's paths are already in the dataset (version {}), e.g.:{}", taken,
+            latest->version, list)));
       }
     } else if (policy == PublishPolicy::kAppend) {
       return Err(Status::NotFound(fmt::format("--append: {} holds no dataset yet", dst.Describe(""))));
     }
-    format::SegmentSpec& spec = add.spec;
-    Number(spec, base.get(), flags);
-    const uint32_t classes_added = static_cast<uint32_t>(spec.classes.size());
-    STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(spec));
-    STOKER_ASSIGN_OR_RETURN(auto written, format::WriteSegment(dst, bytes));
+    const format::SegmentNumbering numbering = Number(*add.files, base.get(), flags);
+    const uint32_t classes_added = static_cast<uint32_t>(numbering.classes.size());
+    STOKER_ASSIGN_OR_RETURN(auto written,
+                            format::WriteSegment(dst, [&](format::SegmentSink& sink) {
+                              return add.files->Write(numbering, sink);
+                            }));
     *segment_path = written.path;
     format::VersionRecord record = latest ? *latest : format::VersionRecord{};
     record.version = latest ? latest->version + 1 : 1;
@@ -145,7 +159,7 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
     format::AppendSegment(record, written);
     // A pack that outlived `stoker gc`'s grace period may have lost chunks to it: never publish
     // a version that names a missing chunk.
-    for (const auto& chunk : spec.chunks) {
+    for (const auto& chunk : add.files->chunks()) {
       STOKER_ASSIGN_OR_RETURN(const bool exists, dst.Exists(format::ChunkPath(chunk.id)));
       if (!exists) {
         return Err(Status::NotFound(fmt::format(
@@ -161,7 +175,7 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
       summary.bytes_total = record.bytes;
       summary.chunks_added = written.segment->info().chunk_count;
       summary.chunks_total = record.chunks;
-      summary.segment_bytes = bytes.size();
+      summary.segment_bytes = written.bytes;
       for (const auto& ref : record.segments) summary.metadata_bytes += ref.bytes;
       summary.segments = record.segments.size();
       summary.classes = static_cast<uint32_t>(record.classes);

@@ -4,6 +4,7 @@
 // tries again. Shared by `stoker pack` and `stoker commit`.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "dataset/packer.h"
@@ -14,12 +15,12 @@ namespace stoker::dataset {
 
 // What one writer adds, before it is numbered after the version it extends.
 struct Addition {
-  // Its files (labels: from .cls members for tar input, else -1) and chunks; numbered in place
-  // before each attempt to publish.
-  format::SegmentSpec spec;
+  // Its files (labels: from .cls members for tar input, else -1) and chunks, sealed; numbered
+  // anew on each attempt to publish.
+  std::unique_ptr<format::SegmentBuilder> files;
   bool tar_input = false;  // samples group by key (WebDataset)
   LabelPolicy labels = LabelPolicy::kAuto;
-  bool any_cls_label = false;
+  bool any_cls_label() const { return files->max_label() >= 0; }
 };
 
 enum class PublishPolicy : uint8_t {

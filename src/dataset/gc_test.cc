@@ -164,14 +164,14 @@ TEST_F(GcTest, APackWhoseChunksWereCollectedPublishesNothing) {
   class Collector : public storage::ForwardingStorage {
    public:
     using ForwardingStorage::ForwardingStorage;
-    Status CreateExclusive(std::string_view path, std::span<const std::byte> bytes) override {
+    Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
       if (path.starts_with("segments/")) {  // chunks are done: gc strikes now
         const std::vector<std::string> names = base()->List("chunks").value();
         for (const auto& name : names) {
           if (!before_.contains(name)) (void)base()->Remove("chunks/" + name);
         }
       }
-      return ForwardingStorage::CreateExclusive(path, bytes);
+      return ForwardingStorage::Create(path);
     }
     std::set<std::string> before_;
   };

@@ -222,6 +222,43 @@ TEST_F(PackTest, AppendToNothingIsNotFound) {
 
 // ---- append ----
 
+// A pack whose metadata does not fit its sort budget spills sorted runs to temporary files
+// and merges them (what keeps a pack's memory flat at any file count): the dataset it makes,
+// appends included, is the one an in-memory sort makes.
+TEST_F(PackTest, SortingMetadataOnDiskGivesTheSameDataset) {
+  test::RandomTreeOptions options{
+      .files = 600, .dirs = 6, .max_file_bytes = 3000, .image_folder = true, .classes = 5};
+  const test::Tree tree = test::RandomTree(21, options);
+  test::WriteTree(tree, src_.path());
+  test::Tree more;
+  more.files["zz-new/a.bin"] = "a";
+  more.files["aa-new/b.bin"] = "";
+  test::TempDir src2, small_dst;
+  test::WriteTree(more, src2.path());
+  PackOptions in_memory = Opts(16384), spilling = Opts(16384);
+  spilling.sort.memory_bytes = 1024;  // a run every dozen files
+  for (auto [dst, opts] : {std::pair{Dst(), in_memory},
+                           std::pair{storage::NewPosixStorage(small_dst.path()), spilling}}) {
+    ASSERT_TRUE(test::PackDirectory(src_.path(), *dst, opts).has_value());
+    opts.append = true;
+    auto appended = test::PackDirectory(src2.path(), *dst, opts);
+    ASSERT_TRUE(appended.has_value()) << appended.error().ToString();
+  }
+  auto a = Dataset::Open(dst_.path()).value();
+  auto b = Dataset::Open(small_dst.path()).value();
+  ASSERT_EQ(a->file_count(), tree.files.size() + 2);
+  ASSERT_EQ(b->file_count(), a->file_count());
+  ASSERT_EQ(b->class_count(), a->class_count());
+  for (uint32_t k = 0; k < a->class_count(); ++k) EXPECT_EQ(b->ClassName(k), a->ClassName(k));
+  for (uint32_t i = 0; i < a->file_count(); ++i) {
+    const FileInfo x = a->Stat(i).value(), y = b->Stat(i).value();
+    EXPECT_EQ(y.path, x.path);
+    EXPECT_EQ(y.label, x.label);
+    EXPECT_EQ(y.crc32c, x.crc32c);
+    EXPECT_EQ(AsString(b->ReadFile(i).value()), AsString(a->ReadFile(i).value()));
+  }
+}
+
 TEST_F(PackTest, AppendAddsAVersionAndKeepsEveryIndexAndLabel) {
   test::RandomTreeOptions options{
       .files = 40, .dirs = 4, .max_file_bytes = 20000, .image_folder = true, .classes = 3};

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -104,11 +105,12 @@ class ChunkSet {
         writers_(std::max(1u, open_chunks)),
         sequence_of_(writers_.size(), 0) {}
 
-  // Adds one payload; *chunk_number: its chunk's sequence number within this pack.
-  // `remaining_bytes`: estimated payload still to come (ChunkMixer::kUnknown if unknown).
-  // `same_sample`: the payload belongs to the sample of the previous one (goes to its chunk).
+  // Adds one payload; *chunk_number: its chunk's sequence number within this pack, *entry:
+  // its rank in that chunk. `remaining_bytes`: estimated payload still to come
+  // (ChunkMixer::kUnknown if unknown). `same_sample`: the payload belongs to the sample of the
+  // previous one (goes to its chunk).
   Result<format::ChunkEntryRef> Add(std::span<const std::byte> payload, uint64_t remaining_bytes,
-                                    bool same_sample, uint32_t* chunk_number) {
+                                    bool same_sample, uint32_t* chunk_number, uint64_t* entry) {
     const uint64_t bytes = payload.size() + format::kChunkIndexEntrySize;
     const auto place =
         same_sample ? mixer_.Continue(bytes) : mixer_.Place(bytes, remaining_bytes);
@@ -124,6 +126,7 @@ class ChunkSet {
       finished_.emplace_back();
     }
     *chunk_number = sequence_of_[place.slot];
+    *entry = writer->entry_count();
     return writer->Add(payload);
   }
 
@@ -166,43 +169,44 @@ uint64_t RemainingPayload(const PackSource& source, uint64_t payload_so_far) {
   return static_cast<uint64_t>(static_cast<double>(total - std::min(total, consumed)) * ratio);
 }
 
-// Reads the whole input into chunks. Paths must be new within the input; whether they are new
-// to the dataset is checked against the version this pack extends when it publishes.
+// Reads the whole input into chunks, and their metadata into the addition's SegmentBuilder
+// (sorted on disk, so memory does not grow with the file count). Paths must be new within the
+// input; whether they are new to the dataset is checked against the version this pack extends
+// when it publishes.
 Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunks,
                  Addition* add, PackSummary* summary) {
   PackProgress progress;
   progress.files_total = source.total_items();
   progress.source_bytes_total = source.total_bytes();
-  size_t attributes_used = 0;
+  std::unordered_set<std::string_view> attributed;  // paths of options.attributes seen
   uint64_t payload_so_far = 0;  // with index entries: what the chunks hold
-  std::vector<format::SegmentFile>& files = add->spec.files;
+  std::string previous_sample;
+  add->files = std::make_unique<format::SegmentBuilder>(options.sort);
   while (true) {
     STOKER_ASSIGN_OR_RETURN(auto item, source.Next());
     if (!item) break;
     // A tar sample's files (key.jpg, key.cls, ...) arrive together and stay in one chunk.
-    const bool same_sample = options.tar_input && !files.empty() &&
-                             format::SampleKeyOf(files.back().path) ==
-                                 format::SampleKeyOf(item->path);
+    const std::string_view sample = format::SampleKeyOf(item->path);
+    const bool same_sample = options.tar_input && summary->files_added > 0 &&
+                             sample == previous_sample;
+    previous_sample = sample;
     uint32_t chunk_number = 0;
+    uint64_t entry = 0;
     const uint64_t entry_bytes = item->bytes.size() + format::kChunkIndexEntrySize;
     const uint64_t remaining = RemainingPayload(source, payload_so_far + entry_bytes);
-    auto ref = chunks.Add(item->bytes, remaining, same_sample, &chunk_number);
+    auto ref = chunks.Add(item->bytes, remaining, same_sample, &chunk_number, &entry);
     if (!ref) return ref.error().WithContext(item->path);
-    format::SegmentFile f;
-    f.chunk = chunk_number;
-    f.offset = ref->offset;
-    f.length = ref->length;
-    f.crc32c = ref->crc32c;
+    int32_t label = format::kNoLabel;
     if (options.tar_input && options.labels == LabelPolicy::kAuto) {
-      f.label = LabelFromClsMember(item->path, item->bytes);
-      add->any_cls_label |= f.label >= 0;
+      label = LabelFromClsMember(item->path, item->bytes);
     }
+    std::span<const format::Attribute> attributes;
     if (auto it = options.attributes.find(item->path); it != options.attributes.end()) {
-      f.attributes = it->second;
-      ++attributes_used;
+      attributes = it->second;
+      attributed.insert(it->first);
     }
-    f.path = std::move(item->path);
-    files.push_back(std::move(f));
+    STOKER_RETURN_IF_ERROR(add->files->Add(
+        {item->path, chunk_number, entry, ref->length, ref->crc32c, label, attributes}));
     ++summary->files_added;
     summary->bytes_added += ref->length;
     payload_so_far += entry_bytes;
@@ -213,36 +217,24 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
       options.progress(progress);
     }
   }
-  std::vector<std::string_view> paths;
-  paths.reserve(files.size());
-  for (const auto& f : files) paths.push_back(f.path);
-  std::sort(paths.begin(), paths.end());
-  if (auto dup = std::adjacent_find(paths.begin(), paths.end()); dup != paths.end()) {
-    return Status::InvalidArgument(fmt::format("duplicate path in the input: {}", *dup));
-  }
-  if (attributes_used != options.attributes.size()) {
+  if (attributed.size() != options.attributes.size()) {
     for (const auto& [path, attrs] : options.attributes) {
-      if (!std::binary_search(paths.begin(), paths.end(), std::string_view(path))) {
+      if (!attributed.contains(path)) {
         return Status::InvalidArgument(
             fmt::format("attributes given for a path that is not in the input: {}", path));
       }
     }
   }
-  if (add->any_cls_label) {
-    // A tar sample's label is its .cls member's; every file of the sample carries it, so the
-    // sample's label does not depend on which member sorts first.
-    std::unordered_map<std::string_view, int32_t> label_of;
-    for (const auto& f : files) {
-      if (f.label >= 0) label_of[format::SampleKeyOf(f.path)] = f.label;
-    }
-    for (auto& f : files) {
-      if (auto it = label_of.find(format::SampleKeyOf(f.path)); it != label_of.end()) {
-        f.label = it->second;
-      }
-    }
-  }
   STOKER_RETURN_IF_ERROR(chunks.FinishAll());
-  add->spec.chunks = chunks.finished();
+  // A tar sample's label is its .cls member's: every file of the sample carries it.
+  const Status sealed = add->files->Seal(
+      chunks.finished(), !options.tar_input ? format::Grouping::kFiles
+                                            : format::Grouping::kSamplesSharingLabels);
+  if (!sealed.ok() && add->files->duplicate_path()) {
+    return Status::InvalidArgument(
+        fmt::format("duplicate path in the input: {}", *add->files->duplicate_path()));
+  }
+  STOKER_RETURN_IF_ERROR(sealed);
   if (options.progress) options.progress(progress);
   return Status::OK();
 }
@@ -314,7 +306,7 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
     auto part = WritePart(dst, add, *options.part);
     if (part) {
       summary.part_path = *part;
-      summary.chunks_added = add.spec.chunks.size();
+      summary.chunks_added = add.files->chunks().size();
       result = summary;
     } else {
       result = Err(part.error());

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/external_sorter.h"
 #include "dataset/source.h"
 #include "stoker/storage.h"
 
@@ -62,6 +63,8 @@ struct PackOptions {
   std::optional<PartSpec> part;
   // Optional user attributes (key, value) by file path; every path must be among the input.
   std::unordered_map<std::string, std::vector<std::pair<std::string, std::string>>> attributes;
+  // Where the files' metadata is sorted, in bounded memory (temporary files; memory budget).
+  SortOptions sort;
   // Called from the packing thread after every file and once at the end.
   std::function<void(const PackProgress&)> progress;
 

@@ -93,11 +93,13 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
   return parts;
 }
 
-// The union of the parts, as one writer's addition: chunks renumbered part after part.
+// The union of the parts, as one writer's addition: chunks renumbered part after part. Files
+// stream from the parts' segments into a SegmentBuilder, so memory does not grow with them.
 Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage) {
   Addition add;
   add.tar_input = parts.front().segment->grouped();
-  std::map<std::string, uint32_t> part_of;  // path -> part, to name both sides of a clash
+  add.files = std::make_unique<format::SegmentBuilder>();
+  std::vector<format::ChunkInfo> chunks;
   for (const Part& part : parts) {
     const format::Segment& seg = *part.segment;
     if (seg.grouped() != add.tar_input) {
@@ -105,37 +107,41 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
           "{} and {} mix tar shards and directory trees", storage.Describe(parts[0].path),
           storage.Describe(part.path))));
     }
-    const uint64_t chunk_base = add.spec.chunks.size();
+    const uint64_t chunk_base = chunks.size();
     for (uint64_t c = 0; c < seg.info().chunk_count; ++c) {
       const format::SegmentChunk ch = seg.chunk(c);
-      add.spec.chunks.push_back({ch.id, ch.file_size, ch.data_crc32c, ch.entry_count});
+      chunks.push_back({ch.id, ch.file_size, ch.data_crc32c, ch.entry_count});
     }
-    const size_t first = add.spec.files.size();
-    add.spec.files.resize(first + seg.info().file_count);
-    STOKER_RETURN_IF_ERROR(seg.ForEachLocation([&](uint64_t, const format::SegmentLocation& l) {
-      format::SegmentFile& f = add.spec.files[first + l.position];
-      f.chunk = static_cast<uint32_t>(chunk_base + l.chunk);
-      f.offset = l.offset;
-      f.length = l.length;
-      f.crc32c = l.crc32c;
-      f.label = l.label;
-      add.any_cls_label |= l.label >= 0;
-    }));
-    Status clash;
-    STOKER_RETURN_IF_ERROR(seg.ForEachFile([&](uint64_t position, std::string_view path, uint64_t) {
-      auto [it, added] = part_of.try_emplace(std::string(path), part.index);
-      if (!added && clash.ok()) {
-        clash = Status::InvalidArgument(fmt::format("{} is in part {} and in part {}", path,
-                                                    it->second, part.index));
+    const bool attributed = seg.info().attr_count > 0;
+    const Status added = seg.ForEachFile([&](uint64_t position, std::string_view path,
+                                             uint64_t ordinal) -> Status {
+      STOKER_ASSIGN_OR_RETURN(const format::SegmentLocation l, seg.FileLocation(position));
+      std::vector<format::Attribute> attributes;
+      if (attributed) {
+        STOKER_ASSIGN_OR_RETURN(attributes, seg.Attributes(position));
       }
-      add.spec.files[first + position].path = path;
-    }));
-    STOKER_RETURN_IF_ERROR(clash);
-    STOKER_RETURN_IF_ERROR(seg.ForEachAttribute([&](uint64_t position, std::string_view key,
-                                                    std::string_view value) {
-      add.spec.files[first + position].attributes.emplace_back(key, value);
-    }));
+      const uint64_t first = seg.chunk(l.chunk).first_location;
+      return add.files->Add({path, static_cast<uint32_t>(chunk_base + l.chunk), ordinal - first,
+                             l.length, l.crc32c, l.label, attributes});
+    });
+    STOKER_RETURN_IF_ERROR(added);
   }
+  const Status sealed = add.files->Seal(
+      std::move(chunks), add.tar_input ? format::Grouping::kSamples : format::Grouping::kFiles);
+  if (!sealed.ok() && add.files->duplicate_path()) {
+    // Name both parts that hold it.
+    const std::string& path = *add.files->duplicate_path();
+    std::vector<uint32_t> holders;
+    for (const Part& part : parts) {
+      STOKER_ASSIGN_OR_RETURN(auto found, part.segment->FindFile(path));
+      if (found) holders.push_back(part.index);
+    }
+    if (holders.size() >= 2) {
+      return Err(Status::InvalidArgument(
+          fmt::format("{} is in part {} and in part {}", path, holders[0], holders[1])));
+    }
+  }
+  STOKER_RETURN_IF_ERROR(sealed);
   return add;
 }
 
@@ -192,17 +198,20 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
         fmt::format("part {} of {}: K must be below N (parts count from 0)", part.index, part.count)));
   }
   // Unnumbered: Commit numbers the union. Only .cls labels are the input's own.
-  format::SegmentSpec& spec = add.spec;
-  spec.flags = add.tar_input ? format::kSegmentGrouped : 0;
-  if (add.any_cls_label && add.labels == LabelPolicy::kAuto) {
-    spec.flags |= format::kSegmentLabelled;
-    int32_t max_label = -1;
-    for (const auto& f : spec.files) max_label = std::max(max_label, f.label);
-    for (int32_t k = 0; k <= max_label; ++k) spec.classes.push_back(std::to_string(k));
-  } else {
-    for (auto& f : spec.files) f.label = format::kNoLabel;
+  format::SegmentNumbering numbering;
+  numbering.flags = add.tar_input ? format::kSegmentGrouped : 0;
+  if (add.any_cls_label() && add.labels == LabelPolicy::kAuto) {
+    numbering.flags |= format::kSegmentLabelled;
+    numbering.labels = format::LabelSource::kInput;
+    for (int32_t k = 0; k <= add.files->max_label(); ++k) {
+      numbering.classes.push_back(std::to_string(k));
+    }
   }
-  STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(spec));
+  // A part's name is fixed, so it is created exclusively from bytes in memory (a part packed
+  // twice is refused); a part's segment is ~30 bytes per file.
+  format::InMemorySegmentSink sink;
+  STOKER_RETURN_IF_ERROR(add.files->Write(numbering, sink));
+  const std::string& bytes = sink.bytes;
   const std::string path = PartPath(part);
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(fmt::format("{}/{}", kPartsDir, part.job)));
   const Status created = dst.CreateExclusive(
@@ -220,13 +229,9 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(options.job));
   STOKER_ASSIGN_OR_RETURN(auto parts, OpenParts(storage, options));
   STOKER_ASSIGN_OR_RETURN(Addition add, UnionOf(parts, storage));
-  if (add.any_cls_label) {
-    // The parts carried their own class lists ("0".."max"); numbering rebuilds them.
-    add.spec.classes.clear();
-  }
   PackSummary summary;
-  summary.files_added = add.spec.files.size();
-  for (const auto& f : add.spec.files) summary.bytes_added += f.length;
+  summary.files_added = add.files->file_count();
+  summary.bytes_added = add.files->total_bytes();
   std::string segment_path;
   auto result = PublishAddition(storage, add, PublishPolicy::kEither, summary, &segment_path);
   if (!result) {

@@ -58,7 +58,10 @@ Result<UpgradeSummary> Upgrade(Storage& storage) {
   STOKER_ASSIGN_OR_RETURN(auto snap, OpenSnapshot(storage, *manifest, /*verify_checksum=*/true));
   STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(SpecOf(*snap)));
 
-  STOKER_ASSIGN_OR_RETURN(auto written, format::WriteSegment(storage, bytes));
+  STOKER_ASSIGN_OR_RETURN(auto written,
+                          format::WriteSegment(storage, [&](format::SegmentSink& sink) {
+                            return sink.Append(bytes);
+                          }));
   const format::SegmentInfo& info = written.segment->info();
 
   UpgradeSummary summary;
@@ -70,6 +73,7 @@ Result<UpgradeSummary> Upgrade(Storage& storage) {
   STOKER_RETURN_IF_ERROR(
       written.segment->ForEachFile([&](uint64_t position, std::string_view p, uint64_t) {
         if (snap->FilePath(static_cast<uint32_t>(position)) != p) summary.indices_preserved = false;
+        return Status::OK();
       }));
 
   format::VersionRecord record;

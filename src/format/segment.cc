@@ -651,7 +651,7 @@ Status Segment::CheckEveryBlock() const {
       if (auto block = table->Block(b); !block) return block.error();
     }
   }
-  return ForEachFile([](uint64_t, std::string_view, uint64_t) {});
+  return ForEachFile([](uint64_t, std::string_view, uint64_t) { return Status::OK(); });
 }
 
 Status Segment::ForEachLocation(
@@ -664,14 +664,14 @@ Status Segment::ForEachLocation(
 }
 
 Status Segment::ForEachFile(
-    const std::function<void(uint64_t, std::string_view, uint64_t)>& fn) const {
+    const std::function<Status(uint64_t, std::string_view, uint64_t)>& fn) const {
   for (uint64_t b = 0; b < files_->first_keys.size(); ++b) {
     STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
     for (uint64_t i = 0; i < block.size(); ++i) {
       const uint64_t position = b * kBlockEntries + i;
       STOKER_ASSIGN_OR_RETURN(const uint64_t ordinal, ParseLocationValue(block[i].value, position));
       STOKER_ASSIGN_OR_RETURN(const std::string path, PathOf(block[i].key, position));
-      fn(position, path, ordinal);
+      STOKER_RETURN_IF_ERROR(fn(position, path, ordinal));
     }
   }
   return Status::OK();

@@ -108,9 +108,10 @@ class Segment {
   Status ForEachLocation(const std::function<void(uint64_t ordinal, const SegmentLocation&)>& fn)
       const;
   // Every file in position order, with the ordinal of its location.
+  // `fn`'s error ends the walk and is returned.
   Status ForEachFile(
-      const std::function<void(uint64_t position, std::string_view path, uint64_t location)>& fn)
-      const;
+      const std::function<Status(uint64_t position, std::string_view path, uint64_t location)>&
+          fn) const;
 
   struct Table;  // a keyed block table (files, dirs, attributes)
 

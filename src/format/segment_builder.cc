@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
-#include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -16,6 +16,8 @@
 namespace stoker::format {
 namespace {
 
+using Emit = std::function<Status(std::string_view)>;
+
 size_t SharedPrefix(std::string_view a, std::string_view b) {
   const size_t n = std::min(a.size(), b.size());
   size_t i = 0;
@@ -25,14 +27,16 @@ size_t SharedPrefix(std::string_view a, std::string_view b) {
 
 // A block table of sorted keys (docs/format.md §3.3): blocks of kBlockEntries entries, each
 // entry's key prefix-compressed against the previous one (the first of a block in full), its
-// value length-prefixed; every block ends in its CRC32C. The index gives each block's offset
-// and first key.
+// value length-prefixed; every block ends in its CRC32C. Finished blocks go to `emit`; the
+// index and the first keys (a few bytes per block) stay here.
 class KeyedTableWriter {
  public:
-  void Add(std::string_view key, std::string_view value) {
+  explicit KeyedTableWriter(Emit emit) : emit_(std::move(emit)) {}
+
+  Status Add(std::string_view key, std::string_view value) {
     if (count_ % kBlockEntries == 0) {
-      EndBlock();
-      coding::PutFixed<uint64_t>(&index_, blocks_.size());
+      STOKER_RETURN_IF_ERROR(EndBlock());
+      coding::PutFixed<uint64_t>(&index_, blocks_size_);
       coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(keys_.size()));
       coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(key.size()));
       keys_.append(key);
@@ -46,66 +50,39 @@ class KeyedTableWriter {
     block_.append(value);
     previous_.assign(key);
     ++count_;
+    return Status::OK();
   }
-  // Appends the table's three sections' bytes.
-  void Finish(std::string* blocks, std::string* index, std::string* keys) {
-    EndBlock();
-    coding::PutFixed<uint64_t>(&index_, blocks_.size());
+
+  Status Finish() {
+    STOKER_RETURN_IF_ERROR(EndBlock());
+    coding::PutFixed<uint64_t>(&index_, blocks_size_);
     coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(keys_.size()));
     coding::PutFixed<uint32_t>(&index_, 0);
-    *blocks = std::move(blocks_);
-    *index = std::move(index_);
-    *keys = std::move(keys_);
+    return Status::OK();
   }
+
+  uint64_t count() const { return count_; }
+  uint64_t blocks_size() const { return blocks_size_; }
+  uint32_t blocks_crc() const { return blocks_crc_; }
+  const std::string& index() const { return index_; }
+  const std::string& keys() const { return keys_; }
 
  private:
-  void EndBlock() {
-    if (block_.empty()) return;
+  Status EndBlock() {
+    if (block_.empty()) return Status::OK();
     coding::PutFixed<uint32_t>(&block_, crc32c::Value(block_));
-    blocks_.append(block_);
+    blocks_crc_ = crc32c::Extend(blocks_crc_, block_.data(), block_.size());
+    blocks_size_ += block_.size();
+    STOKER_RETURN_IF_ERROR(emit_(block_));
     block_.clear();
+    return Status::OK();
   }
-  std::string blocks_, index_, keys_, block_, previous_;
-  uint64_t count_ = 0;
-};
 
-struct SectionBytes {
-  uint32_t kind;
-  std::string bytes;
+  Emit emit_;
+  std::string index_, keys_, block_, previous_;
+  uint64_t count_ = 0, blocks_size_ = 0;
+  uint32_t blocks_crc_ = 0;
 };
-
-std::string Footer(const SegmentSpec& spec, uint64_t sample_count, uint64_t dir_count,
-                   uint64_t attr_count, uint64_t total_bytes, const std::vector<SectionBytes>& sections,
-                   const std::vector<uint64_t>& offsets, std::string_view first_key,
-                   std::string_view last_key) {
-  std::string f;
-  coding::PutFixed<uint32_t>(&f, kFormatVersion2);
-  coding::PutFixed<uint32_t>(&f, spec.flags);
-  coding::PutFixed<uint64_t>(&f, spec.first_file);
-  coding::PutFixed<uint64_t>(&f, spec.files.size());
-  coding::PutFixed<uint64_t>(&f, spec.first_sample);
-  coding::PutFixed<uint64_t>(&f, sample_count);
-  coding::PutFixed<uint32_t>(&f, spec.first_label);
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(spec.classes.size()));
-  coding::PutFixed<uint64_t>(&f, total_bytes);
-  coding::PutFixed<uint64_t>(&f, spec.chunks.size());
-  coding::PutFixed<uint64_t>(&f, dir_count);
-  coding::PutFixed<uint64_t>(&f, attr_count);
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(sections.size()));
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(kBlockEntries));
-  for (size_t i = 0; i < sections.size(); ++i) {
-    coding::PutFixed<uint32_t>(&f, sections[i].kind);
-    coding::PutFixed<uint32_t>(&f, crc32c::Value(sections[i].bytes));
-    coding::PutFixed<uint64_t>(&f, offsets[i]);
-    coding::PutFixed<uint64_t>(&f, sections[i].bytes.size());
-    coding::PutFixed<uint64_t>(&f, 0);
-  }
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(first_key.size()));
-  f.append(first_key);
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(last_key.size()));
-  f.append(last_key);
-  return f;
-}
 
 // The directory of `path` ("" for the root).
 std::string_view DirOf(std::string_view path) {
@@ -117,228 +94,586 @@ struct DirFiles {
   uint64_t first = 0, count = 0;
 };
 
+// The sample of a file key: its directory and name up to the first '.' (SampleKeyOf).
+std::string_view SampleKeyOfKey(std::string_view key) {
+  const size_t nul = key.find('\0');
+  return key.substr(0, key.find('.', nul));
+}
+
+void PutBigEndian64(std::string* out, uint64_t v) {
+  for (int b = 0; b < 8; ++b) out->push_back(static_cast<char>(v >> (56 - 8 * b)));
+}
+
+uint64_t GetBigEndian64(std::string_view in) {
+  uint64_t v = 0;
+  for (int b = 0; b < 8; ++b) v = (v << 8) | static_cast<uint8_t>(in[b]);
+  return v;
+}
+
+// Sort records, by key: varint key size | key | u32 chunk | varint entry | varint length |
+// u32 crc | varint label + 1 | varint attribute count | (varint size | bytes) per name and value.
+struct KeyRecord {
+  std::string key;
+  uint32_t chunk = 0;
+  uint64_t entry = 0, length = 0;
+  uint32_t crc32c = 0;
+  int32_t label = -1;
+  std::vector<Attribute> attributes;
+};
+
+std::string_view RecordKey(std::string_view record) {
+  const auto size = varint::Get(&record);
+  return record.substr(0, *size);  // records are this builder's own: well formed
+}
+
+// Reads a varint and `n` bytes from a record this builder wrote.
+uint64_t TakeVarint(std::string_view* in) { return *varint::Get(in); }
+std::string_view TakeBytes(std::string_view* in, uint64_t n) {
+  const std::string_view bytes = in->substr(0, n);
+  in->remove_prefix(n);
+  return bytes;
+}
+uint32_t TakeU32(std::string_view* in) {
+  return coding::DecodeFixed<uint32_t>(TakeBytes(in, 4).data());
+}
+
+KeyRecord DecodeKeyRecord(std::string_view in) {
+  KeyRecord r;
+  r.key = TakeBytes(&in, TakeVarint(&in));
+  r.chunk = TakeU32(&in);
+  r.entry = TakeVarint(&in);
+  r.length = TakeVarint(&in);
+  r.crc32c = TakeU32(&in);
+  r.label = static_cast<int32_t>(static_cast<int64_t>(TakeVarint(&in)) - 1);
+  for (uint64_t n = TakeVarint(&in); n > 0; --n) {
+    std::string name(TakeBytes(&in, TakeVarint(&in)));
+    std::string value(TakeBytes(&in, TakeVarint(&in)));
+    r.attributes.emplace_back(std::move(name), std::move(value));
+  }
+  return r;
+}
+
+// A location as the builder keeps it, in ordinal order: varint position | varint length |
+// u32 crc | varint label + 1 | varint class directory + 1 (index into first_level_dirs()).
+struct LocationRecord {
+  uint64_t position = 0, length = 0;
+  uint32_t crc32c = 0;
+  int32_t label = -1;
+  int64_t dir_class = -1;
+};
+
+void PutLocationRecord(std::string* out, const LocationRecord& l) {
+  varint::Put(out, l.position);
+  varint::Put(out, l.length);
+  coding::PutFixed<uint32_t>(out, l.crc32c);
+  varint::Put(out, static_cast<uint64_t>(int64_t{l.label} + 1));
+  varint::Put(out, static_cast<uint64_t>(l.dir_class + 1));
+}
+
+constexpr uint64_t kMaxLocationRecord = 4 * varint::kMaxBytes + 4;
+
+class CountingSink {
+ public:
+  explicit CountingSink(SegmentSink& sink) : sink_(sink) {}
+  Status Append(std::string_view bytes) {
+    offset_ += bytes.size();
+    return sink_.Append(bytes);
+  }
+  uint64_t offset() const { return offset_; }
+
+ private:
+  SegmentSink& sink_;
+  uint64_t offset_ = 0;
+};
+
+struct SectionRecord {
+  uint32_t kind = 0, crc32c = 0;
+  uint64_t offset = 0, size = 0;
+};
+
 }  // namespace
 
-Result<std::string> BuildSegment(const SegmentSpec& spec) {
-  const uint64_t n = spec.files.size();
-  if (spec.first_label + uint64_t{spec.classes.size()} > 0x7FFFFFFFull) {
-    return Err(Status::InvalidArgument("too many classes"));
-  }
-  std::vector<std::string> keys(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    const SegmentFile& f = spec.files[i];
-    STOKER_RETURN_IF_ERROR(ValidateRelativePath(f.path));
-    if (f.chunk >= spec.chunks.size()) return Err(Status::Internal("file names a missing chunk"));
-    if (f.label < -1 || (f.label >= 0 && static_cast<uint64_t>(f.label) >=
-                                             spec.first_label + spec.classes.size())) {
-      return Err(Status::InvalidArgument(fmt::format("{}: label {} has no class", f.path, f.label)));
-    }
-    keys[i] = FileKeyOf(f.path);
-  }
-  // Position = rank in key order; the file index is first_file + position.
-  std::vector<uint64_t> by_key(n);
-  std::iota(by_key.begin(), by_key.end(), 0);
-  std::sort(by_key.begin(), by_key.end(), [&](uint64_t a, uint64_t b) { return keys[a] < keys[b]; });
-  for (uint64_t p = 1; p < n; ++p) {
-    if (keys[by_key[p]] == keys[by_key[p - 1]]) {
-      return Err(Status::InvalidArgument("duplicate path: " + spec.files[by_key[p]].path));
-    }
-  }
+struct SegmentBuilder::State {
+  explicit State(SortOptions options)
+      : sort(std::move(options)),
+        by_key(sort, [](std::string_view a, std::string_view b) {
+          return RecordKey(a) < RecordKey(b);
+        }) {}
 
-  // Directories: each one holding files here, and their ancestors up to the root.
+  SortOptions sort;
+  ExternalSorter by_key;
+  std::string record;  // scratch
+  bool sealed = false;
+  bool grouped = false;
+
+  // Known after Seal().
+  std::vector<ChunkInfo> chunks;
+  std::vector<uint64_t> first_location;  // per chunk, then the file count
+  uint64_t files = 0, samples = 0, total_bytes = 0;
+  std::vector<std::string> first_dirs;
+  std::optional<std::string> outside, duplicate;
+  int32_t max_label = -1;
+  std::string first_key, last_key;
   std::map<std::string, DirFiles, std::less<>> dirs;
-  dirs[""];
-  for (uint64_t p = 0; p < n; ++p) {
-    std::string_view dir = DirOf(spec.files[by_key[p]].path);
-    auto [it, added] = dirs.try_emplace(std::string(dir));
-    if (it->second.count++ == 0) it->second.first = p;
-    while (added && !dir.empty()) {
-      dir = DirOf(dir);
-      added = dirs.try_emplace(std::string(dir)).second;
-    }
-  }
-  for (uint64_t i = 0; i < n; ++i) {
-    if (dirs.contains(spec.files[i].path)) {
-      return Err(Status::InvalidArgument(
-          fmt::format("{} is both a file and a directory", spec.files[i].path)));
-    }
-  }
+  std::optional<Spool> keys;       // varint size | key, in key order
+  std::optional<Spool> locations;  // LocationRecord, in ordinal order
+  std::optional<Spool> file_blocks, samples_section, attr_blocks;
+  uint32_t samples_crc = 0;
+  std::unique_ptr<KeyedTableWriter> file_table, attr_table;
+};
 
-  // Locations: chunk by chunk in storage order. Payloads lie back to back, so the files of a
-  // chunk must tile its data region exactly; offsets are then implied by the lengths.
-  std::vector<uint64_t> by_place(n);
-  std::iota(by_place.begin(), by_place.end(), 0);
-  std::sort(by_place.begin(), by_place.end(), [&](uint64_t a, uint64_t b) {
-    const SegmentFile &x = spec.files[a], &y = spec.files[b];
-    // Empty files share their offset with the next file: they go first.
-    return std::tie(x.chunk, x.offset, x.length, a) < std::tie(y.chunk, y.offset, y.length, b);
+SegmentBuilder::SegmentBuilder(SortOptions sort) : s_(std::make_unique<State>(std::move(sort))) {}
+SegmentBuilder::~SegmentBuilder() = default;
+
+Status SegmentBuilder::Add(const SegmentEntry& e) {
+  if (s_->sealed) return Status::Internal("SegmentBuilder::Add after Seal");
+  STOKER_RETURN_IF_ERROR(ValidateRelativePath(e.path));
+  std::string& r = s_->record;
+  r.clear();
+  const std::string key = FileKeyOf(e.path);
+  varint::Put(&r, key.size());
+  r.append(key);
+  coding::PutFixed<uint32_t>(&r, e.chunk);
+  varint::Put(&r, e.entry);
+  varint::Put(&r, e.length);
+  coding::PutFixed<uint32_t>(&r, e.crc32c);
+  varint::Put(&r, static_cast<uint64_t>(int64_t{std::max(e.label, -1)} + 1));
+  // A file's attributes sort by name (their keys in the attribute table).
+  std::vector<const Attribute*> attrs;
+  for (const Attribute& a : e.attributes) attrs.push_back(&a);
+  std::sort(attrs.begin(), attrs.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  varint::Put(&r, attrs.size());
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    if (i > 0 && attrs[i]->first == attrs[i - 1]->first) {
+      return Status::InvalidArgument(
+          fmt::format("{}: attribute '{}' is given twice", e.path, attrs[i]->first));
+    }
+    varint::Put(&r, attrs[i]->first.size());
+    r.append(attrs[i]->first);
+    varint::Put(&r, attrs[i]->second.size());
+    r.append(attrs[i]->second);
+  }
+  return s_->by_key.Add(r);
+}
+
+Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
+  State& s = *s_;
+  const bool grouped = grouping != Grouping::kFiles;
+  if (s.sealed) return Status::Internal("SegmentBuilder::Seal twice");
+  s.sealed = true;
+  s.grouped = grouped;
+  s.chunks = std::move(chunks);
+  s.first_location.assign(s.chunks.size() + 1, 0);
+  for (size_t c = 0; c < s.chunks.size(); ++c) {
+    s.first_location[c + 1] = s.first_location[c] + s.chunks[c].entry_count;
+  }
+  STOKER_ASSIGN_OR_RETURN(s.keys, Spool::Create(s.sort.temp_dir));
+  STOKER_ASSIGN_OR_RETURN(s.file_blocks, Spool::Create(s.sort.temp_dir));
+  STOKER_ASSIGN_OR_RETURN(s.samples_section, Spool::Create(s.sort.temp_dir));
+  STOKER_ASSIGN_OR_RETURN(s.attr_blocks, Spool::Create(s.sort.temp_dir));
+  s.file_table = std::make_unique<KeyedTableWriter>(
+      [&s](std::string_view b) { return s.file_blocks->Append(b); });
+  s.attr_table = std::make_unique<KeyedTableWriter>(
+      [&s](std::string_view b) { return s.attr_blocks->Append(b); });
+  ExternalSorter by_location(s.sort, [](std::string_view a, std::string_view b) {
+    return a.substr(0, 8) < b.substr(0, 8);  // big-endian ordinals: byte order is numeric
   });
-  std::vector<uint64_t> first_location(spec.chunks.size() + 1, n);
-  {
-    uint64_t k = 0;
-    for (uint32_t c = 0; c < spec.chunks.size(); ++c) {
-      first_location[c] = k;
-      const ChunkInfo& info = spec.chunks[c];
-      uint64_t expect = kChunkHeaderSize, entries = 0;
-      for (; k < n && spec.files[by_place[k]].chunk == c; ++k, ++entries) {
-        const SegmentFile& f = spec.files[by_place[k]];
-        if (f.offset != expect) {
-          return Err(Status::InvalidArgument(fmt::format(
-              "{}: offset {} in chunk {:016x}, expected {} (files must tile their chunk)", f.path,
-              f.offset, info.id, expect)));
-        }
-        expect += f.length;
-      }
-      const uint64_t fixed = kChunkHeaderSize + kChunkFooterSize + kChunkIndexEntrySize * entries;
-      if (entries != info.entry_count || info.file_size != expect - kChunkHeaderSize + fixed) {
-        return Err(Status::InvalidArgument(fmt::format(
-            "chunk {:016x}: {} files of {} payload bytes do not fill its {} entries and {} bytes",
-            info.id, entries, expect - kChunkHeaderSize, info.entry_count, info.file_size)));
+  std::vector<uint64_t> entries(s.chunks.size()), payload(s.chunks.size());
+  std::unordered_map<std::string, int64_t> dir_class_of;  // first component -> first-seen rank
+  std::vector<std::string> dir_class_names;               // by first-seen rank
+  std::vector<KeyRecord> sample;  // the files of the sample being read
+  std::string scratch;
+
+  // Everything about the files of one sample (one file unless grouped), in key order.
+  const auto flush_sample = [&]() -> Status {
+    if (sample.empty()) return Status::OK();
+    if (grouped) {
+      scratch.clear();
+      coding::PutFixed<uint64_t>(&scratch, s.files);
+      s.samples_crc = crc32c::Extend(s.samples_crc, scratch.data(), scratch.size());
+      STOKER_RETURN_IF_ERROR(s.samples_section->Append(scratch));
+      if (grouping == Grouping::kSamplesSharingLabels) {
+        int32_t label = -1;
+        for (const KeyRecord& r : sample) label = std::max(label, r.label);
+        for (KeyRecord& r : sample) r.label = label;
       }
     }
-  }
-  std::vector<uint64_t> position_of(n), location_of(n);
-  for (uint64_t p = 0; p < n; ++p) position_of[by_key[p]] = p;
-  for (uint64_t k = 0; k < n; ++k) location_of[by_place[k]] = k;
+    ++s.samples;
+    for (const KeyRecord& r : sample) {
+      const uint64_t p = s.files++;
+      const std::string path = *PathOfFileKey(r.key);
+      std::string_view dir = DirOf(path);
+      auto [it, added] = s.dirs.try_emplace(std::string(dir));
+      if (it->second.count++ == 0) it->second.first = p;
+      while (added && !dir.empty()) {
+        dir = DirOf(dir);
+        added = s.dirs.try_emplace(std::string(dir)).second;
+      }
+      LocationRecord l{p, r.length, r.crc32c, r.label, -1};
+      if (const size_t slash = path.find('/'); slash != std::string::npos) {
+        auto [cls, fresh] = dir_class_of.try_emplace(path.substr(0, slash),
+                                                     static_cast<int64_t>(dir_class_names.size()));
+        if (fresh) dir_class_names.push_back(path.substr(0, slash));
+        l.dir_class = cls->second;
+      } else if (!s.outside) {
+        s.outside = path;
+      }
+      s.max_label = std::max(s.max_label, r.label);
+      s.total_bytes += r.length;
+      const uint64_t ordinal = s.first_location[r.chunk] + r.entry;
+      scratch.clear();
+      varint::Put(&scratch, ordinal);
+      STOKER_RETURN_IF_ERROR(s.file_table->Add(r.key, scratch));
+      scratch.clear();
+      varint::Put(&scratch, r.key.size());
+      scratch.append(r.key);
+      STOKER_RETURN_IF_ERROR(s.keys->Append(scratch));
+      for (const auto& [name, value] : r.attributes) {
+        scratch.clear();
+        PutBigEndian64(&scratch, p);  // byte order of keys is (position, name) order
+        scratch.append(name);
+        STOKER_RETURN_IF_ERROR(s.attr_table->Add(scratch, value));
+      }
+      scratch.clear();
+      PutBigEndian64(&scratch, ordinal);
+      PutLocationRecord(&scratch, l);
+      STOKER_RETURN_IF_ERROR(by_location.Add(scratch));
+      if (p == 0) s.first_key = r.key;
+    }
+    s.last_key = sample.back().key;
+    sample.clear();
+    return Status::OK();
+  };
 
-  std::vector<SectionBytes> sections;
+  std::string previous;
+  const Status by_key = s.by_key.Merge([&](std::string_view bytes) -> Status {
+    KeyRecord r = DecodeKeyRecord(bytes);
+    if (s.files + sample.size() > 0 && r.key == previous) {
+      s.duplicate = *PathOfFileKey(r.key);
+      return Status::InvalidArgument("duplicate path: " + *s.duplicate);
+    }
+    if (r.chunk >= s.chunks.size()) return Status::Internal("a file names a missing chunk");
+    if (r.entry >= s.chunks[r.chunk].entry_count) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: entry {} of chunk {:016x}, which has {} entries", *PathOfFileKey(r.key), r.entry,
+          s.chunks[r.chunk].id, s.chunks[r.chunk].entry_count));
+    }
+    ++entries[r.chunk];
+    payload[r.chunk] += r.length;
+    if (!grouped || (!sample.empty() && SampleKeyOfKey(sample.back().key) != SampleKeyOfKey(r.key))) {
+      STOKER_RETURN_IF_ERROR(flush_sample());
+    }
+    previous = r.key;
+    sample.push_back(std::move(r));
+    return Status::OK();
+  });
+  if (!by_key.ok()) return by_key;
+  STOKER_RETURN_IF_ERROR(flush_sample());
+  if (s.dirs.empty()) s.dirs[""];  // the root, also of an empty segment
+  if (grouped) {
+    scratch.clear();
+    coding::PutFixed<uint64_t>(&scratch, s.files);
+    s.samples_crc = crc32c::Extend(s.samples_crc, scratch.data(), scratch.size());
+    STOKER_RETURN_IF_ERROR(s.samples_section->Append(scratch));
+  } else {
+    s.samples = s.files;
+  }
+  STOKER_RETURN_IF_ERROR(s.file_table->Finish());
+  STOKER_RETURN_IF_ERROR(s.attr_table->Finish());
+  for (auto* spool : {&*s.keys, &*s.file_blocks, &*s.samples_section, &*s.attr_blocks}) {
+    STOKER_RETURN_IF_ERROR(spool->Flush());
+  }
+
+  // Payloads lie back to back, so the files of a chunk must fill it exactly.
+  for (size_t c = 0; c < s.chunks.size(); ++c) {
+    const ChunkInfo& info = s.chunks[c];
+    const uint64_t fixed = kChunkHeaderSize + kChunkFooterSize + kChunkIndexEntrySize * entries[c];
+    if (entries[c] != info.entry_count || info.file_size != payload[c] + fixed) {
+      return Status::InvalidArgument(fmt::format(
+          "chunk {:016x}: {} files of {} payload bytes do not fill its {} entries and {} bytes",
+          info.id, entries[c], payload[c], info.entry_count, info.file_size));
+    }
+  }
+
+  // A path that is a file and a directory: every directory's key as a file, against the keys.
+  {
+    std::vector<std::string> dir_keys;
+    for (const auto& [dir, files] : s.dirs) {
+      if (!dir.empty()) dir_keys.push_back(FileKeyOf(dir));
+    }
+    std::sort(dir_keys.begin(), dir_keys.end());
+    size_t d = 0;
+    const Status checked = ForEachKey([&](std::string_view key) -> Status {
+      while (d < dir_keys.size() && dir_keys[d] < key) ++d;
+      if (d < dir_keys.size() && dir_keys[d] == key) {
+        return Status::InvalidArgument(
+            fmt::format("{} is both a file and a directory", *PathOfFileKey(key)));
+      }
+      return Status::OK();
+    });
+    if (!checked.ok()) return checked;
+  }
+
+  // Class directories by name; locations in storage order, each ordinal exactly once.
+  s.first_dirs = dir_class_names;
+  std::sort(s.first_dirs.begin(), s.first_dirs.end());
+  std::vector<int64_t> sorted_class(dir_class_names.size());
+  for (size_t k = 0; k < dir_class_names.size(); ++k) {
+    sorted_class[k] = std::lower_bound(s.first_dirs.begin(), s.first_dirs.end(),
+                                       dir_class_names[k]) - s.first_dirs.begin();
+  }
+  STOKER_ASSIGN_OR_RETURN(s.locations, Spool::Create(s.sort.temp_dir));
+  uint64_t expected = 0;
+  const Status by_ordinal = by_location.Merge([&](std::string_view bytes) -> Status {
+    if (GetBigEndian64(bytes) != expected) {
+      return Status::InvalidArgument(fmt::format(
+          "two files are given the same place in a chunk (location {})", GetBigEndian64(bytes)));
+    }
+    ++expected;
+    std::string_view in = bytes.substr(8);
+    LocationRecord l;
+    l.position = TakeVarint(&in);
+    l.length = TakeVarint(&in);
+    l.crc32c = TakeU32(&in);
+    l.label = static_cast<int32_t>(static_cast<int64_t>(TakeVarint(&in)) - 1);
+    const int64_t cls = static_cast<int64_t>(TakeVarint(&in)) - 1;
+    l.dir_class = cls >= 0 ? sorted_class[cls] : -1;
+    scratch.clear();
+    PutLocationRecord(&scratch, l);
+    return s.locations->Append(scratch);
+  });
+  if (!by_ordinal.ok()) return by_ordinal;
+  return s.locations->Flush();
+}
+
+const std::optional<std::string>& SegmentBuilder::duplicate_path() const {
+  return s_->duplicate;
+}
+uint64_t SegmentBuilder::file_count() const { return s_->files; }
+uint64_t SegmentBuilder::sample_count() const { return s_->samples; }
+uint64_t SegmentBuilder::total_bytes() const { return s_->total_bytes; }
+const std::vector<ChunkInfo>& SegmentBuilder::chunks() const { return s_->chunks; }
+const std::vector<std::string>& SegmentBuilder::first_level_dirs() const { return s_->first_dirs; }
+const std::optional<std::string>& SegmentBuilder::a_file_outside_dirs() const {
+  return s_->outside;
+}
+int32_t SegmentBuilder::max_label() const { return s_->max_label; }
+
+Status SegmentBuilder::ForEachKey(const std::function<Status(std::string_view)>& fn) const {
+  if (!s_->keys) return Status::Internal("SegmentBuilder::ForEachKey before Seal");
+  Spool::Reader reader(*s_->keys, 1 << 20);
+  while (!reader.at_end()) {
+    STOKER_ASSIGN_OR_RETURN(std::string_view head, reader.Peek(varint::kMaxBytes));
+    std::string_view rest = head;
+    const uint64_t size = TakeVarint(&rest);
+    reader.Skip(head.size() - rest.size());
+    STOKER_ASSIGN_OR_RETURN(std::string_view key, reader.Peek(size));
+    STOKER_RETURN_IF_ERROR(fn(key));
+    reader.Skip(size);
+  }
+  return Status::OK();
+}
+
+Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& out) const {
+  const State& s = *s_;
+  if (!s.locations) return Status::Internal("SegmentBuilder::Write before Seal");
+  if (n.first_label + uint64_t{n.classes.size()} > 0x7FFFFFFFull) {
+    return Status::InvalidArgument("too many classes");
+  }
+  if (n.labels == LabelSource::kDirs && n.dir_labels.size() != s.first_dirs.size()) {
+    return Status::Internal("a label is needed for every class directory");
+  }
+  const uint64_t label_end = n.first_label + uint64_t{n.classes.size()};
+  CountingSink sink(out);
+  std::vector<SectionRecord> sections;
+  const auto section = [&](uint32_t kind, std::string_view bytes) -> Status {
+    sections.push_back({kind, crc32c::Value(bytes), sink.offset(), bytes.size()});
+    return sink.Append(bytes);
+  };
+  const auto copied = [&](uint32_t kind, const Spool& spool, uint32_t crc) -> Status {
+    sections.push_back({kind, crc, sink.offset(), spool.size()});
+    return spool.CopyTo([&](std::string_view b) { return sink.Append(b); });
+  };
+
+  std::string header(kSegmentHeaderSize, '\0');
+  std::copy(std::begin(kSegmentMagic), std::end(kSegmentMagic), header.begin());
+  coding::EncodeFixed<uint32_t>(header.data() + 8, kFormatVersion2);
+  STOKER_RETURN_IF_ERROR(sink.Append(header));
+
   {
     std::string chunks;
-    for (uint32_t c = 0; c < spec.chunks.size(); ++c) {
-      const ChunkInfo& info = spec.chunks[c];
+    for (size_t c = 0; c < s.chunks.size(); ++c) {
+      const ChunkInfo& info = s.chunks[c];
       coding::PutFixed<uint64_t>(&chunks, info.id);
       coding::PutFixed<uint64_t>(&chunks, info.file_size);
       coding::PutFixed<uint32_t>(&chunks, info.data_crc32c);
       coding::PutFixed<uint32_t>(&chunks, info.entry_count);
-      coding::PutFixed<uint64_t>(&chunks, first_location[c]);
+      coding::PutFixed<uint64_t>(&chunks, s.first_location[c]);
     }
-    sections.push_back({kSegChunks, std::move(chunks)});
+    STOKER_RETURN_IF_ERROR(section(kSegChunks, chunks));
   }
-  uint64_t total_bytes = 0;
   {
-    std::string blocks, index, block;
-    for (uint64_t k = 0; k < n; ++k) {
-      const SegmentFile& f = spec.files[by_place[k]];
-      if (k % kBlockEntries == 0) {
-        coding::PutFixed<uint64_t>(&index, blocks.size());
-        coding::PutFixed<uint64_t>(&block, f.offset);
+    // Locations, chunk by chunk in storage order; offsets are implied by the lengths.
+    SectionRecord rec{kSegLocations, 0, sink.offset(), 0};
+    std::string index, block;
+    Spool::Reader reader(*s.locations, 1 << 20);
+    size_t c = 0;
+    uint64_t offset = kChunkHeaderSize, previous_length = 0;
+    for (uint64_t k = 0; k < s.files; ++k) {
+      STOKER_ASSIGN_OR_RETURN(std::string_view head, reader.Peek(kMaxLocationRecord));
+      std::string_view in = head;
+      LocationRecord l;
+      l.position = TakeVarint(&in);
+      l.length = TakeVarint(&in);
+      l.crc32c = TakeU32(&in);
+      l.label = static_cast<int32_t>(static_cast<int64_t>(TakeVarint(&in)) - 1);
+      l.dir_class = static_cast<int64_t>(TakeVarint(&in)) - 1;
+      reader.Skip(head.size() - in.size());
+      while (s.first_location[c + 1] <= k) ++c;
+      offset = k == s.first_location[c] ? kChunkHeaderSize : offset + previous_length;
+      previous_length = l.length;
+      int32_t label = -1;
+      if (n.labels == LabelSource::kDirs) {
+        label = l.dir_class >= 0 ? n.dir_labels[l.dir_class] : -1;
+      } else if (n.labels == LabelSource::kInput) {
+        label = l.label;
       }
-      varint::Put(&block, position_of[by_place[k]]);
-      varint::Put(&block, f.length);
-      coding::PutFixed<uint32_t>(&block, f.crc32c);
-      varint::Put(&block, static_cast<uint64_t>(int64_t{f.label} + 1));
-      total_bytes += f.length;
-      if ((k + 1) % kBlockEntries == 0 || k + 1 == n) {
+      if (label >= 0 && static_cast<uint64_t>(label) >= label_end) {
+        return Status::InvalidArgument(
+            fmt::format("the file at position {}: label {} has no class", l.position, label));
+      }
+      if (k % kBlockEntries == 0) {
+        coding::PutFixed<uint64_t>(&index, rec.size);
+        coding::PutFixed<uint64_t>(&block, offset);
+      }
+      varint::Put(&block, l.position);
+      varint::Put(&block, l.length);
+      coding::PutFixed<uint32_t>(&block, l.crc32c);
+      varint::Put(&block, static_cast<uint64_t>(int64_t{label} + 1));
+      if ((k + 1) % kBlockEntries == 0 || k + 1 == s.files) {
         coding::PutFixed<uint32_t>(&block, crc32c::Value(block));
-        blocks.append(block);
+        rec.crc32c = crc32c::Extend(rec.crc32c, block.data(), block.size());
+        rec.size += block.size();
+        STOKER_RETURN_IF_ERROR(sink.Append(block));
         block.clear();
       }
     }
-    coding::PutFixed<uint64_t>(&index, blocks.size());
-    sections.push_back({kSegLocations, std::move(blocks)});
-    sections.push_back({kSegLocationIndex, std::move(index)});
+    coding::PutFixed<uint64_t>(&index, rec.size);
+    sections.push_back(rec);
+    STOKER_RETURN_IF_ERROR(section(kSegLocationIndex, index));
   }
+  STOKER_RETURN_IF_ERROR(copied(kSegFiles, *s.file_blocks, s.file_table->blocks_crc()));
+  STOKER_RETURN_IF_ERROR(section(kSegFileIndex, s.file_table->index()));
+  STOKER_RETURN_IF_ERROR(section(kSegFileKeys, s.file_table->keys()));
   {
-    KeyedTableWriter files;
+    std::string blocks;
+    KeyedTableWriter table([&](std::string_view b) {
+      blocks.append(b);
+      return Status::OK();
+    });
     std::string value;
-    for (uint64_t p = 0; p < n; ++p) {
-      value.clear();
-      varint::Put(&value, location_of[by_key[p]]);
-      files.Add(keys[by_key[p]], value);
-    }
-    SectionBytes blocks{kSegFiles, {}}, index{kSegFileIndex, {}}, first_keys{kSegFileKeys, {}};
-    files.Finish(&blocks.bytes, &index.bytes, &first_keys.bytes);
-    sections.push_back(std::move(blocks));
-    sections.push_back(std::move(index));
-    sections.push_back(std::move(first_keys));
-  }
-  {
-    KeyedTableWriter table;
-    std::string value;
-    for (const auto& [path, files] : dirs) {
+    for (const auto& [path, files] : s.dirs) {
       value.clear();
       varint::Put(&value, files.first);
       varint::Put(&value, files.count);
-      table.Add(path, value);
+      STOKER_RETURN_IF_ERROR(table.Add(path, value));
     }
-    SectionBytes blocks{kSegDirs, {}}, index{kSegDirIndex, {}}, first_keys{kSegDirKeys, {}};
-    table.Finish(&blocks.bytes, &index.bytes, &first_keys.bytes);
-    sections.push_back(std::move(blocks));
-    sections.push_back(std::move(index));
-    sections.push_back(std::move(first_keys));
+    STOKER_RETURN_IF_ERROR(table.Finish());
+    STOKER_RETURN_IF_ERROR(section(kSegDirs, blocks));
+    STOKER_RETURN_IF_ERROR(section(kSegDirIndex, table.index()));
+    STOKER_RETURN_IF_ERROR(section(kSegDirKeys, table.keys()));
   }
   {
     std::string classes;
-    for (const std::string& name : spec.classes) {
+    for (const std::string& name : n.classes) {
       varint::Put(&classes, name.size());
       classes.append(name);
     }
-    sections.push_back({kSegClasses, std::move(classes)});
+    STOKER_RETURN_IF_ERROR(section(kSegClasses, classes));
   }
-  uint64_t sample_count = n;
-  if (spec.flags & kSegmentGrouped) {
-    std::string samples;
-    sample_count = 0;
-    for (uint64_t p = 0; p < n; ++p) {
-      if (p == 0 || SampleKeyOf(spec.files[by_key[p]].path) !=
-                        SampleKeyOf(spec.files[by_key[p - 1]].path)) {
-        coding::PutFixed<uint64_t>(&samples, p);
-        ++sample_count;
-      }
-    }
-    coding::PutFixed<uint64_t>(&samples, n);
-    sections.push_back({kSegSamples, std::move(samples)});
+  if (n.flags & kSegmentGrouped) {
+    if (!s.grouped) return Status::Internal("a grouped segment from files sealed ungrouped");
+    STOKER_RETURN_IF_ERROR(copied(kSegSamples, *s.samples_section, s.samples_crc));
   }
-  uint64_t attr_count = 0;
-  {
-    // Key: the file's position (8 bytes big-endian, so that byte order is numeric order) and
-    // the attribute's name; a file's attributes sort by name.
-    std::vector<std::pair<std::string, std::string_view>> attrs;
-    for (uint64_t i = 0; i < n; ++i) {
-      for (const auto& [key, value] : spec.files[i].attributes) {
-        std::string k(8, '\0');
-        for (int b = 0; b < 8; ++b) k[b] = static_cast<char>(position_of[i] >> (56 - 8 * b));
-        k.append(key);
-        attrs.emplace_back(std::move(k), value);
-      }
-    }
-    std::sort(attrs.begin(), attrs.end());
-    for (size_t i = 1; i < attrs.size(); ++i) {
-      if (attrs[i].first == attrs[i - 1].first) {
-        return Err(Status::InvalidArgument("an attribute is given twice for one file"));
-      }
-    }
-    KeyedTableWriter table;
-    for (const auto& [key, value] : attrs) table.Add(key, value);
-    attr_count = attrs.size();
-    SectionBytes blocks{kSegAttrs, {}}, index{kSegAttrIndex, {}}, first_keys{kSegAttrKeys, {}};
-    table.Finish(&blocks.bytes, &index.bytes, &first_keys.bytes);
-    sections.push_back(std::move(blocks));
-    sections.push_back(std::move(index));
-    sections.push_back(std::move(first_keys));
-  }
+  STOKER_RETURN_IF_ERROR(copied(kSegAttrs, *s.attr_blocks, s.attr_table->blocks_crc()));
+  STOKER_RETURN_IF_ERROR(section(kSegAttrIndex, s.attr_table->index()));
+  STOKER_RETURN_IF_ERROR(section(kSegAttrKeys, s.attr_table->keys()));
 
-  std::string out(kSegmentHeaderSize, '\0');
-  std::copy(std::begin(kSegmentMagic), std::end(kSegmentMagic), out.begin());
-  coding::EncodeFixed<uint32_t>(out.data() + 8, kFormatVersion2);
-  std::vector<uint64_t> offsets;
-  // Sections back to back, no padding: every byte of a segment is covered by a check.
-  for (const SectionBytes& s : sections) {
-    offsets.push_back(out.size());
-    out.append(s.bytes);
+  std::string f;
+  coding::PutFixed<uint32_t>(&f, kFormatVersion2);
+  coding::PutFixed<uint32_t>(&f, n.flags);
+  coding::PutFixed<uint64_t>(&f, n.first_file);
+  coding::PutFixed<uint64_t>(&f, s.files);
+  coding::PutFixed<uint64_t>(&f, n.first_sample);
+  coding::PutFixed<uint64_t>(&f, (n.flags & kSegmentGrouped) ? s.samples : s.files);
+  coding::PutFixed<uint32_t>(&f, n.first_label);
+  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(n.classes.size()));
+  coding::PutFixed<uint64_t>(&f, s.total_bytes);
+  coding::PutFixed<uint64_t>(&f, s.chunks.size());
+  coding::PutFixed<uint64_t>(&f, s.dirs.size());
+  coding::PutFixed<uint64_t>(&f, s.attr_table->count());
+  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(sections.size()));
+  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(kBlockEntries));
+  for (const SectionRecord& r : sections) {
+    coding::PutFixed<uint32_t>(&f, r.kind);
+    coding::PutFixed<uint32_t>(&f, r.crc32c);
+    coding::PutFixed<uint64_t>(&f, r.offset);
+    coding::PutFixed<uint64_t>(&f, r.size);
+    coding::PutFixed<uint64_t>(&f, 0);
   }
-  const std::string_view first_key = n ? std::string_view(keys[by_key.front()]) : "";
-  const std::string_view last_key = n ? std::string_view(keys[by_key.back()]) : "";
-  const std::string footer = Footer(spec, sample_count, dirs.size(), attr_count, total_bytes,
-                                    sections, offsets, first_key, last_key);
-  const uint64_t footer_offset = out.size();
-  out.append(footer);
-  coding::PutFixed<uint64_t>(&out, footer_offset);
-  coding::PutFixed<uint64_t>(&out, footer.size());
-  coding::PutFixed<uint32_t>(&out, crc32c::Value(footer));
-  coding::PutFixed<uint32_t>(&out, 0);
-  out.append(kSegmentTrailerMagic, sizeof(kSegmentTrailerMagic));
-  return out;
+  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(s.first_key.size()));
+  f.append(s.first_key);
+  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(s.last_key.size()));
+  f.append(s.last_key);
+  const uint64_t footer_offset = sink.offset();
+  std::string trailer;
+  coding::PutFixed<uint64_t>(&trailer, footer_offset);
+  coding::PutFixed<uint64_t>(&trailer, f.size());
+  coding::PutFixed<uint32_t>(&trailer, crc32c::Value(f));
+  coding::PutFixed<uint32_t>(&trailer, 0);
+  trailer.append(kSegmentTrailerMagic, sizeof(kSegmentTrailerMagic));
+  STOKER_RETURN_IF_ERROR(sink.Append(f));
+  return sink.Append(trailer);
+}
+
+Result<std::string> BuildSegment(const SegmentSpec& spec) {
+  // A file's entry in its chunk is its rank by offset (empty files before the file that
+  // follows them at the same offset, as they were written); offsets must then tile the chunk.
+  const uint64_t n = spec.files.size();
+  std::vector<uint64_t> by_place(n);
+  std::iota(by_place.begin(), by_place.end(), 0);
+  for (const SegmentFile& f : spec.files) {
+    if (f.chunk >= spec.chunks.size()) return Err(Status::Internal("file names a missing chunk"));
+  }
+  std::sort(by_place.begin(), by_place.end(), [&](uint64_t a, uint64_t b) {
+    const SegmentFile &x = spec.files[a], &y = spec.files[b];
+    return std::tie(x.chunk, x.offset, x.length, a) < std::tie(y.chunk, y.offset, y.length, b);
+  });
+  SegmentBuilder builder;
+  uint64_t expect = kChunkHeaderSize, entry = 0;
+  for (uint64_t k = 0; k < n; ++k) {
+    const SegmentFile& f = spec.files[by_place[k]];
+    if (k == 0 || f.chunk != spec.files[by_place[k - 1]].chunk) expect = kChunkHeaderSize, entry = 0;
+    if (f.offset != expect) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "{}: offset {} in chunk {:016x}, expected {} (files must tile their chunk)", f.path,
+          f.offset, spec.chunks[f.chunk].id, expect)));
+    }
+    if (f.label < -1 || (f.label >= 0 && static_cast<uint64_t>(f.label) >=
+                                             spec.first_label + spec.classes.size())) {
+      return Err(Status::InvalidArgument(fmt::format("{}: label {} has no class", f.path, f.label)));
+    }
+    expect += f.length;
+    STOKER_RETURN_IF_ERROR(builder.Add(
+        {f.path, f.chunk, entry++, f.length, f.crc32c, f.label, f.attributes}));
+  }
+  STOKER_RETURN_IF_ERROR(builder.Seal(
+      spec.chunks, (spec.flags & kSegmentGrouped) ? Grouping::kSamples : Grouping::kFiles));
+  InMemorySegmentSink sink;
+  const SegmentNumbering numbering{spec.flags,       spec.first_file, spec.first_sample,
+                                   spec.first_label, spec.classes,    LabelSource::kInput, {}};
+  STOKER_RETURN_IF_ERROR(builder.Write(numbering, sink));
+  return std::move(sink.bytes);
 }
 
 }  // namespace stoker::format

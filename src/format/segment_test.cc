@@ -141,6 +141,7 @@ TEST(Segment, RoundTripsEveryFileByPathPositionAndLocation) {
                    EXPECT_EQ(path, sorted[p]);
                    EXPECT_LT(ordinal, paths.size());
                    ++visited;
+                   return Status::OK();
                  }).ok());
   EXPECT_EQ(visited, paths.size());
   std::vector<bool> seen(paths.size());
@@ -227,6 +228,74 @@ TEST(SegmentBuilder, RejectsWhatTheFormatCannotSay) {
   SegmentSpec label = SpecFor({"a", "b"}, 1);
   label.files[0].label = 5;  // classes go up to first_label + 3 = 5, exclusive
   EXPECT_EQ(code(label), StatusCode::kInvalidArgument);
+}
+
+// The streaming builder, fed in storage order with a memory budget so small that every few
+// files spill a sorted run, writes exactly the segment the in-memory path builds; written
+// again with other numbers (a writer that lost a publish race), it changes only what numbering
+// says. Class-directory labels follow the numbering's dir_labels.
+TEST(SegmentBuilder, StreamsThroughSortedRunsToTheSameBytes) {
+  const SegmentSpec spec = SpecFor(TreePaths(3000), 11);
+  const std::string expected = BuildSegment(spec).value();
+
+  SegmentBuilder builder(SortOptions{DefaultSpoolDir(), 2048});
+  std::vector<size_t> by_place(spec.files.size());
+  for (size_t i = 0; i < by_place.size(); ++i) by_place[i] = i;
+  std::sort(by_place.begin(), by_place.end(), [&](size_t a, size_t b) {
+    return std::tie(spec.files[a].chunk, spec.files[a].offset, a) <
+           std::tie(spec.files[b].chunk, spec.files[b].offset, b);
+  });
+  std::vector<uint64_t> next_entry(spec.chunks.size());
+  for (size_t i : by_place) {
+    const SegmentFile& f = spec.files[i];
+    ASSERT_TRUE(builder.Add({f.path, f.chunk, next_entry[f.chunk]++, f.length, f.crc32c, f.label,
+                             f.attributes}).ok());
+  }
+  ASSERT_TRUE(builder.Seal(spec.chunks, Grouping::kFiles).ok());
+  EXPECT_EQ(builder.file_count(), spec.files.size());
+  EXPECT_EQ(builder.first_level_dirs(), (std::vector<std::string>{"a", "a.b", "train"}));
+  EXPECT_EQ(builder.a_file_outside_dirs(), "README");
+  EXPECT_EQ(builder.max_label(), 4);
+  SegmentNumbering numbering{spec.flags,       spec.first_file, spec.first_sample,
+                             spec.first_label, spec.classes,    LabelSource::kInput, {}};
+  InMemorySegmentSink sink;
+  ASSERT_TRUE(builder.Write(numbering, sink).ok());
+  EXPECT_EQ(sink.bytes == expected, true) << "streamed and in-memory segments differ";
+
+  // Rebased: other first numbers, labels by class directory.
+  numbering.first_file = 5;
+  numbering.first_label = 7;
+  numbering.classes = {"a", "train"};
+  numbering.labels = LabelSource::kDirs;
+  numbering.dir_labels = {7, 3, 8};  // "a.b" is an existing class 3
+  InMemorySegmentSink again;
+  ASSERT_TRUE(builder.Write(numbering, again).ok());
+  auto seg = OpenOrDie(&again.bytes);
+  ASSERT_NE(seg, nullptr);
+  EXPECT_EQ(seg->info().first_file, 5u);
+  EXPECT_EQ(seg->info().first_label, 7u);
+  for (const auto& [path, label] : std::vector<std::pair<std::string, int32_t>>{
+           {"a/c", 7}, {"a.b/c", 3}, {"train/n00000001/n00000001_1.JPEG", 8}, {"README", -1}}) {
+    const auto position = seg->FindFile(path).value();
+    ASSERT_TRUE(position.has_value()) << path;
+    EXPECT_EQ(seg->FileLocation(*position).value().label, label) << path;
+  }
+  numbering.dir_labels = {7, 3, 9};  // no class 9: first_label 7 + 2 classes
+  InMemorySegmentSink bad;
+  EXPECT_EQ(builder.Write(numbering, bad).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SegmentBuilder, NamesADuplicateFoundWhileMergingRuns) {
+  SegmentBuilder builder(SortOptions{DefaultSpoolDir(), 512});
+  std::vector<ChunkInfo> chunks(1);
+  for (int i = 0; i < 400; ++i) {
+    const std::string path = fmt::format("d/{:04d}", i == 399 ? 17 : i);
+    ASSERT_TRUE(builder.Add({path, 0, static_cast<uint64_t>(i), 0, 0, -1, {}}).ok());
+  }
+  chunks[0].entry_count = 400;
+  chunks[0].file_size = kChunkHeaderSize + kChunkFooterSize + 400 * kChunkIndexEntrySize;
+  EXPECT_EQ(builder.Seal(chunks, Grouping::kFiles).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(builder.duplicate_path(), "d/0017");
 }
 
 // Reads everything a segment holds; any failure is returned.

@@ -14,6 +14,29 @@ std::span<const std::byte> AsBytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
+// Streams a segment into a file, in blocks.
+class FileSink : public SegmentSink {
+ public:
+  explicit FileSink(WritableFile& file) : file_(file) {}
+  Status Append(std::string_view bytes) override {
+    buffer_.append(bytes);
+    size_ += bytes.size();
+    return buffer_.size() >= kBuffer ? Flush() : Status::OK();
+  }
+  Status Flush() {
+    const Status s = file_.Append(AsBytes(buffer_));
+    buffer_.clear();
+    return s;
+  }
+  uint64_t size() const { return size_; }
+
+ private:
+  static constexpr size_t kBuffer = 1 << 20;
+  WritableFile& file_;
+  std::string buffer_;
+  uint64_t size_ = 0;
+};
+
 }  // namespace
 
 Result<std::vector<uint64_t>> ListVersions(Storage& storage) {
@@ -56,14 +79,29 @@ Result<std::optional<VersionRecord>> ReadLatestVersion(Storage& storage) {
   return std::optional<VersionRecord>(std::move(record));
 }
 
-Result<WrittenSegment> WriteSegment(Storage& storage, std::string_view bytes) {
+Result<WrittenSegment> WriteSegment(Storage& storage,
+                                    const std::function<Status(SegmentSink&)>& write) {
   WrittenSegment w;
   w.id = UniqueId();
   w.path = SegmentPath(w.id);
-  w.bytes = bytes.size();
   STOKER_RETURN_IF_ERROR(storage.CreateDirs(kSegmentsDir));
-  // Segment names are random: "already there" can only be this writer's own lost reply.
-  STOKER_RETURN_IF_ERROR(CreateExclusiveOrConfirm(storage, w.path, bytes, bytes.size()));
+  // Segment names are random, so no other writer ever creates this one: it is streamed out
+  // (a segment of a billion files need not fit in memory) and is garbage until a version
+  // record names it.
+  const auto written = [&]() -> Status {
+    STOKER_ASSIGN_OR_RETURN(auto file, storage.Create(w.path));
+    FileSink sink(*file);
+    STOKER_RETURN_IF_ERROR(write(sink));
+    STOKER_RETURN_IF_ERROR(sink.Flush());
+    STOKER_RETURN_IF_ERROR(file->Sync());
+    STOKER_RETURN_IF_ERROR(file->Close());
+    w.bytes = sink.size();
+    return storage.SyncDir(kSegmentsDir);
+  }();
+  if (!written.ok()) {
+    (void)storage.Remove(w.path);
+    return Err(written);
+  }
   STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(w.path));
   auto segment = Segment::Open(std::move(file), storage.Describe(w.path));
   if (!segment) {

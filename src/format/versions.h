@@ -11,7 +11,10 @@
 #include <optional>
 #include <vector>
 
+#include <functional>
+
 #include "format/segment.h"
+#include "format/segment_builder.h"
 #include "format/version_record.h"
 #include "stoker/storage.h"
 
@@ -32,8 +35,8 @@ Result<std::optional<VersionRecord>> ReadLatestVersion(Storage& storage);
 Status CreateExclusiveOrConfirm(Storage& storage, std::string_view path, std::string_view bytes,
                                 uint64_t limit);
 
-// A segment stored under a fresh random name (created exclusively) and read back with full
-// validation, so that nothing is published that readers would reject.
+// A segment stored under a fresh random name, durably, and read back with full validation, so
+// that nothing is published that readers would reject.
 struct WrittenSegment {
   uint64_t id = 0;
   std::string path;
@@ -41,7 +44,9 @@ struct WrittenSegment {
   std::unique_ptr<Segment> segment;
 };
 // Internal if the stored segment fails validation (it is removed again).
-Result<WrittenSegment> WriteSegment(Storage& storage, std::string_view bytes);
+// `write` streams the segment's bytes into the sink (SegmentBuilder::Write).
+Result<WrittenSegment> WriteSegment(Storage& storage,
+                                    const std::function<Status(SegmentSink&)>& write);
 
 // Appends `written` to `record`'s segments and adds its counts to the totals.
 void AppendSegment(VersionRecord& record, const WrittenSegment& written);

@@ -1,0 +1,51 @@
+// Sorts records (byte strings) in bounded memory: records collect in memory up to a budget,
+// are then sorted and written to a spool as one sorted run, and Merge() merges the runs. This
+// is what lets `stoker pack` sort the metadata of any number of files in the same memory.
+// Thread-safety: none; one owner.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/spool.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct SortOptions {
+  std::string temp_dir = DefaultSpoolDir();
+  // Records held in memory before a run is spilled (their bytes plus 16 per record); the merge
+  // reads each run through a buffer of budget / runs (at least 64 KiB).
+  uint64_t memory_bytes = 64ull << 20;
+};
+
+class ExternalSorter {
+ public:
+  // `less` orders records; equal records come out adjacent, in no particular order.
+  using Less = std::function<bool(std::string_view, std::string_view)>;
+  ExternalSorter(SortOptions options, Less less);
+
+  Status Add(std::string_view record);
+  // Calls `fn` with every record in order; once. A record's view is valid during the call.
+  Status Merge(const std::function<Status(std::string_view)>& fn);
+
+  uint64_t records() const { return records_; }
+  size_t runs() const { return runs_.size(); }  // spilled so far
+
+ private:
+  Status Spill();
+  std::vector<std::pair<uint64_t, uint32_t>> SortedBuffer() const;
+
+  SortOptions options_;
+  Less less_;
+  std::string arena_;                                 // records in memory, back to back
+  std::vector<std::pair<uint64_t, uint32_t>> items_;  // offset and size in arena_
+  std::vector<Spool> runs_;                           // each: varint size + record, sorted
+  uint64_t records_ = 0;
+  bool merged_ = false;
+};
+
+}  // namespace stoker
