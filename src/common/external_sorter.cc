@@ -13,28 +13,45 @@ ExternalSorter::ExternalSorter(SortOptions options, Less less)
 Status ExternalSorter::Add(std::string_view record) {
   if (merged_) return Status::Internal("ExternalSorter::Add after Merge");
   if (record.size() > UINT32_MAX) return Status::InvalidArgument("a sort record over 4 GiB");
+  if (!reserved_) {
+    reserved_ = true;
+    // The whole budget at once, split between record bytes and their (offset, size) items:
+    // memory never grows past it by a container's doubling, and reserved pages that are
+    // never written cost nothing, so a small sort stays small.
+    arena_.reserve(options_.memory_bytes / 4 * 3);
+    items_.reserve(std::max<uint64_t>(16, options_.memory_bytes / 4 / sizeof(items_[0])));
+  }
+  if (arena_.size() + record.size() > arena_.capacity() || items_.size() == items_.capacity()) {
+    STOKER_RETURN_IF_ERROR(Spill());
+  }
   items_.emplace_back(arena_.size(), static_cast<uint32_t>(record.size()));
-  arena_.append(record);
+  arena_.append(record);  // a record larger than the arena gets an arena of its own size
   ++records_;
-  const uint64_t held = arena_.size() + items_.size() * sizeof(items_[0]);
-  return held >= options_.memory_bytes ? Spill() : Status::OK();
+  return Status::OK();
 }
 
-std::vector<std::pair<uint64_t, uint32_t>> ExternalSorter::SortedBuffer() const {
-  auto items = items_;
+void ExternalSorter::Release() {
+  reserved_ = false;
+  arena_.clear();
+  arena_.shrink_to_fit();
+  items_.clear();
+  items_.shrink_to_fit();
+}
+
+void ExternalSorter::SortBuffer() {
   const auto view = [this](const std::pair<uint64_t, uint32_t>& item) {
     return std::string_view(arena_).substr(item.first, item.second);
   };
-  std::sort(items.begin(), items.end(),
-            [&](const auto& a, const auto& b) { return less_(view(a), view(b)); });
-  return items;
+  std::sort(items_.begin(), items_.end(),
+            [&](const auto& x, const auto& y) { return less_(view(x), view(y)); });
 }
 
 Status ExternalSorter::Spill() {
   if (items_.empty()) return Status::OK();
   STOKER_ASSIGN_OR_RETURN(Spool run, Spool::Create(options_.temp_dir));
   std::string framed;
-  for (const auto& [offset, size] : SortedBuffer()) {
+  SortBuffer();
+  for (const auto& [offset, size] : items_) {
     framed.clear();
     varint::Put(&framed, size);
     framed.append(arena_, offset, size);
@@ -42,10 +59,8 @@ Status ExternalSorter::Spill() {
   }
   STOKER_RETURN_IF_ERROR(run.Flush());
   runs_.push_back(std::move(run));
-  arena_.clear();
-  arena_.shrink_to_fit();  // the budget bounds what is held, not what was once reserved
+  arena_.clear();  // capacity kept: the next run fills the same memory
   items_.clear();
-  items_.shrink_to_fit();
   return Status::OK();
 }
 
@@ -54,13 +69,18 @@ Status ExternalSorter::Merge(const std::function<Status(std::string_view)>& fn) 
   merged_ = true;
   if (runs_.empty()) {
     // Everything fit in memory: no file touched.
-    for (const auto& [offset, size] : SortedBuffer()) {
+    SortBuffer();
+    for (const auto& [offset, size] : items_) {
       STOKER_RETURN_IF_ERROR(fn(std::string_view(arena_).substr(offset, size)));
     }
+    Release();
     return Status::OK();
   }
   STOKER_RETURN_IF_ERROR(Spill());
-  const uint64_t buffer = std::max<uint64_t>(64 << 10, options_.memory_bytes / runs_.size());
+  Release();  // the merge's read buffers take the budget now
+  // Read buffers share the budget; past 1 MiB a bigger one saves nothing.
+  const uint64_t buffer =
+      std::clamp<uint64_t>(options_.memory_bytes / runs_.size(), 64 << 10, 1 << 20);
   struct Head {
     Spool::Reader reader;
     std::string record;

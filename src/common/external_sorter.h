@@ -17,8 +17,10 @@ namespace stoker {
 
 struct SortOptions {
   std::string temp_dir = DefaultSpoolDir();
-  // Records held in memory before a run is spilled (their bytes plus 16 per record); the merge
-  // reads each run through a buffer of budget / runs (at least 64 KiB).
+  // Memory for the records of one run (3/4 their bytes, 1/4 an index of 16 bytes per record),
+  // spilled to a spool when full; the merge then reads each run through a buffer of
+  // budget / runs (64 KiB to 1 MiB; past ~1000 runs, i.e. ~50 GB of records with the default
+  // budget, the buffers alone exceed it). A pack's metadata sort has two sorters alive at once.
   uint64_t memory_bytes = 64ull << 20;
 };
 
@@ -37,7 +39,8 @@ class ExternalSorter {
 
  private:
   Status Spill();
-  std::vector<std::pair<uint64_t, uint32_t>> SortedBuffer() const;
+  void Release();  // gives the in-memory run's memory back
+  void SortBuffer();  // orders items_ by their records
 
   SortOptions options_;
   Less less_;
@@ -45,6 +48,7 @@ class ExternalSorter {
   std::vector<std::pair<uint64_t, uint32_t>> items_;  // offset and size in arena_
   std::vector<Spool> runs_;                           // each: varint size + record, sorted
   uint64_t records_ = 0;
+  bool reserved_ = false;  // the budget is reserved (not the same as a non-zero capacity)
   bool merged_ = false;
 };
 

@@ -68,7 +68,10 @@ TEST(ExternalSorter, SpillsRunsAndMergesThemWithinTheBudget) {
   SpoolDir dir;
   // ~4 KiB of records per run: about a hundred runs.
   ExternalSorter sorter({dir.path(), 4096}, std::less<std::string_view>());
-  for (const auto& r : records) ASSERT_TRUE(sorter.Add(r).ok());
+  for (const auto& r : records) {
+    const Status added = sorter.Add(r);
+    ASSERT_TRUE(added.ok()) << added.ToString();
+  }
   EXPECT_GT(sorter.runs(), 50u);
   EXPECT_EQ(dir.entries(), 0u) << "spools have no name";
   std::vector<std::string> out;

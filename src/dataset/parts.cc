@@ -167,12 +167,20 @@ Result<PartSpec> PartFromEnvironment() {
   if (const char* task = Env("SLURM_ARRAY_TASK_ID")) {
     const char* min = Env("SLURM_ARRAY_TASK_MIN");
     const char* count = Env("SLURM_ARRAY_TASK_COUNT");
+    const char* step = Env("SLURM_ARRAY_TASK_STEP");  // --array=0-14:2
     const auto k = ParseIndex(task), lo = ParseIndex(min ? min : "0"),
-               n = ParseIndex(count ? count : "0");
-    if (!k || !lo || !n || *k < *lo) {
-      return Err(Status::InvalidArgument("cannot read the part from SLURM_ARRAY_TASK_ID/_MIN/_COUNT"));
+               n = ParseIndex(count ? count : "0"), by = ParseIndex(step ? step : "1");
+    if (!k || !lo || !n || !by || *by == 0 || *k < *lo) {
+      return Err(Status::InvalidArgument(
+          "cannot read the part from SLURM_ARRAY_TASK_ID/_MIN/_COUNT/_STEP"));
     }
-    part.index = *k - *lo;
+    if ((*k - *lo) % *by != 0) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "array task {} is not on the array's step ({} from {}): give the array as a range "
+          "(--array=A-B or A-B:S), or --part K/N",
+          *k, *by, *lo)));
+    }
+    part.index = (*k - *lo) / *by;
     part.count = *n;
     if (const char* job = Env("SLURM_ARRAY_JOB_ID")) part.job = fmt::format("slurm-{}", job);
     return part;

@@ -158,8 +158,15 @@ TEST(PartFromEnvironment, SlurmArraysAndIndexedJobs) {
   EXPECT_EQ(slurm.index, 2u);
   EXPECT_EQ(slurm.count, 4u);
   EXPECT_EQ(slurm.job, "slurm-991");
+  // --array=5-11:3 runs tasks 5, 8, 11: part 1 of 3 is task 8.
+  ::setenv("SLURM_ARRAY_TASK_STEP", "3", 1);
+  ::setenv("SLURM_ARRAY_TASK_ID", "8", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "3", 1);
+  EXPECT_EQ(PartFromEnvironment().value().index, 1u);
+  ::setenv("SLURM_ARRAY_TASK_ID", "7", 1);  // not on the step: a list, not a range
+  EXPECT_EQ(PartFromEnvironment().error().code(), StatusCode::kInvalidArgument);
   for (const char* v : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT",
-                        "SLURM_ARRAY_JOB_ID"}) {
+                        "SLURM_ARRAY_TASK_STEP", "SLURM_ARRAY_JOB_ID"}) {
     ::unsetenv(v);
   }
   EXPECT_TRUE(PartFromEnvironment().error().IsNotFound());
