@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <utility>
@@ -72,9 +73,13 @@ Status Spool::Flush() {
 Status Spool::Read(uint64_t offset, uint64_t n, std::string* out) const {
   if (offset + n > written_) n = offset < written_ ? written_ - offset : 0;
   out->resize(n);
+  return ReadInto(offset, out->data(), n);
+}
+
+Status Spool::ReadInto(uint64_t offset, char* dst, uint64_t n) const {
   size_t done = 0;
   while (done < n) {
-    const ssize_t got = ::pread(fd_, out->data() + done, n - done, static_cast<off_t>(offset + done));
+    const ssize_t got = ::pread(fd_, dst + done, n - done, static_cast<off_t>(offset + done));
     if (got < 0) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "read a temporary file");
@@ -87,14 +92,15 @@ Status Spool::Read(uint64_t offset, uint64_t n, std::string* out) const {
 
 Result<std::string_view> Spool::Reader::Peek(uint64_t n) {
   if (pos_ + n > buffer_.size() && offset_ + buffer_.size() < spool_.written_) {
-    // Refill: keep the unread tail, read the next block after it.
+    // Refill in place: keep the unread tail, read after it up to the buffer's size (or `n`),
+    // so a reader holds one buffer's worth, however long it runs.
     offset_ += pos_;
     buffer_.erase(0, pos_);
     pos_ = 0;
-    std::string more;
-    const uint64_t want = std::max(buffer_bytes_, n);
-    STOKER_RETURN_IF_ERROR(spool_.Read(offset_ + buffer_.size(), want, &more));
-    buffer_.append(more);
+    const uint64_t keep = buffer_.size();
+    const uint64_t end = std::min(offset_ + std::max(buffer_bytes_, n), spool_.written_);
+    buffer_.resize(end - offset_);
+    STOKER_RETURN_IF_ERROR(spool_.ReadInto(offset_ + keep, buffer_.data() + keep, end - offset_ - keep));
   }
   const std::string_view rest = std::string_view(buffer_).substr(std::min<uint64_t>(pos_, buffer_.size()));
   return rest.substr(0, std::min<uint64_t>(n, rest.size()));

@@ -67,6 +67,7 @@ class Spool {
   static constexpr uint64_t kCopyBlock = 1 << 20;
   static constexpr uint64_t kBufferBytes = 1 << 20;
   explicit Spool(int fd) : fd_(fd) {}
+  Status ReadInto(uint64_t offset, char* dst, uint64_t n) const;  // exactly n bytes
   int fd_ = -1;
   uint64_t size_ = 0;     // appended, buffered included
   uint64_t written_ = 0;  // in the file
