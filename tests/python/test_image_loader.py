@@ -105,8 +105,8 @@ def test_pixels_match_torchvision_semantics(photos, train):
     images, labels = all_batches(loader)
     assert images.shape == (len(ds), 48, 64, 3) and images.dtype == np.uint8
     worst = 0
-    # "sequential" is storage order: chunk after chunk (stoker.pack mixes files over chunks).
-    order = sorted(range(len(ds)), key=lambda i: (ds.stat(i)["chunk"], i))
+    # "sequential" is storage order: chunk after chunk, by chunk index (a chunk's id is random).
+    order = sorted(range(len(ds)), key=lambda i: (ds.stat(i)["chunk_index"], i))
     for position, sample in enumerate(order):
         data, label, path = ds[sample]
         assert labels[position] == label
