@@ -153,29 +153,12 @@ int Run(uint64_t files, uint64_t lookups, bool format1, const std::string& dir) 
     numbering.classes = builder.first_level_dirs();  // "train": one class directory
     numbering.dir_labels = {0};
     auto out = storage->Create(name).value();
-    struct Sink : format::SegmentSink {
-      WritableFile* file;
-      std::string buffer;
-      uint64_t size = 0;
-      Status Append(std::string_view b) override {
-        buffer.append(b);
-        size += b.size();
-        if (buffer.size() < (1 << 20)) return Status::OK();
-        return Flush();
-      }
-      Status Flush() {
-        const Status s = file->Append({reinterpret_cast<const std::byte*>(buffer.data()),
-                                       buffer.size()});
-        buffer.clear();
-        return s;
-      }
-    } sink;
-    sink.file = out.get();
+    format::WritableFileSink sink(*out);
     if (!builder.Write(numbering, sink).ok() || !sink.Flush().ok() || !out->Close().ok()) {
       std::fprintf(stderr, "metadata_scale: writing failed\n");
       return 1;
     }
-    v2_size = sink.size;
+    v2_size = sink.size();
     v2_build = Seconds(start);
   }
   const uint64_t v2_rss = PeakRssBytes();

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <queue>
 
-#include "common/varint.h"
 
 namespace stoker {
 
@@ -49,13 +48,9 @@ void ExternalSorter::SortBuffer() {
 Status ExternalSorter::Spill() {
   if (items_.empty()) return Status::OK();
   STOKER_ASSIGN_OR_RETURN(Spool run, Spool::Create(options_.temp_dir));
-  std::string framed;
   SortBuffer();
   for (const auto& [offset, size] : items_) {
-    framed.clear();
-    varint::Put(&framed, size);
-    framed.append(arena_, offset, size);
-    STOKER_RETURN_IF_ERROR(run.Append(framed));
+    STOKER_RETURN_IF_ERROR(run.AppendRecord(std::string_view(arena_).substr(offset, size)));
   }
   STOKER_RETURN_IF_ERROR(run.Flush());
   runs_.push_back(std::move(run));
@@ -81,26 +76,20 @@ Status ExternalSorter::Merge(const std::function<Status(std::string_view)>& fn) 
   // Read buffers share the budget; past 1 MiB a bigger one saves nothing.
   const uint64_t buffer =
       std::clamp<uint64_t>(options_.memory_bytes / runs_.size(), 64 << 10, 1 << 20);
+  // Each run's reader and its current record (a view into that reader's buffer, valid until
+  // the reader moves on).
   struct Head {
     Spool::Reader reader;
-    std::string record;
+    std::string_view record;
   };
   std::vector<Head> heads;
   heads.reserve(runs_.size());
   for (const Spool& run : runs_) heads.push_back({Spool::Reader(run, buffer), {}});
   // Reads the next record of run i into heads[i].record; false at its end.
   const auto next = [&](size_t i) -> Result<bool> {
-    Spool::Reader& r = heads[i].reader;
-    if (r.at_end()) return false;
-    STOKER_ASSIGN_OR_RETURN(std::string_view head, r.Peek(varint::kMaxBytes));
-    std::string_view rest = head;
-    const auto size = varint::Get(&rest);
-    if (!size) return Err(Status::Internal("a sort run is damaged"));
-    r.Skip(head.size() - rest.size());
-    STOKER_ASSIGN_OR_RETURN(std::string_view bytes, r.Peek(*size));
-    if (bytes.size() != *size) return Err(Status::Internal("a sort run ended early"));
-    heads[i].record.assign(bytes);
-    r.Skip(*size);
+    STOKER_ASSIGN_OR_RETURN(auto record, heads[i].reader.NextRecord());
+    if (!record) return false;
+    heads[i].record = *record;
     return true;
   };
   const auto later = [&](size_t a, size_t b) { return less_(heads[b].record, heads[a].record); };

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "common/varint.h"
+
 namespace stoker {
 
 std::string DefaultSpoolDir() {
@@ -52,6 +54,13 @@ Status Spool::Append(std::string_view bytes) {
   buffer_.append(bytes);
   size_ += bytes.size();
   return buffer_.size() >= kBufferBytes ? Flush() : Status::OK();
+}
+
+Status Spool::AppendRecord(std::string_view record) {
+  std::string size;
+  varint::Put(&size, record.size());
+  STOKER_RETURN_IF_ERROR(Append(size));
+  return Append(record);
 }
 
 Status Spool::Flush() {
@@ -104,6 +113,19 @@ Result<std::string_view> Spool::Reader::Peek(uint64_t n) {
   }
   const std::string_view rest = std::string_view(buffer_).substr(std::min<uint64_t>(pos_, buffer_.size()));
   return rest.substr(0, std::min<uint64_t>(n, rest.size()));
+}
+
+Result<std::optional<std::string_view>> Spool::Reader::NextRecord() {
+  if (at_end()) return std::optional<std::string_view>();
+  STOKER_ASSIGN_OR_RETURN(std::string_view head, Peek(varint::kMaxBytes));
+  std::string_view rest = head;
+  const auto size = varint::Get(&rest);
+  if (!size) return Err(Status::Internal("a spooled record is damaged"));
+  Skip(head.size() - rest.size());
+  STOKER_ASSIGN_OR_RETURN(std::string_view bytes, Peek(*size));
+  if (bytes.size() != *size) return Err(Status::Internal("a spooled record ends early"));
+  Skip(*size);
+  return std::optional<std::string_view>(bytes);
 }
 
 }  // namespace stoker

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,8 @@ class Spool {
   ~Spool();
 
   Status Append(std::string_view bytes);
+  // A record: its size as a varint, then its bytes (Reader::NextRecord reads it back).
+  Status AppendRecord(std::string_view record);
   // Writes out what is buffered; reads see everything appended before.
   Status Flush();
   uint64_t size() const { return size_; }
@@ -41,6 +44,8 @@ class Spool {
     // short view means the spool ended.
     Result<std::string_view> Peek(uint64_t n);
     void Skip(uint64_t n) { pos_ += n; }
+    // The next record AppendRecord wrote; nullopt at the end. Valid until the next call.
+    Result<std::optional<std::string_view>> NextRecord();
     bool at_end() const { return offset_ + pos_ >= spool_.size(); }
 
    private:

@@ -186,10 +186,12 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
     STOKER_ASSIGN_OR_RETURN(auto item, source.Next());
     if (!item) break;
     // A tar sample's files (key.jpg, key.cls, ...) arrive together and stay in one chunk.
-    const std::string_view sample = format::SampleKeyOf(item->path);
-    const bool same_sample = options.tar_input && summary->files_added > 0 &&
-                             sample == previous_sample;
-    previous_sample = sample;
+    bool same_sample = false;
+    if (options.tar_input) {
+      const std::string_view sample = format::SampleKeyOf(item->path);
+      same_sample = summary->files_added > 0 && sample == previous_sample;
+      previous_sample = sample;
+    }
     uint32_t chunk_number = 0;
     uint64_t entry = 0;
     const uint64_t entry_bytes = item->bytes.size() + format::kChunkIndexEntrySize;

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "common/external_sorter.h"
+#include "common/spool.h"
 #include "format/chunk.h"
 #include "format/segment.h"
 #include "format/segment_builder.h"
@@ -93,6 +96,52 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
   return parts;
 }
 
+// Every file of `seg` with its location, in position order: the locations (stored in storage
+// order) are sorted by position on disk and joined with the file table, so a part of any size
+// is read sequentially once, in bounded memory.
+Status ForEachFileWithLocation(
+    const format::Segment& seg,
+    const std::function<Status(uint64_t position, std::string_view path, uint64_t ordinal,
+                               const format::SegmentLocation&)>& fn) {
+  const auto big_endian = [](uint64_t v) {
+    std::string out(8, '\0');
+    for (int b = 0; b < 8; ++b) out[b] = static_cast<char>(v >> (56 - 8 * b));
+    return out;
+  };
+  ExternalSorter by_position({}, [](std::string_view a, std::string_view b) {
+    return a.substr(0, 8) < b.substr(0, 8);
+  });
+  Status added;
+  // Record: big-endian position (the sort key), the ordinal, the location's bytes.
+  STOKER_RETURN_IF_ERROR(seg.ForEachLocation([&](uint64_t ordinal, const format::SegmentLocation& l) {
+    if (!added.ok()) return;
+    std::string record = big_endian(l.position);
+    record.append(reinterpret_cast<const char*>(&ordinal), sizeof(ordinal));
+    record.append(reinterpret_cast<const char*>(&l), sizeof(l));
+    added = by_position.Add(record);
+  }));
+  STOKER_RETURN_IF_ERROR(added);
+  STOKER_ASSIGN_OR_RETURN(Spool sorted, Spool::Create(DefaultSpoolDir()));
+  STOKER_RETURN_IF_ERROR(by_position.Merge([&](std::string_view r) { return sorted.AppendRecord(r); }));
+  STOKER_RETURN_IF_ERROR(sorted.Flush());
+  Spool::Reader reader(sorted, 1 << 20);
+  return seg.ForEachFile([&](uint64_t position, std::string_view path, uint64_t) -> Status {
+    STOKER_ASSIGN_OR_RETURN(auto record, reader.NextRecord());
+    format::SegmentLocation l;
+    uint64_t ordinal = 0;
+    if (!record || record->size() != 16 + sizeof(l)) {
+      return Status::Corruption(fmt::format("{}: file {} has no location", seg.name(), position));
+    }
+    std::memcpy(&ordinal, record->data() + 8, sizeof(ordinal));
+    std::memcpy(&l, record->data() + 16, sizeof(l));
+    if (l.position != position) {
+      return Status::Corruption(
+          fmt::format("{}: file {} and its location disagree", seg.name(), position));
+    }
+    return fn(position, path, ordinal, l);
+  });
+}
+
 // The union of the parts, as one writer's addition: chunks renumbered part after part. Files
 // stream from the parts' segments into a SegmentBuilder, so memory does not grow with them.
 Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage) {
@@ -113,17 +162,18 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
       chunks.push_back({ch.id, ch.file_size, ch.data_crc32c, ch.entry_count});
     }
     const bool attributed = seg.info().attr_count > 0;
-    const Status added = seg.ForEachFile([&](uint64_t position, std::string_view path,
-                                             uint64_t ordinal) -> Status {
-      STOKER_ASSIGN_OR_RETURN(const format::SegmentLocation l, seg.FileLocation(position));
-      std::vector<format::Attribute> attributes;
-      if (attributed) {
-        STOKER_ASSIGN_OR_RETURN(attributes, seg.Attributes(position));
-      }
-      const uint64_t first = seg.chunk(l.chunk).first_location;
-      return add.files->Add({path, static_cast<uint32_t>(chunk_base + l.chunk), ordinal - first,
-                             l.length, l.crc32c, l.label, attributes});
-    });
+    const Status added = ForEachFileWithLocation(
+        seg, [&](uint64_t position, std::string_view path, uint64_t ordinal,
+                 const format::SegmentLocation& l) -> Status {
+          std::vector<format::Attribute> attributes;
+          if (attributed) {
+            STOKER_ASSIGN_OR_RETURN(attributes, seg.Attributes(position));
+          }
+          // Its rank in its chunk: entries follow the chunk's first location.
+          const uint64_t entry = ordinal - seg.chunk(l.chunk).first_location;
+          return add.files->Add({path, static_cast<uint32_t>(chunk_base + l.chunk), entry,
+                                 l.length, l.crc32c, l.label, attributes});
+        });
     STOKER_RETURN_IF_ERROR(added);
   }
   const Status sealed = add.files->Seal(

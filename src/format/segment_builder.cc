@@ -170,6 +170,16 @@ void PutLocationRecord(std::string* out, const LocationRecord& l) {
   varint::Put(out, static_cast<uint64_t>(l.dir_class + 1));
 }
 
+LocationRecord TakeLocationRecord(std::string_view* in) {
+  LocationRecord l;
+  l.position = TakeVarint(in);
+  l.length = TakeVarint(in);
+  l.crc32c = TakeU32(in);
+  l.label = static_cast<int32_t>(static_cast<int64_t>(TakeVarint(in)) - 1);
+  l.dir_class = static_cast<int64_t>(TakeVarint(in)) - 1;
+  return l;
+}
+
 constexpr uint64_t kMaxLocationRecord = 4 * varint::kMaxBytes + 4;
 
 class CountingSink {
@@ -324,10 +334,7 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
       scratch.clear();
       varint::Put(&scratch, ordinal);
       STOKER_RETURN_IF_ERROR(s.file_table->Add(r.key, scratch));
-      scratch.clear();
-      varint::Put(&scratch, r.key.size());
-      scratch.append(r.key);
-      STOKER_RETURN_IF_ERROR(s.keys->Append(scratch));
+      STOKER_RETURN_IF_ERROR(s.keys->AppendRecord(r.key));
       for (const auto& [name, value] : r.attributes) {
         scratch.clear();
         PutBigEndian64(&scratch, p);  // byte order of keys is (position, name) order
@@ -431,13 +438,8 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
     }
     ++expected;
     std::string_view in = bytes.substr(8);
-    LocationRecord l;
-    l.position = TakeVarint(&in);
-    l.length = TakeVarint(&in);
-    l.crc32c = TakeU32(&in);
-    l.label = static_cast<int32_t>(static_cast<int64_t>(TakeVarint(&in)) - 1);
-    const int64_t cls = static_cast<int64_t>(TakeVarint(&in)) - 1;
-    l.dir_class = cls >= 0 ? sorted_class[cls] : -1;
+    LocationRecord l = TakeLocationRecord(&in);
+    if (l.dir_class >= 0) l.dir_class = sorted_class[l.dir_class];
     scratch.clear();
     PutLocationRecord(&scratch, l);
     return s.locations->Append(scratch);
@@ -450,7 +452,6 @@ const std::optional<std::string>& SegmentBuilder::duplicate_path() const {
   return s_->duplicate;
 }
 uint64_t SegmentBuilder::file_count() const { return s_->files; }
-uint64_t SegmentBuilder::sample_count() const { return s_->samples; }
 uint64_t SegmentBuilder::total_bytes() const { return s_->total_bytes; }
 const std::vector<ChunkInfo>& SegmentBuilder::chunks() const { return s_->chunks; }
 const std::vector<std::string>& SegmentBuilder::first_level_dirs() const { return s_->first_dirs; }
@@ -462,16 +463,11 @@ int32_t SegmentBuilder::max_label() const { return s_->max_label; }
 Status SegmentBuilder::ForEachKey(const std::function<Status(std::string_view)>& fn) const {
   if (!s_->keys) return Status::Internal("SegmentBuilder::ForEachKey before Seal");
   Spool::Reader reader(*s_->keys, 1 << 20);
-  while (!reader.at_end()) {
-    STOKER_ASSIGN_OR_RETURN(std::string_view head, reader.Peek(varint::kMaxBytes));
-    std::string_view rest = head;
-    const uint64_t size = TakeVarint(&rest);
-    reader.Skip(head.size() - rest.size());
-    STOKER_ASSIGN_OR_RETURN(std::string_view key, reader.Peek(size));
-    STOKER_RETURN_IF_ERROR(fn(key));
-    reader.Skip(size);
+  while (true) {
+    STOKER_ASSIGN_OR_RETURN(auto key, reader.NextRecord());
+    if (!key) return Status::OK();
+    STOKER_RETURN_IF_ERROR(fn(*key));
   }
-  return Status::OK();
 }
 
 Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& out) const {
@@ -522,12 +518,7 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& out) const 
     for (uint64_t k = 0; k < s.files; ++k) {
       STOKER_ASSIGN_OR_RETURN(std::string_view head, reader.Peek(kMaxLocationRecord));
       std::string_view in = head;
-      LocationRecord l;
-      l.position = TakeVarint(&in);
-      l.length = TakeVarint(&in);
-      l.crc32c = TakeU32(&in);
-      l.label = static_cast<int32_t>(static_cast<int64_t>(TakeVarint(&in)) - 1);
-      l.dir_class = static_cast<int64_t>(TakeVarint(&in)) - 1;
+      const LocationRecord l = TakeLocationRecord(&in);
       reader.Skip(head.size() - in.size());
       while (s.first_location[c + 1] <= k) ++c;
       offset = k == s.first_location[c] ? kChunkHeaderSize : offset + previous_length;
@@ -634,6 +625,18 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& out) const 
   trailer.append(kSegmentTrailerMagic, sizeof(kSegmentTrailerMagic));
   STOKER_RETURN_IF_ERROR(sink.Append(f));
   return sink.Append(trailer);
+}
+
+Status WritableFileSink::Append(std::string_view bytes) {
+  buffer_.append(bytes);
+  size_ += bytes.size();
+  return buffer_.size() >= kBuffer ? Flush() : Status::OK();
+}
+
+Status WritableFileSink::Flush() {
+  const Status s = file_.Append({reinterpret_cast<const std::byte*>(buffer_.data()), buffer_.size()});
+  buffer_.clear();
+  return s;
 }
 
 Result<std::string> BuildSegment(const SegmentSpec& spec) {

@@ -25,6 +25,7 @@
 #include "common/spool.h"
 #include "format/chunk.h"
 #include "stoker/status.h"
+#include "stoker/storage.h"
 
 namespace stoker::format {
 
@@ -84,6 +85,21 @@ class InMemorySegmentSink : public SegmentSink {
   std::string bytes;
 };
 
+// Streams a segment into a file, in blocks of 1 MiB; Flush() writes out the rest.
+class WritableFileSink : public SegmentSink {
+ public:
+  explicit WritableFileSink(WritableFile& file) : file_(file) {}
+  Status Append(std::string_view bytes) override;
+  Status Flush();
+  uint64_t size() const { return size_; }  // appended so far
+
+ private:
+  static constexpr size_t kBuffer = 1 << 20;
+  WritableFile& file_;
+  std::string buffer_;
+  uint64_t size_ = 0;
+};
+
 class SegmentBuilder {
  public:
   explicit SegmentBuilder(SortOptions sort = {});
@@ -100,7 +116,6 @@ class SegmentBuilder {
 
   // After Seal():
   uint64_t file_count() const;
-  uint64_t sample_count() const;
   uint64_t total_bytes() const;
   const std::vector<ChunkInfo>& chunks() const;
   // The first path components of the files inside some directory, sorted (class directories).

@@ -14,29 +14,6 @@ std::span<const std::byte> AsBytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-// Streams a segment into a file, in blocks.
-class FileSink : public SegmentSink {
- public:
-  explicit FileSink(WritableFile& file) : file_(file) {}
-  Status Append(std::string_view bytes) override {
-    buffer_.append(bytes);
-    size_ += bytes.size();
-    return buffer_.size() >= kBuffer ? Flush() : Status::OK();
-  }
-  Status Flush() {
-    const Status s = file_.Append(AsBytes(buffer_));
-    buffer_.clear();
-    return s;
-  }
-  uint64_t size() const { return size_; }
-
- private:
-  static constexpr size_t kBuffer = 1 << 20;
-  WritableFile& file_;
-  std::string buffer_;
-  uint64_t size_ = 0;
-};
-
 }  // namespace
 
 Result<std::vector<uint64_t>> ListVersions(Storage& storage) {
@@ -90,7 +67,7 @@ Result<WrittenSegment> WriteSegment(Storage& storage,
   // record names it.
   const auto written = [&]() -> Status {
     STOKER_ASSIGN_OR_RETURN(auto file, storage.Create(w.path));
-    FileSink sink(*file);
+    WritableFileSink sink(*file);
     STOKER_RETURN_IF_ERROR(write(sink));
     STOKER_RETURN_IF_ERROR(sink.Flush());
     STOKER_RETURN_IF_ERROR(file->Sync());
