@@ -51,7 +51,8 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
     STOKER_ASSIGN_OR_RETURN(auto segment,
                             format::Segment::Open(std::move(*file), name, options));
     const format::SegmentInfo& info = segment->info();
-    if (segment->footer_crc32c() != ref.footer_crc32c || info.flags != r.flags ||
+    if (segment->footer_crc32c() != ref.footer_crc32c ||
+        (info.flags & format::kSegmentDatasetFlags) != r.flags ||
         info.first_file != files || info.file_count != ref.files ||
         info.first_sample != samples || info.sample_count != ref.samples ||
         info.first_label != v->classes_.size() || info.class_count != ref.classes ||
@@ -142,10 +143,10 @@ Result<std::vector<DirEntry>> VersionView::List(std::string_view dir) const {
     exists = true;
     STOKER_ASSIGN_OR_RETURN(auto children, part.segment->ChildDirs(dir));
     for (auto& name : children) subdirs.insert(std::move(name));
-    STOKER_ASSIGN_OR_RETURN(auto entries, part.segment->Files(found->first_file, found->file_count));
+    STOKER_ASSIGN_OR_RETURN(auto entries, part.segment->Files(found->first_rank, found->file_count));
     for (uint64_t k = 0; k < entries.size(); ++k) {
       files.push_back({std::string(BaseName(entries[k].path)), false,
-                       static_cast<uint32_t>(part.first_file + found->first_file + k),
+                       static_cast<uint32_t>(part.first_file + entries[k].location.position),
                        entries[k].location.length});
     }
   }

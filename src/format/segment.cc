@@ -10,6 +10,7 @@
 #include "common/varint.h"
 #include "format/chunk.h"
 #include "format/segment_layout.h"
+#include "format/segment_writer.h"
 
 namespace stoker::format {
 namespace {
@@ -206,6 +207,7 @@ Status Segment::Corrupt(std::string_view what) const {
 }
 
 bool Segment::grouped() const { return info_.flags & kSegmentGrouped; }
+bool Segment::positioned() const { return info_.flags & kSegmentPositioned; }
 
 Result<std::unique_ptr<Segment>> Segment::Open(std::shared_ptr<RandomAccessFile> file,
                                                std::string name,
@@ -336,7 +338,10 @@ Status Segment::Load() {
   }
   if (end != footer_offset) return Corrupt("sections overlap or leave gaps");
   for (uint32_t kind = kSegChunks; kind < kSegSectionKinds; ++kind) {
-    if (sections_[kind].present != (kind != kSegSamples || grouped())) {
+    const bool expected = kind == kSegSamples     ? grouped()
+                          : kind == kSegKeyRanks ? positioned()
+                                                 : true;
+    if (sections_[kind].present != expected) {
       return Corrupt(fmt::format("section {} {}", kind,
                                  sections_[kind].present ? "is unexpected" : "is missing"));
     }
@@ -400,6 +405,11 @@ Status Segment::Load() {
     *t.table = std::make_unique<Table>();
     (*t.table)->segment = this;
     STOKER_RETURN_IF_ERROR((*t.table)->Load(t.blocks, t.index, t.keys, t.entries, index, keys));
+  }
+  if (positioned() &&
+      sections_[kSegKeyRanks].size !=
+          KeyRankWidth(info_.file_count) * info_.file_count + 4 * BlocksFor(info_.file_count)) {
+    return Corrupt("key ranks section has the wrong size");
   }
   if (info_.file_count > 0 && files_->first_keys.front() != info_.first_key) {
     return Corrupt("the footer's first key differs from the files'");
@@ -478,10 +488,42 @@ Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block) cons
   return out;
 }
 
-Result<uint64_t> Segment::LocationOrdinal(uint64_t position) const {
-  STOKER_ASSIGN_OR_RETURN(auto entry,
-                          files_->EntryAt(position / kBlockEntries, position % kBlockEntries));
-  return ParseLocationValue(entry.value, position);
+Result<uint64_t> Segment::KeyRank(uint64_t position) const {
+  if (!positioned()) return position;
+  const uint64_t width = KeyRankWidth(info_.file_count);
+  const uint64_t b = position / kBlockEntries;
+  const uint64_t entries = std::min(kBlockEntries, info_.file_count - b * kBlockEntries);
+  STOKER_ASSIGN_OR_RETURN(std::string bytes,
+                          ReadBlockBytes(kSegKeyRanks, b * (kBlockEntries * width + 4),
+                                         entries * width + 4));
+  const char* at = bytes.data() + (position % kBlockEntries) * width;
+  const uint64_t rank = width == 4 ? coding::DecodeFixed<uint32_t>(at)
+                                   : coding::DecodeFixed<uint64_t>(at);
+  if (bytes.size() != entries * width || rank >= info_.file_count) {
+    return Err(Corrupt(fmt::format("bad key rank of file {}", position)));
+  }
+  return rank;
+}
+
+Result<Segment::FileValue> Segment::ParseFileValue(std::string_view value, uint64_t rank) const {
+  const auto ordinal = varint::Get(&value);
+  const auto position = positioned() ? varint::Get(&value) : std::optional<uint64_t>(rank);
+  if (!ordinal || !position || !value.empty() || *ordinal >= info_.file_count ||
+      *position >= info_.file_count) {
+    return Err(Corrupt(fmt::format("bad value of file entry {}", rank)));
+  }
+  return FileValue{*ordinal, *position};
+}
+
+Result<std::pair<std::string, Segment::FileValue>> Segment::FileAt(
+    uint64_t position) const {
+  STOKER_ASSIGN_OR_RETURN(const uint64_t rank, KeyRank(position));
+  STOKER_ASSIGN_OR_RETURN(auto entry, files_->EntryAt(rank / kBlockEntries, rank % kBlockEntries));
+  STOKER_ASSIGN_OR_RETURN(const FileValue value, ParseFileValue(entry.value, rank));
+  if (value.position != position) {
+    return Err(Corrupt(fmt::format("file {} and its key rank disagree", position)));
+  }
+  return std::pair(std::move(entry.key), value);
 }
 
 Result<std::string> Segment::PathOf(std::string_view key, uint64_t position) const {
@@ -490,22 +532,14 @@ Result<std::string> Segment::PathOf(std::string_view key, uint64_t position) con
   return std::move(*path);
 }
 
-Result<uint64_t> Segment::ParseLocationValue(std::string_view value, uint64_t position) const {
-  const auto ordinal = varint::Get(&value);
-  if (!ordinal || !value.empty() || *ordinal >= info_.file_count) {
-    return Err(Corrupt(fmt::format("bad location of file {}", position)));
-  }
-  return *ordinal;
-}
-
 Result<std::string> Segment::FilePath(uint64_t position) const {
-  STOKER_ASSIGN_OR_RETURN(auto entry,
-                          files_->EntryAt(position / kBlockEntries, position % kBlockEntries));
-  return PathOf(entry.key, position);
+  STOKER_ASSIGN_OR_RETURN(auto file, FileAt(position));
+  return PathOf(file.first, position);
 }
 
 Result<SegmentLocation> Segment::FileLocation(uint64_t position) const {
-  STOKER_ASSIGN_OR_RETURN(const uint64_t ordinal, LocationOrdinal(position));
+  STOKER_ASSIGN_OR_RETURN(auto file, FileAt(position));
+  const uint64_t ordinal = file.second.location;
   STOKER_ASSIGN_OR_RETURN(auto block, LocationBlock(ordinal / kBlockEntries));
   const SegmentLocation& l = block[ordinal % kBlockEntries];
   if (l.position != position) {
@@ -521,7 +555,8 @@ Result<std::optional<uint64_t>> Segment::FindFile(std::string_view path) const {
   }
   STOKER_ASSIGN_OR_RETURN(auto found, files_->Find(key));
   if (!found) return std::optional<uint64_t>();
-  return std::optional<uint64_t>(found->first);
+  STOKER_ASSIGN_OR_RETURN(const FileValue value, ParseFileValue(found->second.value, found->first));
+  return std::optional<uint64_t>(value.position);
 }
 
 Result<std::vector<SegmentFileEntry>> Segment::Files(uint64_t first, uint64_t count) const {
@@ -530,20 +565,22 @@ Result<std::vector<SegmentFileEntry>> Segment::Files(uint64_t first, uint64_t co
                                                    name_, first, count)));
   }
   std::vector<SegmentFileEntry> out(count);
+  std::vector<uint64_t> positions(count);
   std::vector<std::pair<uint64_t, uint64_t>> by_ordinal;  // (location ordinal, output slot)
   by_ordinal.reserve(count);
   for (uint64_t b = first / kBlockEntries; count > 0 && b <= (first + count - 1) / kBlockEntries;
        ++b) {
     STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
     for (uint64_t i = 0; i < block.size(); ++i) {
-      const uint64_t position = b * kBlockEntries + i;
-      if (position < first || position >= first + count) continue;
-      STOKER_ASSIGN_OR_RETURN(const uint64_t ordinal, ParseLocationValue(block[i].value, position));
-      STOKER_ASSIGN_OR_RETURN(out[position - first].path, PathOf(block[i].key, position));
-      by_ordinal.emplace_back(ordinal, position - first);
+      const uint64_t rank = b * kBlockEntries + i;
+      if (rank < first || rank >= first + count) continue;
+      STOKER_ASSIGN_OR_RETURN(const FileValue value, ParseFileValue(block[i].value, rank));
+      STOKER_ASSIGN_OR_RETURN(out[rank - first].path, PathOf(block[i].key, rank));
+      positions[rank - first] = value.position;
+      by_ordinal.emplace_back(value.location, rank - first);
     }
   }
-  // Locations lie in storage order, not path order: read each block they fall in once.
+  // Locations lie in storage order, not key order: read each block they fall in once.
   std::sort(by_ordinal.begin(), by_ordinal.end());
   std::vector<SegmentLocation> block;
   uint64_t loaded = UINT64_MAX;
@@ -553,8 +590,8 @@ Result<std::vector<SegmentFileEntry>> Segment::Files(uint64_t first, uint64_t co
       STOKER_ASSIGN_OR_RETURN(block, LocationBlock(loaded));
     }
     out[slot].location = block[ordinal % kBlockEntries];
-    if (out[slot].location.position != first + slot) {
-      return Err(Corrupt(fmt::format("file {} and its location disagree", first + slot)));
+    if (out[slot].location.position != positions[slot]) {
+      return Err(Corrupt(fmt::format("file {} and its location disagree", positions[slot])));
     }
   }
   return out;
@@ -651,6 +688,8 @@ Status Segment::CheckEveryBlock() const {
       if (auto block = table->Block(b); !block) return block.error();
     }
   }
+  STOKER_RETURN_IF_ERROR(
+      ForEachKeyRank([](uint64_t, uint64_t) { return Status::OK(); }));  // every block's CRC
   return ForEachFile([](uint64_t, std::string_view, uint64_t) { return Status::OK(); });
 }
 
@@ -668,11 +707,32 @@ Status Segment::ForEachFile(
   for (uint64_t b = 0; b < files_->first_keys.size(); ++b) {
     STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
     for (uint64_t i = 0; i < block.size(); ++i) {
-      const uint64_t position = b * kBlockEntries + i;
-      STOKER_ASSIGN_OR_RETURN(const uint64_t ordinal, ParseLocationValue(block[i].value, position));
-      STOKER_ASSIGN_OR_RETURN(const std::string path, PathOf(block[i].key, position));
-      STOKER_RETURN_IF_ERROR(fn(position, path, ordinal));
+      const uint64_t rank = b * kBlockEntries + i;
+      STOKER_ASSIGN_OR_RETURN(const FileValue value, ParseFileValue(block[i].value, rank));
+      STOKER_ASSIGN_OR_RETURN(const std::string path, PathOf(block[i].key, value.position));
+      STOKER_RETURN_IF_ERROR(fn(value.position, path, value.location));
     }
+  }
+  return Status::OK();
+}
+
+uint64_t Segment::file_block_count() const { return files_->first_keys.size(); }
+
+Result<std::vector<SegmentKeyedFile>> Segment::FileBlock(uint64_t b) const {
+  STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
+  std::vector<SegmentKeyedFile> out(block.size());
+  for (uint64_t i = 0; i < block.size(); ++i) {
+    STOKER_ASSIGN_OR_RETURN(const FileValue value,
+                            ParseFileValue(block[i].value, b * kBlockEntries + i));
+    out[i] = {std::move(block[i].key), value.position, value.location};
+  }
+  return out;
+}
+
+Status Segment::ForEachKeyRank(const std::function<Status(uint64_t, uint64_t)>& fn) const {
+  for (uint64_t position = 0; position < info_.file_count; ++position) {
+    STOKER_ASSIGN_OR_RETURN(const uint64_t rank, KeyRank(position));
+    STOKER_RETURN_IF_ERROR(fn(position, rank));
   }
   return Status::OK();
 }

@@ -54,8 +54,16 @@ struct SegmentFileEntry {
   SegmentLocation location;
 };
 
+// A file entry as the file table holds it, in key order.
+struct SegmentKeyedFile {
+  std::string key;  // FileKeyOf(path)
+  uint64_t position = 0, location = 0;
+};
+
 struct SegmentDir {
-  uint64_t first_file = 0, file_count = 0;  // positions of the files directly inside
+  // The files directly inside, as a run of key ranks (Files()); key ranks are positions
+  // unless the segment is positioned.
+  uint64_t first_rank = 0, file_count = 0;
 };
 
 struct SegmentOpenOptions {
@@ -76,6 +84,8 @@ class Segment {
   uint64_t size_bytes() const { return size_; }
   uint32_t footer_crc32c() const { return footer_crc_; }
   bool grouped() const;
+  // Positions are not key order (a merged segment: docs/format.md §3.5).
+  bool positioned() const;
 
   SegmentChunk chunk(uint64_t c) const { return chunks_[c]; }  // c < chunk_count
   std::string_view class_name(uint32_t k) const { return classes_[k]; }  // k < class_count
@@ -86,8 +96,8 @@ class Segment {
   // Position of `path`, nullopt if this segment does not hold it.
   Result<std::optional<uint64_t>> FindFile(std::string_view path) const;
   Result<std::optional<SegmentDir>> FindDir(std::string_view path) const;
-  // The files at positions [first, first + count), reading each block once: a directory's
-  // files (SegmentDir) with their names and locations.
+  // The files of key ranks [first, first + count), reading each block once: a directory's
+  // files (SegmentDir) with their names and locations (whose `position` is the file's).
   Result<std::vector<SegmentFileEntry>> Files(uint64_t first, uint64_t count) const;
   // The paths of those of `keys` (FileKeyOf, sorted) that this segment holds, reading each
   // block at most once (a writer's conflict check of its many new paths).
@@ -107,11 +117,17 @@ class Segment {
   // Every location, chunk by chunk in storage order (ordinal = rank in that order).
   Status ForEachLocation(const std::function<void(uint64_t ordinal, const SegmentLocation&)>& fn)
       const;
-  // Every file in position order, with the ordinal of its location.
+  // Every file in key order, with its position and the ordinal of its location.
   // `fn`'s error ends the walk and is returned.
   Status ForEachFile(
       const std::function<Status(uint64_t position, std::string_view path, uint64_t location)>&
           fn) const;
+  // The files of block `b` (< file_block_count()) of the file table, in key order: a merge
+  // reads every segment's files in key order one block at a time.
+  uint64_t file_block_count() const;
+  Result<std::vector<SegmentKeyedFile>> FileBlock(uint64_t b) const;
+  // Every position with its key rank, in position order (the identity unless positioned).
+  Status ForEachKeyRank(const std::function<Status(uint64_t position, uint64_t rank)>& fn) const;
 
   struct Table;  // a keyed block table (files, dirs, attributes)
 
@@ -122,11 +138,17 @@ class Segment {
   Result<std::string> ReadBlockBytes(uint32_t kind, uint64_t offset, uint64_t size) const;
   Result<std::vector<SegmentLocation>> LocationBlock(uint64_t block) const;
   Status Corrupt(std::string_view what) const;
-  Result<uint64_t> LocationOrdinal(uint64_t position) const;
+  // A file entry's value: the ordinal of its location and the file's position.
+  struct FileValue {
+    uint64_t location = 0, position = 0;
+  };
+  Result<FileValue> ParseFileValue(std::string_view value, uint64_t rank) const;
+  // The key rank of the file at `position`.
+  Result<uint64_t> KeyRank(uint64_t position) const;
+  // The file at `position`: its key and value.
+  Result<std::pair<std::string, FileValue>> FileAt(uint64_t position) const;
   // A file entry's key as a path (Corruption if malformed).
   Result<std::string> PathOf(std::string_view key, uint64_t position) const;
-  // A file entry's value: the ordinal of its location.
-  Result<uint64_t> ParseLocationValue(std::string_view value, uint64_t position) const;
 
   std::shared_ptr<RandomAccessFile> file_;
   std::string name_;

@@ -11,103 +11,16 @@
 #include "common/crc32c.h"
 #include "common/varint.h"
 #include "format/segment_layout.h"
+#include "format/segment_writer.h"
 #include "format/snapshot_builder.h"
 
 namespace stoker::format {
 namespace {
 
-using Emit = std::function<Status(std::string_view)>;
-
-size_t SharedPrefix(std::string_view a, std::string_view b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
-}
-
-// A block table of sorted keys (docs/format.md §3.3): blocks of kBlockEntries entries, each
-// entry's key prefix-compressed against the previous one (the first of a block in full), its
-// value length-prefixed; every block ends in its CRC32C. Finished blocks go to `emit`; the
-// index and the first keys (a few bytes per block) stay here.
-class KeyedTableWriter {
- public:
-  explicit KeyedTableWriter(Emit emit) : emit_(std::move(emit)) {}
-
-  Status Add(std::string_view key, std::string_view value) {
-    if (count_ % kBlockEntries == 0) {
-      STOKER_RETURN_IF_ERROR(EndBlock());
-      coding::PutFixed<uint64_t>(&index_, blocks_size_);
-      coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(keys_.size()));
-      coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(key.size()));
-      keys_.append(key);
-      previous_.clear();
-    }
-    const size_t shared = SharedPrefix(previous_, key);
-    varint::Put(&block_, shared);
-    varint::Put(&block_, key.size() - shared);
-    block_.append(key.substr(shared));
-    varint::Put(&block_, value.size());
-    block_.append(value);
-    previous_.assign(key);
-    ++count_;
-    return Status::OK();
-  }
-
-  Status Finish() {
-    STOKER_RETURN_IF_ERROR(EndBlock());
-    coding::PutFixed<uint64_t>(&index_, blocks_size_);
-    coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(keys_.size()));
-    coding::PutFixed<uint32_t>(&index_, 0);
-    return Status::OK();
-  }
-
-  uint64_t count() const { return count_; }
-  uint64_t blocks_size() const { return blocks_size_; }
-  uint32_t blocks_crc() const { return blocks_crc_; }
-  const std::string& index() const { return index_; }
-  const std::string& keys() const { return keys_; }
-
- private:
-  Status EndBlock() {
-    if (block_.empty()) return Status::OK();
-    coding::PutFixed<uint32_t>(&block_, crc32c::Value(block_));
-    blocks_crc_ = crc32c::Extend(blocks_crc_, block_.data(), block_.size());
-    blocks_size_ += block_.size();
-    STOKER_RETURN_IF_ERROR(emit_(block_));
-    block_.clear();
-    return Status::OK();
-  }
-
-  Emit emit_;
-  std::string index_, keys_, block_, previous_;
-  uint64_t count_ = 0, blocks_size_ = 0;
-  uint32_t blocks_crc_ = 0;
-};
-
-// The directory of `path` ("" for the root).
-std::string_view DirOf(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
-}
-
-struct DirFiles {
-  uint64_t first = 0, count = 0;
-};
-
 // The sample of a file key: its directory and name up to the first '.' (SampleKeyOf).
 std::string_view SampleKeyOfKey(std::string_view key) {
   const size_t nul = key.find('\0');
   return key.substr(0, key.find('.', nul));
-}
-
-void PutBigEndian64(std::string* out, uint64_t v) {
-  for (int b = 0; b < 8; ++b) out->push_back(static_cast<char>(v >> (56 - 8 * b)));
-}
-
-uint64_t GetBigEndian64(std::string_view in) {
-  uint64_t v = 0;
-  for (int b = 0; b < 8; ++b) v = (v << 8) | static_cast<uint8_t>(in[b]);
-  return v;
 }
 
 // Sort records, by key: varint key size | key | u32 chunk | varint entry | varint length |
@@ -182,25 +95,6 @@ LocationRecord TakeLocationRecord(std::string_view* in) {
 
 constexpr uint64_t kMaxLocationRecord = 4 * varint::kMaxBytes + 4;
 
-class CountingSink {
- public:
-  explicit CountingSink(SegmentSink& sink) : sink_(sink) {}
-  Status Append(std::string_view bytes) {
-    offset_ += bytes.size();
-    return sink_.Append(bytes);
-  }
-  uint64_t offset() const { return offset_; }
-
- private:
-  SegmentSink& sink_;
-  uint64_t offset_ = 0;
-};
-
-struct SectionRecord {
-  uint32_t kind = 0, crc32c = 0;
-  uint64_t offset = 0, size = 0;
-};
-
 }  // namespace
 
 struct SegmentBuilder::State {
@@ -224,11 +118,10 @@ struct SegmentBuilder::State {
   std::optional<std::string> outside, duplicate;
   int32_t max_label = -1;
   std::string first_key, last_key;
-  std::map<std::string, DirFiles, std::less<>> dirs;
+  DirTable dirs;
   std::optional<Spool> keys;       // varint size | key, in key order
   std::optional<Spool> locations;  // LocationRecord, in ordinal order
   std::optional<Spool> file_blocks, samples_section, attr_blocks;
-  uint32_t samples_crc = 0;
   std::unique_ptr<KeyedTableWriter> file_table, attr_table;
 };
 
@@ -300,7 +193,6 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
     if (grouped) {
       scratch.clear();
       coding::PutFixed<uint64_t>(&scratch, s.files);
-      s.samples_crc = crc32c::Extend(s.samples_crc, scratch.data(), scratch.size());
       STOKER_RETURN_IF_ERROR(s.samples_section->Append(scratch));
       if (grouping == Grouping::kSamplesSharingLabels) {
         int32_t label = -1;
@@ -312,13 +204,7 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
     for (const KeyRecord& r : sample) {
       const uint64_t p = s.files++;
       const std::string path = *PathOfFileKey(r.key);
-      std::string_view dir = DirOf(path);
-      auto [it, added] = s.dirs.try_emplace(std::string(dir));
-      if (it->second.count++ == 0) it->second.first = p;
-      while (added && !dir.empty()) {
-        dir = DirOf(dir);
-        added = s.dirs.try_emplace(std::string(dir)).second;
-      }
+      AddToDirTable(s.dirs, path, p);
       LocationRecord l{p, r.length, r.crc32c, r.label, -1};
       if (const size_t slash = path.find('/'); slash != std::string::npos) {
         auto [cls, fresh] = dir_class_of.try_emplace(path.substr(0, slash),
@@ -380,7 +266,6 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
   if (grouped) {
     scratch.clear();
     coding::PutFixed<uint64_t>(&scratch, s.files);
-    s.samples_crc = crc32c::Extend(s.samples_crc, scratch.data(), scratch.size());
     STOKER_RETURN_IF_ERROR(s.samples_section->Append(scratch));
   } else {
     s.samples = s.files;
@@ -470,7 +355,7 @@ Status SegmentBuilder::ForEachKey(const std::function<Status(std::string_view)>&
   }
 }
 
-Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& out) const {
+Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const {
   const State& s = *s_;
   if (!s.locations) return Status::Internal("SegmentBuilder::Write before Seal");
   if (n.first_label + uint64_t{n.classes.size()} > 0x7FFFFFFFull) {
@@ -479,23 +364,16 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& out) const 
   if (n.labels == LabelSource::kDirs && n.dir_labels.size() != s.first_dirs.size()) {
     return Status::Internal("a label is needed for every class directory");
   }
+  if (n.flags & kSegmentPositioned) return Status::Internal("a new segment is in key order");
   const uint64_t label_end = n.first_label + uint64_t{n.classes.size()};
-  CountingSink sink(out);
-  std::vector<SectionRecord> sections;
-  const auto section = [&](uint32_t kind, std::string_view bytes) -> Status {
-    sections.push_back({kind, crc32c::Value(bytes), sink.offset(), bytes.size()});
-    return sink.Append(bytes);
+  SegmentFileWriter out(sink);
+  const auto copied = [&](uint32_t kind, const Spool& spool) -> Status {
+    out.Begin(kind);
+    STOKER_RETURN_IF_ERROR(spool.CopyTo([&](std::string_view b) { return out.Append(b); }));
+    out.End();
+    return Status::OK();
   };
-  const auto copied = [&](uint32_t kind, const Spool& spool, uint32_t crc) -> Status {
-    sections.push_back({kind, crc, sink.offset(), spool.size()});
-    return spool.CopyTo([&](std::string_view b) { return sink.Append(b); });
-  };
-
-  std::string header(kSegmentHeaderSize, '\0');
-  std::copy(std::begin(kSegmentMagic), std::end(kSegmentMagic), header.begin());
-  coding::EncodeFixed<uint32_t>(header.data() + 8, kFormatVersion2);
-  STOKER_RETURN_IF_ERROR(sink.Append(header));
-
+  STOKER_RETURN_IF_ERROR(out.Header());
   {
     std::string chunks;
     for (size_t c = 0; c < s.chunks.size(); ++c) {
@@ -506,12 +384,11 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& out) const 
       coding::PutFixed<uint32_t>(&chunks, info.entry_count);
       coding::PutFixed<uint64_t>(&chunks, s.first_location[c]);
     }
-    STOKER_RETURN_IF_ERROR(section(kSegChunks, chunks));
+    STOKER_RETURN_IF_ERROR(out.Section(kSegChunks, chunks));
   }
   {
     // Locations, chunk by chunk in storage order; offsets are implied by the lengths.
-    SectionRecord rec{kSegLocations, 0, sink.offset(), 0};
-    std::string index, block;
+    LocationsWriter locations(out, s.files);
     Spool::Reader reader(*s.locations, 1 << 20);
     size_t c = 0;
     uint64_t offset = kChunkHeaderSize, previous_length = 0;
@@ -533,98 +410,42 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& out) const 
         return Status::InvalidArgument(
             fmt::format("the file at position {}: label {} has no class", l.position, label));
       }
-      if (k % kBlockEntries == 0) {
-        coding::PutFixed<uint64_t>(&index, rec.size);
-        coding::PutFixed<uint64_t>(&block, offset);
-      }
-      varint::Put(&block, l.position);
-      varint::Put(&block, l.length);
-      coding::PutFixed<uint32_t>(&block, l.crc32c);
-      varint::Put(&block, static_cast<uint64_t>(int64_t{label} + 1));
-      if ((k + 1) % kBlockEntries == 0 || k + 1 == s.files) {
-        coding::PutFixed<uint32_t>(&block, crc32c::Value(block));
-        rec.crc32c = crc32c::Extend(rec.crc32c, block.data(), block.size());
-        rec.size += block.size();
-        STOKER_RETURN_IF_ERROR(sink.Append(block));
-        block.clear();
-      }
+      STOKER_RETURN_IF_ERROR(locations.Add(offset, l.position, l.length, l.crc32c, label));
     }
-    coding::PutFixed<uint64_t>(&index, rec.size);
-    sections.push_back(rec);
-    STOKER_RETURN_IF_ERROR(section(kSegLocationIndex, index));
+    STOKER_RETURN_IF_ERROR(locations.Finish());
   }
-  STOKER_RETURN_IF_ERROR(copied(kSegFiles, *s.file_blocks, s.file_table->blocks_crc()));
-  STOKER_RETURN_IF_ERROR(section(kSegFileIndex, s.file_table->index()));
-  STOKER_RETURN_IF_ERROR(section(kSegFileKeys, s.file_table->keys()));
-  {
-    std::string blocks;
-    KeyedTableWriter table([&](std::string_view b) {
-      blocks.append(b);
-      return Status::OK();
-    });
-    std::string value;
-    for (const auto& [path, files] : s.dirs) {
-      value.clear();
-      varint::Put(&value, files.first);
-      varint::Put(&value, files.count);
-      STOKER_RETURN_IF_ERROR(table.Add(path, value));
-    }
-    STOKER_RETURN_IF_ERROR(table.Finish());
-    STOKER_RETURN_IF_ERROR(section(kSegDirs, blocks));
-    STOKER_RETURN_IF_ERROR(section(kSegDirIndex, table.index()));
-    STOKER_RETURN_IF_ERROR(section(kSegDirKeys, table.keys()));
-  }
+  STOKER_RETURN_IF_ERROR(copied(kSegFiles, *s.file_blocks));
+  STOKER_RETURN_IF_ERROR(out.Section(kSegFileIndex, s.file_table->index()));
+  STOKER_RETURN_IF_ERROR(out.Section(kSegFileKeys, s.file_table->keys()));
+  STOKER_RETURN_IF_ERROR(WriteDirTable(out, s.dirs));
   {
     std::string classes;
     for (const std::string& name : n.classes) {
       varint::Put(&classes, name.size());
       classes.append(name);
     }
-    STOKER_RETURN_IF_ERROR(section(kSegClasses, classes));
+    STOKER_RETURN_IF_ERROR(out.Section(kSegClasses, classes));
   }
   if (n.flags & kSegmentGrouped) {
     if (!s.grouped) return Status::Internal("a grouped segment from files sealed ungrouped");
-    STOKER_RETURN_IF_ERROR(copied(kSegSamples, *s.samples_section, s.samples_crc));
+    STOKER_RETURN_IF_ERROR(copied(kSegSamples, *s.samples_section));
   }
-  STOKER_RETURN_IF_ERROR(copied(kSegAttrs, *s.attr_blocks, s.attr_table->blocks_crc()));
-  STOKER_RETURN_IF_ERROR(section(kSegAttrIndex, s.attr_table->index()));
-  STOKER_RETURN_IF_ERROR(section(kSegAttrKeys, s.attr_table->keys()));
-
-  std::string f;
-  coding::PutFixed<uint32_t>(&f, kFormatVersion2);
-  coding::PutFixed<uint32_t>(&f, n.flags);
-  coding::PutFixed<uint64_t>(&f, n.first_file);
-  coding::PutFixed<uint64_t>(&f, s.files);
-  coding::PutFixed<uint64_t>(&f, n.first_sample);
-  coding::PutFixed<uint64_t>(&f, (n.flags & kSegmentGrouped) ? s.samples : s.files);
-  coding::PutFixed<uint32_t>(&f, n.first_label);
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(n.classes.size()));
-  coding::PutFixed<uint64_t>(&f, s.total_bytes);
-  coding::PutFixed<uint64_t>(&f, s.chunks.size());
-  coding::PutFixed<uint64_t>(&f, s.dirs.size());
-  coding::PutFixed<uint64_t>(&f, s.attr_table->count());
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(sections.size()));
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(kBlockEntries));
-  for (const SectionRecord& r : sections) {
-    coding::PutFixed<uint32_t>(&f, r.kind);
-    coding::PutFixed<uint32_t>(&f, r.crc32c);
-    coding::PutFixed<uint64_t>(&f, r.offset);
-    coding::PutFixed<uint64_t>(&f, r.size);
-    coding::PutFixed<uint64_t>(&f, 0);
-  }
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(s.first_key.size()));
-  f.append(s.first_key);
-  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(s.last_key.size()));
-  f.append(s.last_key);
-  const uint64_t footer_offset = sink.offset();
-  std::string trailer;
-  coding::PutFixed<uint64_t>(&trailer, footer_offset);
-  coding::PutFixed<uint64_t>(&trailer, f.size());
-  coding::PutFixed<uint32_t>(&trailer, crc32c::Value(f));
-  coding::PutFixed<uint32_t>(&trailer, 0);
-  trailer.append(kSegmentTrailerMagic, sizeof(kSegmentTrailerMagic));
-  STOKER_RETURN_IF_ERROR(sink.Append(f));
-  return sink.Append(trailer);
+  STOKER_RETURN_IF_ERROR(copied(kSegAttrs, *s.attr_blocks));
+  STOKER_RETURN_IF_ERROR(out.Section(kSegAttrIndex, s.attr_table->index()));
+  STOKER_RETURN_IF_ERROR(out.Section(kSegAttrKeys, s.attr_table->keys()));
+  return out.Finish({.flags = n.flags,
+                     .first_file = n.first_file,
+                     .files = s.files,
+                     .first_sample = n.first_sample,
+                     .samples = (n.flags & kSegmentGrouped) ? s.samples : s.files,
+                     .first_label = n.first_label,
+                     .classes = static_cast<uint32_t>(n.classes.size()),
+                     .total_bytes = s.total_bytes,
+                     .chunks = s.chunks.size(),
+                     .dirs = s.dirs.size(),
+                     .attrs = s.attr_table->count(),
+                     .first_key = s.first_key,
+                     .last_key = s.last_key});
 }
 
 Status WritableFileSink::Append(std::string_view bytes) {

@@ -25,17 +25,22 @@ inline constexpr uint64_t kIndexRecordSize = 16;  // u64 block offset, u32 key o
 inline constexpr uint64_t kSegmentChunkRecordSize = 32;
 inline constexpr uint64_t kMaxSegmentFooterSize = 1 << 20;
 
-// Footer flags (the same meaning in every segment of a dataset).
+// Footer flags. The first three are the dataset's (the same in every segment, and in the
+// version record); kSegmentPositioned is the segment's own.
 inline constexpr uint32_t kSegmentGrouped = 1u << 0;           // samples section present
 inline constexpr uint32_t kSegmentLabelled = 1u << 1;          // files carry labels
 inline constexpr uint32_t kSegmentLabelsFromDirs = 1u << 2;    // class = first path component
-inline constexpr uint32_t kSegmentKnownFlags = 0x7;
+inline constexpr uint32_t kSegmentDatasetFlags = 0x7;
+// Positions are not key order (a merged segment, §3.5): file values carry the position and a
+// key-ranks section maps positions to key ranks.
+inline constexpr uint32_t kSegmentPositioned = 1u << 3;
+inline constexpr uint32_t kSegmentKnownFlags = 0xF;
 
 enum SegmentSection : uint32_t {
   kSegChunks = 1,         // chunk records
   kSegLocations = 2,      // location blocks, chunk by chunk in storage order
   kSegLocationIndex = 3,  // u64 offset of each location block, then the section's size
-  kSegFiles = 4,          // file blocks in key order (= index order)
+  kSegFiles = 4,          // file blocks in key order (= position order unless positioned)
   kSegFileIndex = 5,      // index records of the file blocks
   kSegFileKeys = 6,       // first keys of the file blocks
   kSegDirs = 7,
@@ -46,7 +51,8 @@ enum SegmentSection : uint32_t {
   kSegAttrs = 12,
   kSegAttrIndex = 13,
   kSegAttrKeys = 14,
-  kSegSectionKinds = 15,  // kinds 1..14 are defined; others are rejected (format 2)
+  kSegKeyRanks = 15,      // positioned only: the key rank of each position, in fixed-width blocks
+  kSegSectionKinds = 16,  // kinds 1..15 are defined; others are rejected (format 2)
 };
 
 // A file's key orders files by (directory, name) bytewise: "dir/sub\0name", "\0name" in the

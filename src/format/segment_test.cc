@@ -10,6 +10,7 @@
 #include "common/random.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
+#include "format/segment_merge.h"
 #include "testing/test_util.h"
 
 namespace stoker::format {
@@ -164,7 +165,7 @@ TEST(Segment, RoundTripsEveryFileByPathPositionAndLocation) {
   const auto dir = seg->FindDir("train/n00000003").value();
   ASSERT_TRUE(dir.has_value());
   for (uint64_t k = 0; k < dir->file_count; ++k) {
-    EXPECT_TRUE(seg->FilePath(dir->first_file + k).value().starts_with("train/n00000003/"));
+    EXPECT_TRUE(seg->FilePath(dir->first_rank + k).value().starts_with("train/n00000003/"));
   }
   EXPECT_FALSE(seg->FindDir("a/b/deep/er/file").value().has_value());
   EXPECT_TRUE(seg->FindDir("a/b/deep").value().has_value());  // an ancestor without files
@@ -314,10 +315,7 @@ Status ReadEverything(const Segment& seg) {
 
 // Every byte of a segment is checked: flipping any one of them either fails Open or fails a
 // read with Corruption (or, for a varint's redundant bit, changes nothing the reader returns).
-TEST(Segment, EveryFlippedByteIsCaught) {
-  SegmentSpec spec = SpecFor({"x/1", "x/2", "y/3", "4", "y/z/5"}, 9);
-  spec.flags |= kSegmentGrouped;
-  const std::string original = BuildSegment(spec).value();
+void ExpectEveryFlipCaught(const std::string& original) {
   auto clean = OpenOrDie(&original);
   ASSERT_TRUE(ReadEverything(*clean).ok());
   std::string bytes = original;
@@ -336,6 +334,168 @@ TEST(Segment, EveryFlippedByteIsCaught) {
     }
     bytes[i] = original[i];
   }
+}
+
+TEST(Segment, EveryFlippedByteIsCaught) {
+  SegmentSpec spec = SpecFor({"x/1", "x/2", "y/3", "4", "y/z/5"}, 9);
+  spec.flags |= kSegmentGrouped;
+  ExpectEveryFlipCaught(BuildSegment(spec).value());
+}
+
+// ---- Merging (stoker compact)
+
+// `parts` consecutive segments as `parts` appends would write them: every part holds every
+// parts-th path, so their keys interleave; each adds three classes and three chunks.
+std::vector<std::string> AppendedSegments(const std::vector<std::string>& paths, size_t parts,
+                                          bool grouped) {
+  std::vector<std::string> out;
+  uint64_t first = 1000;
+  for (size_t j = 0; j < parts; ++j) {
+    std::vector<std::string> mine;
+    for (size_t i = j; i < paths.size(); i += parts) mine.push_back(paths[i]);
+    SegmentSpec spec = SpecFor(mine, 20 + j);
+    if (grouped) spec.flags |= kSegmentGrouped;
+    spec.first_file = spec.first_sample = first;
+    spec.first_label = static_cast<uint32_t>(2 + 3 * j);
+    spec.classes = {fmt::format("cat{}", j), fmt::format("dog{}", j), fmt::format("emu{}", j)};
+    for (auto& chunk : spec.chunks) chunk.id += 0x100 * j;
+    out.push_back(BuildSegment(spec).value());
+    first += mine.size();  // ungrouped, or one file per sample: samples count as files
+  }
+  return out;
+}
+
+std::string MergeOrDie(const std::vector<const Segment*>& inputs) {
+  InMemorySegmentSink sink;
+  SortOptions sort;
+  sort.memory_bytes = 4096;  // spill the key ranks' sort into several runs
+  const Status merged = MergeSegments(inputs, sort, sink);
+  EXPECT_TRUE(merged.ok()) << merged.ToString();
+  return sink.bytes;
+}
+
+TEST(SegmentMerge, KeepsEveryFileIndexLocationLabelSampleAndAttribute) {
+  const auto paths = TreePaths(1500);
+  const auto inputs_bytes = AppendedSegments(paths, 3, false);
+  std::vector<std::unique_ptr<Segment>> inputs;
+  std::vector<const Segment*> views;
+  for (const auto& b : inputs_bytes) {
+    inputs.push_back(OpenOrDie(&b));
+    views.push_back(inputs.back().get());
+  }
+  const std::string bytes = MergeOrDie(views);
+  auto merged = OpenOrDie(&bytes);
+  ASSERT_NE(merged, nullptr);
+  const SegmentInfo& info = merged->info();
+  EXPECT_TRUE(merged->positioned());
+  EXPECT_EQ(info.flags & kSegmentDatasetFlags, kSegmentLabelled);
+  EXPECT_EQ(info.first_file, 1000u);
+  EXPECT_EQ(info.file_count, paths.size());
+  EXPECT_EQ(info.first_label, 2u);
+  EXPECT_EQ(info.class_count, 9u);
+  EXPECT_EQ(merged->class_name(4), "dog1");
+  EXPECT_EQ(info.chunk_count, 9u);
+  ASSERT_TRUE(merged->CheckEveryBlock().ok());
+
+  uint64_t shift = 0, chunk_shift = 0;
+  for (const auto& in : inputs) {
+    for (uint64_t p = 0; p < in->info().file_count; ++p) {
+      const std::string path = in->FilePath(p).value();
+      EXPECT_EQ(merged->FilePath(shift + p).value(), path);
+      EXPECT_EQ(merged->FindFile(path).value(), shift + p) << path;
+      const SegmentLocation a = in->FileLocation(p).value();
+      const SegmentLocation b = merged->FileLocation(shift + p).value();
+      EXPECT_EQ(b.position, shift + p);
+      EXPECT_EQ(b.chunk, a.chunk + chunk_shift);
+      EXPECT_EQ(merged->chunk(b.chunk).id, in->chunk(a.chunk).id);
+      EXPECT_EQ(std::tie(b.offset, b.length, b.crc32c, b.label),
+                std::tie(a.offset, a.length, a.crc32c, a.label));
+      EXPECT_EQ(merged->Attributes(shift + p).value(), in->Attributes(p).value());
+    }
+    shift += in->info().file_count;
+    chunk_shift += in->info().chunk_count;
+  }
+
+  // A directory lists the files of every input, in name order, each with its own index.
+  const auto dir = merged->FindDir("train/n00000003").value();
+  ASSERT_TRUE(dir.has_value());
+  const auto files = merged->Files(dir->first_rank, dir->file_count).value();
+  EXPECT_EQ(files.size(), std::count_if(paths.begin(), paths.end(), [](const std::string& p) {
+              return p.starts_with("train/n00000003/");
+            }));
+  for (size_t k = 0; k < files.size(); ++k) {
+    EXPECT_EQ(merged->FilePath(files[k].location.position).value(), files[k].path);
+    if (k > 0) {
+      EXPECT_LT(files[k - 1].path, files[k].path);
+    }
+  }
+
+  // A merged segment merges again, with a segment that follows it.
+  const auto more = AppendedSegments(paths, 3, false);  // same paths: must be refused
+  auto next = OpenOrDie(&more[0]);
+  InMemorySegmentSink sink;
+  EXPECT_EQ(MergeSegments(std::vector<const Segment*>{merged.get(), next.get()}, {}, sink).code(),
+            StatusCode::kInvalidArgument);  // its numbers do not follow the merged segment's
+}
+
+TEST(SegmentMerge, KeepsSamplesAndMergesAgain) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < 700; ++i) {
+    paths.push_back(fmt::format("shard{}/{:06d}.jpg", i % 4, i));
+  }
+  // Three appends, then a fourth whose paths follow: merge the first three, then the merged
+  // one with the fourth (a merged, positioned segment as an input).
+  std::vector<std::string> all = paths;
+  for (int i = 0; i < 100; ++i) all.push_back(fmt::format("shard0/{:06d}.jpg", 5000 + i));
+  const auto bytes = AppendedSegments(all, 4, true);
+  std::vector<std::unique_ptr<Segment>> in;
+  for (const auto& b : bytes) in.push_back(OpenOrDie(&b));
+  const std::string first3 = MergeOrDie({in[0].get(), in[1].get(), in[2].get()});
+  auto m3 = OpenOrDie(&first3);
+  ASSERT_NE(m3, nullptr);
+  const std::string all4 = MergeOrDie({m3.get(), in[3].get()});
+  auto m4 = OpenOrDie(&all4);
+  ASSERT_NE(m4, nullptr);
+  EXPECT_TRUE(m4->grouped());
+  EXPECT_EQ(m4->info().sample_count, all.size());
+  uint64_t shift = 0;
+  for (const auto& s : in) {
+    for (uint64_t p = 0; p < s->info().file_count; ++p) {
+      EXPECT_EQ(m4->FilePath(shift + p).value(), s->FilePath(p).value());
+      EXPECT_EQ(m4->SampleFiles(shift + p).first, shift + s->SampleFiles(p).first);
+    }
+    shift += s->info().file_count;
+  }
+  ASSERT_TRUE(m4->CheckEveryBlock().ok());
+}
+
+TEST(SegmentMerge, RefusesAPathHeldTwiceAndSegmentsOutOfOrder) {
+  const auto paths = TreePaths(300);
+  const auto bytes = AppendedSegments(paths, 2, false);
+  auto a = OpenOrDie(&bytes[0]);
+  auto b = OpenOrDie(&bytes[1]);
+  InMemorySegmentSink sink;
+  EXPECT_EQ(MergeSegments(std::vector<const Segment*>{b.get(), a.get()}, {}, sink).code(),
+            StatusCode::kInvalidArgument);
+  // The same paths twice, numbered as if consecutive.
+  SegmentSpec spec = SpecFor(paths, 5);
+  const std::string first = BuildSegment(spec).value();
+  spec.first_file = spec.first_sample = 1000 + paths.size();
+  spec.first_label = 5;
+  for (auto& chunk : spec.chunks) chunk.id += 0x1000;
+  const std::string second = BuildSegment(spec).value();
+  auto x = OpenOrDie(&first);
+  auto y = OpenOrDie(&second);
+  const Status twice = MergeSegments(std::vector<const Segment*>{x.get(), y.get()}, {}, sink);
+  EXPECT_TRUE(twice.IsCorruption()) << twice.ToString();
+  EXPECT_NE(twice.ToString().find("is in two of the merged segments"), std::string::npos);
+}
+
+TEST(SegmentMerge, EveryFlippedByteOfAMergedSegmentIsCaught) {
+  const auto bytes = AppendedSegments({"x/1", "x/2", "y/3", "4", "y/z/5", "x/0"}, 2, true);
+  auto a = OpenOrDie(&bytes[0]);
+  auto b = OpenOrDie(&bytes[1]);
+  ExpectEveryFlipCaught(MergeOrDie({a.get(), b.get()}));
 }
 
 }  // namespace

@@ -93,7 +93,7 @@ Result<VersionRecord> ParseVersionRecord(std::string_view text) {
   STOKER_ASSIGN_OR_RETURN(r.classes, Decimal(text, "classes"));
   STOKER_ASSIGN_OR_RETURN(r.chunks, Decimal(text, "chunks"));
   STOKER_ASSIGN_OR_RETURN(r.bytes, Decimal(text, "bytes"));
-  if (r.version == 0 || r.parent >= r.version || (flags & ~uint64_t{kSegmentKnownFlags}) != 0) {
+  if (r.version == 0 || r.parent >= r.version || (flags & ~uint64_t{kSegmentDatasetFlags}) != 0) {
     return Err(Status::Corruption("version record: bad version, parent or flags"));
   }
   r.flags = static_cast<uint32_t>(flags);

@@ -1,0 +1,248 @@
+#include "format/segment_writer.h"
+
+#include <algorithm>
+
+#include "common/coding.h"
+#include "common/crc32c.h"
+#include "common/varint.h"
+#include "format/chunk.h"
+#include "format/segment_layout.h"
+
+namespace stoker::format {
+namespace {
+
+size_t SharedPrefix(std::string_view a, std::string_view b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+// The directory of `path` ("" for the root).
+std::string_view DirOf(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+}
+
+}  // namespace
+
+// ---- SegmentFileWriter
+
+Status SegmentFileWriter::Header() {
+  std::string header(kSegmentHeaderSize, '\0');
+  std::copy(std::begin(kSegmentMagic), std::end(kSegmentMagic), header.begin());
+  coding::EncodeFixed<uint32_t>(header.data() + 8, kFormatVersion2);
+  offset_ += header.size();
+  return sink_.Append(header);
+}
+
+void SegmentFileWriter::Begin(uint32_t kind) {
+  sections_.push_back({kind, 0, offset_, 0});
+  open_ = true;
+}
+
+Status SegmentFileWriter::Append(std::string_view bytes) {
+  if (!open_) return Status::Internal("segment bytes outside a section");
+  Record& r = sections_.back();
+  r.crc32c = crc32c::Extend(r.crc32c, bytes.data(), bytes.size());
+  r.size += bytes.size();
+  offset_ += bytes.size();
+  return sink_.Append(bytes);
+}
+
+void SegmentFileWriter::End() { open_ = false; }
+
+Status SegmentFileWriter::Section(uint32_t kind, std::string_view bytes) {
+  Begin(kind);
+  STOKER_RETURN_IF_ERROR(Append(bytes));
+  End();
+  return Status::OK();
+}
+
+Status SegmentFileWriter::Finish(const Footer& ft) {
+  if (open_) return Status::Internal("a segment section was not ended");
+  std::string f;
+  coding::PutFixed<uint32_t>(&f, kFormatVersion2);
+  coding::PutFixed<uint32_t>(&f, ft.flags);
+  coding::PutFixed<uint64_t>(&f, ft.first_file);
+  coding::PutFixed<uint64_t>(&f, ft.files);
+  coding::PutFixed<uint64_t>(&f, ft.first_sample);
+  coding::PutFixed<uint64_t>(&f, ft.samples);
+  coding::PutFixed<uint32_t>(&f, ft.first_label);
+  coding::PutFixed<uint32_t>(&f, ft.classes);
+  coding::PutFixed<uint64_t>(&f, ft.total_bytes);
+  coding::PutFixed<uint64_t>(&f, ft.chunks);
+  coding::PutFixed<uint64_t>(&f, ft.dirs);
+  coding::PutFixed<uint64_t>(&f, ft.attrs);
+  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(sections_.size()));
+  coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(kBlockEntries));
+  for (const Record& r : sections_) {
+    coding::PutFixed<uint32_t>(&f, r.kind);
+    coding::PutFixed<uint32_t>(&f, r.crc32c);
+    coding::PutFixed<uint64_t>(&f, r.offset);
+    coding::PutFixed<uint64_t>(&f, r.size);
+    coding::PutFixed<uint64_t>(&f, 0);
+  }
+  for (const std::string* key : {&ft.first_key, &ft.last_key}) {
+    coding::PutFixed<uint32_t>(&f, static_cast<uint32_t>(key->size()));
+    f.append(*key);
+  }
+  std::string trailer;
+  coding::PutFixed<uint64_t>(&trailer, offset_);
+  coding::PutFixed<uint64_t>(&trailer, f.size());
+  coding::PutFixed<uint32_t>(&trailer, crc32c::Value(f));
+  coding::PutFixed<uint32_t>(&trailer, 0);
+  trailer.append(kSegmentTrailerMagic, sizeof(kSegmentTrailerMagic));
+  STOKER_RETURN_IF_ERROR(sink_.Append(f));
+  offset_ += f.size();
+  offset_ += trailer.size();
+  return sink_.Append(trailer);
+}
+
+// ---- KeyedTableWriter
+
+Status KeyedTableWriter::Add(std::string_view key, std::string_view value) {
+  if (count_ % kBlockEntries == 0) {
+    STOKER_RETURN_IF_ERROR(EndBlock());
+    coding::PutFixed<uint64_t>(&index_, blocks_size_);
+    coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(keys_.size()));
+    coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(key.size()));
+    keys_.append(key);
+    previous_.clear();
+  }
+  const size_t shared = SharedPrefix(previous_, key);
+  varint::Put(&block_, shared);
+  varint::Put(&block_, key.size() - shared);
+  block_.append(key.substr(shared));
+  varint::Put(&block_, value.size());
+  block_.append(value);
+  previous_.assign(key);
+  ++count_;
+  return Status::OK();
+}
+
+Status KeyedTableWriter::Finish() {
+  STOKER_RETURN_IF_ERROR(EndBlock());
+  coding::PutFixed<uint64_t>(&index_, blocks_size_);
+  coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(keys_.size()));
+  coding::PutFixed<uint32_t>(&index_, 0);
+  return Status::OK();
+}
+
+Status KeyedTableWriter::EndBlock() {
+  if (block_.empty()) return Status::OK();
+  coding::PutFixed<uint32_t>(&block_, crc32c::Value(block_));
+  blocks_crc_ = crc32c::Extend(blocks_crc_, block_.data(), block_.size());
+  blocks_size_ += block_.size();
+  STOKER_RETURN_IF_ERROR(emit_(block_));
+  block_.clear();
+  return Status::OK();
+}
+
+KeyedTableWriter KeyedTableWriter::Into(SegmentFileWriter& out, uint32_t blocks_kind) {
+  out.Begin(blocks_kind);
+  return KeyedTableWriter([&out](std::string_view b) { return out.Append(b); });
+}
+
+Status KeyedTableWriter::FinishInto(SegmentFileWriter& out, uint32_t index_kind,
+                                    uint32_t keys_kind) {
+  STOKER_RETURN_IF_ERROR(Finish());
+  out.End();
+  STOKER_RETURN_IF_ERROR(out.Section(index_kind, index_));
+  return out.Section(keys_kind, keys_);
+}
+
+// ---- LocationsWriter
+
+Status LocationsWriter::Add(uint64_t offset, uint64_t position, uint64_t length, uint32_t crc,
+                            int32_t label) {
+  if (count_ == 0) out_.Begin(kSegLocations);
+  if (count_ % kBlockEntries == 0) {
+    coding::PutFixed<uint64_t>(&index_, size_);
+    coding::PutFixed<uint64_t>(&block_, offset);
+  }
+  varint::Put(&block_, position);
+  varint::Put(&block_, length);
+  coding::PutFixed<uint32_t>(&block_, crc);
+  varint::Put(&block_, static_cast<uint64_t>(int64_t{label} + 1));
+  ++count_;
+  if (count_ % kBlockEntries == 0 || count_ == files_) {
+    coding::PutFixed<uint32_t>(&block_, crc32c::Value(block_));
+    size_ += block_.size();
+    STOKER_RETURN_IF_ERROR(out_.Append(block_));
+    block_.clear();
+  }
+  return Status::OK();
+}
+
+Status LocationsWriter::Finish() {
+  if (count_ != files_) return Status::Internal("locations written do not match the files");
+  if (count_ == 0) out_.Begin(kSegLocations);
+  out_.End();
+  coding::PutFixed<uint64_t>(&index_, size_);
+  return out_.Section(kSegLocationIndex, index_);
+}
+
+// ---- KeyRanksWriter
+
+Status KeyRanksWriter::Add(uint64_t rank) {
+  if (count_ == 0) out_.Begin(kSegKeyRanks);
+  if (KeyRankWidth(files_) == 4) {
+    coding::PutFixed<uint32_t>(&block_, static_cast<uint32_t>(rank));
+  } else {
+    coding::PutFixed<uint64_t>(&block_, rank);
+  }
+  ++count_;
+  if (count_ % kBlockEntries == 0 || count_ == files_) {
+    coding::PutFixed<uint32_t>(&block_, crc32c::Value(block_));
+    STOKER_RETURN_IF_ERROR(out_.Append(block_));
+    block_.clear();
+  }
+  return Status::OK();
+}
+
+Status KeyRanksWriter::Finish() {
+  if (count_ != files_) return Status::Internal("key ranks written do not match the files");
+  if (count_ == 0) out_.Begin(kSegKeyRanks);
+  out_.End();
+  return Status::OK();
+}
+
+// ---- Directories
+
+void AddToDirTable(DirTable& dirs, std::string_view path, uint64_t rank) {
+  std::string_view dir = DirOf(path);
+  auto [it, added] = dirs.try_emplace(std::string(dir));
+  if (it->second.count++ == 0) it->second.first = rank;
+  while (added && !dir.empty()) {
+    dir = DirOf(dir);
+    added = dirs.try_emplace(std::string(dir)).second;
+  }
+}
+
+Status WriteDirTable(SegmentFileWriter& out, const DirTable& dirs) {
+  if (dirs.empty() || !dirs.begin()->first.empty()) {
+    return Status::Internal("a directory table without the root");
+  }
+  KeyedTableWriter table = KeyedTableWriter::Into(out, kSegDirs);
+  std::string value;
+  for (const auto& [path, files] : dirs) {
+    value.clear();
+    varint::Put(&value, files.first);
+    varint::Put(&value, files.count);
+    STOKER_RETURN_IF_ERROR(table.Add(path, value));
+  }
+  return table.FinishInto(out, kSegDirIndex, kSegDirKeys);
+}
+
+void PutBigEndian64(std::string* out, uint64_t v) {
+  for (int b = 0; b < 8; ++b) out->push_back(static_cast<char>(v >> (56 - 8 * b)));
+}
+
+uint64_t GetBigEndian64(std::string_view in) {
+  uint64_t v = 0;
+  for (int b = 0; b < 8; ++b) v = (v << 8) | static_cast<uint8_t>(in[b]);
+  return v;
+}
+
+}  // namespace stoker::format

@@ -1,0 +1,135 @@
+// The pieces that write a segment's bytes (docs/format.md §3), shared by the builder of a
+// writer's new segment (segment_builder.cc) and the merge of several segments into one
+// (segment_merge.cc): the section framing with its footer and trailer, keyed block tables,
+// location blocks, key-rank blocks and the directory table. Everything streams to a
+// SegmentSink; only per-block indexes (a few bytes per 256 entries) are held.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format/segment_builder.h"
+#include "stoker/status.h"
+
+namespace stoker::format {
+
+// Writes sections back to back after the header, then the footer and trailer.
+class SegmentFileWriter {
+ public:
+  explicit SegmentFileWriter(SegmentSink& sink) : sink_(sink) {}
+
+  Status Header();
+  // A whole section at once.
+  Status Section(uint32_t kind, std::string_view bytes);
+  // A section streamed in pieces: Begin, Append..., End.
+  void Begin(uint32_t kind);
+  Status Append(std::string_view bytes);
+  void End();
+
+  // The footer's fields besides the section records (docs/format.md §3.1).
+  struct Footer {
+    uint32_t flags = 0;
+    uint64_t first_file = 0, files = 0, first_sample = 0, samples = 0;
+    uint32_t first_label = 0, classes = 0;
+    uint64_t total_bytes = 0, chunks = 0, dirs = 0, attrs = 0;
+    std::string first_key, last_key;
+  };
+  Status Finish(const Footer& footer);
+
+ private:
+  struct Record {
+    uint32_t kind = 0, crc32c = 0;
+    uint64_t offset = 0, size = 0;
+  };
+  SegmentSink& sink_;
+  uint64_t offset_ = 0;
+  std::vector<Record> sections_;
+  bool open_ = false;
+};
+
+// A block table of sorted keys (§3.3): blocks of kBlockEntries entries, each entry's key
+// prefix-compressed against the previous one (the first of a block in full), its value
+// length-prefixed; every block ends in its CRC32C. Finished blocks go to `emit`; the index and
+// the first keys stay here until Finish().
+class KeyedTableWriter {
+ public:
+  using Emit = std::function<Status(std::string_view)>;
+  explicit KeyedTableWriter(Emit emit) : emit_(std::move(emit)) {}
+
+  Status Add(std::string_view key, std::string_view value);
+  Status Finish();
+
+  uint64_t count() const { return count_; }
+  uint32_t blocks_crc() const { return blocks_crc_; }  // over every block's bytes
+  const std::string& index() const { return index_; }
+  const std::string& keys() const { return keys_; }
+
+  // A table streamed straight into section `blocks_kind` of `out` (which it begins); no other
+  // section may be written until FinishInto() ends it and writes the index and keys sections.
+  static KeyedTableWriter Into(SegmentFileWriter& out, uint32_t blocks_kind);
+  Status FinishInto(SegmentFileWriter& out, uint32_t index_kind, uint32_t keys_kind);
+
+ private:
+  Status EndBlock();
+  Emit emit_;
+  std::string index_, keys_, block_, previous_;
+  uint64_t count_ = 0, blocks_size_ = 0;
+  uint32_t blocks_crc_ = 0;
+};
+
+// Location blocks (§3.2), streamed into section kSegLocations of `out` (between Begin and
+// End, which this class calls); Finish() writes the location index.
+class LocationsWriter {
+ public:
+  LocationsWriter(SegmentFileWriter& out, uint64_t files) : out_(out), files_(files) {}
+  // Ordinal by ordinal; `offset` is the entry's place in its chunk (only a block's first is
+  // stored: the others follow from the lengths).
+  Status Add(uint64_t offset, uint64_t position, uint64_t length, uint32_t crc32c, int32_t label);
+  Status Finish();
+
+ private:
+  SegmentFileWriter& out_;
+  const uint64_t files_;
+  uint64_t count_ = 0, size_ = 0;
+  std::string index_, block_;
+};
+
+// Key ranks (§3.5): the rank in key order of the file at each position, in position order,
+// in fixed-width blocks with a CRC32C each, streamed into section kSegKeyRanks.
+class KeyRanksWriter {
+ public:
+  KeyRanksWriter(SegmentFileWriter& out, uint64_t files) : out_(out), files_(files) {}
+  Status Add(uint64_t rank);
+  Status Finish();
+
+ private:
+  SegmentFileWriter& out_;
+  const uint64_t files_;
+  uint64_t count_ = 0;
+  std::string block_;
+};
+
+// Bytes per key rank: 4 while ranks fit in 32 bits, else 8.
+inline uint64_t KeyRankWidth(uint64_t files) { return files <= (1ull << 32) ? 4 : 8; }
+
+// The files directly inside a directory, as a run of key ranks.
+struct DirFiles {
+  uint64_t first = 0, count = 0;
+};
+using DirTable = std::map<std::string, DirFiles, std::less<>>;
+
+// Records a file's directory (and, the first time, its ancestors up to the root) in `dirs`.
+// Files must come in key order, so that each directory's files are one run of ranks.
+void AddToDirTable(DirTable& dirs, std::string_view path, uint64_t rank);
+// Sections kSegDirs, kSegDirIndex and kSegDirKeys; `dirs` holds the root at least.
+Status WriteDirTable(SegmentFileWriter& out, const DirTable& dirs);
+
+// The big-endian 8-byte prefix of an attribute key: byte order is position order.
+void PutBigEndian64(std::string* out, uint64_t v);
+uint64_t GetBigEndian64(std::string_view in);
+
+}  // namespace stoker::format
