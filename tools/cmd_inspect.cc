@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 #include <ctime>
 #include <optional>
 #include <iostream>
@@ -216,10 +217,18 @@ int RunVersions(const Common& a) {
   std::string text = fmt::format("{:>8} {:>8}  {:<20} {:>12} {:>10} {:>8} {:>8} {:>10}\n",
                                  "version", "parent", "created (UTC)", "files", "added",
                                  "classes", "chunks", "segments");
+  std::map<uint64_t, uint64_t> files_of;  // version -> files
   for (const uint64_t v : *versions) {
     auto r = format::ReadVersion(**storage, v);
     if (!r) return Fail("versions", r.error());
-    const uint64_t added = r->segments.empty() ? 0 : r->segments.back().files;
+    files_of[v] = r->files;
+    // Against the parent where it is still listed (a compaction adds none); where gc removed
+    // it, an append's files are its last segment's.
+    const auto parent = files_of.find(r->parent);
+    const uint64_t added = r->parent == 0             ? r->files
+                           : parent != files_of.end() ? r->files - parent->second
+                           : r->segments.empty()      ? 0
+                                                      : r->segments.back().files;
     const std::time_t created = static_cast<std::time_t>(r->created_unix_seconds);
     char when[32];
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::gmtime(&created));

@@ -1,4 +1,4 @@
-// upgrade, gc, commit: maintaining a dataset in place.
+// upgrade, gc, commit, compact: maintaining a dataset in place.
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/progress.h"
+#include "dataset/compact.h"
 #include "dataset/gc.h"
 #include "dataset/parts.h"
 #include "dataset/upgrade.h"
@@ -138,7 +139,68 @@ int RunCommit(const std::string& uri, const dataset::CommitOptions& o, bool json
   return kExitOk;
 }
 
+int RunCompact(const std::string& uri, const dataset::CompactOptions& o, bool json) {
+  auto storage = OpenStorage(uri);
+  auto s = storage ? dataset::Compact(**storage, o)
+                   : Result<dataset::CompactSummary>(Err(storage.error()));
+  if (!s) {
+    std::fprintf(stderr, "stoker compact: %s\n", s.error().ToString().c_str());
+    return s.error().IsCorruption() ? kExitCorrupt : kExitError;
+  }
+  if (json) {
+    std::cout << nlohmann::json{{"dataset", uri},
+                                {"dry_run", o.dry_run},
+                                {"base_version", s->base_version},
+                                {"version", s->version},
+                                {"segments_before", s->segments_before},
+                                {"segments_after", s->segments_after},
+                                {"segments_merged", s->segments_merged},
+                                {"files_merged", s->files_merged},
+                                {"bytes_read", s->bytes_read},
+                                {"bytes_written", s->bytes_written},
+                                {"publish_attempts", s->publish_attempts}}
+                     .dump(2)
+              << "\n";
+  } else if (s->segments_merged == 0) {
+    std::cout << fmt::format("{}: version {} has {} segment(s); nothing to merge{}\n", uri,
+                             s->base_version, s->segments_before,
+                             o.all ? "" : " (--all merges every segment)");
+  } else {
+    std::cout << fmt::format(
+        "{}{}: {} {} segments ({} files, {} bytes) of version {} into one; {} segment(s) {}\n",
+        o.dry_run ? "dry run: " : "", uri, o.dry_run ? "would merge" : "merged",
+        s->segments_merged, s->files_merged, s->bytes_read, s->base_version,
+        s->segments_after, o.dry_run ? "would remain" : fmt::format("in version {}", s->version));
+  }
+  return kExitOk;
+}
+
 }  // namespace
+
+void RegisterCompact(CLI::App& app, int& exit_code) {
+  struct Args {
+    std::string dataset;
+    dataset::CompactOptions options;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "compact",
+      "Merge a version's segments into fewer (a new version with the same files, indices and "
+      "labels)");
+  cmd->add_option("dataset", args->dataset, "dataset path or URI")->required();
+  cmd->add_flag("--all", args->options.all,
+                "merge every segment into one (default: the trailing segments that are small "
+                "next to those after them)");
+  cmd->add_option("--temp-dir", args->options.sort.temp_dir,
+                  "where the merge sorts in bounded memory (unnamed temporary files)")
+      ->capture_default_str();
+  cmd->add_flag("--dry-run", args->options.dry_run, "report what would be merged; write nothing");
+  cmd->add_flag("--json", args->json, "print a JSON summary");
+  cmd->callback([args, &exit_code] {
+    exit_code = RunCompact(args->dataset, args->options, args->json);
+  });
+}
 
 void RegisterCommit(CLI::App& app, int& exit_code) {
   struct Args {

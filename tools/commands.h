@@ -16,6 +16,7 @@ void RegisterPack(CLI::App& app, int& exit_code);
 void RegisterUpgrade(CLI::App& app, int& exit_code);  // cmd_maintain.cc
 void RegisterGc(CLI::App& app, int& exit_code);
 void RegisterCommit(CLI::App& app, int& exit_code);
+void RegisterCompact(CLI::App& app, int& exit_code);
 void RegisterInspect(CLI::App& app, int& exit_code);  // ls, stat, cat, info, versions
 void RegisterVerify(CLI::App& app, int& exit_code);
 void RegisterShuffleReport(CLI::App& app, int& exit_code);

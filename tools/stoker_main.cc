@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterUpgrade(app, exit_code);
   stoker::cli::RegisterGc(app, exit_code);
   stoker::cli::RegisterCommit(app, exit_code);
+  stoker::cli::RegisterCompact(app, exit_code);
   stoker::cli::RegisterInspect(app, exit_code);
   stoker::cli::RegisterVerify(app, exit_code);
   stoker::cli::RegisterShuffleReport(app, exit_code);

@@ -90,6 +90,13 @@ Result<WrittenSegment> WriteSegment(Storage& storage,
   return w;
 }
 
+SegmentRef RefOf(const WrittenSegment& written) {
+  const SegmentInfo& info = written.segment->info();
+  return {written.id,      written.bytes,     written.segment->footer_crc32c(),
+          info.file_count, info.sample_count, info.class_count,
+          info.chunk_count};
+}
+
 void AppendSegment(VersionRecord& record, const WrittenSegment& written) {
   const SegmentInfo& info = written.segment->info();
   record.files += info.file_count;
@@ -97,9 +104,7 @@ void AppendSegment(VersionRecord& record, const WrittenSegment& written) {
   record.classes += info.class_count;
   record.chunks += info.chunk_count;
   record.bytes += info.total_bytes;
-  record.segments.push_back({written.id, written.bytes, written.segment->footer_crc32c(),
-                             info.file_count, info.sample_count, info.class_count,
-                             info.chunk_count});
+  record.segments.push_back(RefOf(written));
 }
 
 Status CreateExclusiveOrConfirm(Storage& storage, std::string_view path, std::string_view bytes,

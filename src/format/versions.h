@@ -48,6 +48,9 @@ struct WrittenSegment {
 Result<WrittenSegment> WriteSegment(Storage& storage,
                                     const std::function<Status(SegmentSink&)>& write);
 
+// The line of a version record that lists `written`.
+SegmentRef RefOf(const WrittenSegment& written);
+
 // Appends `written` to `record`'s segments and adds its counts to the totals.
 void AppendSegment(VersionRecord& record, const WrittenSegment& written);
 
