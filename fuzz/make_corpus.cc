@@ -23,6 +23,7 @@
 #include "format/manifest.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
+#include "format/segment_merge.h"
 #include "format/version_record.h"
 #include "format/snapshot_builder.h"
 #include "storage/memory_storage.h"
@@ -189,11 +190,12 @@ void Manifests() {
 }
 
 // Segments of format 2: files spread over two chunks, with labels, samples and attributes.
-std::string MakeSegment(const std::vector<std::string>& paths, uint32_t flags) {
+std::string MakeSegment(const std::vector<std::string>& paths, uint32_t flags,
+                        uint64_t first_file = 7, uint32_t first_label = 1) {
   format::SegmentSpec spec;
   spec.flags = flags;
-  spec.first_file = 7;
-  spec.first_label = 1;
+  spec.first_file = spec.first_sample = first_file;
+  spec.first_label = first_label;
   spec.classes = {"a", "b"};
   spec.chunks.resize(2);
   uint64_t offset[2] = {format::kChunkHeaderSize, format::kChunkHeaderSize};
@@ -210,7 +212,7 @@ std::string MakeSegment(const std::vector<std::string>& paths, uint32_t flags) {
     spec.files.push_back(std::move(f));
   }
   for (uint32_t c = 0; c < 2; ++c) {
-    spec.chunks[c].id = 0x100 + c;
+    spec.chunks[c].id = 0x100 + c + first_file;
     spec.chunks[c].file_size = offset[c] + format::kChunkFooterSize +
                                format::kChunkIndexEntrySize * spec.chunks[c].entry_count;
   }
@@ -228,6 +230,27 @@ void SegmentsAndVersions() {
   std::vector<std::string> many;
   for (int i = 0; i < 300; ++i) many.push_back(fmt::format("d{}/f{:04}", i % 7, i));
   Write("segment", "two_blocks.seg", MakeSegment(many, format::kSegmentLabelled));
+  {
+    // A merged (positioned) segment, as `stoker compact` writes: two appends' keys interleave.
+    std::vector<std::string> second;
+    for (int i = 0; i < 40; ++i) second.push_back(fmt::format("d{}/g{:04}", i % 7, i));
+    const uint32_t flags = format::kSegmentGrouped | format::kSegmentLabelled;
+    const std::string a = MakeSegment(many, flags), b = MakeSegment(second, flags, 7 + 300, 3);
+    storage::MemoryStorage store;
+    auto open = [&store](std::string_view name, const std::string& bytes) {
+      Check(store.CreateExclusive(name, {reinterpret_cast<const std::byte*>(bytes.data()),
+                                         bytes.size()}).ok() ? Result<bool>(true) : Err(Status::IOError(std::string(name))), "store");
+      auto file = Check(store.OpenRead(name), "open");
+      return Check(format::Segment::Open(std::move(file), std::string(name)), "merge input");
+    };
+    auto x = open("a.seg", a);
+    auto y = open("b.seg", b);
+    format::InMemorySegmentSink sink;
+    const Status merged = format::MergeSegments(
+        std::vector<const format::Segment*>{x.get(), y.get()}, {}, sink);
+    Check(merged.ok() ? Result<bool>(true) : Err(merged), "merged segment");
+    Write("segment", "merged.seg", sink.bytes);
+  }
 
   format::VersionRecord r;
   r.version = 3;
