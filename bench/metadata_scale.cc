@@ -35,98 +35,12 @@
 #include "format/snapshot.h"
 #include "format/snapshot_builder.h"
 #include "storage/posix_storage.h"
+#include "synthetic_metadata.h"
 
 namespace stoker {
 namespace {
 
-constexpr uint32_t kClasses = 1000;
-constexpr uint64_t kChunkBytes = 64ull << 20;
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-// Counts the bytes read through it: what a remote reader would move.
-class CountingFile final : public RandomAccessFile {
- public:
-  explicit CountingFile(std::shared_ptr<RandomAccessFile> file) : file_(std::move(file)) {}
-  uint64_t Size() const override { return file_->Size(); }
-  Status ReadAt(uint64_t offset, std::span<std::byte> dst) const override {
-    read_bytes += dst.size();
-    return file_->ReadAt(offset, dst);
-  }
-  mutable uint64_t read_bytes = 0;
-
- private:
-  std::shared_ptr<RandomAccessFile> file_;
-};
-
-class StringBytes final : public FileBytes {
- public:
-  explicit StringBytes(const std::string* s) : s_(s) {}
-  std::span<const std::byte> bytes() const override {
-    return {reinterpret_cast<const std::byte*>(s_->data()), s_->size()};
-  }
-
- private:
-  const std::string* s_;
-};
-
-uint64_t Mix(uint64_t x) {  // splitmix64's finaliser: a well-spread hash of a file number
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-std::string PathOf(uint64_t i) {
-  const uint64_t c = 1440764 + (i % kClasses) * 17;
-  return fmt::format("train/n{:08d}/n{:08d}_{}.JPEG", c, c, i);
-}
-uint64_t LengthOf(uint64_t i) { return 60000 + Mix(i) % 100000; }
-
-uint64_t PeakRssBytes() {
-  struct rusage u;
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<uint64_t>(u.ru_maxrss) * 1024;
-}
-
-// Storage order: the k-th file stored is file (a·k + b) mod n, a coprime to n.
-// (a < n, so a·k fits in 64 bits up to n = 3·10^9.)
-struct Order {
-  explicit Order(uint64_t files) : n(files) {
-    a = (0x9e3779b97f4a7c15ull % n) | 1;
-    while (std::gcd(a, n) != 1) a += 2;
-    a %= n;
-  }
-  uint64_t operator()(uint64_t k) const { return (a * k + 12345) % n; }
-  uint64_t n, a;
-};
-
-// Calls fn(file, chunk, entry) in storage order, cutting 64 MiB chunks; returns the chunks.
-template <typename Fn>
-std::vector<format::ChunkInfo> Place(uint64_t files, Fn&& fn) {
-  const Order order(files);
-  std::vector<format::ChunkInfo> chunks;
-  uint64_t used = 0;
-  const auto close = [&] {
-    chunks.back().file_size = format::kChunkHeaderSize + used + format::kChunkFooterSize +
-                              format::kChunkIndexEntrySize * chunks.back().entry_count;
-  };
-  for (uint64_t k = 0; k < files; ++k) {
-    const uint64_t i = order(k);
-    if (chunks.empty() || used + LengthOf(i) > kChunkBytes) {
-      if (!chunks.empty()) close();
-      chunks.push_back({0x1000 + chunks.size(), 0, 0, 0});
-      used = 0;
-    }
-    fn(i, static_cast<uint32_t>(chunks.size() - 1), chunks.back().entry_count, used);
-    used += LengthOf(i);
-    ++chunks.back().entry_count;
-  }
-  if (!chunks.empty()) close();
-  return chunks;
-}
+using namespace bench;
 
 int Run(uint64_t files, uint64_t lookups, bool format1, const std::string& dir) {
   // Format 2, streamed as `stoker pack` does.
@@ -136,29 +50,12 @@ int Run(uint64_t files, uint64_t lookups, bool format1, const std::string& dir) 
   double v2_build = 0;
   {
     const auto start = std::chrono::steady_clock::now();
-    format::SegmentBuilder builder(SortOptions{dir, 64ull << 20});
-    Status added;
-    const auto chunks = Place(files, [&](uint64_t i, uint32_t chunk, uint64_t entry, uint64_t) {
-      if (!added.ok()) return;
-      const std::string path = PathOf(i);
-      added = builder.Add({path, chunk, entry, LengthOf(i), static_cast<uint32_t>(Mix(i)), -1, {}});
-    });
-    if (!added.ok() || !builder.Seal(chunks, format::Grouping::kFiles).ok()) {
-      std::fprintf(stderr, "metadata_scale: building failed\n");
+    auto size = bench::WriteSyntheticSegment(*storage, name, dir, 0, files);
+    if (!size) {
+      std::fprintf(stderr, "metadata_scale: building failed: %s\n", size.error().ToString().c_str());
       return 1;
     }
-    format::SegmentNumbering numbering;
-    numbering.flags = format::kSegmentLabelled | format::kSegmentLabelsFromDirs;
-    numbering.labels = format::LabelSource::kDirs;
-    numbering.classes = builder.first_level_dirs();  // "train": one class directory
-    numbering.dir_labels = {0};
-    auto out = storage->Create(name).value();
-    format::WritableFileSink sink(*out);
-    if (!builder.Write(numbering, sink).ok() || !sink.Flush().ok() || !out->Close().ok()) {
-      std::fprintf(stderr, "metadata_scale: writing failed\n");
-      return 1;
-    }
-    v2_size = sink.size();
+    v2_size = *size;
     v2_build = Seconds(start);
   }
   const uint64_t v2_rss = PeakRssBytes();
@@ -191,7 +88,7 @@ int Run(uint64_t files, uint64_t lookups, bool format1, const std::string& dir) 
     format::SnapshotSpec spec;
     spec.labels = format::LabelMode::kFirstDirectory;
     spec.entries.resize(files);
-    spec.chunks = Place(files, [&](uint64_t i, uint32_t chunk, uint64_t, uint64_t used) {
+    spec.chunks = Place(0, files, [&](uint64_t i, uint32_t chunk, uint64_t, uint64_t used) {
       auto& e = spec.entries[i];
       e.path = PathOf(i);
       e.chunk = chunk;
