@@ -23,6 +23,7 @@ struct ServeArgs {
   int metrics_port = -1;
   size_t max_connections = 1024;
   uint64_t memory_limit = uint64_t{1} << 30;
+  bool writable = false;
 };
 
 int Fail(const Status& status) {
@@ -75,6 +76,7 @@ int RunServe(const ServeArgs& a) {
   o.metrics_port = a.metrics_port;
   o.max_connections = a.max_connections;
   o.memory_limit = a.memory_limit;
+  o.writable = a.writable;
 
   // Block the shutdown signals before any thread starts (threads inherit the mask), then wait
   // for them synchronously here: no async signal handler, no races with the server's threads.
@@ -120,6 +122,9 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-connections", args->max_connections, "connections served at once")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--writable", args->writable,
+                "accept writes into the --dataset/--root directories (pack, --append, commit, "
+                "compact, gc over stoker://); a --dataset directory may then be empty");
   cmd->add_option("--memory-limit", args->memory_limit,
                   "bytes of answer buffers over all connections")
       ->capture_default_str();

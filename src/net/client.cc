@@ -273,6 +273,51 @@ Status Client::Read(std::string_view path, uint64_t offset, std::span<std::byte>
   return Status::OK();
 }
 
+Status Client::CallWrite(std::string_view path, MessageType type, const std::string& payload) {
+  STOKER_RETURN_IF_ERROR(ValidatePath(path, /*allow_root=*/false).WithContext(Describe("")));
+  if (pools_.size() != 1) {
+    return Status::Unsupported(Describe(path) +
+                               ": writes go to one server (a striped stoker:// URI is read-only)");
+  }
+  Answer a = CallServer(0, type, payload, {});
+  if (!a.status.ok()) return a.status.WithContext(Describe(path, a.server));
+  if (a.frame.message_type() != MessageType::kDone || !a.frame.payload.empty()) {
+    return UnexpectedAnswer(a.frame, MessageType::kDone, Describe(path, a.server));
+  }
+  return Status::OK();
+}
+
+Status Client::Write(std::string_view path, uint64_t upload, uint64_t offset,
+                     std::span<const std::byte> bytes) {
+  do {
+    const size_t n = std::min<size_t>(bytes.size(), kMaxWriteLength);
+    PayloadWriter w;
+    w.String(uri_.dataset).String(path).U64(upload).U64(offset);
+    w.Bytes({reinterpret_cast<const char*>(bytes.data()), n});
+    STOKER_RETURN_IF_ERROR(CallWrite(path, MessageType::kWrite, w.data()));
+    bytes = bytes.subspan(n);
+    offset += n;
+  } while (!bytes.empty());
+  return Status::OK();
+}
+
+Status Client::Finish(std::string_view path, uint64_t upload, uint64_t size, FinishMode mode) {
+  PayloadWriter w;
+  w.String(uri_.dataset).String(path).U64(upload).U64(size).U8(static_cast<uint8_t>(mode));
+  return CallWrite(path, MessageType::kFinish, w.data());
+}
+
+Status Client::Remove(std::string_view path) {
+  return CallWrite(path, MessageType::kRemove, PathRequest(uri_.dataset, path));
+}
+
+Status Client::Rename(std::string_view from, std::string_view to) {
+  STOKER_RETURN_IF_ERROR(ValidatePath(to, /*allow_root=*/false).WithContext(Describe("")));
+  PayloadWriter w;
+  w.String(uri_.dataset).String(from).String(to);
+  return CallWrite(from, MessageType::kRename, w.data());
+}
+
 Result<std::vector<std::string>> Client::List(std::string_view path) {
   STOKER_RETURN_IF_ERROR(ValidatePath(path, /*allow_root=*/true).WithContext(Describe("")));
   // With striping each server holds some of the chunk files, so a directory's entries are the

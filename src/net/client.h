@@ -53,6 +53,15 @@ class Client {
   // The union of the entry names of directory `path` on every server that answers.
   Result<std::vector<std::string>> List(std::string_view path);
 
+  // Writes (a server started with --writable; one server, not a striped URI):
+  // `bytes` into upload `upload` of `path` at `offset`, in requests of at most kMaxWriteLength.
+  Status Write(std::string_view path, uint64_t upload, uint64_t offset,
+               std::span<const std::byte> bytes);
+  // Ends an upload of `size` bytes (FinishMode: replace, create exclusively, or abort).
+  Status Finish(std::string_view path, uint64_t upload, uint64_t size, FinishMode mode);
+  Status Remove(std::string_view path);
+  Status Rename(std::string_view from, std::string_view to);
+
   // Connections opened so far (for tests of pooling).
   uint64_t connections_opened() const { return connections_opened_.load(); }
 
@@ -69,6 +78,8 @@ class Client {
   Answer Call(std::string_view path, MessageType type, const std::string& payload,
               std::span<std::byte> data_into);
   std::vector<size_t> ServerOrder(std::string_view path) const;
+  // A write request to the one server; DONE expected.
+  Status CallWrite(std::string_view path, MessageType type, const std::string& payload);
 
   const StokerUri uri_;
   const std::string secret_;

@@ -264,18 +264,20 @@ TEST_F(ClientServerTest, UnknownDatasetsAndFilesAreNotFound) {
   EXPECT_EQ(*Open()->Exists("versions/0000000000000001.version"), true);
 }
 
-TEST_F(ClientServerTest, WritesAreUnsupported) {
+TEST_F(ClientServerTest, AReadOnlyServerRefusesWrites) {
   auto storage = Open();
-  auto created = storage->Create("x");
-  ASSERT_FALSE(created.has_value());
-  EXPECT_EQ(created.error().code(), StatusCode::kUnsupported);
-  EXPECT_NE(created.error().message().find("stoker:// datasets are read-only; pack locally and "
-                                           "serve"),
-            std::string::npos);
-  EXPECT_EQ(storage->Rename("a", "b").code(), StatusCode::kUnsupported);
-  EXPECT_EQ(storage->Remove("a").code(), StatusCode::kUnsupported);
-  EXPECT_EQ(storage->CreateDirs("a").code(), StatusCode::kUnsupported);
-  EXPECT_EQ(storage->SyncDir("a").code(), StatusCode::kUnsupported);
+  auto created = storage->Create("chunks/x");
+  ASSERT_TRUE(created.has_value());  // nothing is sent until there are bytes or a Close
+  ASSERT_TRUE((*created)->Append(std::as_bytes(std::span("abc", 3))).ok());
+  const Status closed = (*created)->Close();
+  EXPECT_EQ(closed.code(), StatusCode::kPermissionDenied) << closed.ToString();
+  EXPECT_NE(closed.message().find("--writable"), std::string::npos) << closed.ToString();
+  EXPECT_EQ(storage->CreateExclusive("versions/x", std::as_bytes(std::span("abc", 3))).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(storage->Rename("chunks/a", "chunks/b").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(storage->Remove("versions/0000000000000001.version").code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_TRUE(*storage->Exists("versions/0000000000000001.version"));
   EXPECT_EQ(storage->Describe("chunks/x"), uri_ + "/chunks/x");
 }
 

@@ -16,6 +16,11 @@ std::string_view MessageTypeName(MessageType type) {
     case MessageType::kData: return "DATA";
     case MessageType::kList: return "LIST";
     case MessageType::kListOk: return "LIST_OK";
+    case MessageType::kWrite: return "WRITE";
+    case MessageType::kDone: return "DONE";
+    case MessageType::kFinish: return "FINISH";
+    case MessageType::kRename: return "RENAME";
+    case MessageType::kRemove: return "REMOVE";
     case MessageType::kError: return "ERROR";
   }
   return "UNKNOWN";

@@ -23,6 +23,10 @@ inline constexpr uint32_t kMaxAnswerFrame = kMaxReadLength + 64;
 // Requests carry at most two u16-length strings and 12 bytes of numbers, so the server refuses
 // anything bigger: a peer cannot make it buffer 16 MiB per connection with junk requests.
 inline constexpr uint32_t kMaxRequestFrame = 2 * (2 + 65535) + 64;
+// WRITE requests (servers started with --writable) carry up to this many bytes, so that frame
+// type alone may be larger; the server counts its buffer against its memory limit.
+inline constexpr uint32_t kMaxWriteLength = 4u << 20;
+inline constexpr uint32_t kMaxWriteRequestFrame = kMaxWriteLength + kMaxRequestFrame;
 inline constexpr uint32_t kMaxHandshakeFrame = 256;
 // Requests a client keeps outstanding on one connection (the server answers in order).
 inline constexpr int kMaxInFlightPerConnection = 16;
@@ -38,10 +42,22 @@ enum class MessageType : uint8_t {
   kData = 19,
   kList = 20,
   kListOk = 21,
+  kWrite = 22,   // bytes into an upload (a temporary file beside the target)
+  kDone = 23,    // the answer to WRITE, FINISH and REMOVE
+  kFinish = 24,  // an upload becomes its target: created, replaced, or created exclusively
+  kRename = 25,
+  kRemove = 26,
   kError = 31,
 };
 
 std::string_view MessageTypeName(MessageType type);
+
+// How FINISH ends an upload (docs/protocol.md, "Writes").
+enum class FinishMode : uint8_t {
+  kReplace = 0,    // the target is created or replaced (rename)
+  kExclusive = 1,  // the target is created unless it exists (link): the versions' CAS
+  kAbort = 2,      // the upload is dropped
+};
 
 // A dataset-relative path as the protocol allows it: not empty (unless `allow_root`), no
 // leading '/', no empty, "." or ".." components, no NUL. InvalidArgument naming the path

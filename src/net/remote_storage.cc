@@ -2,15 +2,56 @@
 
 #include <vector>
 
+#include "common/unique_id.h"
 #include "net/auth.h"
 
 namespace stoker::net {
 namespace {
 
-Status ReadOnly(std::string_view what, const std::string& where) {
-  return Status::Unsupported(std::string(what) + " " + where +
-                             ": stoker:// datasets are read-only; pack locally and serve");
-}
+// A file written over the wire: bytes collect in a buffer of kMaxWriteLength and go out as
+// WRITE requests into an upload; Close() FINISHes it, so the file appears whole or not at all.
+// Dropped without Close(), the upload is aborted (best effort; gc removes what a dead writer
+// leaves).
+class RemoteWritableFile final : public WritableFile {
+ public:
+  RemoteWritableFile(std::shared_ptr<Client> client, std::string path)
+      : client_(std::move(client)), path_(std::move(path)), upload_(UniqueId()) {}
+  ~RemoteWritableFile() override {
+    if (!closed_) (void)client_->Finish(path_, upload_, 0, FinishMode::kAbort);
+  }
+  Status Append(std::span<const std::byte> data) override {
+    while (!data.empty()) {
+      const size_t n = std::min(data.size(), kMaxWriteLength - buffer_.size());
+      buffer_.insert(buffer_.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(n));
+      data = data.subspan(n);
+      if (buffer_.size() == kMaxWriteLength) STOKER_RETURN_IF_ERROR(Send());
+    }
+    return Status::OK();
+  }
+  // The server fsyncs at FINISH; before that the bytes are only the server's to lose.
+  Status Sync() override { return Send(); }
+  Status Close() override {
+    STOKER_RETURN_IF_ERROR(Send());
+    STOKER_RETURN_IF_ERROR(client_->Finish(path_, upload_, size_, FinishMode::kReplace));
+    closed_ = true;
+    return Status::OK();
+  }
+
+ private:
+  Status Send() {
+    if (buffer_.empty()) return Status::OK();
+    STOKER_RETURN_IF_ERROR(client_->Write(path_, upload_, size_, buffer_));
+    size_ += buffer_.size();
+    buffer_.clear();
+    return Status::OK();
+  }
+  const std::shared_ptr<Client> client_;
+  const std::string path_;
+  const uint64_t upload_;
+  std::vector<std::byte> buffer_;
+  uint64_t size_ = 0;  // sent so far
+  bool closed_ = false;
+};
 
 class RemoteFile final : public RandomAccessFile {
  public:
@@ -57,18 +98,28 @@ class RemoteStorage final : public Storage {
     return std::make_shared<HeapBytes>(std::move(bytes));
   }
 
+  // Writes need a server started with --writable (PermissionDenied otherwise).
   Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
-    return Err(ReadOnly("create", Describe(path)));
+    return std::make_unique<RemoteWritableFile>(client_, std::string(path));
   }
-  Status Rename(std::string_view from, std::string_view) override {
-    return ReadOnly("rename", Describe(from));
+  Status Rename(std::string_view from, std::string_view to) override {
+    return client_->Rename(from, to);
   }
-  Status CreateExclusive(std::string_view path, std::span<const std::byte>) override {
-    return ReadOnly("create", Describe(path));
+  Status CreateExclusive(std::string_view path, std::span<const std::byte> bytes) override {
+    const uint64_t upload = UniqueId();
+    if (!bytes.empty()) {
+      if (Status st = client_->Write(path, upload, 0, bytes); !st.ok()) {
+        (void)client_->Finish(path, upload, 0, FinishMode::kAbort);
+        return st;
+      }
+    }
+    return client_->Finish(path, upload, bytes.size(), FinishMode::kExclusive);
   }
-  Status Remove(std::string_view path) override { return ReadOnly("remove", Describe(path)); }
-  Status CreateDirs(std::string_view path) override { return ReadOnly("mkdir", Describe(path)); }
-  Status SyncDir(std::string_view path) override { return ReadOnly("sync", Describe(path)); }
+  Status Remove(std::string_view path) override { return client_->Remove(path); }
+  // The server creates directories as files are written and fsyncs them as files are finished.
+  Status CreateDirs(std::string_view) override { return Status::OK(); }
+  Status SyncDir(std::string_view) override { return Status::OK(); }
+  uint64_t WriteBufferBytes() const override { return kMaxWriteLength; }
 
   Result<std::vector<std::string>> List(std::string_view path) override {
     return client_->List(path);

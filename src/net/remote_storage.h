@@ -1,6 +1,9 @@
-// Storage for stoker:// URIs: a read-only view of a dataset exported by `stoker serve`.
-// OpenRead STATs the file and reads ranges over the wire; Map reads the whole file into memory
-// (segment blocks and version records are small); writes are Unsupported. Thread-safe, like every Storage.
+// Storage for stoker:// URIs: a dataset exported by `stoker serve`. OpenRead STATs the file and
+// reads ranges over the wire; Map reads the whole file into memory (segment blocks and version
+// records are small). Writes (a server started with --writable) upload a file in WRITE requests
+// and FINISH it, replacing the target or creating it exclusively (CreateExclusive: the server's
+// link(2), the compare-and-swap that versions are published with). Thread-safe, like every
+// Storage.
 #pragma once
 
 #include <memory>

@@ -320,10 +320,12 @@ Result<Socket> Accept(const Socket& listener) {
   return Socket(fd, AddressString(reinterpret_cast<sockaddr*>(&ss)));
 }
 
-Result<Frame> ReadFrame(Socket& socket, uint32_t max_length, Deadline deadline) {
+Result<Frame> ReadFrame(Socket& socket, uint32_t max_length, Deadline deadline,
+                        const std::function<Status(const FrameHeader&)>& before_payload) {
   std::array<std::byte, kHeaderSize> raw;
   STOKER_RETURN_IF_ERROR(socket.RecvExact(raw, deadline));
   STOKER_ASSIGN_OR_RETURN(const FrameHeader h, DecodeHeader(raw, max_length));
+  if (before_payload) STOKER_RETURN_IF_ERROR(before_payload(h));
   Frame frame;
   frame.type = h.type;
   frame.request_id = h.request_id;

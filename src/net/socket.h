@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,7 +65,10 @@ Result<Socket> Accept(const Socket& listener);
 
 // Reads one frame whose payload is at most `max_length` bytes: the whole frame must arrive
 // before `deadline`. Checks the header CRC before trusting the length, and the payload CRC.
-Result<Frame> ReadFrame(Socket& socket, uint32_t max_length, Deadline deadline);
+// `before_payload` (optional) sees the checked header before the payload is read: an error
+// from it ends the read (a receiver's limits per type, or memory to reserve first).
+Result<Frame> ReadFrame(Socket& socket, uint32_t max_length, Deadline deadline,
+                        const std::function<Status(const FrameHeader&)>& before_payload = {});
 Status WriteFrame(Socket& socket, MessageType type, uint32_t request_id, std::string_view payload,
                   Deadline deadline);
 

@@ -6,6 +6,7 @@
 #include "net/payload.h"
 #include "net/protocol.h"
 #include "server/server_state.h"
+#include "server/uploads.h"
 
 namespace stoker::server {
 namespace {
@@ -165,11 +166,91 @@ Reply HandleList(Session& s, std::string_view payload) {
   return reply;
 }
 
+// The directory a write goes to: only directory datasets of a --writable server, and only the
+// parts of a dataset that writers write.
+Result<std::string> WritableDir(Session& s, const Target& t) {
+  if (!s.server.options.writable) {
+    return Err(Status(StatusCode::kPermissionDenied,
+                      "this server is read-only (`stoker serve --writable` accepts writes)"));
+  }
+  STOKER_RETURN_IF_ERROR(net::ValidatePath(t.path, false));
+  STOKER_RETURN_IF_ERROR(CheckWritablePath(t.path));
+  if (auto known = s.Dataset(t.dataset); !known) return Err(known.error());
+  const auto dir = s.server.options.datasets.find(std::string(t.dataset));
+  if (dir == s.server.options.datasets.end()) {
+    return Err(Status::Unsupported("dataset '" + std::string(t.dataset) + "' is not writable"));
+  }
+  // A file this connection has open may be the one that changes.
+  s.open_file.reset();
+  s.open_key.clear();
+  return dir->second;
+}
+
+Reply Done(const Status& st) {
+  if (!st.ok()) return Fail(st);
+  Reply reply;
+  reply.type = MessageType::kDone;
+  return reply;
+}
+
+Reply HandleWrite(Session& s, std::string_view payload) {
+  net::PayloadReader r(payload);
+  auto t = ParseTarget(r);
+  auto upload = r.U64();
+  auto offset = r.U64();
+  auto bytes = r.Bytes();
+  if (!t || !upload || !offset || !bytes || !r.ExpectEnd().ok()) return Malformed(MessageType::kWrite);
+  if (bytes->size() > net::kMaxWriteLength) return Malformed(MessageType::kWrite);
+  auto dir = WritableDir(s, *t);
+  if (!dir) return Fail(dir.error());
+  return Done(WriteUpload(*dir, t->path, *upload, *offset, *bytes));
+}
+
+Reply HandleFinish(Session& s, std::string_view payload) {
+  net::PayloadReader r(payload);
+  auto t = ParseTarget(r);
+  auto upload = r.U64();
+  auto size = r.U64();
+  auto mode = r.U8();
+  if (!t || !upload || !size || !mode || !r.ExpectEnd().ok() ||
+      *mode > static_cast<uint8_t>(net::FinishMode::kAbort)) {
+    return Malformed(MessageType::kFinish);
+  }
+  auto dir = WritableDir(s, *t);
+  if (!dir) return Fail(dir.error());
+  return Done(FinishUpload(*dir, t->path, *upload, *size, static_cast<net::FinishMode>(*mode)));
+}
+
+Reply HandleRemove(Session& s, std::string_view payload) {
+  net::PayloadReader r(payload);
+  auto t = ParseTarget(r);
+  if (!t || !r.ExpectEnd().ok()) return Malformed(MessageType::kRemove);
+  auto dir = WritableDir(s, *t);
+  if (!dir) return Fail(dir.error());
+  return Done(RemoveFile(*dir, t->path));
+}
+
+Reply HandleRename(Session& s, std::string_view payload) {
+  net::PayloadReader r(payload);
+  auto from = ParseTarget(r);
+  auto to = r.String();
+  if (!from || !to || !r.ExpectEnd().ok()) return Malformed(MessageType::kRename);
+  auto dir = WritableDir(s, *from);
+  if (!dir) return Fail(dir.error());
+  auto target = WritableDir(s, Target{from->dataset, *to});
+  if (!target) return Fail(target.error());
+  return Done(RenameFile(*dir, from->path, *to));
+}
+
 Reply Handle(Session& s, const net::Frame& frame) {
   switch (frame.message_type()) {
     case MessageType::kStat: return HandleStat(s, frame.payload);
     case MessageType::kRead: return HandleRead(s, frame.payload);
     case MessageType::kList: return HandleList(s, frame.payload);
+    case MessageType::kWrite: return HandleWrite(s, frame.payload);
+    case MessageType::kFinish: return HandleFinish(s, frame.payload);
+    case MessageType::kRename: return HandleRename(s, frame.payload);
+    case MessageType::kRemove: return HandleRemove(s, frame.payload);
     default:
       return Fail(Status::Unsupported("unknown request type " + std::to_string(frame.type)));
   }
@@ -221,7 +302,19 @@ void Server::State::Serve(Connection& c) {
     Status st = socket.WaitReadable(net::After(options.idle_timeout), shutdown_pipe[0]);
     if (st.code() == StatusCode::kTimeout) metrics.idle_closed.fetch_add(1);
     if (!st.ok()) return;
-    auto frame = net::ReadFrame(socket, net::kMaxRequestFrame, net::After(options.frame_timeout));
+    // Only WRITE requests may be large; their buffers come out of the shared memory budget.
+    std::unique_ptr<BudgetLease> request_lease;
+    auto frame = net::ReadFrame(
+        socket, net::kMaxWriteRequestFrame, net::After(options.frame_timeout),
+        [&](const net::FrameHeader& h) -> Status {
+          if (h.length <= net::kMaxRequestFrame) return Status::OK();
+          if (h.type != static_cast<uint8_t>(MessageType::kWrite)) {
+            return Status::ResourceExhausted("request frame of " + std::to_string(h.length) +
+                                             " bytes");
+          }
+          request_lease = std::make_unique<BudgetLease>(budget, h.length);
+          return Status::OK();
+        });
     if (!frame) {
       // A clean close between frames is the peer's right; anything else is a broken or hostile
       // peer (bad CRC, oversized, too slow).

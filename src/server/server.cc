@@ -100,7 +100,11 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   auto state = std::make_unique<State>(std::move(options));
   const ServerOptions& o = state->options;
   for (const auto& [name, dir] : o.datasets) {
-    if (!HoldsDataset(dir)) {
+    std::error_code ec;
+    if (o.writable && !std::filesystem::create_directories(dir, ec) && ec) {
+      return Err(Status::FromErrno(ec.value(), "dataset '" + name + "': mkdir " + dir));
+    }
+    if (!o.writable && !HoldsDataset(dir)) {
       return Err(Status::InvalidArgument("dataset '" + name + "': " + dir +
                                          " is not a stoker dataset (no versions/)"));
     }

@@ -25,6 +25,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7070;  // 0: an ephemeral port (see Server::port())
   std::map<std::string, std::string> datasets;  // exported name -> dataset directory
+  // Accept WRITE, FINISH and REMOVE into the dataset directories (docs/protocol.md, "Writes"):
+  // writers pack and append over stoker://. A directory need not hold a dataset yet (it is
+  // created), so a first pack can go to it.
+  bool writable = false;
   // Exported name -> any Storage (the node daemon exports its chunk cache this way). Served as
   // they are: no dataset check, no symbolic-link check (there is no directory behind them).
   std::map<std::string, std::shared_ptr<Storage>> storages;

@@ -1,0 +1,159 @@
+// Writes over stoker:// to a server started with --writable (docs/protocol.md, "Writes"):
+// packs and appends land whole, concurrent writers publish through the server's exclusive
+// create, a file appears only once finished, and nothing escapes the dataset directory.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "dataset/packer.h"
+#include "dataset/verify.h"
+#include "net/net_test_util.h"
+#include "storage/posix_storage.h"
+#include "testing/test_util.h"
+
+namespace stoker::net {
+namespace {
+
+using stoker::test::AsString;
+
+std::span<const std::byte> Bytes(std::string_view s) { return std::as_bytes(std::span(s)); }
+
+class RemoteWritesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto o = test::TestServerOptions({{"ds", dir_.Join("ds")}});  // does not exist yet
+    o.writable = true;
+    server_ = test::StartServer(std::move(o));
+    ASSERT_NE(server_, nullptr);
+    uri_ = test::UriFor({server_.get()}, "ds");
+  }
+  std::shared_ptr<Storage> Open() {
+    auto s = OpenRemoteStorage(uri_, test::kSecret, test::TestClientOptions());
+    EXPECT_TRUE(s.has_value()) << s.error().ToString();
+    return s ? *s : nullptr;
+  }
+  std::string Local(std::string_view path) { return dir_.Join("ds/" + std::string(path)); }
+
+  stoker::test::TempDir dir_;
+  std::unique_ptr<server::Server> server_;
+  std::string uri_;
+};
+
+TEST_F(RemoteWritesTest, PackAndConcurrentAppendsLandWhole) {
+  dataset::PackOptions o;
+  o.chunk_bytes = 64 << 10;
+  stoker::test::RandomTreeOptions t;
+  t.files = 60;
+  const auto base = stoker::test::RandomTree(1, t);
+  ASSERT_TRUE(dataset::Pack(*stoker::test::TreeSource(base), *Open(), o).has_value());
+
+  // Four writers append at once, each over its own connection pool.
+  o.append = true;
+  std::vector<stoker::test::Tree> trees;
+  for (int w = 0; w < 4; ++w) {
+    stoker::test::Tree tree;
+    for (int i = 0; i < 20; ++i) {
+      tree.files["w" + std::to_string(w) + "/" + std::to_string(i)] =
+          stoker::test::RandomBytes(100 * w + i, 5000 + i);
+    }
+    trees.push_back(std::move(tree));
+  }
+  std::atomic<int> landed = 0;
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      auto packed = dataset::Pack(*stoker::test::TreeSource(trees[w]), *Open(), o);
+      EXPECT_TRUE(packed.has_value()) << packed.error().ToString();
+      if (packed) ++landed;
+    });
+  }
+  for (auto& t2 : writers) t2.join();
+  EXPECT_EQ(landed.load(), 4);
+
+  // Read back over the wire and from the server's directory: every file of every writer.
+  for (const auto& storage :
+       {Open(), std::shared_ptr<Storage>(storage::NewPosixStorage(dir_.Join("ds")))}) {
+    auto ds = Dataset::Open(storage).value();
+    EXPECT_EQ(ds->version(), 5u);
+    std::vector<const stoker::test::Tree*> all = {&base};
+    for (const auto& tree : trees) all.push_back(&tree);
+    for (const auto* tree : all) {
+      for (const auto& [path, bytes] : tree->files) {
+        auto index = ds->Find(path);
+        ASSERT_TRUE(index.has_value()) << path;
+        EXPECT_EQ(AsString(ds->ReadFile(*index).value()), bytes) << path;
+      }
+    }
+    EXPECT_TRUE(dataset::Verify(*storage).value().ok());
+  }
+}
+
+TEST_F(RemoteWritesTest, ExclusiveCreateHasExactlyOneWinner) {
+  std::atomic<int> won = 0, lost = 0;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      const std::string bytes = "writer " + std::to_string(i);
+      const Status st = Open()->CreateExclusive("versions/0000000000000001.version", Bytes(bytes));
+      if (st.ok()) ++won;
+      else if (st.code() == StatusCode::kAlreadyExists) ++lost;
+      else ADD_FAILURE() << st.ToString();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(won.load(), 1);
+  EXPECT_EQ(lost.load(), 7);
+  const std::string held = stoker::test::ReadFileToString(Local("versions/0000000000000001.version"));
+  EXPECT_TRUE(held.starts_with("writer ")) << held;
+  // No upload is left behind by the losers.
+  EXPECT_EQ(Open()->List("versions").value().size(), 1u);
+}
+
+TEST_F(RemoteWritesTest, AFileAppearsOnlyWhenFinished) {
+  auto storage = Open();
+  std::string big(10 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + i / 4093);
+  {
+    auto file = storage->Create("chunks/big.chunk").value();
+    for (size_t at = 0; at < big.size(); at += 1234567) {  // pieces unlike the frame size
+      ASSERT_TRUE(file->Append(Bytes(std::string_view(big).substr(at, 1234567))).ok());
+    }
+    EXPECT_FALSE(*storage->Exists("chunks/big.chunk"));  // only the upload so far
+    ASSERT_TRUE(file->Close().ok());
+  }
+  EXPECT_EQ(stoker::test::ReadFileToString(Local("chunks/big.chunk")), big);
+  {
+    auto dropped = storage->Create("chunks/dropped.chunk").value();
+    ASSERT_TRUE(dropped->Append(Bytes(std::string(5 << 20, 'x'))).ok());
+  }  // never closed: aborted
+  EXPECT_EQ(storage->List("chunks").value(), std::vector<std::string>{"big.chunk"});
+  {
+    auto empty = storage->Create("segments/empty.seg").value();
+    ASSERT_TRUE(empty->Close().ok());
+  }
+  EXPECT_EQ(std::filesystem::file_size(Local("segments/empty.seg")), 0u);
+  ASSERT_TRUE(storage->Rename("segments/empty.seg", "segments/moved.seg").ok());
+  ASSERT_TRUE(storage->Remove("segments/moved.seg").ok());
+  EXPECT_EQ(storage->Remove("segments/moved.seg").code(), StatusCode::kNotFound);
+}
+
+TEST_F(RemoteWritesTest, NothingIsWrittenOutsideTheDataset) {
+  auto storage = Open();
+  const auto abc = Bytes("abc");
+  EXPECT_EQ(storage->CreateExclusive("MANIFEST", abc).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(storage->CreateExclusive("elsewhere/x", abc).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(storage->CreateExclusive("chunks/../../x", abc).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(storage->Rename("chunks/a", "other/b").code(), StatusCode::kPermissionDenied);
+  // A planted symbolic link is never followed.
+  std::filesystem::create_directories(dir_.Join("outside"));
+  std::filesystem::create_directories(Local(""));
+  std::filesystem::create_directory_symlink(dir_.Join("outside"), Local("parts"));
+  EXPECT_EQ(storage->CreateExclusive("parts/job/part.seg", abc).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.Join("outside")));
+}
+
+}  // namespace
+}  // namespace stoker::net
