@@ -106,10 +106,11 @@ struct Segment::Table {
     return Status::OK();
   }
 
-  Result<std::vector<Entry>> Block(uint64_t b) const {
+  // `keep`: into the segment's block cache (lookups); whole-table scans pass false.
+  Result<std::vector<Entry>> Block(uint64_t b, bool keep = true) const {
     STOKER_ASSIGN_OR_RETURN(std::string bytes,
                             segment->ReadBlockBytes(blocks_kind, block_offsets[b],
-                                                    block_offsets[b + 1] - block_offsets[b]));
+                                                    block_offsets[b + 1] - block_offsets[b], keep));
     const uint64_t count = std::min(kBlockEntries, entries - b * kBlockEntries);
     std::vector<Entry> out(count);
     Cursor c{bytes};
@@ -187,10 +188,11 @@ struct Segment::Table {
   }
 
   // Calls fn for each entry from the first key >= `from` while it returns true.
-  Status Scan(std::string_view from, const std::function<bool(const Entry&)>& fn) const {
+  Status Scan(std::string_view from, const std::function<bool(const Entry&)>& fn,
+              bool keep = true) const {
     uint64_t b = BlockFor(from).value_or(0);
     for (; b < first_keys.size(); ++b) {
-      STOKER_ASSIGN_OR_RETURN(auto block, Block(b));
+      STOKER_ASSIGN_OR_RETURN(auto block, Block(b, keep));
       for (const Entry& e : block) {
         if (e.key < from) continue;
         if (!fn(e)) return Status::OK();
@@ -221,7 +223,8 @@ Result<std::unique_ptr<Segment>> Segment::Open(std::shared_ptr<RandomAccessFile>
   return s;
 }
 
-Result<std::string> Segment::ReadBlockBytes(uint32_t kind, uint64_t offset, uint64_t size) const {
+Result<std::string> Segment::ReadBlockBytes(uint32_t kind, uint64_t offset, uint64_t size,
+                                            bool keep) const {
   const SectionRef& ref = sections_[kind];
   if (size < 4) return Err(Corrupt(fmt::format("empty block in section {}", kind)));
   const uint64_t at = ref.offset + offset;
@@ -237,6 +240,7 @@ Result<std::string> Segment::ReadBlockBytes(uint32_t kind, uint64_t offset, uint
     return Err(Corrupt(fmt::format("CRC32C mismatch in a block of section {} at offset {}", kind,
                                    at)));
   }
+  if (!keep) return bytes;
   std::lock_guard lock(cache_mu_);
   if (cache_bytes_ + bytes.size() > kBlockCacheBytes) {
     block_cache_.clear();  // crude, but bounded; a reader's working set is usually far smaller
@@ -442,11 +446,11 @@ Status Segment::Load() {
   return Status::OK();
 }
 
-Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block) const {
+Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block, bool keep) const {
   STOKER_ASSIGN_OR_RETURN(
       std::string bytes,
       ReadBlockBytes(kSegLocations, location_index_[block],
-                     location_index_[block + 1] - location_index_[block]));
+                     location_index_[block + 1] - location_index_[block], keep));
   const uint64_t first = block * kBlockEntries;
   const uint64_t count = std::min(kBlockEntries, info_.file_count - first);
   std::vector<SegmentLocation> out(count);
@@ -488,21 +492,27 @@ Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block) cons
   return out;
 }
 
-Result<uint64_t> Segment::KeyRank(uint64_t position) const {
-  if (!positioned()) return position;
+Result<std::vector<uint64_t>> Segment::KeyRankBlock(uint64_t b, bool keep) const {
   const uint64_t width = KeyRankWidth(info_.file_count);
-  const uint64_t b = position / kBlockEntries;
   const uint64_t entries = std::min(kBlockEntries, info_.file_count - b * kBlockEntries);
   STOKER_ASSIGN_OR_RETURN(std::string bytes,
                           ReadBlockBytes(kSegKeyRanks, b * (kBlockEntries * width + 4),
-                                         entries * width + 4));
-  const char* at = bytes.data() + (position % kBlockEntries) * width;
-  const uint64_t rank = width == 4 ? coding::DecodeFixed<uint32_t>(at)
-                                   : coding::DecodeFixed<uint64_t>(at);
-  if (bytes.size() != entries * width || rank >= info_.file_count) {
-    return Err(Corrupt(fmt::format("bad key rank of file {}", position)));
+                                         entries * width + 4, keep));
+  std::vector<uint64_t> ranks(entries);
+  for (uint64_t i = 0; i < entries; ++i) {
+    const char* at = bytes.data() + i * width;
+    ranks[i] = width == 4 ? coding::DecodeFixed<uint32_t>(at) : coding::DecodeFixed<uint64_t>(at);
+    if (ranks[i] >= info_.file_count) {
+      return Err(Corrupt(fmt::format("bad key rank of file {}", b * kBlockEntries + i)));
+    }
   }
-  return rank;
+  return ranks;
+}
+
+Result<uint64_t> Segment::KeyRank(uint64_t position) const {
+  if (!positioned()) return position;
+  STOKER_ASSIGN_OR_RETURN(auto ranks, KeyRankBlock(position / kBlockEntries, true));
+  return ranks[position % kBlockEntries];
 }
 
 Result<Segment::FileValue> Segment::ParseFileValue(std::string_view value, uint64_t rank) const {
@@ -678,14 +688,14 @@ Status Segment::ForEachAttribute(
     }
     fn(position, std::string_view(e.key).substr(8), e.value);
     return true;
-  }));
+  }, /*keep=*/false));
   return bad;
 }
 
 Status Segment::CheckEveryBlock() const {
   for (const Table* table : {files_.get(), dirs_.get(), attrs_.get()}) {
     for (uint64_t b = 0; b < table->first_keys.size(); ++b) {
-      if (auto block = table->Block(b); !block) return block.error();
+      if (auto block = table->Block(b, false); !block) return block.error();
     }
   }
   STOKER_RETURN_IF_ERROR(
@@ -696,7 +706,7 @@ Status Segment::CheckEveryBlock() const {
 Status Segment::ForEachLocation(
     const std::function<void(uint64_t, const SegmentLocation&)>& fn) const {
   for (uint64_t b = 0; b < BlocksFor(info_.file_count); ++b) {
-    STOKER_ASSIGN_OR_RETURN(auto block, LocationBlock(b));
+    STOKER_ASSIGN_OR_RETURN(auto block, LocationBlock(b, false));
     for (uint64_t i = 0; i < block.size(); ++i) fn(b * kBlockEntries + i, block[i]);
   }
   return Status::OK();
@@ -705,7 +715,7 @@ Status Segment::ForEachLocation(
 Status Segment::ForEachFile(
     const std::function<Status(uint64_t, std::string_view, uint64_t)>& fn) const {
   for (uint64_t b = 0; b < files_->first_keys.size(); ++b) {
-    STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
+    STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b, false));
     for (uint64_t i = 0; i < block.size(); ++i) {
       const uint64_t rank = b * kBlockEntries + i;
       STOKER_ASSIGN_OR_RETURN(const FileValue value, ParseFileValue(block[i].value, rank));
@@ -719,7 +729,7 @@ Status Segment::ForEachFile(
 uint64_t Segment::file_block_count() const { return files_->first_keys.size(); }
 
 Result<std::vector<SegmentKeyedFile>> Segment::FileBlock(uint64_t b) const {
-  STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b));
+  STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b, false));
   std::vector<SegmentKeyedFile> out(block.size());
   for (uint64_t i = 0; i < block.size(); ++i) {
     STOKER_ASSIGN_OR_RETURN(const FileValue value,
@@ -730,9 +740,15 @@ Result<std::vector<SegmentKeyedFile>> Segment::FileBlock(uint64_t b) const {
 }
 
 Status Segment::ForEachKeyRank(const std::function<Status(uint64_t, uint64_t)>& fn) const {
-  for (uint64_t position = 0; position < info_.file_count; ++position) {
-    STOKER_ASSIGN_OR_RETURN(const uint64_t rank, KeyRank(position));
-    STOKER_RETURN_IF_ERROR(fn(position, rank));
+  for (uint64_t b = 0; b < BlocksFor(info_.file_count); ++b) {
+    std::vector<uint64_t> ranks;
+    if (positioned()) {
+      STOKER_ASSIGN_OR_RETURN(ranks, KeyRankBlock(b, false));
+    }
+    const uint64_t first = b * kBlockEntries;
+    for (uint64_t p = first; p < std::min(first + kBlockEntries, info_.file_count); ++p) {
+      STOKER_RETURN_IF_ERROR(fn(p, positioned() ? ranks[p - first] : p));
+    }
   }
   return Status::OK();
 }

@@ -135,8 +135,13 @@ class Segment {
   Segment() = default;
   Status Load();
   Result<std::string> ReadSection(uint32_t kind) const;
-  Result<std::string> ReadBlockBytes(uint32_t kind, uint64_t offset, uint64_t size) const;
-  Result<std::vector<SegmentLocation>> LocationBlock(uint64_t block) const;
+  // A block's bytes, checked. `keep`: also into the block cache — lookups do; scans of a whole
+  // table (merges, loading every location, verify) pass false, or they would fill the cache
+  // (64 MiB per segment) with blocks read once.
+  Result<std::string> ReadBlockBytes(uint32_t kind, uint64_t offset, uint64_t size,
+                                     bool keep = true) const;
+  Result<std::vector<SegmentLocation>> LocationBlock(uint64_t block, bool keep = true) const;
+  Result<std::vector<uint64_t>> KeyRankBlock(uint64_t block, bool keep) const;
   Status Corrupt(std::string_view what) const;
   // A file entry's value: the ordinal of its location and the file's position.
   struct FileValue {
