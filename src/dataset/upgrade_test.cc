@@ -19,43 +19,13 @@ namespace {
 
 using test::AsString;
 
-// A format-1 dataset of `tree` at version 3: one chunk per 4 files, snapshot, MANIFEST.
-void WriteFormat1(Storage& storage, const test::Tree& tree, format::LabelMode labels) {
-  ASSERT_TRUE(storage.CreateDirs(kChunksDir).ok());
-  format::SnapshotSpec spec;
-  spec.dataset_version = 3;
-  spec.labels = labels;
-  std::unique_ptr<format::ChunkWriter> writer;
-  for (const auto& [path, bytes] : tree.files) {
-    if (!writer) {
-      writer = format::ChunkWriter::Create(storage, (uint64_t{3} << 32) | spec.chunks.size()).value();
-    }
-    auto ref = writer->Add(test::AsBytes(bytes)).value();
-    format::SnapshotEntry e;
-    e.path = path;
-    e.chunk = static_cast<uint32_t>(spec.chunks.size());
-    e.offset = ref.offset;
-    e.length = ref.length;
-    e.crc32c = ref.crc32c;
-    if (path.ends_with(".x")) e.attributes = {{"kind", "x"}};
-    spec.entries.push_back(std::move(e));
-    if (writer->entry_count() == 4) {
-      spec.chunks.push_back(writer->Finish().value());
-      writer.reset();
-    }
-  }
-  if (writer) spec.chunks.push_back(writer->Finish().value());
-  const std::string snapshot = format::BuildSnapshot(std::move(spec)).value();
-  ASSERT_TRUE(PublishVersion(storage, 3, snapshot).ok());
-}
-
 TEST(Upgrade, AnImageFolderDatasetKeepsEveryIndexLabelAndByte) {
   auto store = std::make_shared<storage::MemoryStorage>();
   test::Tree tree;  // ImageFolder: class/file, as ImageNet
   for (int i = 0; i < 50; ++i) {
     tree.files[fmt::format("n0{}/img_{:03}.JPEG", i % 4, i)] = test::RandomBytes(i, 100 + 60 * i);
   }
-  WriteFormat1(*store, tree, format::LabelMode::kFirstDirectory);
+  test::WriteFormat1(*store, tree, format::LabelMode::kFirstDirectory);
   std::vector<std::string> old_paths;
   {
     auto manifest = ReadCurrentVersion(*store).value();
@@ -111,7 +81,7 @@ TEST(Upgrade, ANestedTreeSaysWhetherIndicesMoved) {
   tree.files["a/b/deep"] = "deep";
   tree.files["a/mid"] = "mid";
   tree.files["c/z"] = "z";
-  WriteFormat1(*store, tree, format::LabelMode::kFirstDirectory);
+  test::WriteFormat1(*store, tree, format::LabelMode::kFirstDirectory);
   auto summary = Upgrade(*store);
   ASSERT_TRUE(summary.has_value()) << summary.error().ToString();
   EXPECT_FALSE(summary->indices_preserved);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "dataset/packer.h"
+#include "dataset/upgrade.h"
 #include "dataset/verify.h"
 #include "net/net_test_util.h"
 #include "storage/posix_storage.h"
@@ -153,6 +154,26 @@ TEST_F(RemoteWritesTest, NothingIsWrittenOutsideTheDataset) {
   EXPECT_EQ(storage->CreateExclusive("parts/job/part.seg", abc).code(),
             StatusCode::kPermissionDenied);
   EXPECT_TRUE(std::filesystem::is_empty(dir_.Join("outside")));
+}
+
+TEST_F(RemoteWritesTest, UpgradeRunsOverTheWire) {
+  stoker::test::Tree tree;
+  for (int i = 0; i < 30; ++i) {
+    tree.files["c" + std::to_string(i % 3) + "/" + std::to_string(i)] =
+        stoker::test::RandomBytes(i, 100 + 10 * i);
+  }
+  std::filesystem::create_directories(Local(""));
+  stoker::test::WriteFormat1(*storage::NewPosixStorage(dir_.Join("ds")), tree,
+                             format::LabelMode::kFirstDirectory);
+  auto storage = Open();
+  EXPECT_EQ(Dataset::Open(storage).error().code(), StatusCode::kUnsupported);
+  auto upgraded = dataset::Upgrade(*storage);
+  ASSERT_TRUE(upgraded.has_value()) << upgraded.error().ToString();
+  EXPECT_EQ(upgraded->version, 3u);
+  auto ds = Dataset::Open(storage).value();
+  for (const auto& [path, bytes] : tree.files) {
+    EXPECT_EQ(AsString(ds->ReadFile(ds->Find(path).value()).value()), bytes) << path;
+  }
 }
 
 }  // namespace

@@ -14,6 +14,9 @@
 #include <set>
 
 #include "common/random.h"
+#include "dataset/publish.h"
+#include "format/chunk.h"
+#include "format/snapshot_builder.h"
 #include "storage/posix_storage.h"
 
 namespace stoker::test {
@@ -342,6 +345,35 @@ std::vector<std::string> ChunkFiles(const std::string& dataset_dir) {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+void WriteFormat1(Storage& storage, const Tree& tree, format::LabelMode labels) {
+  ASSERT_TRUE(storage.CreateDirs(dataset::kChunksDir).ok());
+  format::SnapshotSpec spec;
+  spec.dataset_version = 3;
+  spec.labels = labels;
+  std::unique_ptr<format::ChunkWriter> writer;
+  for (const auto& [path, bytes] : tree.files) {
+    if (!writer) {
+      writer = format::ChunkWriter::Create(storage, (uint64_t{3} << 32) | spec.chunks.size()).value();
+    }
+    auto ref = writer->Add(AsBytes(bytes)).value();
+    format::SnapshotEntry e;
+    e.path = path;
+    e.chunk = static_cast<uint32_t>(spec.chunks.size());
+    e.offset = ref.offset;
+    e.length = ref.length;
+    e.crc32c = ref.crc32c;
+    if (path.ends_with(".x")) e.attributes = {{"kind", "x"}};
+    spec.entries.push_back(std::move(e));
+    if (writer->entry_count() == 4) {
+      spec.chunks.push_back(writer->Finish().value());
+      writer.reset();
+    }
+  }
+  if (writer) spec.chunks.push_back(writer->Finish().value());
+  const std::string snapshot = format::BuildSnapshot(std::move(spec)).value();
+  ASSERT_TRUE(dataset::PublishVersion(storage, 3, snapshot).ok());
 }
 
 }  // namespace stoker::test

@@ -15,6 +15,7 @@
 
 #include "dataset/packer.h"
 #include "dataset/source.h"
+#include "format/snapshot_builder.h"
 #include "stoker/storage.h"
 
 namespace stoker::test {
@@ -89,6 +90,10 @@ std::shared_ptr<const FileBytes> BytesOf(std::string contents);
 
 // A pack source over an in-memory tree, in path order (the order a directory source uses).
 std::unique_ptr<dataset::PackSource> TreeSource(const Tree& tree);
+
+// A format-1 dataset of `tree` at version 3, written the way stoker 0.1's packer wrote it: one
+// chunk per 4 files, a snapshot, a MANIFEST (files ending in ".x" get an attribute).
+void WriteFormat1(Storage& storage, const Tree& tree, format::LabelMode labels);
 
 // Pack a directory into `dst` with OpenDirectorySource, as `stoker pack SRC DST` does.
 Result<dataset::PackSummary> PackDirectory(const std::string& src, Storage& dst,
