@@ -104,16 +104,7 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   // version is opened (and checked) once, however many versions share it.
   std::set<std::string> live;
   std::set<uint64_t> opened;
-  for (size_t i = versions.size(); i-- > 0;) {
-    STOKER_ASSIGN_OR_RETURN(auto record, format::ReadVersion(storage, versions[i]));
-    const bool newest = versions.size() - i <= options.keep;
-    const bool recent = options.keep_for &&
-                        record.created_unix_seconds + options.keep_for->count() > now;
-    if (!newest && !recent) {
-      summary.versions_removed.push_back(record.version);
-      continue;
-    }
-    summary.versions_kept.push_back(record.version);
+  const auto keep_version = [&](const format::VersionRecord& record) -> Status {
     live.insert(format::VersionRecordPath(record.version));
     for (const format::SegmentRef& ref : record.segments) {
       live.insert(format::SegmentPath(ref.id));
@@ -126,6 +117,19 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
         live.insert(format::ChunkPath(segment->chunk(c).id));
       }
     }
+    return Status::OK();
+  };
+  for (size_t i = versions.size(); i-- > 0;) {
+    STOKER_ASSIGN_OR_RETURN(auto record, format::ReadVersion(storage, versions[i]));
+    const bool newest = versions.size() - i <= options.keep;
+    const bool recent = options.keep_for &&
+                        record.created_unix_seconds + options.keep_for->count() > now;
+    if (!newest && !recent) {
+      summary.versions_removed.push_back(record.version);
+      continue;
+    }
+    summary.versions_kept.push_back(record.version);
+    STOKER_RETURN_IF_ERROR(keep_version(record));
   }
   // Chunks of parts not yet committed (`stoker pack --part`) are a version to come.
   STOKER_ASSIGN_OR_RETURN(auto part_chunks, ChunksOfParts(storage));
@@ -141,7 +145,7 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   }
 
   const Sightings seen = ReadSightings(storage);
-  Sightings pending;
+  std::vector<std::string> unreferenced;
   for (const std::string_view dir : {format::kVersionsDir, format::kSegmentsDir,
                                      std::string_view("chunks")}) {
     STOKER_ASSIGN_OR_RETURN(auto files, FilesIn(storage, dir));
@@ -152,16 +156,32 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
           format::VersionOfRecordName(path.substr(dir.size() + 1)) != 0) {
         continue;
       }
-      const auto it = seen.find(path);
-      const uint64_t first_seen = it == seen.end() ? now : std::min(it->second, now);
-      if (now - first_seen >= static_cast<uint64_t>(options.grace.count())) {
-        if (!options.dry_run) {
-          if (Status s = storage.Remove(path); !s.ok() && !s.IsNotFound()) return Err(s);
-        }
-        summary.files_removed.push_back(std::move(path));
-      } else {
-        pending.emplace(std::move(path), first_seen);
+      unreferenced.push_back(std::move(path));
+    }
+  }
+  // Versions published since this run listed them (a writer that finished meanwhile) keep
+  // what they name: without this, a short grace period would delete a version published
+  // while gc ran. (The grace period still covers writers that have not published yet.)
+  STOKER_ASSIGN_OR_RETURN(auto now_listed, format::ListVersions(storage));
+  for (const uint64_t v : now_listed) {
+    if (v <= versions.back()) continue;
+    auto record = format::ReadVersion(storage, v);
+    if (!record && record.error().IsNotFound()) continue;  // removed by another gc meanwhile
+    if (!record) return Err(record.error());
+    STOKER_RETURN_IF_ERROR(keep_version(*record));
+  }
+  Sightings pending;
+  for (std::string& path : unreferenced) {
+    if (live.contains(path)) continue;
+    const auto it = seen.find(path);
+    const uint64_t first_seen = it == seen.end() ? now : std::min(it->second, now);
+    if (now - first_seen >= static_cast<uint64_t>(options.grace.count())) {
+      if (!options.dry_run) {
+        if (Status s = storage.Remove(path); !s.ok() && !s.IsNotFound()) return Err(s);
       }
+      summary.files_removed.push_back(std::move(path));
+    } else {
+      pending.emplace(std::move(path), first_seen);
     }
   }
   summary.files_pending = pending.size();

@@ -188,5 +188,38 @@ TEST_F(GcTest, APackWhoseChunksWereCollectedPublishesNothing) {
   EXPECT_EQ(Dataset::Open(store_).value()->version(), 3u);
 }
 
+// A writer that publishes while gc runs (after gc listed the versions, before it deletes):
+// gc looks at the versions again before deleting, so even with no grace period the new
+// version keeps its segment and chunks.
+TEST_F(GcTest, AVersionPublishedWhileGcRunsKeepsItsFiles) {
+  class PublishDuringGc : public storage::ForwardingStorage {
+   public:
+    PublishDuringGc(std::shared_ptr<Storage> base, std::function<void()> publish)
+        : ForwardingStorage(std::move(base)), publish_(std::move(publish)) {}
+    Result<std::vector<std::string>> List(std::string_view path) override {
+      if (path == "chunks" && publish_) std::exchange(publish_, {})();
+      return ForwardingStorage::List(path);
+    }
+    std::function<void()> publish_;
+  };
+  test::Tree late;
+  late.files["late/x"] = test::RandomBytes(99, 5000);
+  PublishDuringGc racing(store_, [&] {
+    PackOptions append;
+    append.append = true;
+    ASSERT_TRUE(Pack(*test::TreeSource(late), *store_, append).has_value());
+  });
+  GcOptions o;
+  o.keep = 1;
+  o.grace = std::chrono::seconds(0);
+  o.now_unix_seconds = kT0;
+  auto s = CollectGarbage(racing, o);
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  auto ds = Dataset::Open(store_).value();
+  EXPECT_EQ(ds->version(), 4u);
+  EXPECT_EQ(AsString(ds->ReadFile(ds->Find("late/x").value()).value()), late.files["late/x"]);
+  EXPECT_TRUE(Verify(*store_).value().ok());
+}
+
 }  // namespace
 }  // namespace stoker::dataset
