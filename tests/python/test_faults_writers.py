@@ -509,11 +509,6 @@ def version_verifies(exe: str, ds: Path, v: int, contents: dict[str, bytes]) -> 
 
 
 @needs_strace
-@pytest.mark.xfail(strict=True, raises=Observed, reason=(
-    "gc decides what is live from the versions it read when it started: a writer that publishes "
-    "version 2 (exit 0) while gc runs has its new segment and chunks removed by that gc "
-    "(gc --json lists them in files_removed); `stoker verify DS --version 2` then exits 3: "
-    "'CORRUPT  version 2 lists segment DS/segments/<id>.seg, which is missing'"))
 def test_d_gc_that_began_before_a_publish_keeps_what_it_publishes(tmp_path, stoker_exe):
     """Deterministic: gc --grace 0s is stopped after it has read the versions (on its second
     listing of versions/, before it lists segments/ and chunks/); a writer appends version 2
