@@ -111,6 +111,46 @@ Result<std::vector<std::byte>> ReadWholeFile(const PlannedFile& f) {
   return bytes;
 }
 
+// A file too large for the read-ahead window, read front to back by the packer itself.
+class FileStream final : public ItemStream {
+ public:
+  FileStream(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+  ~FileStream() override { ::close(fd_); }
+  Status ReadExactly(std::span<std::byte> dst) override {
+    while (!dst.empty()) {
+      const ssize_t n = ::read(fd_, dst.data(), dst.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Status::FromErrno(errno, "read " + name_);
+      if (n == 0) return Status::IOError(fmt::format("{} shrank while being packed", name_));
+      dst = dst.subspan(static_cast<size_t>(n));
+    }
+    return Status::OK();
+  }
+
+ private:
+  const int fd_;
+  const std::string name_;
+};
+
+// A planned file's item: its bytes, or, past kStreamedItemBytes, a stream of them.
+Result<SourceItem> ReadItem(const PlannedFile& f) {
+  if (f.size <= kStreamedItemBytes) {
+    STOKER_ASSIGN_OR_RETURN(auto bytes, ReadWholeFile(f));
+    return SourceItem{{}, std::move(bytes), nullptr, 0};
+  }
+  const int fd = ::open(f.absolute.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Err(Status::FromErrno(errno, "open " + f.absolute));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != f.size) {
+    ::close(fd);
+    return Err(Status::InvalidArgument(f.absolute + " changed while being packed"));
+  }
+  return SourceItem{{}, {}, std::make_unique<FileStream>(fd, f.absolute), f.size};
+}
+
+// What a file takes of the read-ahead window: a streamed one holds no bytes.
+uint64_t WindowBytes(const PlannedFile& f) { return f.size <= kStreamedItemBytes ? f.size : 0; }
+
 class DirectorySource final : public PackSource {
  public:
   DirectorySource(std::vector<PlannedFile> files, DirectorySourceOptions options)
@@ -135,15 +175,15 @@ class DirectorySource final : public PackSource {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return ready_.contains(delivered_); });
     auto node = ready_.extract(delivered_);
-    window_used_ -= files_[delivered_].size;
+    window_used_ -= WindowBytes(files_[delivered_]);
     consumed_ += files_[delivered_].size;
     ++delivered_;
     lock.unlock();
     cv_.notify_all();
     auto& result = node.mapped();
     if (!result) return Err(result.error());
-    return std::optional<SourceItem>(
-        SourceItem{std::move(files_[delivered_ - 1].path), std::move(*result)});
+    result->path = std::move(files_[delivered_ - 1].path);
+    return std::optional<SourceItem>(std::move(*result));
   }
   uint64_t total_items() const override { return files_.size(); }
   uint64_t total_bytes() const override { return total_bytes_; }
@@ -157,15 +197,15 @@ class DirectorySource final : public PackSource {
       cv_.wait(lock, [&] {
         return stop_ || (issued_ < files_.size() &&
                          (issued_ == delivered_ ||
-                          window_used_ + files_[issued_].size <= options_.window_bytes));
+                          window_used_ + WindowBytes(files_[issued_]) <= options_.window_bytes));
       });
       if (stop_) return;
       const size_t index = issued_++;
-      window_used_ += files_[index].size;
+      window_used_ += WindowBytes(files_[index]);
       lock.unlock();
-      auto bytes = ReadWholeFile(files_[index]);
+      auto item = ReadItem(files_[index]);
       lock.lock();
-      ready_.emplace(index, std::move(bytes));
+      ready_.emplace(index, std::move(item));
       cv_.notify_all();
     }
   }
@@ -175,7 +215,7 @@ class DirectorySource final : public PackSource {
   uint64_t total_bytes_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<size_t, Result<std::vector<std::byte>>> ready_;  // guarded by mu_
+  std::map<size_t, Result<SourceItem>> ready_;  // guarded by mu_
   size_t issued_ = 0, delivered_ = 0;                       // guarded by mu_
   uint64_t window_used_ = 0;                                // guarded by mu_
   uint64_t consumed_ = 0;

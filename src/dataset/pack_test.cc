@@ -5,12 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
 
 #include "dataset/packer.h"
 #include "dataset/publish.h"
+#include "dataset/source.h"
+#include "dataset/verify.h"
 #include "dataset/version_view.h"
 #include "stoker/dataset.h"
 #include "storage/posix_storage.h"
@@ -456,6 +459,26 @@ TEST_F(PackTest, SymlinkToAFileInsideTheSourceIsPackedAsThatFile) {
   EXPECT_EQ(ds->file_count(), 2u);
 }
 
+// A file larger than a pack holds in memory is streamed into a chunk of its own.
+TEST_F(PackTest, AFileOverTheStreamingThresholdGetsAChunkOfItsOwn) {
+  const std::string big = test::RandomBytes(7, kStreamedItemBytes + 5);
+  fs::create_directories(src_.Join("a"));
+  test::WriteStringToFile(src_.Join("a/big.bin"), big);
+  for (int i = 0; i < 5; ++i) {
+    test::WriteStringToFile(src_.Join(fmt::format("a/s{}", i)), test::RandomBytes(i, 3000));
+  }
+  auto source = OpenDirectorySource(src_.path(), {});
+  ASSERT_TRUE(source.has_value());
+  ASSERT_TRUE(Pack(**source, *Dst(), Opts(1 << 20)).has_value());
+  auto ds = Dataset::Open(Dst()).value();
+  const FileInfo info = ds->Stat(ds->Find("a/big.bin").value()).value();
+  EXPECT_EQ(info.size, big.size());
+  EXPECT_EQ(ds->view().chunk(info.chunk).entry_count, 1u);
+  EXPECT_FALSE(ds->view().chunk(info.chunk).wide_index);  // under 4 GiB: a narrow index
+  EXPECT_TRUE(AsString(ds->ReadFile(info.index).value()) == big);
+  EXPECT_TRUE(Verify(*Dst()).value().ok());
+}
+
 // ---- hostile tar shards ----
 
 class HostileTarTest : public PackTest {
@@ -533,6 +556,26 @@ TEST_F(HostileTarTest, TruncatedTar) {
     test::WriteStringToFile(tar, std::string_view(bytes).substr(0, cut));
     ExpectRejected({tar}, {tar});
   }
+}
+
+// A member whose header declares 3 GiB but whose archive ends after 10 bytes: refused when the
+// bytes run out, without ever allocating what the header declares.
+TEST_F(HostileTarTest, AMemberDeclaringMoreThanItHoldsIsRefusedNotAllocated) {
+  const auto tar = Shard("liar.tar", {test::File("huge.bin", "0123456789")});
+  std::string bytes = test::ReadFileToString(tar);
+  size_t at = std::string::npos;
+  for (size_t b = 0; b + 512 <= bytes.size(); b += 512) {
+    if (std::string_view(bytes.data() + b, 9) == std::string_view("huge.bin\0", 9)) at = b;
+  }
+  ASSERT_NE(at, std::string::npos);
+  std::snprintf(&bytes[at + 124], 12, "%011o", 3u << 30);  // ustar size field, octal
+  std::memset(&bytes[at + 148], ' ', 8);                    // checksum over the new header
+  unsigned sum = 0;
+  for (size_t i = 0; i < 512; ++i) sum += static_cast<unsigned char>(bytes[at + i]);
+  std::snprintf(&bytes[at + 148], 8, "%06o", sum);
+  bytes[at + 155] = ' ';
+  test::WriteStringToFile(tar, bytes);
+  ExpectRejected({tar}, {tar, "huge.bin"});
 }
 
 TEST_F(HostileTarTest, NotATar) {

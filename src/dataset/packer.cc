@@ -130,6 +130,30 @@ class ChunkSet {
     return writer->Add(payload);
   }
 
+  // A streamed item (one too large to hold in memory) in a chunk of its own, with a wide index
+  // if it needs one; *chunk_number as for Add(), and it is entry 0.
+  Result<format::ChunkEntryRef> AddStreamed(SourceItem& item, uint32_t* chunk_number,
+                                            uint64_t* entry) {
+    const uint64_t id = UniqueId();
+    STOKER_ASSIGN_OR_RETURN(
+        auto writer,
+        format::ChunkWriter::Create(storage_, id, item.size() > format::kMaxNarrowPayload));
+    written_.push_back(format::ChunkPath(id));
+    *chunk_number = static_cast<uint32_t>(finished_.size());
+    *entry = 0;
+    finished_.emplace_back();
+    std::vector<std::byte> buffer(std::min<uint64_t>(item.size(), kStreamBuffer));
+    for (uint64_t left = item.size(); left > 0;) {
+      const std::span<std::byte> piece(buffer.data(), std::min<uint64_t>(left, buffer.size()));
+      STOKER_RETURN_IF_ERROR(item.stream->ReadExactly(piece));
+      STOKER_RETURN_IF_ERROR(writer->AppendToEntry(piece));
+      left -= piece.size();
+    }
+    STOKER_ASSIGN_OR_RETURN(const auto ref, writer->EndEntry());
+    STOKER_ASSIGN_OR_RETURN(finished_.back(), writer->Finish());
+    return ref;
+  }
+
   Status FinishAll() {
     for (uint32_t slot = 0; slot < writers_.size(); ++slot) STOKER_RETURN_IF_ERROR(Finish(slot));
     return Status::OK();
@@ -152,6 +176,7 @@ class ChunkSet {
     return Status::OK();
   }
 
+  static constexpr uint64_t kStreamBuffer = 4 << 20;
   Storage& storage_;
   ChunkMixer mixer_;
   std::vector<std::unique_ptr<format::ChunkWriter>> writers_;  // by slot
@@ -194,12 +219,14 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
     }
     uint32_t chunk_number = 0;
     uint64_t entry = 0;
-    const uint64_t entry_bytes = item->bytes.size() + format::kChunkIndexEntrySize;
+    const uint64_t entry_bytes = item->size() + format::kChunkIndexEntrySize;
     const uint64_t remaining = RemainingPayload(source, payload_so_far + entry_bytes);
-    auto ref = chunks.Add(item->bytes, remaining, same_sample, &chunk_number, &entry);
+    auto ref = item->stream
+                   ? chunks.AddStreamed(*item, &chunk_number, &entry)
+                   : chunks.Add(item->bytes, remaining, same_sample, &chunk_number, &entry);
     if (!ref) return ref.error().WithContext(item->path);
     int32_t label = format::kNoLabel;
-    if (options.tar_input && options.labels == LabelPolicy::kAuto) {
+    if (options.tar_input && options.labels == LabelPolicy::kAuto && !item->stream) {
       label = LabelFromClsMember(item->path, item->bytes);
     }
     std::span<const format::Attribute> attributes;

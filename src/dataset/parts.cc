@@ -158,8 +158,7 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
     }
     const uint64_t chunk_base = chunks.size();
     for (uint64_t c = 0; c < seg.info().chunk_count; ++c) {
-      const format::SegmentChunk ch = seg.chunk(c);
-      chunks.push_back({ch.id, ch.file_size, ch.data_crc32c, ch.entry_count});
+      chunks.push_back(seg.chunk(c));
     }
     const bool attributed = seg.info().attr_count > 0;
     const Status added = ForEachFileWithLocation(

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,27 @@
 
 namespace stoker::dataset {
 
+// The bytes of an item too large to hold in memory, read front to back in pieces.
+class ItemStream {
+ public:
+  virtual ~ItemStream() = default;
+  // Fills `dst` with the next bytes: all of it, or an error (the input ended early, changed,
+  // or could not be read), naming the item.
+  virtual Status ReadExactly(std::span<std::byte> dst) = 0;
+};
+
+// Items larger than this come as a stream, not in memory (a pack's memory must not depend on
+// its largest file); the packer gives each its own chunk.
+inline constexpr uint64_t kStreamedItemBytes = 64ull << 20;
+
 struct SourceItem {
   std::string path;  // relative path inside the dataset, validated
-  std::vector<std::byte> bytes;
+  std::vector<std::byte> bytes;  // the item's bytes, unless it is streamed
+  // A streamed item: `stream` yields exactly `streamed_size` bytes, and must be read to the end
+  // before the source's next Next().
+  std::unique_ptr<ItemStream> stream;
+  uint64_t streamed_size = 0;
+  uint64_t size() const { return stream ? streamed_size : bytes.size(); }
 };
 
 class PackSource {

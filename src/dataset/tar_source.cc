@@ -13,8 +13,6 @@
 namespace stoker::dataset {
 namespace {
 
-constexpr uint64_t kMaxMemberSize = 0xFFFFFFFFull;  // one payload's limit in the format
-
 std::string MemberTypeName(mode_t type) {
   switch (type) {
     case AE_IFLNK: return "a symlink";
@@ -28,6 +26,28 @@ std::string MemberTypeName(mode_t type) {
 
 class TarSource final : public PackSource {
  public:
+  // The data of the member just read, straight from the archive.
+  class MemberStream final : public ItemStream {
+   public:
+    MemberStream(TarSource& source, std::string name) : source_(source), name_(std::move(name)) {}
+    Status ReadExactly(std::span<std::byte> dst) override {
+      while (!dst.empty()) {
+        const la_ssize_t n = archive_read_data(source_.archive_, dst.data(), dst.size());
+        if (n < 0) return source_.ArchiveError("read member " + name_ + " of");
+        if (n == 0) {
+          return Status::Corruption(
+              fmt::format("{}: member {} is truncated", source_.current_, name_));
+        }
+        dst = dst.subspan(static_cast<size_t>(n));
+      }
+      return Status::OK();
+    }
+
+   private:
+    TarSource& source_;
+    const std::string name_;
+  };
+
   explicit TarSource(std::vector<std::string> paths, uint64_t total_bytes)
       : paths_(std::move(paths)), total_bytes_(total_bytes) {}
   ~TarSource() override { CloseCurrent(); }
@@ -71,21 +91,18 @@ class TarSource final : public PackSource {
             fmt::format("{}: unsafe member name {}: {}", current_, name, s.message())));
       }
       const int64_t size = archive_entry_size(entry);
-      if (size < 0 || static_cast<uint64_t>(size) > kMaxMemberSize) {
+      if (size < 0) {
         return Err(Status::InvalidArgument(
             fmt::format("{}: member {} has an unsupported size", current_, name)));
       }
-      SourceItem item{std::move(path), std::vector<std::byte>(static_cast<size_t>(size))};
-      size_t done = 0;
-      while (done < item.bytes.size()) {
-        const la_ssize_t n = archive_read_data(archive_, item.bytes.data() + done,
-                                               item.bytes.size() - done);
-        if (n < 0) return Err(ArchiveError("read member " + name + " of"));
-        if (n == 0) {
-          return Err(Status::Corruption(fmt::format("{}: member {} is truncated", current_, name)));
-        }
-        done += static_cast<size_t>(n);
+      // A large member is streamed: memory never follows a size the archive merely declares.
+      auto stream = std::make_unique<MemberStream>(*this, name);
+      if (static_cast<uint64_t>(size) > kStreamedItemBytes) {
+        return std::optional<SourceItem>(
+            SourceItem{std::move(path), {}, std::move(stream), static_cast<uint64_t>(size)});
       }
+      SourceItem item{std::move(path), std::vector<std::byte>(static_cast<size_t>(size)), nullptr, 0};
+      STOKER_RETURN_IF_ERROR(stream->ReadExactly(item.bytes));
       return std::optional<SourceItem>(std::move(item));
     }
   }

@@ -82,7 +82,7 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
     }
     report.bytes_checked += buffer.size();
     const format::ChunkCheck check = format::CheckChunk(
-        buffer, {rec.id, rec.file_size, rec.data_crc32c, rec.entry_count}, name);
+        buffer, rec, name);
     if (!check.status.ok()) report.corrupt_chunks.push_back(check.status.message());
     // Each file: its bytes against its CRC, and its extent against the chunk's own index.
     // A multimap: an empty file shares its offset with the file after it.

@@ -66,8 +66,7 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
     part.first_sample = samples;
     part.first_chunk = static_cast<uint32_t>(v->chunks_.size());
     for (uint64_t c = 0; c < info.chunk_count; ++c) {
-      const format::SegmentChunk ch = segment->chunk(c);
-      v->chunks_.push_back({ch.id, ch.file_size, ch.data_crc32c, ch.entry_count});
+      v->chunks_.push_back(segment->chunk(c));
     }
     for (uint32_t k = 0; k < info.class_count; ++k) {
       v->classes_.emplace_back(segment->class_name(k));
@@ -105,8 +104,7 @@ const VersionView::Part& VersionView::PartOfSample(uint64_t s) const {
 }
 
 FileLocation VersionView::Global(const Part& part, const format::SegmentLocation& l) const {
-  return {l.offset, static_cast<uint32_t>(l.length), l.crc32c,
-          part.first_chunk + static_cast<uint32_t>(l.chunk), l.label};
+  return {l.offset, l.length, l.crc32c, part.first_chunk + static_cast<uint32_t>(l.chunk), l.label};
 }
 
 std::pair<uint32_t, uint32_t> VersionView::SampleFiles(uint32_t s) const {

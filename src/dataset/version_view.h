@@ -1,7 +1,7 @@
 // One published version of a format-2 dataset (docs/format.md §1, §4), seen through its
 // segments: the global numbering of files, samples, classes and chunks, path lookups and
 // listings that read a block or two of each segment that could hold the answer, and, for bulk
-// readers (the loader, verify), every file's location in one 24-byte record each.
+// readers (the loader, verify), every file's location in one 32-byte record each.
 //
 // Opening reads the version record's segments' footers and small index sections only (about
 // 1 % of the metadata), so a `stoker stat` of one file stays cheap on a billion-file dataset;
@@ -25,20 +25,18 @@
 
 namespace stoker::dataset {
 
-// Where one file's bytes lie. 24 bytes: what a reader holds per file.
+// Where one file's bytes lie: what a reader holds per file (32 bytes).
 struct FileLocation {
   uint64_t offset = 0;  // of the payload in the chunk file
-  uint32_t length = 0;
+  uint64_t length = 0;  // files of 4 GiB and more lie alone in a wide chunk
   uint32_t crc32c = 0;
   uint32_t chunk = 0;   // index into the version's chunks
   int32_t label = -1;   // -1: none
 };
-static_assert(sizeof(FileLocation) == 24);
+static_assert(sizeof(FileLocation) == 32);
 
-struct ChunkRef {
-  uint64_t id = 0, file_size = 0;
-  uint32_t data_crc32c = 0, entry_count = 0;
-};
+// What a version says about one chunk file.
+using ChunkRef = format::ChunkInfo;
 
 class VersionView {
  public:

@@ -39,37 +39,57 @@ std::optional<uint64_t> ParseChunkPath(std::string_view path) {
   return id;
 }
 
-ChunkWriter::ChunkWriter(std::unique_ptr<WritableFile> file, uint64_t id, std::string header)
-    : file_(std::move(file)), id_(id), header_(std::move(header)) {}
+ChunkWriter::ChunkWriter(std::unique_ptr<WritableFile> file, uint64_t id, std::string header,
+                         bool wide)
+    : file_(std::move(file)), id_(id), header_(std::move(header)), wide_(wide) {}
 
-Result<std::unique_ptr<ChunkWriter>> ChunkWriter::Create(Storage& storage, uint64_t chunk_id) {
+Result<std::unique_ptr<ChunkWriter>> ChunkWriter::Create(Storage& storage, uint64_t chunk_id,
+                                                         bool wide_index) {
   STOKER_ASSIGN_OR_RETURN(auto file, storage.Create(ChunkPath(chunk_id)));
   std::string header(kChunkMagic, sizeof(kChunkMagic));
   coding::PutFixed<uint32_t>(&header, kChunkVersion);
-  coding::PutFixed<uint32_t>(&header, 0);  // flags
+  coding::PutFixed<uint32_t>(&header, wide_index ? kChunkWideIndex : 0);  // flags
   coding::PutFixed<uint64_t>(&header, chunk_id);
   coding::PutFixed<uint64_t>(&header, 0);  // reserved
   STOKER_RETURN_IF_ERROR(file->Append(AsBytes(header)));
-  return std::unique_ptr<ChunkWriter>(new ChunkWriter(std::move(file), chunk_id, std::move(header)));
+  return std::unique_ptr<ChunkWriter>(
+      new ChunkWriter(std::move(file), chunk_id, std::move(header), wide_index));
 }
 
 Result<ChunkEntryRef> ChunkWriter::Add(std::span<const std::byte> payload) {
-  if (payload.size() > kMaxPayloadSize) {
-    return Err(Status::InvalidArgument(fmt::format("payload of {} bytes exceeds the {} byte limit",
-                                                   payload.size(), kMaxPayloadSize)));
+  STOKER_RETURN_IF_ERROR(AppendToEntry(payload));
+  return EndEntry();
+}
+
+Status ChunkWriter::AppendToEntry(std::span<const std::byte> piece) {
+  if (!wide_ && entry_length_ + piece.size() > kMaxNarrowPayload) {
+    return Status::InvalidArgument(fmt::format(
+        "a payload over {} bytes needs a chunk with a wide index", kMaxNarrowPayload));
   }
-  STOKER_RETURN_IF_ERROR(file_->Append(payload));
-  const ChunkEntryRef ref{kChunkHeaderSize + data_length_, static_cast<uint32_t>(payload.size()),
-                          crc32c::Value(payload)};
-  data_length_ += payload.size();
-  data_crc_ = crc32c::Extend(data_crc_, payload.data(), payload.size());
-  coding::PutFixed<uint32_t>(&index_, ref.length);
+  STOKER_RETURN_IF_ERROR(file_->Append(piece));
+  entry_length_ += piece.size();
+  entry_crc_ = crc32c::Extend(entry_crc_, piece.data(), piece.size());
+  data_crc_ = crc32c::Extend(data_crc_, piece.data(), piece.size());
+  return Status::OK();
+}
+
+Result<ChunkEntryRef> ChunkWriter::EndEntry() {
+  const ChunkEntryRef ref{kChunkHeaderSize + data_length_, entry_length_, entry_crc_};
+  data_length_ += entry_length_;
+  entry_length_ = 0;
+  entry_crc_ = 0;
+  if (wide_) {
+    coding::PutFixed<uint64_t>(&index_, ref.length);
+  } else {
+    coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(ref.length));
+  }
   coding::PutFixed<uint32_t>(&index_, ref.crc32c);
+  ++entry_count_;
   return ref;
 }
 
 uint64_t ChunkWriter::projected_size() const {
-  return kChunkHeaderSize + data_length_ + index_.size() + kChunkFooterSize;
+  return kChunkHeaderSize + data_length_ + entry_length_ + index_.size() + kChunkFooterSize;
 }
 
 Result<ChunkInfo> ChunkWriter::Finish() {
@@ -85,7 +105,7 @@ Result<ChunkInfo> ChunkWriter::Finish() {
   STOKER_RETURN_IF_ERROR(file_->Append(AsBytes(footer)));
   STOKER_RETURN_IF_ERROR(file_->Sync());
   STOKER_RETURN_IF_ERROR(file_->Close());
-  return ChunkInfo{id_, projected_size(), data_crc_, entry_count()};
+  return ChunkInfo{id_, projected_size(), data_crc_, entry_count(), wide_};
 }
 
 ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expected,
@@ -107,10 +127,15 @@ ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expecte
   const uint32_t footer_crc = crc32c::Extend(crc32c::Value(p, kChunkHeaderSize), footer, 28);
   if (footer_crc != coding::DecodeFixed<uint32_t>(footer + 28)) return fail("footer CRC mismatch");
   if (coding::DecodeFixed<uint32_t>(p + 8) != kChunkVersion) return fail("unknown chunk version");
+  const uint32_t flags = coding::DecodeFixed<uint32_t>(p + 12);
+  if ((flags & ~kChunkWideIndex) != 0) return fail("unknown header flags");
+  const bool wide = flags & kChunkWideIndex;
+  if (wide != expected.wide_index) return fail("index width differs from the metadata");
   if (coding::DecodeFixed<uint64_t>(p + 16) != expected.id) return fail("chunk id mismatch");
   const uint32_t entry_count = coding::DecodeFixed<uint32_t>(footer + 8);
   const uint64_t data_length = coding::DecodeFixed<uint64_t>(footer + 16);
-  const uint64_t index_size = uint64_t{entry_count} * kChunkIndexEntrySize;
+  const uint64_t entry_size = ChunkIndexEntrySize(wide);
+  const uint64_t index_size = uint64_t{entry_count} * entry_size;
   if (entry_count != expected.entry_count) return fail("entry count differs from the metadata");
   // Compared by subtraction: a huge data_length would make the sum wrap around to `size`.
   const uint64_t body_size = size - kChunkHeaderSize - kChunkFooterSize;
@@ -128,9 +153,11 @@ ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expecte
   uint64_t offset = kChunkHeaderSize;
   check.entries.reserve(entry_count);
   for (uint32_t i = 0; i < entry_count; ++i) {
-    const uint32_t length = coding::DecodeFixed<uint32_t>(index + i * kChunkIndexEntrySize);
-    const uint32_t crc = coding::DecodeFixed<uint32_t>(index + i * kChunkIndexEntrySize + 4);
-    if (offset + length > kChunkHeaderSize + data_length) {
+    const char* entry = index + i * entry_size;
+    const uint64_t length = wide ? coding::DecodeFixed<uint64_t>(entry)
+                                 : coding::DecodeFixed<uint32_t>(entry);
+    const uint32_t crc = coding::DecodeFixed<uint32_t>(entry + entry_size - 4);
+    if (length > kChunkHeaderSize + data_length - offset) {
       check.entries.clear();
       return fail("index entries overrun the data");
     }

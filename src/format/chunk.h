@@ -1,9 +1,11 @@
 // Chunk files: many samples' bytes back to back between a header and an index + footer.
 // Layout (docs/format.md §2), all integers little-endian:
 //
-//   header  32 B   "STKCHUNK" | u32 version=1 | u32 flags=0 | u64 chunk_id | u64 reserved=0
+//   header  32 B   "STKCHUNK" | u32 version=1 | u32 flags | u64 chunk_id | u64 reserved=0
 //   data           payloads back to back (entry i starts where entry i-1 ends)
 //   index   8 B/entry   u32 length | u32 crc32c of the payload
+//           (flag bit 0, a *wide* index: 12 B/entry, u64 length | u32 crc32c — a chunk holding
+//           a file of 4 GiB or more)
 //   footer  32 B   "STKCEND1" | u32 entry_count | u32 index_crc32c | u64 data_length
 //                  | u32 data_crc32c | u32 footer_crc32c (of the header + the footer's first 28 B)
 //
@@ -29,9 +31,15 @@ inline constexpr char kChunkFooterMagic[8] = {'S', 'T', 'K', 'C', 'E', 'N', 'D',
 inline constexpr uint32_t kChunkVersion = 1;
 inline constexpr uint64_t kChunkHeaderSize = 32;
 inline constexpr uint64_t kChunkFooterSize = 32;
-inline constexpr uint64_t kChunkIndexEntrySize = 8;
-// One payload's length is a u32; bigger files are rejected at pack time.
-inline constexpr uint64_t kMaxPayloadSize = 0xFFFFFFFFull;
+inline constexpr uint64_t kChunkIndexEntrySize = 8;      // a narrow index's entries
+inline constexpr uint64_t kWideChunkIndexEntrySize = 12;  // a wide index's
+inline constexpr uint32_t kChunkWideIndex = 1u << 0;      // header flag
+// The largest payload a narrow index can hold; larger ones need a wide chunk.
+inline constexpr uint64_t kMaxNarrowPayload = 0xFFFFFFFFull;
+
+inline uint64_t ChunkIndexEntrySize(bool wide) {
+  return wide ? kWideChunkIndexEntrySize : kChunkIndexEntrySize;
+}
 
 // "chunks/00000000deadbeef.chunk"
 std::string ChunkPath(uint64_t chunk_id);
@@ -41,7 +49,7 @@ std::optional<uint64_t> ParseChunkPath(std::string_view path);
 // Where one payload landed.
 struct ChunkEntryRef {
   uint64_t offset;  // from the start of the chunk file
-  uint32_t length;
+  uint64_t length;
   uint32_t crc32c;
 };
 
@@ -51,29 +59,43 @@ struct ChunkInfo {
   uint64_t file_size = 0;
   uint32_t data_crc32c = 0;
   uint32_t entry_count = 0;
+  bool wide_index = false;  // 12-byte index entries (a file of 4 GiB or more)
+  // The bytes besides the payloads: header, index and footer.
+  uint64_t fixed_bytes() const {
+    return kChunkHeaderSize + kChunkFooterSize + ChunkIndexEntrySize(wide_index) * entry_count;
+  }
 };
 
 // Writes one chunk file. Not thread-safe. Finish() syncs the file; until then it is garbage
 // that no version references.
 class ChunkWriter {
  public:
-  static Result<std::unique_ptr<ChunkWriter>> Create(Storage& storage, uint64_t chunk_id);
+  // `wide_index`: 12-byte index entries, for payloads over kMaxNarrowPayload.
+  static Result<std::unique_ptr<ChunkWriter>> Create(Storage& storage, uint64_t chunk_id,
+                                                     bool wide_index = false);
 
   Result<ChunkEntryRef> Add(std::span<const std::byte> payload);
+  // One payload streamed in pieces (a file too large to hold in memory): Append... then End.
+  Status AppendToEntry(std::span<const std::byte> piece);
+  Result<ChunkEntryRef> EndEntry();
   // Bytes the file would have if finished now.
   uint64_t projected_size() const;
-  uint32_t entry_count() const { return static_cast<uint32_t>(index_.size() / kChunkIndexEntrySize); }
+  uint32_t entry_count() const { return entry_count_; }
   uint64_t id() const { return id_; }
   Result<ChunkInfo> Finish();
 
  private:
-  ChunkWriter(std::unique_ptr<WritableFile> file, uint64_t id, std::string header);
+  ChunkWriter(std::unique_ptr<WritableFile> file, uint64_t id, std::string header, bool wide);
   std::unique_ptr<WritableFile> file_;
   const uint64_t id_;
   const std::string header_;
+  const bool wide_;
   std::string index_;
+  uint32_t entry_count_ = 0;
   uint64_t data_length_ = 0;
   uint32_t data_crc_ = 0;
+  uint64_t entry_length_ = 0;  // of the entry being written
+  uint32_t entry_crc_ = 0;
 };
 
 // What `verify` learns from a chunk file read whole and checked against its own index.

@@ -4,6 +4,7 @@
 
 #include "common/coding.h"
 #include "common/crc32c.h"
+#include "storage/forwarding_storage.h"
 #include "storage/memory_storage.h"
 #include "testing/test_util.h"
 
@@ -198,6 +199,66 @@ TEST_F(ChunkTest, ConsistentlyForgedIndexIsRejected) {
   const ChunkCheck check = Check(bad, info);
   EXPECT_NE(check.status.message().find("index does not cover the data"), std::string::npos)
       << check.status.ToString();
+}
+
+TEST_F(ChunkTest, AWideIndexRoundTripsAndMustMatchTheMetadata) {
+  auto writer = ChunkWriter::Create(storage_, 9, /*wide_index=*/true).value();
+  const std::vector<std::string> payloads = {"abc", "", test::RandomBytes(4, 5000)};
+  for (const auto& p : payloads) ASSERT_TRUE(writer->Add(AsBytes(p)).has_value());
+  const ChunkInfo info = writer->Finish().value();
+  EXPECT_TRUE(info.wide_index);
+  const std::string bytes = Contents(9);
+  EXPECT_EQ(bytes.size(), kChunkHeaderSize + 5003 + 12 * payloads.size() + kChunkFooterSize);
+  EXPECT_EQ(info.fixed_bytes(), bytes.size() - 5003);
+  const ChunkCheck check = Check(bytes, info);
+  ASSERT_TRUE(check.status.ok()) << check.status.ToString();
+  ASSERT_EQ(check.entries.size(), 3u);
+  EXPECT_EQ(check.entries[2].length, 5000u);
+  EXPECT_EQ(check.entries[2].crc32c, crc32c::Value(payloads[2]));
+  ChunkInfo narrow = info;
+  narrow.wide_index = false;
+  EXPECT_NE(Check(bytes, narrow).status.message().find("index width"), std::string::npos);
+}
+
+TEST_F(ChunkTest, AStreamedEntryIsOnePayload) {
+  const std::string payload = test::RandomBytes(5, 100000);
+  auto streamed = ChunkWriter::Create(storage_, 10).value();
+  for (size_t at = 0; at < payload.size(); at += 7777) {
+    ASSERT_TRUE(streamed->AppendToEntry(AsBytes(payload.substr(at, 7777))).ok());
+  }
+  const ChunkEntryRef ref = streamed->EndEntry().value();
+  EXPECT_EQ(ref.length, payload.size());
+  EXPECT_EQ(ref.crc32c, crc32c::Value(payload));
+  ASSERT_TRUE(streamed->Finish().has_value());
+  Write(11, {payload});
+  EXPECT_EQ(Contents(10).substr(kChunkHeaderSize, payload.size()), payload);
+  // The same bytes as one Add(), but for the id in the header and the footer CRC over it.
+  const std::string a = Contents(10), b = Contents(11);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_TRUE(a.substr(24, a.size() - 28) == b.substr(24, b.size() - 28));
+}
+
+// A narrow index cannot say 4 GiB: the writer refuses the payload rather than wrap its length.
+TEST(ChunkWriter, ANarrowIndexRefusesAPayloadOfFourGiB) {
+  class Discard final : public WritableFile {
+   public:
+    Status Append(std::span<const std::byte>) override { return Status::OK(); }
+    Status Sync() override { return Status::OK(); }
+    Status Close() override { return Status::OK(); }
+  };
+  class DiscardingStorage final : public storage::ForwardingStorage {
+   public:
+    DiscardingStorage() : ForwardingStorage(std::make_shared<storage::MemoryStorage>()) {}
+    Result<std::unique_ptr<WritableFile>> Create(std::string_view) override {
+      return std::make_unique<Discard>();
+    }
+  } storage;
+  const std::vector<std::byte> piece(64 << 20);
+  auto writer = ChunkWriter::Create(storage, 1).value();
+  Status st;
+  for (int i = 0; i < 64 && st.ok(); ++i) st = writer->AppendToEntry(piece);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("wide index"), std::string::npos);
 }
 
 }  // namespace

@@ -367,11 +367,15 @@ Status Segment::Load() {
   uint64_t next_location = 0;
   for (uint64_t i = 0; i < info_.chunk_count; ++i) {
     const char* r = chunks.data() + kSegmentChunkRecordSize * i;
-    SegmentChunk ch{coding::DecodeFixed<uint64_t>(r), coding::DecodeFixed<uint64_t>(r + 8),
-                    coding::DecodeFixed<uint32_t>(r + 16), coding::DecodeFixed<uint32_t>(r + 20),
-                    coding::DecodeFixed<uint64_t>(r + 24)};
-    if (ch.first_location != next_location ||
-        ch.file_size < kChunkHeaderSize + kChunkFooterSize + kChunkIndexEntrySize * ch.entry_count) {
+    const uint32_t count_word = coding::DecodeFixed<uint32_t>(r + 20);
+    SegmentChunk ch;
+    ch.id = coding::DecodeFixed<uint64_t>(r);
+    ch.file_size = coding::DecodeFixed<uint64_t>(r + 8);
+    ch.data_crc32c = coding::DecodeFixed<uint32_t>(r + 16);
+    ch.entry_count = count_word & ~kChunkRecordWideIndex;
+    ch.wide_index = count_word & kChunkRecordWideIndex;
+    ch.first_location = coding::DecodeFixed<uint64_t>(r + 24);
+    if (ch.first_location != next_location || ch.file_size < ch.fixed_bytes()) {
       return Corrupt(fmt::format("bad chunk record {}", i));
     }
     next_location += ch.entry_count;
@@ -480,7 +484,7 @@ Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block, bool
     l.crc32c = c.Fixed<uint32_t>();
     const uint64_t label = c.Varint();
     l.label = static_cast<int32_t>(label) - 1;
-    const uint64_t data_end = ch.file_size - kChunkFooterSize - kChunkIndexEntrySize * ch.entry_count;
+    const uint64_t data_end = ch.file_size - ch.fixed_bytes() + kChunkHeaderSize;
     if (l.position >= info_.file_count || label > total_labels || offset < kChunkHeaderSize ||
         l.length > data_end || offset > data_end - l.length) {
       c.ok = false;

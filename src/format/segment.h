@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/chunk.h"
 #include "stoker/status.h"
 #include "stoker/storage.h"
 
@@ -33,9 +34,7 @@ struct SegmentInfo {
   std::string first_key, last_key;  // smallest and largest file key (FileKeyOf)
 };
 
-struct SegmentChunk {
-  uint64_t id = 0, file_size = 0;
-  uint32_t data_crc32c = 0, entry_count = 0;
+struct SegmentChunk : ChunkInfo {
   uint64_t first_location = 0;  // ordinal of its first entry among the segment's locations
 };
 

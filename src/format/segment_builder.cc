@@ -279,8 +279,8 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
   // Payloads lie back to back, so the files of a chunk must fill it exactly.
   for (size_t c = 0; c < s.chunks.size(); ++c) {
     const ChunkInfo& info = s.chunks[c];
-    const uint64_t fixed = kChunkHeaderSize + kChunkFooterSize + kChunkIndexEntrySize * entries[c];
-    if (entries[c] != info.entry_count || info.file_size != payload[c] + fixed) {
+    if (entries[c] != info.entry_count || info.file_size != payload[c] + info.fixed_bytes() ||
+        info.entry_count >= kChunkRecordWideIndex) {
       return Status::InvalidArgument(fmt::format(
           "chunk {:016x}: {} files of {} payload bytes do not fill its {} entries and {} bytes",
           info.id, entries[c], payload[c], info.entry_count, info.file_size));
@@ -381,7 +381,7 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const
       coding::PutFixed<uint64_t>(&chunks, info.id);
       coding::PutFixed<uint64_t>(&chunks, info.file_size);
       coding::PutFixed<uint32_t>(&chunks, info.data_crc32c);
-      coding::PutFixed<uint32_t>(&chunks, info.entry_count);
+      coding::PutFixed<uint32_t>(&chunks, ChunkRecordCount(info));
       coding::PutFixed<uint64_t>(&chunks, s.first_location[c]);
     }
     STOKER_RETURN_IF_ERROR(out.Section(kSegChunks, chunks));

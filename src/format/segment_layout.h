@@ -23,6 +23,8 @@ inline constexpr uint64_t kSegmentSectionRecordSize = 32;
 inline constexpr uint64_t kBlockEntries = 256;
 inline constexpr uint64_t kIndexRecordSize = 16;  // u64 block offset, u32 key offset, u32 length
 inline constexpr uint64_t kSegmentChunkRecordSize = 32;
+// In a chunk record's entry-count word: the chunk has a wide index (docs/format.md §2).
+inline constexpr uint32_t kChunkRecordWideIndex = 1u << 31;
 inline constexpr uint64_t kMaxSegmentFooterSize = 1 << 20;
 
 // Footer flags. The first three are the dataset's (the same in every segment, and in the

@@ -90,7 +90,7 @@ Status MergeSegments(std::span<const Segment* const> inputs, const SortOptions& 
         coding::PutFixed<uint64_t>(&chunks, ch.id);
         coding::PutFixed<uint64_t>(&chunks, ch.file_size);
         coding::PutFixed<uint32_t>(&chunks, ch.data_crc32c);
-        coding::PutFixed<uint32_t>(&chunks, ch.entry_count);
+        coding::PutFixed<uint32_t>(&chunks, ChunkRecordCount(ch));
         coding::PutFixed<uint64_t>(&chunks, ch.first_location + shift[j].files);
       }
     }

@@ -313,6 +313,22 @@ Status ReadEverything(const Segment& seg) {
   return Status::OK();
 }
 
+// A chunk with a wide index (a file of 4 GiB or more) says so in its chunk record.
+TEST(Segment, ChunkRecordsCarryTheIndexWidth) {
+  SegmentSpec spec = SpecFor({"a/1", "a/2", "b/3", "b/4"}, 4);
+  spec.chunks[1].wide_index = true;
+  spec.chunks[1].file_size += 4 * spec.chunks[1].entry_count;
+  const std::string bytes = BuildSegment(spec).value();
+  auto seg = OpenOrDie(&bytes);
+  ASSERT_NE(seg, nullptr);
+  EXPECT_FALSE(seg->chunk(0).wide_index);
+  EXPECT_TRUE(seg->chunk(1).wide_index);
+  EXPECT_EQ(seg->chunk(1).entry_count, spec.chunks[1].entry_count);
+  EXPECT_TRUE(ReadEverything(*seg).ok());
+  spec.chunks[1].wide_index = false;  // then its size does not add up
+  EXPECT_EQ(BuildSegment(spec).error().code(), StatusCode::kInvalidArgument);
+}
+
 // Every byte of a segment is checked: flipping any one of them either fails Open or fails a
 // read with Corruption (or, for a varint's redundant bit, changes nothing the reader returns).
 void ExpectEveryFlipCaught(const std::string& original) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "format/segment_builder.h"
+#include "format/segment_layout.h"
 #include "stoker/status.h"
 
 namespace stoker::format {
@@ -127,6 +128,11 @@ using DirTable = std::map<std::string, DirFiles, std::less<>>;
 void AddToDirTable(DirTable& dirs, std::string_view path, uint64_t rank);
 // Sections kSegDirs, kSegDirIndex and kSegDirKeys; `dirs` holds the root at least.
 Status WriteDirTable(SegmentFileWriter& out, const DirTable& dirs);
+
+// A chunk record's entry-count word: the count, and the wide-index bit.
+inline uint32_t ChunkRecordCount(const ChunkInfo& chunk) {
+  return chunk.entry_count | (chunk.wide_index ? kChunkRecordWideIndex : 0);
+}
 
 // The big-endian 8-byte prefix of an attribute key: byte order is position order.
 void PutBigEndian64(std::string* out, uint64_t v);

@@ -23,7 +23,7 @@ struct Extent {
   uint32_t file;
   uint32_t chunk;
   uint64_t offset;
-  uint32_t length;
+  uint64_t length;
   uint32_t crc32c;
 };
 

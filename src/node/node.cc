@@ -138,10 +138,7 @@ std::string Node::State::ChunkName(uint32_t index) const {
 
 Status Node::State::Check(uint32_t index, std::span<const std::byte> bytes,
                           const std::string& source) const {
-  const auto record = dataset->view().chunk(index);
-  const format::ChunkInfo expected{record.id, record.file_size, record.data_crc32c,
-                                   record.entry_count};
-  return format::CheckChunk(bytes, expected, source).status;
+  return format::CheckChunk(bytes, dataset->view().chunk(index), source).status;
 }
 
 Status Node::State::FillFromStore(uint32_t index, std::span<std::byte> dst) {

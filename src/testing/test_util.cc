@@ -69,7 +69,8 @@ class TreeSourceImpl final : public dataset::PackSource {
   Result<std::optional<dataset::SourceItem>> Next() override {
     if (it_ == end_) return std::optional<dataset::SourceItem>();
     const auto bytes = AsBytes(it_->second);
-    dataset::SourceItem item{it_->first, std::vector<std::byte>(bytes.begin(), bytes.end())};
+    dataset::SourceItem item{it_->first, std::vector<std::byte>(bytes.begin(), bytes.end()),
+                             nullptr, 0};
     consumed_ += it_->second.size();
     ++it_;
     return std::optional<dataset::SourceItem>(std::move(item));
