@@ -47,7 +47,7 @@ struct DirEntry {
 struct DatasetOpenOptions {
   // Check the CRC32C of every metadata block read. Off only for fuzzing.
   bool verify_checksums = true;
-  // Read every file's location when opening (24 bytes of memory per file), as readers of the
+  // Read every file's location when opening (32 bytes of memory per file), as readers of the
   // whole dataset (loaders, verify) need. Off: locations are read per lookup, so looking at a
   // few files of a huge dataset reads about 1 % of its metadata.
   bool read_locations = true;
