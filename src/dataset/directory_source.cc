@@ -10,13 +10,18 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 
-#include "common/random.h"
+#include "common/external_sorter.h"
+#include "common/hash.h"
+#include "common/spool.h"
+#include "common/varint.h"
 #include "dataset/source.h"
 #include "format/snapshot_builder.h"
 
@@ -30,6 +35,39 @@ struct PlannedFile {
   std::string absolute;  // what to open
   uint64_t size;
 };
+
+// A planned file as the sorter holds it: u64 big-endian order key (0 in path order: then the
+// path decides), then varint-prefixed path and absolute path, then varint size.
+std::string EncodePlanned(uint64_t order_key, const PlannedFile& f) {
+  std::string r;
+  for (int b = 7; b >= 0; --b) r.push_back(static_cast<char>(order_key >> (8 * b)));
+  varint::Put(&r, f.path.size());
+  r.append(f.path);
+  varint::Put(&r, f.absolute.size());
+  r.append(f.absolute);
+  varint::Put(&r, f.size);
+  return r;
+}
+
+// The order key and path of a record (records are this file's own: well formed).
+std::pair<std::string_view, std::string_view> PlannedOrder(std::string_view r) {
+  std::string_view rest = r.substr(8);
+  const uint64_t n = *varint::Get(&rest);
+  return {r.substr(0, 8), rest.substr(0, n)};
+}
+
+PlannedFile DecodePlanned(std::string_view r) {
+  r.remove_prefix(8);
+  PlannedFile f;
+  const uint64_t path = *varint::Get(&r);
+  f.path = r.substr(0, path);
+  r.remove_prefix(path);
+  const uint64_t absolute = *varint::Get(&r);
+  f.absolute = r.substr(0, absolute);
+  r.remove_prefix(absolute);
+  f.size = *varint::Get(&r);
+  return f;
+}
 
 std::string FileTypeName(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
@@ -45,9 +83,9 @@ Result<std::string> RealPath(const std::string& path) {
   return std::string(buf);
 }
 
-// Depth-first walk collecting regular files; errors name the offending path.
+// Depth-first walk handing each regular file to `out`; errors name the offending path.
 Status Walk(const std::string& root_real, const std::string& dir_abs, const std::string& dir_rel,
-            std::vector<PlannedFile>* out) {
+            const std::function<Status(const PlannedFile&)>& out) {
   std::error_code ec;
   fs::directory_iterator it(dir_abs, ec);
   if (ec) return Status::FromErrno(ec.value(), "list " + dir_abs);
@@ -77,7 +115,7 @@ Status Walk(const std::string& root_real, const std::string& dir_abs, const std:
       STOKER_RETURN_IF_ERROR(Walk(root_real, abs, rel, out));
     } else if (S_ISREG(st.st_mode)) {
       if (Status s = format::ValidateRelativePath(rel); !s.ok()) return s.WithContext(abs);
-      out->push_back({rel, target, static_cast<uint64_t>(st.st_size)});
+      STOKER_RETURN_IF_ERROR(out({rel, target, static_cast<uint64_t>(st.st_size)}));
     } else {
       return Status::InvalidArgument(fmt::format("{} is {}; only regular files can be packed", abs,
                                                  FileTypeName(st.st_mode)));
@@ -151,11 +189,13 @@ Result<SourceItem> ReadItem(const PlannedFile& f) {
 // What a file takes of the read-ahead window: a streamed one holds no bytes.
 uint64_t WindowBytes(const PlannedFile& f) { return f.size <= kStreamedItemBytes ? f.size : 0; }
 
+// Reads the planned files (a spool in storage order) on a few threads, ahead of the packer by
+// at most the read-ahead window, and delivers them in order.
 class DirectorySource final : public PackSource {
  public:
-  DirectorySource(std::vector<PlannedFile> files, DirectorySourceOptions options)
-      : files_(std::move(files)), options_(options) {
-    for (const auto& f : files_) total_bytes_ += f.size;
+  DirectorySource(Spool plan, uint64_t count, uint64_t total_bytes, DirectorySourceOptions options)
+      : plan_(std::move(plan)), reader_(plan_, 1 << 20), count_(count),
+        total_bytes_(total_bytes), options_(std::move(options)) {
     const int threads = options_.threads > 0
                             ? options_.threads
                             : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
@@ -171,53 +211,81 @@ class DirectorySource final : public PackSource {
   }
 
   Result<std::optional<SourceItem>> Next() override {
-    if (delivered_ == files_.size()) return std::optional<SourceItem>();
+    if (delivered_ == count_) return std::optional<SourceItem>();
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return ready_.contains(delivered_); });
     auto node = ready_.extract(delivered_);
-    window_used_ -= WindowBytes(files_[delivered_]);
-    consumed_ += files_[delivered_].size;
+    Read& read = node.mapped();
+    window_used_ -= read.window_bytes;
+    consumed_ += read.size;
     ++delivered_;
     lock.unlock();
     cv_.notify_all();
-    auto& result = node.mapped();
-    if (!result) return Err(result.error());
-    result->path = std::move(files_[delivered_ - 1].path);
-    return std::optional<SourceItem>(std::move(*result));
+    if (!read.item) return Err(read.item.error());
+    return std::optional<SourceItem>(std::move(*read.item));
   }
-  uint64_t total_items() const override { return files_.size(); }
+  uint64_t total_items() const override { return count_; }
   uint64_t total_bytes() const override { return total_bytes_; }
   uint64_t consumed_bytes() const override { return consumed_; }
 
  private:
+  struct Read {
+    Result<SourceItem> item;
+    uint64_t size = 0, window_bytes = 0;
+  };
+
+  // The next planned file, read from the plan once (under mu_).
+  Result<const PlannedFile*> Peek() {
+    if (!next_) {
+      STOKER_ASSIGN_OR_RETURN(auto record, reader_.NextRecord());
+      if (!record) return Err(Status::Internal("the plan of files ended early"));
+      next_ = DecodePlanned(*record);
+    }
+    return &*next_;
+  }
+
   void WorkerLoop() {
     std::unique_lock lock(mu_);
     while (true) {
       // Issue the next file once it fits in the window (always issue the one being waited for).
       cv_.wait(lock, [&] {
-        return stop_ || (issued_ < files_.size() &&
-                         (issued_ == delivered_ ||
-                          window_used_ + WindowBytes(files_[issued_]) <= options_.window_bytes));
+        if (stop_) return true;
+        if (issued_ == count_) return false;
+        auto next = Peek();
+        return !next || issued_ == delivered_ ||
+               window_used_ + WindowBytes(**next) <= options_.window_bytes;
       });
       if (stop_) return;
       const size_t index = issued_++;
-      window_used_ += WindowBytes(files_[index]);
+      auto next = Peek();
+      if (!next) {
+        ready_.emplace(index, Read{Err(next.error())});
+        cv_.notify_all();
+        continue;
+      }
+      PlannedFile file = std::move(*next_);
+      next_.reset();
+      const uint64_t window = WindowBytes(file);
+      window_used_ += window;
       lock.unlock();
-      auto item = ReadItem(files_[index]);
+      Read read{ReadItem(file), file.size, window};
+      if (read.item) read.item->path = std::move(file.path);
       lock.lock();
-      ready_.emplace(index, std::move(item));
+      ready_.emplace(index, std::move(read));
       cv_.notify_all();
     }
   }
 
-  std::vector<PlannedFile> files_;
+  Spool plan_;
+  Spool::Reader reader_;  // guarded by mu_
+  const uint64_t count_, total_bytes_;
   const DirectorySourceOptions options_;
-  uint64_t total_bytes_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<size_t, Result<SourceItem>> ready_;  // guarded by mu_
-  size_t issued_ = 0, delivered_ = 0;                       // guarded by mu_
-  uint64_t window_used_ = 0;                                // guarded by mu_
+  std::optional<PlannedFile> next_;  // guarded by mu_
+  std::map<size_t, Read> ready_;     // guarded by mu_
+  size_t issued_ = 0, delivered_ = 0;  // guarded by mu_
+  uint64_t window_used_ = 0;           // guarded by mu_
   uint64_t consumed_ = 0;
   bool stop_ = false;
   std::vector<std::thread> workers_;
@@ -232,16 +300,25 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
   if (::stat(root_real.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Err(Status::InvalidArgument(fmt::format("not a directory: {}", root)));
   }
-  std::vector<PlannedFile> files;
-  STOKER_RETURN_IF_ERROR(Walk(root_real, root_real, "", &files));
-  std::sort(files.begin(), files.end(),
-            [](const PlannedFile& a, const PlannedFile& b) { return a.path < b.path; });
-  if (options.shuffle_seed) {
-    // Fisher-Yates from the back with stoker's own generator: the same layout everywhere.
-    Pcg32 rng(*options.shuffle_seed);
-    for (size_t i = files.size(); i > 1; --i) std::swap(files[i - 1], files[rng.Below(i)]);
-  }
-  return std::make_unique<DirectorySource>(std::move(files), options);
+  // The plan — every file, in the order it will be stored — is sorted on disk: path order, or
+  // a permutation seeded by shuffle_seed (files ordered by a hash of seed and path: the same
+  // layout everywhere, in bounded memory).
+  ExternalSorter plan(options.sort, [](std::string_view a, std::string_view b) {
+    return PlannedOrder(a) < PlannedOrder(b);
+  });
+  uint64_t count = 0, total_bytes = 0;
+  STOKER_RETURN_IF_ERROR(Walk(root_real, root_real, "", [&](const PlannedFile& f) {
+    ++count;
+    total_bytes += f.size;
+    const uint64_t key = options.shuffle_seed
+                             ? Hash64(fmt::format("{:016x}/{}", *options.shuffle_seed, f.path))
+                             : 0;
+    return plan.Add(EncodePlanned(key, f));
+  }));
+  STOKER_ASSIGN_OR_RETURN(Spool spool, Spool::Create(options.sort.temp_dir));
+  STOKER_RETURN_IF_ERROR(plan.Merge([&](std::string_view r) { return spool.AppendRecord(r); }));
+  STOKER_RETURN_IF_ERROR(spool.Flush());
+  return std::make_unique<DirectorySource>(std::move(spool), count, total_bytes, options);
 }
 
 Result<std::unique_ptr<PackSource>> OpenPackSource(const std::vector<std::string>& sources,

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/external_sorter.h"
 #include "stoker/status.h"
 
 namespace stoker::dataset {
@@ -59,6 +60,9 @@ struct DirectorySourceOptions {
   // classes and chunk-wise shuffle needs only a small window. Sample indices and paths are the
   // same either way: the metadata is always in path order.
   std::optional<uint64_t> shuffle_seed;
+  // The walk's list of files is sorted into that order on disk (a tree of any size packs in
+  // the same memory).
+  SortOptions sort;
 };
 
 // Every regular file under `root`, in path order. Symlinks are followed only to regular files
