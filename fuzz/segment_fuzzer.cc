@@ -51,7 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     (void)s.Attributes(p);
   }
-  for (uint64_t k = 0; k < std::min<uint64_t>(s.info().sample_count, 512); ++k) {
+  const bool samples = s.LoadSamples().ok();
+  for (uint64_t k = 0; samples && k < std::min<uint64_t>(s.info().sample_count, 512); ++k) {
     const auto [first, count] = s.SampleFiles(k);
     FUZZ_CHECK(first + count <= s.info().file_count);
   }

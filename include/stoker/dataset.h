@@ -68,7 +68,9 @@ class Dataset {
   // Samples are files, except for datasets packed from tar shards, where the files sharing a
   // basename (x.jpg, x.cls, x.json) are one sample.
   uint32_t sample_count() const;
-  std::pair<uint32_t, uint32_t> SampleFiles(uint32_t sample) const;  // [first, first+count)
+  // [first, first+count); InvalidArgument if out of range. A dataset opened without
+  // read_locations reads its samples section on the first call (an error if it cannot).
+  Result<std::pair<uint32_t, uint32_t>> SampleFiles(uint32_t sample) const;
   Result<int32_t> SampleLabel(uint32_t sample) const;
   uint32_t class_count() const;
   std::string_view ClassName(uint32_t label) const;

@@ -214,7 +214,7 @@ class PyDataset {
 
 nb::tuple SampleTuple(const Dataset& ds, uint32_t sample,
                       const std::function<nb::bytes(uint32_t)>& file_bytes) {
-  const auto [first, count] = ds.SampleFiles(sample);
+  const auto [first, count] = ValueOrThrow(ds.SampleFiles(sample));
   const int32_t label = ValueOrThrow(ds.SampleLabel(sample));
   if (!ds.view().grouped()) {
     return nb::make_tuple(file_bytes(first), label, ValueOrThrow(ds.Path(first)));
@@ -278,7 +278,7 @@ void RegisterDataset(nb::module_& m) {
            "Names in a directory: subdirectories first, then files, each sorted.")
       .def("sample_files", [](PyDataset& self, int64_t index) {
             const Dataset& ds = self.Get();
-            const auto [first, count] = ds.SampleFiles(self.SampleIndex(index));
+            const auto [first, count] = ValueOrThrow(ds.SampleFiles(self.SampleIndex(index)));
             std::vector<std::string> paths;
             for (uint32_t f = first; f < first + count; ++f) {
               paths.push_back(ValueOrThrow(ds.Path(f)));

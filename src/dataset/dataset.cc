@@ -93,14 +93,16 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(std::shared_ptr<Storage> storage,
 uint64_t Dataset::version() const { return impl_->view->version(); }
 uint32_t Dataset::file_count() const { return impl_->view->file_count(); }
 uint32_t Dataset::sample_count() const { return impl_->view->sample_count(); }
-std::pair<uint32_t, uint32_t> Dataset::SampleFiles(uint32_t sample) const {
-  return impl_->view->SampleFiles(sample);
-}
-Result<int32_t> Dataset::SampleLabel(uint32_t sample) const {
+Result<std::pair<uint32_t, uint32_t>> Dataset::SampleFiles(uint32_t sample) const {
   if (sample >= sample_count()) {
     return Err(Status::InvalidArgument(fmt::format("sample index {} out of range", sample)));
   }
-  STOKER_ASSIGN_OR_RETURN(auto l, impl_->view->Location(SampleFiles(sample).first));
+  STOKER_RETURN_IF_ERROR(impl_->view->LoadSamples());
+  return impl_->view->SampleFiles(sample);
+}
+Result<int32_t> Dataset::SampleLabel(uint32_t sample) const {
+  STOKER_ASSIGN_OR_RETURN(const auto files, SampleFiles(sample));
+  STOKER_ASSIGN_OR_RETURN(auto l, impl_->view->Location(files.first));
   return l.label;
 }
 uint32_t Dataset::class_count() const { return impl_->view->class_count(); }

@@ -98,7 +98,7 @@ TEST_F(PackTest, WebDatasetShardsBecomeLabelledSamples) {
   EXPECT_EQ((*ds)->class_count(), static_cast<uint32_t>(max_label + 1));
   uint64_t files = 0;
   for (uint32_t sample = 0; sample < (*ds)->sample_count(); ++sample) {
-    const auto [first, count] = (*ds)->SampleFiles(sample);
+    const auto [first, count] = (*ds)->SampleFiles(sample).value();
     const std::string first_path = (*ds)->FilePath(first);
     const std::string key = first_path.substr(0, first_path.find('.'));
     ASSERT_TRUE(by_key.contains(key)) << first_path;

@@ -191,7 +191,13 @@ Result<std::vector<std::pair<std::string, std::string>>> VersionView::Attributes
   return part.segment->Attributes(file - part.first_file);
 }
 
+Status VersionView::LoadSamples() const {
+  for (const Part& part : parts_) STOKER_RETURN_IF_ERROR(part.segment->LoadSamples());
+  return Status::OK();
+}
+
 Status VersionView::LoadLocations() {
+  STOKER_RETURN_IF_ERROR(LoadSamples());
   if (has_locations()) return Status::OK();
   std::vector<FileLocation> all(record_.files);
   for (const Part& part : parts_) {

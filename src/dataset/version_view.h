@@ -59,8 +59,12 @@ class VersionView {
   const ChunkRef& chunk(uint32_t c) const { return chunks_[c]; }        // c < chunk_count()
   std::string_view class_name(uint32_t k) const { return classes_[k]; }  // k < class_count()
   const std::vector<std::string>& class_names() const { return classes_; }
-  // The files of sample s (< sample_count()): [first, first + count).
+  // The files of sample s (< sample_count()): [first, first + count). Needs the samples
+  // (LoadSamples, or LoadLocations, which loads them too).
   std::pair<uint32_t, uint32_t> SampleFiles(uint32_t s) const;
+  // Reads every segment's samples section (8 bytes per sample of a tar-packed dataset; once,
+  // thread-safe): not at open, so that a lookup by path never pays for it.
+  Status LoadSamples() const;
 
   size_t segment_count() const { return parts_.size(); }
   const format::Segment& segment(size_t j) const { return *parts_[j].segment; }
@@ -79,7 +83,7 @@ class VersionView {
   Result<FileLocation> Location(uint32_t file) const;  // from the table once loaded
   Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint32_t file) const;
 
-  // Reads every file's location into memory (once; later calls return at once).
+  // Reads every file's location (and sample) into memory (once; later calls return at once).
   Status LoadLocations();
   bool has_locations() const { return !locations_.empty() || record_.files == 0; }
   // Only after LoadLocations() succeeded.

@@ -433,20 +433,29 @@ Status Segment::Load() {
   }
   if (!cc.ok || !cc.in.empty()) return Corrupt("malformed classes section");
 
-  if (grouped()) {
-    STOKER_ASSIGN_OR_RETURN(std::string samples, ReadSection(kSegSamples));
-    if (samples.size() != 8 * (info_.sample_count + 1)) {
-      return Corrupt("samples section has the wrong size");
-    }
-    for (uint64_t s = 0; s <= info_.sample_count; ++s) {
-      const auto first = coding::DecodeFixed<uint64_t>(samples.data() + 8 * s);
-      if ((s == 0 ? first != 0 : first <= samples_.back()) ||
-          (s == info_.sample_count && first != info_.file_count)) {
-        return Corrupt("samples section is out of order");
-      }
-      samples_.push_back(first);
-    }
+  if (grouped() && sections_[kSegSamples].size != 8 * (info_.sample_count + 1)) {
+    return Corrupt("samples section has the wrong size");
   }
+  return Status::OK();
+}
+
+Status Segment::LoadSamples() const {
+  if (!grouped() || samples_loaded_.load(std::memory_order_acquire)) return Status::OK();
+  std::lock_guard lock(samples_mu_);
+  if (samples_loaded_.load(std::memory_order_relaxed)) return Status::OK();
+  STOKER_ASSIGN_OR_RETURN(std::string samples, ReadSection(kSegSamples));
+  std::vector<uint64_t> firsts;
+  firsts.reserve(info_.sample_count + 1);
+  for (uint64_t s = 0; s <= info_.sample_count; ++s) {
+    const auto first = coding::DecodeFixed<uint64_t>(samples.data() + 8 * s);
+    if ((s == 0 ? first != 0 : first <= firsts.back()) ||
+        (s == info_.sample_count && first != info_.file_count)) {
+      return Corrupt("samples section is out of order");
+    }
+    firsts.push_back(first);
+  }
+  samples_ = std::move(firsts);
+  samples_loaded_.store(true, std::memory_order_release);
   return Status::OK();
 }
 
@@ -697,6 +706,7 @@ Status Segment::ForEachAttribute(
 }
 
 Status Segment::CheckEveryBlock() const {
+  STOKER_RETURN_IF_ERROR(LoadSamples());
   for (const Table* table : {files_.get(), dirs_.get(), attrs_.get()}) {
     for (uint64_t b = 0; b < table->first_keys.size(); ++b) {
       if (auto block = table->Block(b, false); !block) return block.error();

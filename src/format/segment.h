@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -103,7 +104,11 @@ class Segment {
   Result<std::vector<std::string>> Holding(std::span<const std::string> keys) const;
   // Names of the directories directly inside `dir` that this segment knows, by name.
   Result<std::vector<std::string>> ChildDirs(std::string_view dir) const;
-  // The files of sample `s` (< sample_count), as positions [first, first + count).
+  // Reads the samples section (8 bytes per sample; grouped segments only, once): not at open,
+  // so that a lookup by path never pays for it.
+  Status LoadSamples() const;
+  // The files of sample `s` (< sample_count), as positions [first, first + count). A grouped
+  // segment's samples must have been loaded (LoadSamples).
   std::pair<uint64_t, uint64_t> SampleFiles(uint64_t s) const;
   Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint64_t position) const;
 
@@ -168,7 +173,9 @@ class Segment {
   SectionRef sections_[16];
   std::vector<SegmentChunk> chunks_;
   std::vector<uint64_t> location_index_;
-  std::vector<uint64_t> samples_;
+  mutable std::mutex samples_mu_;
+  mutable std::atomic<bool> samples_loaded_ = false;
+  mutable std::vector<uint64_t> samples_;  // written once under samples_mu_
   std::vector<std::string> classes_;
   std::unique_ptr<Table> files_, dirs_, attrs_;
   // Checked blocks, by file offset: a loader asks for a sample's path per sample, and over the

@@ -41,6 +41,7 @@ class FileCursor {
 
 Status CheckConsecutive(std::span<const Segment* const> inputs) {
   if (inputs.empty()) return Status::InvalidArgument("no segments to merge");
+  for (const Segment* segment : inputs) STOKER_RETURN_IF_ERROR(segment->LoadSamples());
   const uint32_t flags = inputs[0]->info().flags & kSegmentDatasetFlags;
   for (size_t j = 1; j < inputs.size(); ++j) {
     const SegmentInfo &a = inputs[j - 1]->info(), &b = inputs[j]->info();

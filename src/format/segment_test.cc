@@ -199,6 +199,7 @@ TEST(Segment, GroupsTarSamplesByKey) {
   ASSERT_NE(seg, nullptr);
   EXPECT_EQ(seg->info().sample_count, 4u);
   EXPECT_EQ(seg->info().first_sample, 40u);
+  ASSERT_TRUE(seg->LoadSamples().ok());
   EXPECT_EQ(seg->SampleFiles(0), (std::pair<uint64_t, uint64_t>(0, 2)));  // 000001.{cls,jpg}
   EXPECT_EQ(seg->SampleFiles(1), (std::pair<uint64_t, uint64_t>(2, 2)));  // 000002.{jpg,json}
   EXPECT_EQ(seg->SampleFiles(2), (std::pair<uint64_t, uint64_t>(4, 1)));  // 0000020.jpg
@@ -301,6 +302,7 @@ TEST(SegmentBuilder, NamesADuplicateFoundWhileMergingRuns) {
 
 // Reads everything a segment holds; any failure is returned.
 Status ReadEverything(const Segment& seg) {
+  STOKER_RETURN_IF_ERROR(seg.LoadSamples());
   for (uint64_t p = 0; p < seg.info().file_count; ++p) {
     STOKER_ASSIGN_OR_RETURN(std::string path, seg.FilePath(p));
     STOKER_ASSIGN_OR_RETURN(auto found, seg.FindFile(path));
@@ -473,6 +475,8 @@ TEST(SegmentMerge, KeepsSamplesAndMergesAgain) {
   auto m4 = OpenOrDie(&all4);
   ASSERT_NE(m4, nullptr);
   EXPECT_TRUE(m4->grouped());
+  ASSERT_TRUE(m4->LoadSamples().ok());
+  for (const auto& s : in) ASSERT_TRUE(s->LoadSamples().ok());
   EXPECT_EQ(m4->info().sample_count, all.size());
   uint64_t shift = 0;
   for (const auto& s : in) {

@@ -42,7 +42,7 @@ Packed PackRandom(uint64_t seed, std::shared_ptr<Storage> storage, uint64_t chun
 std::vector<uint32_t> Plan(const Dataset& ds, ShuffleMode mode, uint64_t seed) {
   std::vector<uint32_t> chunks;
   for (uint32_t s = 0; s < ds.sample_count(); ++s) {
-    chunks.push_back(ds.view().file(ds.SampleFiles(s).first).chunk);
+    chunks.push_back(ds.view().file(ds.SampleFiles(s).value().first).chunk);
   }
   SamplerOptions o;
   o.mode = mode;
@@ -147,7 +147,7 @@ TEST(ReadPipelineFaults, CorruptBytesBecomeSampleErrorsNamingTheFile) {
     ASSERT_TRUE(item.has_value());
     if (!item->has_value()) break;
     const SampleData& s = **item;
-    const std::string path = dataset->FilePath(dataset->SampleFiles(s.sample).first);
+    const std::string path = dataset->FilePath(dataset->SampleFiles(s.sample).value().first);
     if (s.status.ok()) {
       ++good;
       EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(s.files[0].bytes.data()),
