@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "storage/posix_storage.h"
+
 namespace stoker::server {
 namespace {
 
@@ -35,15 +37,6 @@ Result<std::string> ParentOf(const std::string& dir, std::string_view path, bool
     }
   }
   return at;
-}
-
-Status SyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "open directory " + dir);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::OK() : Status::FromErrno(err, "fsync directory " + dir);
 }
 
 // Opens an upload for writing (never through a symbolic link).
@@ -134,7 +127,7 @@ Status FinishUpload(const std::string& dir, std::string_view path, uint64_t uplo
   } else if (::rename(tmp.c_str(), target.c_str()) != 0) {
     return Status::FromErrno(errno, "rename " + tmp);
   }
-  return SyncDirectory(parent);
+  return storage::FsyncDirectory(parent);
 }
 
 Status RemoveFile(const std::string& dir, std::string_view path) {
@@ -151,7 +144,7 @@ Status RenameFile(const std::string& dir, std::string_view from, std::string_vie
   if (::rename(source.c_str(), (dir + '/' + std::string(to)).c_str()) != 0) {
     return Status::FromErrno(errno, "rename " + source);
   }
-  return SyncDirectory(to_parent);
+  return storage::FsyncDirectory(to_parent);
 }
 
 }  // namespace stoker::server

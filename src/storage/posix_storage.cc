@@ -197,16 +197,7 @@ class PosixStorage final : public Storage {
     return Status::OK();
   }
 
-  Status SyncDir(std::string_view path) override {
-    const std::string full = Describe(path);
-    const int fd = ::open(full.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return Status::FromErrno(errno, "open directory " + full);
-    const int rc = ::fsync(fd);
-    const int err = errno;
-    ::close(fd);
-    if (rc != 0) return Status::FromErrno(err, "fsync directory " + full);
-    return Status::OK();
-  }
+  Status SyncDir(std::string_view path) override { return FsyncDirectory(Describe(path)); }
 
   Result<std::vector<std::string>> List(std::string_view path) override {
     const std::string full = Describe(path);
@@ -240,6 +231,16 @@ class PosixStorage final : public Storage {
 };
 
 }  // namespace
+
+Status FsyncDirectory(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open directory " + path);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::FromErrno(err, "fsync directory " + path);
+  return Status::OK();
+}
 
 std::shared_ptr<Storage> NewPosixStorage(std::string root) {
   while (root.size() > 1 && root.back() == '/') root.pop_back();

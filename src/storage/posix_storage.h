@@ -10,4 +10,7 @@ namespace stoker::storage {
 
 std::shared_ptr<Storage> NewPosixStorage(std::string root);
 
+// fsync(2) of a directory: makes the creations, renames and removals in it durable.
+Status FsyncDirectory(const std::string& path);
+
 }  // namespace stoker::storage
