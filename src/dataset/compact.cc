@@ -103,6 +103,12 @@ Result<CompactSummary> Compact(Storage& storage, const CompactOptions& options) 
     // Another writer published first. Appends only add segments after the merged run, so the
     // merged segment still stands for it; anything else (another compaction) is a conflict.
     STOKER_ASSIGN_OR_RETURN(auto newer, format::ReadLatestVersion(storage));
+    if (newer && std::find(newer->segments.begin(), newer->segments.end(), merged) !=
+                     newer->segments.end()) {
+      return Err(Status::Internal(fmt::format(
+          "version {} lists this compaction's segment although its publish was refused",
+          newer->version)));  // never removes a segment a version lists
+    }
     if (!newer || newer->segments.size() < end ||
         !std::equal(run.begin(), run.end(), newer->segments.begin())) {
       (void)storage.Remove(written.path);

@@ -132,6 +132,10 @@ Result<std::vector<std::byte>> ReadWholeFile(const PlannedFile& f) {
     ::close(fd);
     return Err(Status::InvalidArgument(f.absolute + " is no longer a regular file"));
   }
+  if (static_cast<uint64_t>(st.st_size) != f.size) {
+    ::close(fd);
+    return Err(Status::InvalidArgument(f.absolute + " changed size while being packed"));
+  }
   std::vector<std::byte> bytes(static_cast<size_t>(st.st_size));
   size_t done = 0;
   while (done < bytes.size()) {
@@ -186,8 +190,10 @@ Result<SourceItem> ReadItem(const PlannedFile& f) {
   return SourceItem{{}, {}, std::make_unique<FileStream>(fd, f.absolute), f.size};
 }
 
-// What a file takes of the read-ahead window: a streamed one holds no bytes.
-uint64_t WindowBytes(const PlannedFile& f) { return f.size <= kStreamedItemBytes ? f.size : 0; }
+// What a file takes of the read-ahead window: its bytes, or, streamed, as much as the largest
+// file held in memory (it holds an open file, and no more of them may wait than the window
+// allows).
+uint64_t WindowBytes(const PlannedFile& f) { return std::min(f.size, kStreamedItemBytes); }
 
 // Reads the planned files (a spool in storage order) on a few threads, ahead of the packer by
 // at most the read-ahead window, and delivers them in order.

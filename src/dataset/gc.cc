@@ -140,7 +140,10 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   // after the grace period, like any other unreferenced file.
   if (!options.dry_run) {
     for (const uint64_t v : summary.versions_removed) {
-      STOKER_RETURN_IF_ERROR(storage.Remove(format::VersionRecordPath(v)));
+      // NotFound: another gc (or a retried request) removed it already.
+      if (Status s = storage.Remove(format::VersionRecordPath(v)); !s.ok() && !s.IsNotFound()) {
+        return Err(s);
+      }
     }
   }
 

@@ -361,7 +361,8 @@ Status Segment::Load() {
 
   // Chunks: their entries tile the locations.
   STOKER_ASSIGN_OR_RETURN(std::string chunks, ReadSection(kSegChunks));
-  if (chunks.size() != kSegmentChunkRecordSize * info_.chunk_count) {
+  if (chunks.size() % kSegmentChunkRecordSize != 0 ||
+      chunks.size() / kSegmentChunkRecordSize != info_.chunk_count) {
     return Corrupt("chunks section has the wrong size");
   }
   uint64_t next_location = 0;
@@ -579,6 +580,14 @@ Result<std::optional<uint64_t>> Segment::FindFile(std::string_view path) const {
   STOKER_ASSIGN_OR_RETURN(auto found, files_->Find(key));
   if (!found) return std::optional<uint64_t>();
   STOKER_ASSIGN_OR_RETURN(const FileValue value, ParseFileValue(found->second.value, found->first));
+  // A merged segment's position must map back to this entry: two entries claiming one position
+  // (a hostile or broken writer) would otherwise hand out another file's bytes.
+  if (positioned()) {
+    STOKER_ASSIGN_OR_RETURN(const uint64_t rank, KeyRank(value.position));
+    if (rank != found->first) {
+      return Err(Corrupt(fmt::format("file {} and its key rank disagree", value.position)));
+    }
+  }
   return std::optional<uint64_t>(value.position);
 }
 

@@ -115,10 +115,15 @@ Status CreateExclusiveOrConfirm(Storage& storage, std::string_view path, std::st
   // an S3 client's retry meeting its own first attempt): the stored bytes decide.
   auto stored = storage::ReadSmallFile(storage, path, limit);
   if (stored && *stored == bytes) return Status::OK();
-  if (created.code() == StatusCode::kAlreadyExists || stored) {
+  if (stored) {
     return Status::AlreadyExists(storage.Describe(path) + " was created by another writer");
   }
-  return created;
+  // Not there: nothing was published (the create's own error stands). Unreadable: whether this
+  // writer created it is unknown, so it must not be taken for another writer's (the caller
+  // would remove files that a published version may list).
+  if (stored.error().IsNotFound()) return created;
+  return stored.error().WithContext(fmt::format(
+      "cannot tell whether {} was created ({})", storage.Describe(path), created.ToString()));
 }
 
 Status PublishVersionRecord(Storage& storage, const VersionRecord& record) {
