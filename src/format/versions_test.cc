@@ -57,6 +57,21 @@ TEST(Versions, ALostReplyIsResolvedByReadingTheRecordBack) {
   EXPECT_EQ(ListVersions(*base).value(), std::vector<uint64_t>{1});
 }
 
+// A lost reply whose read-back also fails: nobody can tell whether this writer won, so the
+// answer is an error (a writer that took it for another's win would remove its files, which
+// the published record may list).
+TEST(Versions, AnUnreadableReadBackIsNeitherAWinNorALoss) {
+  auto base = std::make_shared<storage::MemoryStorage>();
+  storage::FaultOptions faults;
+  faults.lost_reply_probability = 1;
+  faults.read_error_probability = 1;
+  storage::FaultStorage storage(base, faults);
+  const Status s = PublishVersionRecord(storage, Record(1, 7));
+  EXPECT_EQ(s.code(), StatusCode::kIOError) << s.ToString();
+  EXPECT_NE(s.message().find("cannot tell whether"), std::string::npos) << s.ToString();
+  EXPECT_EQ(ListVersions(*base).value(), std::vector<uint64_t>{1});  // it was created
+}
+
 TEST(Versions, RacingWritersOnADirectoryGetOneWinnerPerVersion) {
   test::TempDir dir;
   auto storage = storage::NewPosixStorage(dir.path());
