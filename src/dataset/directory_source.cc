@@ -124,36 +124,8 @@ Status Walk(const std::string& root_real, const std::string& dir_abs, const std:
   return Status::OK();
 }
 
-Result<std::vector<std::byte>> ReadWholeFile(const PlannedFile& f) {
-  const int fd = ::open(f.absolute.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Err(Status::FromErrno(errno, "open " + f.absolute));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Err(Status::InvalidArgument(f.absolute + " is no longer a regular file"));
-  }
-  if (static_cast<uint64_t>(st.st_size) != f.size) {
-    ::close(fd);
-    return Err(Status::InvalidArgument(f.absolute + " changed size while being packed"));
-  }
-  std::vector<std::byte> bytes(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : 0;
-      ::close(fd);
-      if (err != 0) return Err(Status::FromErrno(err, "read " + f.absolute));
-      return Err(Status::IOError(fmt::format("{} shrank while being packed", f.absolute)));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return bytes;
-}
-
-// A file too large for the read-ahead window, read front to back by the packer itself.
+// A planned file's bytes, read front to back from an open descriptor: all of a small file at
+// once, or a large one by the packer itself.
 class FileStream final : public ItemStream {
  public:
   FileStream(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
@@ -174,20 +146,29 @@ class FileStream final : public ItemStream {
   const std::string name_;
 };
 
-// A planned file's item: its bytes, or, past kStreamedItemBytes, a stream of them.
-Result<SourceItem> ReadItem(const PlannedFile& f) {
-  if (f.size <= kStreamedItemBytes) {
-    STOKER_ASSIGN_OR_RETURN(auto bytes, ReadWholeFile(f));
-    return SourceItem{{}, std::move(bytes), nullptr, 0};
-  }
+// Opens a planned file, refusing one that is no longer the regular file of the size the walk
+// saw (memory never follows a size that changed after the plan).
+Result<std::unique_ptr<FileStream>> OpenPlanned(const PlannedFile& f) {
   const int fd = ::open(f.absolute.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Err(Status::FromErrno(errno, "open " + f.absolute));
+  auto stream = std::make_unique<FileStream>(fd, f.absolute);
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != f.size) {
-    ::close(fd);
-    return Err(Status::InvalidArgument(f.absolute + " changed while being packed"));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Err(Status::InvalidArgument(f.absolute + " is no longer a regular file"));
   }
-  return SourceItem{{}, {}, std::make_unique<FileStream>(fd, f.absolute), f.size};
+  if (static_cast<uint64_t>(st.st_size) != f.size) {
+    return Err(Status::InvalidArgument(f.absolute + " changed size while being packed"));
+  }
+  return stream;
+}
+
+// A planned file's item: its bytes, or, past kStreamedItemBytes, a stream of them.
+Result<SourceItem> ReadItem(const PlannedFile& f) {
+  STOKER_ASSIGN_OR_RETURN(auto stream, OpenPlanned(f));
+  if (f.size > kStreamedItemBytes) return SourceItem{{}, {}, std::move(stream), f.size};
+  std::vector<std::byte> bytes(static_cast<size_t>(f.size));
+  STOKER_RETURN_IF_ERROR(stream->ReadExactly(bytes));
+  return SourceItem{{}, std::move(bytes), nullptr, 0};
 }
 
 // What a file takes of the read-ahead window: its bytes, or, streamed, as much as the largest

@@ -289,7 +289,7 @@ Status Client::CallWrite(std::string_view path, MessageType type, const std::str
 
 Status Client::Write(std::string_view path, uint64_t upload, uint64_t offset,
                      std::span<const std::byte> bytes) {
-  do {
+  while (!bytes.empty()) {
     const size_t n = std::min<size_t>(bytes.size(), kMaxWriteLength);
     PayloadWriter w;
     w.String(uri_.dataset).String(path).U64(upload).U64(offset);
@@ -297,7 +297,7 @@ Status Client::Write(std::string_view path, uint64_t upload, uint64_t offset,
     STOKER_RETURN_IF_ERROR(CallWrite(path, MessageType::kWrite, w.data()));
     bytes = bytes.subspan(n);
     offset += n;
-  } while (!bytes.empty());
+  }
   return Status::OK();
 }
 

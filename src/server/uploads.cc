@@ -108,14 +108,7 @@ Status FinishUpload(const std::string& dir, std::string_view path, uint64_t uplo
     return Status::InvalidArgument(fmt::format("{}: upload of {} bytes holds {}", path, size,
                                                static_cast<uint64_t>(st.st_size)));
   }
-  {
-    const int fd = ::open(tmp.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return Status::FromErrno(errno, "open " + tmp);
-    const int rc = ::fsync(fd);
-    const int err = errno;
-    ::close(fd);
-    if (rc != 0) return Status::FromErrno(err, "fsync " + tmp);
-  }
+  STOKER_RETURN_IF_ERROR(storage::FsyncFile(tmp));
   if (mode == net::FinishMode::kExclusive) {
     const int rc = ::link(tmp.c_str(), target.c_str());
     const int err = errno;

@@ -232,14 +232,23 @@ class PosixStorage final : public Storage {
 
 }  // namespace
 
-Status FsyncDirectory(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "open directory " + path);
+namespace {
+
+Status OpenAndFsync(const std::string& path, int flags, std::string_view what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
+  if (fd < 0) return Status::FromErrno(errno, fmt::format("open {}{}", what, path));
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
-  if (rc != 0) return Status::FromErrno(err, "fsync directory " + path);
+  if (rc != 0) return Status::FromErrno(err, fmt::format("fsync {}{}", what, path));
   return Status::OK();
+}
+
+}  // namespace
+
+Status FsyncFile(const std::string& path) { return OpenAndFsync(path, O_NOFOLLOW, ""); }
+Status FsyncDirectory(const std::string& path) {
+  return OpenAndFsync(path, O_DIRECTORY, "directory ");
 }
 
 std::shared_ptr<Storage> NewPosixStorage(std::string root) {
