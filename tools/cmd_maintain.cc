@@ -73,9 +73,16 @@ struct GcArgs {
   uint64_t keep = 1;
   std::string keep_for;
   std::string grace = "24h";
+  std::string writer_timeout = "10m";
   bool dry_run = false;
   bool json = false;
 };
+
+std::vector<std::string> WriterNames(const std::vector<uint64_t>& writers) {
+  std::vector<std::string> out;
+  for (const uint64_t w : writers) out.push_back(fmt::format("{:016x}", w));
+  return out;
+}
 
 int RunGc(const GcArgs& a) {
   auto fail = [](const Status& s) {
@@ -88,6 +95,9 @@ int RunGc(const GcArgs& a) {
   auto grace = ParseDuration(a.grace);
   if (!grace) return fail(grace.error());
   o.grace = *grace;
+  auto writer_timeout = ParseDuration(a.writer_timeout);
+  if (!writer_timeout) return fail(writer_timeout.error());
+  o.writer_timeout = *writer_timeout;
   if (!a.keep_for.empty()) {
     auto keep_for = ParseDuration(a.keep_for);
     if (!keep_for) return fail(keep_for.error());
@@ -102,17 +112,25 @@ int RunGc(const GcArgs& a) {
                                 {"versions_removed", s->versions_removed},
                                 {"versions_kept", s->versions_kept},
                                 {"files_removed", s->files_removed},
-                                {"files_pending", s->files_pending}}
+                                {"files_pending", s->files_pending},
+                                {"files_held_for_writers", s->files_held_for_writers},
+                                {"writers_active", s->writers_active},
+                                {"writers_expired", WriterNames(s->writers_expired)}}
                      .dump(2)
               << "\n";
     return kExitOk;
   }
   std::cout << fmt::format(
       "{}{}: kept {} version(s), {} {} version(s) and {} file(s); {} unreferenced file(s) wait "
-      "out the grace period ({})\n",
+      "out the grace period ({}) or for the {} writer(s) at work\n",
       a.dry_run ? "dry run: " : "", a.dataset, s->versions_kept.size(),
       a.dry_run ? "would remove" : "removed", s->versions_removed.size(), s->files_removed.size(),
-      s->files_pending, a.grace);
+      s->files_pending, a.grace, s->writers_active);
+  for (const std::string& writer : WriterNames(s->writers_expired)) {
+    std::cout << fmt::format("{} writer {}: no heartbeat for {}; its lease {}\n",
+                             a.dry_run ? "dry run:" : "expired", writer, a.writer_timeout,
+                             a.dry_run ? "would be removed" : "was removed");
+  }
   return kExitOk;
 }
 
@@ -245,6 +263,11 @@ void RegisterGc(CLI::App& app, int& exit_code) {
   cmd->add_option("--grace", args->grace,
                   "delete an unreferenced file only once gc has seen it so for this long; must "
                   "exceed the longest pack and the longest read of a removed version")
+      ->capture_default_str();
+  cmd->add_option("--writer-timeout", args->writer_timeout,
+                  "a writer whose lease has not changed for this long is dead: its files are no "
+                  "longer held back (writers beat every 30s; 0s: no writer runs, reclaim what "
+                  "killed ones left)")
       ->capture_default_str();
   cmd->add_flag("--dry-run", args->dry_run, "report what would go; change nothing");
   cmd->add_flag("--json", args->json, "print a JSON summary");

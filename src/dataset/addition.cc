@@ -115,7 +115,8 @@ constexpr int kMaxPublishAttempts = 1000;
 }  // namespace
 
 Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy policy,
-                                    PackSummary summary, std::string* segment_path) {
+                                    WriterLease& lease, PackSummary summary,
+                                    std::string* segment_path) {
   const uint64_t writer = UniqueId();
   Pcg32 jitter(writer);
   for (int attempt = 0;; ++attempt) {
@@ -157,14 +158,16 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
     record.writer = writer;
     record.flags = flags;
     format::AppendSegment(record, written);
-    // A pack that outlived `stoker gc`'s grace period may have lost chunks to it: never publish
-    // a version that names a missing chunk.
+    // gc holds back this writer's files while its lease stands; a writer frozen for longer
+    // than gc's --writer-timeout may have lost them: never publish a version that names a
+    // missing chunk.
+    STOKER_RETURN_IF_ERROR(lease.Check());
     for (const auto& chunk : add.files->chunks()) {
       STOKER_ASSIGN_OR_RETURN(const bool exists, dst.Exists(format::ChunkPath(chunk.id)));
       if (!exists) {
         return Err(Status::NotFound(fmt::format(
-            "{} of this pack was removed before the pack could publish (by a `stoker gc` whose "
-            "grace period is shorter than the pack took?); nothing was published",
+            "{} of this pack was removed before the pack could publish (by a `stoker gc`?); "
+            "nothing was published",
             dst.Describe(format::ChunkPath(chunk.id)))));
       }
     }

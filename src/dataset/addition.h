@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dataset/packer.h"
+#include "dataset/writer_lease.h"
 #include "format/segment_builder.h"
 #include "stoker/storage.h"
 
@@ -30,8 +31,10 @@ enum class PublishPolicy : uint8_t {
 };
 
 // Publishes `add` as a new version. `summary` comes back completed. *segment_path: the path of
-// the segment once written (so a failed writer can tell whether a version lists it).
+// the segment once written (so a failed writer can tell whether a version lists it). `lease`
+// (taken before the addition's chunks were written) is checked right before each publish.
 Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy policy,
-                                    PackSummary summary, std::string* segment_path);
+                                    WriterLease& lease, PackSummary summary,
+                                    std::string* segment_path);
 
 }  // namespace stoker::dataset

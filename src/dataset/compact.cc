@@ -9,6 +9,7 @@
 #include "common/random.h"
 #include "common/unique_id.h"
 #include "dataset/version_view.h"
+#include "dataset/writer_lease.h"
 #include "format/segment_merge.h"
 #include "format/versions.h"
 
@@ -66,6 +67,8 @@ Result<CompactSummary> Compact(Storage& storage, const CompactOptions& options) 
   }
   if (options.dry_run) return summary;
 
+  // Before the merged segment exists: gc holds back what a writer with a lease writes.
+  STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(storage));
   // The view checks every segment against the record before anything is merged.
   STOKER_ASSIGN_OR_RETURN(auto view, VersionView::Open(storage, *latest));
   std::vector<const format::Segment*> inputs;
@@ -84,6 +87,10 @@ Result<CompactSummary> Compact(Storage& storage, const CompactOptions& options) 
   format::VersionRecord base = *latest;
   for (int attempt = 0;; ++attempt) {
     const format::VersionRecord record = Replace(base, first, end, merged, writer);
+    if (Status held = lease->Check(); !held.ok()) {
+      (void)storage.Remove(written.path);
+      return Err(held);
+    }
     const Status published = format::PublishVersionRecord(storage, record);
     if (published.ok()) {
       summary.version = record.version;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "common/unique_id.h"
 #include "dataset/parts.h"
 #include "dataset/publish.h"
+#include "dataset/writer_lease.h"
 #include "format/chunk.h"
 #include "format/segment.h"
 #include "format/text_fields.h"
@@ -23,42 +25,106 @@ namespace {
 
 constexpr std::string_view kGcDir = "gc";
 constexpr std::string_view kPendingPath = "gc/pending";
-constexpr std::string_view kPendingHeader = "stoker-gc-pending 1\n";
+constexpr std::string_view kPendingHeader = "stoker-gc-pending 2\n";
 constexpr uint64_t kMaxPendingBytes = 1ull << 30;
+constexpr uint64_t kMaxLeaseBytes = 4096;
 
-using Sightings = std::map<std::string, uint64_t>;  // path -> when gc first saw it unreferenced
+// An unreferenced file: when gc first saw it so, and the writers whose leases were live then
+// (one of them may have written it and not published yet).
+struct FileSighting {
+  uint64_t first_seen = 0;
+  std::vector<uint64_t> blockers;
+};
+// A writer's lease: its content's CRC and since when gc has seen that content unchanged.
+struct LeaseSighting {
+  uint32_t crc = 0;
+  uint64_t since = 0;
+};
+struct Sightings {
+  std::map<std::string, FileSighting> files;
+  std::map<uint64_t, LeaseSighting> leases;
+};
 
-// gc/pending: a header, "<first seen, unix seconds> <path>" lines, and "crc32c <hex>" of all
-// the bytes before that line. A damaged or missing file reads as empty: that only postpones
-// deletions, never hastens one.
+std::string JoinIds(const std::vector<uint64_t>& ids) {
+  if (ids.empty()) return "-";
+  std::string out;
+  for (const uint64_t id : ids) out += fmt::format("{}{:016x}", out.empty() ? "" : ",", id);
+  return out;
+}
+
+Result<std::vector<uint64_t>> ParseIds(std::string_view text) {
+  std::vector<uint64_t> out;
+  if (text == "-") return out;
+  while (true) {
+    const size_t comma = text.find(',');
+    STOKER_ASSIGN_OR_RETURN(const uint64_t id,
+                            format::ParseNumber(text.substr(0, comma), 16, "writer", kPendingPath));
+    out.push_back(id);
+    if (comma == std::string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+// Splits off the text up to the next space.
+std::string_view NextField(std::string_view& line) {
+  const size_t space = line.find(' ');
+  const std::string_view field = line.substr(0, space);
+  line.remove_prefix(space == std::string_view::npos ? line.size() : space + 1);
+  return field;
+}
+
+Status ParseSightingLine(std::string_view line, Sightings& out) {
+  const std::string_view kind = NextField(line);
+  if (kind == "lease") {
+    STOKER_ASSIGN_OR_RETURN(const uint64_t id,
+                            format::ParseNumber(NextField(line), 16, "writer", kPendingPath));
+    STOKER_ASSIGN_OR_RETURN(const uint64_t crc,
+                            format::ParseNumber(NextField(line), 16, "crc32c", kPendingPath));
+    STOKER_ASSIGN_OR_RETURN(const uint64_t since,
+                            format::ParseNumber(line, 10, "time", kPendingPath));
+    out.leases[id] = {static_cast<uint32_t>(crc), since};
+    return Status::OK();
+  }
+  if (kind != "file") return Status::Corruption("unknown line in gc/pending");
+  STOKER_ASSIGN_OR_RETURN(const uint64_t when,
+                          format::ParseNumber(NextField(line), 10, "time", kPendingPath));
+  STOKER_ASSIGN_OR_RETURN(auto blockers, ParseIds(NextField(line)));
+  std::sort(blockers.begin(), blockers.end());  // as written; intersected with sorted lists
+  out.files[std::string(line)] = {when, std::move(blockers)};  // the path: the rest of the line
+  return Status::OK();
+}
+
+// gc/pending (docs/format.md §6): a header, "lease" and "file" lines, and "crc32c <hex>" of all
+// the bytes before that line. A damaged or missing file (or one of format 1) reads as empty:
+// that only postpones deletions, never hastens one.
 Sightings ReadSightings(Storage& storage) {
-  Sightings out;
   auto text = storage::ReadSmallFile(storage, kPendingPath, kMaxPendingBytes);
-  if (!text || !text->starts_with(kPendingHeader)) return out;
+  if (!text || !text->starts_with(kPendingHeader)) return {};
   const size_t crc_line = text->rfind("crc32c ");
-  if (crc_line == std::string::npos || text->back() != '\n') return out;
+  if (crc_line == std::string::npos || text->back() != '\n') return {};
   const auto crc = format::ParseNumber(std::string_view(*text).substr(crc_line + 7,
                                                                       text->size() - crc_line - 8),
                                        16, "crc32c", kPendingPath);
-  if (!crc || *crc != crc32c::Value(text->data(), crc_line)) return out;
+  if (!crc || *crc != crc32c::Value(text->data(), crc_line)) return {};
   std::string_view body = std::string_view(*text).substr(kPendingHeader.size(),
                                                          crc_line - kPendingHeader.size());
+  Sightings out;
   while (!body.empty()) {
     const size_t nl = body.find('\n');
-    const std::string_view line = body.substr(0, nl);
+    if (!ParseSightingLine(body.substr(0, nl), out).ok()) return {};
     body.remove_prefix(nl == std::string_view::npos ? body.size() : nl + 1);
-    const size_t space = line.find(' ');
-    if (space == std::string_view::npos) return {};
-    const auto when = format::ParseNumber(line.substr(0, space), 10, "time", kPendingPath);
-    if (!when) return {};
-    out.emplace(std::string(line.substr(space + 1)), *when);
   }
   return out;
 }
 
 Status WriteSightings(Storage& storage, const Sightings& sightings) {
   std::string text(kPendingHeader);
-  for (const auto& [path, when] : sightings) text += fmt::format("{} {}\n", when, path);
+  for (const auto& [id, lease] : sightings.leases) {
+    text += fmt::format("lease {:016x} {:08x} {}\n", id, lease.crc, lease.since);
+  }
+  for (const auto& [path, file] : sightings.files) {
+    text += fmt::format("file {} {} {}\n", file.first_seen, JoinIds(file.blockers), path);
+  }
   text += fmt::format("crc32c {:08x}\n", crc32c::Value(text.data(), text.size()));
   STOKER_RETURN_IF_ERROR(storage.CreateDirs(kGcDir));
   const std::string tmp = fmt::format("{}.{:016x}.tmp", kPendingPath, UniqueId());
@@ -81,6 +147,43 @@ Result<std::vector<std::string>> FilesIn(Storage& storage, std::string_view dir)
   }
   std::vector<std::string> out;
   for (const auto& name : *names) out.push_back(fmt::format("{}/{}", dir, name));
+  return out;
+}
+
+// The writers at work: the leases under gc/writers/ whose content gc has not seen unchanged
+// for the writer timeout. Leases that have (their writer died or froze) are removed, unless
+// this is a dry run, and reported in `summary`; `sightings.leases` becomes the live ones.
+Result<std::vector<uint64_t>> LiveWriters(Storage& storage, const GcOptions& options,
+                                          uint64_t now, Sightings& sightings,
+                                          GcSummary& summary) {
+  std::map<uint64_t, LeaseSighting> live;
+  auto names = storage.List(kWritersDir);
+  if (!names && !names.error().IsNotFound()) return Err(names.error());
+  for (const std::string& name : names ? *names : std::vector<std::string>()) {
+    const auto writer = WriterOfLeaseName(name);
+    if (!writer) continue;
+    auto text = storage::ReadSmallFile(storage, LeasePath(*writer), kMaxLeaseBytes);
+    if (!text && text.error().IsNotFound()) continue;  // the writer finished meanwhile
+    // An unreadable lease ages like an unchanged one.
+    const uint32_t crc = text ? crc32c::Value(text->data(), text->size()) : 0;
+    const auto seen = sightings.leases.find(*writer);
+    const uint64_t since = seen != sightings.leases.end() && seen->second.crc == crc
+                               ? std::min(seen->second.since, now)
+                               : now;
+    if (now - since < static_cast<uint64_t>(options.writer_timeout.count())) {
+      live[*writer] = {crc, since};
+      continue;
+    }
+    summary.writers_expired.push_back(*writer);
+    if (!options.dry_run) {
+      if (Status s = storage.Remove(LeasePath(*writer)); !s.ok() && !s.IsNotFound()) {
+        return Err(s);
+      }
+    }
+  }
+  sightings.leases = std::move(live);
+  std::vector<uint64_t> out;
+  for (const auto& [writer, lease] : sightings.leases) out.push_back(writer);
   return out;
 }
 
@@ -147,7 +250,7 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
     }
   }
 
-  const Sightings seen = ReadSightings(storage);
+  Sightings seen = ReadSightings(storage);
   std::vector<std::string> unreferenced;
   for (const std::string_view dir : {format::kVersionsDir, format::kSegmentsDir,
                                      std::string_view("chunks")}) {
@@ -162,9 +265,14 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
       unreferenced.push_back(std::move(path));
     }
   }
-  // Versions published since this run listed them (a writer that finished meanwhile) keep
-  // what they name: without this, a short grace period would delete a version published
-  // while gc ran. (The grace period still covers writers that have not published yet.)
+  // The writers at work, listed after the files: a writer creates its lease before any file,
+  // so a file listed above whose writer has not published yet is covered by a lease listed
+  // here (or the writer has finished: see the next step).
+  STOKER_ASSIGN_OR_RETURN(const std::vector<uint64_t> writers,
+                          LiveWriters(storage, options, now, seen, summary));
+  summary.writers_active = writers.size();
+  // Versions published since this run listed them (a writer that finished, and removed its
+  // lease, meanwhile) keep what they name.
   STOKER_ASSIGN_OR_RETURN(auto now_listed, format::ListVersions(storage));
   for (const uint64_t v : now_listed) {
     if (v <= versions.back()) continue;
@@ -174,20 +282,31 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
     STOKER_RETURN_IF_ERROR(keep_version(*record));
   }
   Sightings pending;
+  pending.leases = seen.leases;
   for (std::string& path : unreferenced) {
     if (live.contains(path)) continue;
-    const auto it = seen.find(path);
-    const uint64_t first_seen = it == seen.end() ? now : std::min(it->second, now);
-    if (now - first_seen >= static_cast<uint64_t>(options.grace.count())) {
+    const auto it = seen.files.find(path);
+    FileSighting sighting{now, writers};
+    if (it != seen.files.end()) {
+      // Only the writers that were at work when gc first saw the file can have written it.
+      sighting.first_seen = std::min(it->second.first_seen, now);
+      sighting.blockers.clear();
+      std::set_intersection(it->second.blockers.begin(), it->second.blockers.end(),
+                            writers.begin(), writers.end(),
+                            std::back_inserter(sighting.blockers));
+    }
+    if (now - sighting.first_seen >= static_cast<uint64_t>(options.grace.count()) &&
+        sighting.blockers.empty()) {
       if (!options.dry_run) {
         if (Status s = storage.Remove(path); !s.ok() && !s.IsNotFound()) return Err(s);
       }
       summary.files_removed.push_back(std::move(path));
     } else {
-      pending.emplace(std::move(path), first_seen);
+      summary.files_held_for_writers += !sighting.blockers.empty();
+      pending.files.emplace(std::move(path), std::move(sighting));
     }
   }
-  summary.files_pending = pending.size();
+  summary.files_pending = pending.files.size();
   if (!options.dry_run) STOKER_RETURN_IF_ERROR(WriteSightings(storage, pending));
   return summary;
 }

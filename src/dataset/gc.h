@@ -1,12 +1,12 @@
 // `stoker gc`: removes old versions and the files that no kept version uses (docs/format.md §6).
 //
-// Safe beside readers and writers by a grace period rather than a lock: a file that no kept
-// version references is only deleted once gc has seen it unreferenced for `grace`. A writer's
-// chunks and segment are unreferenced until it publishes, so a pack must finish within the
-// grace period (24 h by default; the packer also checks its chunks still exist just before it
-// publishes). A reader of a removed version can go on reading it for the grace period.
-// gc keeps its sightings in `gc/pending`; two gc runs at once are safe (the later rewrite wins,
-// which can only postpone a deletion).
+// Safe beside readers and writers without a lock. A file that no kept version references is
+// only deleted once gc has seen it unreferenced for `grace` (so a reader of a removed version
+// can go on reading it that long) and no writer that was at work when gc first saw it is still
+// at work: writers hold leases (dataset/writer_lease.h), so an unpublished writer's chunks and
+// segment stay whatever the grace period. A lease unchanged for `writer_timeout` is a dead
+// writer's: gc removes it. gc keeps its sightings in `gc/pending`; two gc runs at once are safe
+// (the later rewrite wins, which can only postpone a deletion).
 #pragma once
 
 #include <chrono>
@@ -24,6 +24,10 @@ struct GcOptions {
   // Also keep every version created less than this long ago.
   std::optional<std::chrono::seconds> keep_for;
   std::chrono::seconds grace{24 * 3600};
+  // A writer's lease whose content gc has seen unchanged this long is a dead writer's. While
+  // writers run it must span several heartbeats (kLeaseHeartbeat); 0 treats every lease as
+  // dead (only when no writer runs: to reclaim what killed writers left at once).
+  std::chrono::seconds writer_timeout{600};
   bool dry_run = false;  // report, delete nothing
   uint64_t now_unix_seconds = 0;  // 0: the clock (tests pass a time)
 
@@ -34,7 +38,11 @@ struct GcSummary {
   std::vector<uint64_t> versions_removed;
   std::vector<uint64_t> versions_kept;
   std::vector<std::string> files_removed;  // chunks, segments, leftovers of crashed writers
-  uint64_t files_pending = 0;  // unreferenced, within the grace period: a later gc removes them
+  // Unreferenced, within the grace period or perhaps a writer's at work: a later gc removes them.
+  uint64_t files_pending = 0;
+  uint64_t files_held_for_writers = 0;  // of those, the ones held back for writers at work
+  uint64_t writers_active = 0;          // live leases
+  std::vector<uint64_t> writers_expired;  // leases gc found dead (and removed)
 };
 
 Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options);

@@ -9,6 +9,7 @@
 #include "dataset/packer.h"
 #include "dataset/verify.h"
 #include "dataset/version_view.h"
+#include "dataset/writer_lease.h"
 #include "format/chunk.h"
 #include "format/version_record.h"
 #include "format/versions.h"
@@ -47,10 +48,11 @@ class GcTest : public ::testing::Test {
     auto names = store_->List(dir);
     return names ? std::set<std::string>(names->begin(), names->end()) : std::set<std::string>();
   }
-  GcSummary Gc(uint64_t now, uint64_t keep = 1, bool dry_run = false) {
+  GcSummary Gc(uint64_t now, uint64_t keep = 1, bool dry_run = false,
+               std::chrono::seconds grace = std::chrono::seconds(3600)) {
     GcOptions o;
     o.keep = keep;
-    o.grace = std::chrono::seconds(3600);
+    o.grace = grace;
     o.now_unix_seconds = now;
     o.dry_run = dry_run;
     auto s = CollectGarbage(*store_, o);
@@ -219,6 +221,144 @@ TEST_F(GcTest, AVersionPublishedWhileGcRunsKeepsItsFiles) {
   EXPECT_EQ(ds->version(), 4u);
   EXPECT_EQ(AsString(ds->ReadFile(ds->Find("late/x").value()).value()), late.files["late/x"]);
   EXPECT_TRUE(Verify(*store_).value().ok());
+}
+
+// Writers' leases: what a writer at work has written stays, whatever the grace period.
+
+constexpr std::chrono::seconds kNoGrace{0};
+constexpr std::chrono::hours kNoBeat{1};  // a heartbeat that never comes within a test
+
+TEST_F(GcTest, AWriterAtWorkKeepsItsFilesWhateverTheGracePeriod) {
+  auto lease = WriterLease::Take(*store_, kNoBeat).value();
+  store_->SetContents("chunks/00000000000000aa.chunk", "written, not yet published");
+  GcSummary first = Gc(kT0, 3, false, kNoGrace);
+  EXPECT_TRUE(first.files_removed.empty());
+  EXPECT_EQ(first.files_held_for_writers, 1u);
+  EXPECT_EQ(first.writers_active, 1u);
+  EXPECT_TRUE(Gc(kT0 + 300, 3, false, kNoGrace).files_removed.empty());
+  EXPECT_TRUE(Files("chunks").contains("00000000000000aa.chunk"));
+  lease.reset();  // the writer is done (and published nothing that names the chunk)
+  GcSummary after = Gc(kT0 + 301, 3, false, kNoGrace);
+  EXPECT_EQ(after.files_removed, std::vector<std::string>{"chunks/00000000000000aa.chunk"});
+  EXPECT_EQ(after.writers_active, 0u);
+  ExpectNewestIntact();
+}
+
+TEST_F(GcTest, AFileSeenBeforeAWriterStartedIsNotHeldForIt) {
+  store_->SetContents("chunks/00000000000000aa.chunk", "an old leftover");
+  EXPECT_EQ(Gc(kT0, 3).files_pending, 1u);
+  auto lease = WriterLease::Take(*store_, kNoBeat).value();
+  GcSummary s = Gc(kT0 + 3600, 3);
+  EXPECT_EQ(s.files_removed, std::vector<std::string>{"chunks/00000000000000aa.chunk"});
+  EXPECT_EQ(s.writers_active, 1u);
+  EXPECT_TRUE(lease->Check().ok());
+}
+
+TEST_F(GcTest, ALeaseUnchangedForTheWriterTimeoutIsADeadWritersAndGoes) {
+  auto dead = WriterLease::Take(*store_, kNoBeat).value();
+  auto beating = WriterLease::Take(*store_, kNoBeat).value();
+  store_->SetContents("chunks/00000000000000aa.chunk", "a frozen writer's");
+  EXPECT_EQ(Gc(kT0, 3, false, kNoGrace).files_held_for_writers, 1u);
+  EXPECT_EQ(Gc(kT0 + 599, 3, false, kNoGrace).writers_active, 2u);
+  store_->SetContents(beating->path(), "stoker-writer 1\nbeat 7\n");  // a heartbeat
+  GcSummary s = Gc(kT0 + 600, 3, false, kNoGrace);
+  EXPECT_EQ(s.writers_expired, std::vector<uint64_t>{dead->writer()});
+  EXPECT_EQ(s.writers_active, 1u);
+  // Held for both writers at first; with the dead one gone, still for the beating one.
+  EXPECT_TRUE(Files("chunks").contains("00000000000000aa.chunk"));
+  EXPECT_FALSE(store_->Exists(dead->path()).value());
+  EXPECT_TRUE(dead->Check().IsNotFound());
+  EXPECT_TRUE(beating->Check().ok());
+  // The beating writer's lease ages from its last change.
+  EXPECT_EQ(Gc(kT0 + 1199, 3, false, kNoGrace).writers_active, 1u);
+  GcSummary last = Gc(kT0 + 1200, 3, false, kNoGrace);
+  EXPECT_EQ(last.writers_expired, std::vector<uint64_t>{beating->writer()});
+  EXPECT_EQ(last.files_removed, std::vector<std::string>{"chunks/00000000000000aa.chunk"});
+  ExpectNewestIntact();
+}
+
+TEST_F(GcTest, AWriterTimeoutOfZeroTreatsEveryLeaseAsDead) {
+  // What a killed writer left (its lease too) goes at once when the user says no writer runs.
+  auto killed = WriterLease::Take(*store_, kNoBeat).value();
+  store_->SetContents("chunks/00000000000000aa.chunk", "a killed writer's");
+  GcOptions o;
+  o.keep = 3;
+  o.grace = kNoGrace;
+  o.writer_timeout = std::chrono::seconds(0);
+  o.now_unix_seconds = kT0;
+  GcSummary s = CollectGarbage(*store_, o).value();
+  EXPECT_EQ(s.writers_expired, std::vector<uint64_t>{killed->writer()});
+  EXPECT_EQ(s.files_removed, std::vector<std::string>{"chunks/00000000000000aa.chunk"});
+  EXPECT_FALSE(store_->Exists(killed->path()).value());
+  ExpectNewestIntact();
+}
+
+// gc strikes at one exact step of a pack: the first Exists (or Create) of a path under
+// `prefix`. (The packer checks that its chunks exist right before it publishes: the
+// interleaving that lost a writer's files before leases.)
+class GcDuringPack : public storage::ForwardingStorage {
+ public:
+  enum class On { kExists, kCreate };
+  GcDuringPack(std::shared_ptr<Storage> base, On on, std::string_view prefix,
+               std::function<void()> gc)
+      : ForwardingStorage(std::move(base)), on_(on), prefix_(prefix), gc_(std::move(gc)) {}
+  Result<bool> Exists(std::string_view path) override {
+    Strike(On::kExists, path);
+    return ForwardingStorage::Exists(path);
+  }
+  Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
+    Strike(On::kCreate, path);
+    return ForwardingStorage::Create(path);
+  }
+
+ private:
+  void Strike(On on, std::string_view path) {
+    if (on == on_ && path.starts_with(prefix_) && gc_) std::exchange(gc_, {})();
+  }
+  On on_;
+  std::string prefix_;
+  std::function<void()> gc_;
+};
+
+TEST_F(GcTest, APackHeldUpBeforePublishingKeepsItsFilesThroughGcWithNoGrace) {
+  GcSummary during;
+  GcDuringPack racing(store_, GcDuringPack::On::kExists, "chunks/", [&] { during = Gc(kT0, 100, false, kNoGrace); });
+  test::Tree late;
+  late.files["late/x"] = test::RandomBytes(98, 20000);
+  PackOptions append;
+  append.append = true;
+  append.chunk_bytes = 8192;
+  auto packed = Pack(*test::TreeSource(late), racing, append);
+  ASSERT_TRUE(packed.has_value()) << packed.error().ToString();
+  EXPECT_GT(during.files_held_for_writers, 0u);  // gc ran and held the writer's files
+  EXPECT_TRUE(during.files_removed.empty());
+  auto ds = Dataset::Open(store_).value();
+  EXPECT_EQ(ds->version(), 4u);
+  EXPECT_EQ(AsString(ds->ReadFile(ds->Find("late/x").value()).value()), late.files["late/x"]);
+  EXPECT_TRUE(Verify(*store_).value().ok());
+}
+
+TEST_F(GcTest, APackWhoseLeaseGcExpiredPublishesNothing) {
+  // The pack froze longer than gc's writer timeout between its chunks and its segment: two gc
+  // runs ten minutes apart saw its lease unchanged, removed it, then its chunks.
+  GcSummary expired;
+  GcDuringPack frozen(store_, GcDuringPack::On::kCreate, "segments/", [&] {
+    Gc(kT0, 100, false, kNoGrace);
+    expired = Gc(kT0 + 600, 100, false, kNoGrace);
+  });
+  test::Tree late;
+  late.files["late/x"] = test::RandomBytes(97, 20000);
+  PackOptions append;
+  append.append = true;
+  append.chunk_bytes = 8192;
+  auto packed = Pack(*test::TreeSource(late), frozen, append);
+  ASSERT_FALSE(packed.has_value());
+  EXPECT_EQ(expired.writers_expired.size(), 1u);
+  EXPECT_FALSE(expired.files_removed.empty());
+  EXPECT_NE(packed.error().message().find("stoker gc"), std::string::npos)
+      << packed.error().ToString();
+  EXPECT_NE(packed.error().message().find("nothing was published"), std::string::npos);
+  ExpectNewestIntact();
 }
 
 }  // namespace

@@ -317,6 +317,8 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
         "{} already holds a dataset (version {}); use --append to add files to it",
         dst.Describe(""), latest->version)));
   }
+  // Before the first chunk: gc holds back what a writer with a lease writes.
+  STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(dst));
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(kChunksDir));
   const uint32_t open_chunks = OpenChunks(options, dst);
   const uint64_t next_version = latest ? latest->version + 1 : 1;
@@ -343,7 +345,7 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   } else if (read.ok()) {
     result = PublishAddition(dst, add,
                              options.append ? PublishPolicy::kAppend : PublishPolicy::kFresh,
-                             summary, &segment_path);
+                             *lease, summary, &segment_path);
   }
   if (!result) {
     // What no version lists is removed again. A publish whose outcome is unknown (an error

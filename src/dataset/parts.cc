@@ -286,11 +286,13 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(options.job));
   STOKER_ASSIGN_OR_RETURN(auto parts, OpenParts(storage, options));
   STOKER_ASSIGN_OR_RETURN(Addition add, UnionOf(parts, storage));
+  STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(storage));
   PackSummary summary;
   summary.files_added = add.files->file_count();
   summary.bytes_added = add.files->total_bytes();
   std::string segment_path;
-  auto result = PublishAddition(storage, add, PublishPolicy::kEither, summary, &segment_path);
+  auto result =
+      PublishAddition(storage, add, PublishPolicy::kEither, *lease, summary, &segment_path);
   if (!result) {
     if (!segment_path.empty()) (void)storage.Remove(segment_path);
     return result;

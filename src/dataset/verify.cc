@@ -26,6 +26,12 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
   }
   if (!latest) {
     if (!latest.error().IsCorruption()) return Err(latest.error());
+    // The report names the version that does not read: the one asked for, or the newest.
+    if (version) {
+      report.version = *version;
+    } else if (auto listed = format::ListVersions(storage); listed && !listed->empty()) {
+      report.version = listed->back();
+    }
     report.problems.push_back(latest.error().message());
     return report;
   }

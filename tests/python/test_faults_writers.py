@@ -20,8 +20,9 @@ record; gc's listing of versions/ after it has read them), which makes those int
 deterministic; without strace they skip. Random choices come from fixed seeds, so a failure can
 be replayed (process timing varies).
 
-Tests marked xfail(strict=True, raises=Observed) pin a misbehaviour found here (the reason
-says what was observed); they fail only through `expect`, so a broken setup still fails them.
+Tests marked xfail(strict=True, raises=Observed) pin a misbehaviour found here (none at
+present; the reason says what was observed); they fail only through `expect`, so a broken
+setup still fails them.
 """
 from __future__ import annotations
 
@@ -294,15 +295,19 @@ def test_b_a_part_missing_at_commit_publishes_nothing(tmp_path, stoker_exe):
 # --- (c) writers killed between writing their chunks and publishing --------------------------
 
 def gc_removes_exactly_the_leftovers(exe: str, ds: Path, history: dict[int, dict[str, bytes]]):
-    """`stoker gc --keep 1 --grace 0s` removes the older records and exactly the files no version
-    names (killed writers' chunks, segments, temporary files); the newest version stays intact."""
+    """`stoker gc --keep 1 --grace 0s --writer-timeout 0s` (no writer runs any more) removes the
+    older records and exactly the files no version names (killed writers' chunks, segments,
+    temporary files) and the killed writers' leases; the newest version stays intact."""
     versions = versions_of(ds)
     newest = versions[-1]
     leftovers = on_disk(ds) - used_by(ds, versions)
     kept = used_by(ds, [newest])
-    gc = json.loads(ok(exe, "gc", ds, "--keep", "1", "--grace", "0s", "--json").stdout)
+    leases = sorted(p.name.removesuffix(".lease") for p in (ds / "gc" / "writers").iterdir())
+    gc = json.loads(ok(exe, "gc", ds, "--keep", "1", "--grace", "0s", "--writer-timeout", "0s",
+                       "--json").stdout)
     assert gc["versions_removed"] == versions[:-1] and gc["versions_kept"] == [newest]
     assert sorted(gc["files_removed"]) == sorted(leftovers)
+    assert sorted(gc["writers_expired"]) == leases and not list((ds / "gc" / "writers").iterdir())
     assert on_disk(ds) == kept
     assert_intact(exe, ds, {newest: history[newest]})
     return leftovers
@@ -401,22 +406,13 @@ def test_c_writers_killed_just_before_their_record_leave_only_garbage(tmp_path, 
 
 # --- (d) gc racing writers ----------------------------------------------------------------
 
-CLEAR_GC_LOSS = re.compile(r"removed before the pack could publish.*stoker gc", re.S)
-
-
-@pytest.mark.xfail(strict=True, raises=Observed, reason=(
-    "gc --grace 0s beside `pack --append` writers: writers fail with unclear messages "
-    "('NotFound: link DS/segments/<id>.seg: No such file or directory', 'NotFound: open "
-    "DS/segments/<id>.seg: ...', 'NotFound: link DS/versions/<v>.version: ...': gc removed the "
-    "writer's segment or temporary record file), and a writer can exit 0 with a version whose "
-    "chunk gc removed ('CORRUPT file ...: its chunk chunks/<id>.chunk cannot be read'), which "
-    "every later version inherits"))
 def test_d_gc_looping_beside_appending_writers(tmp_path, stoker_exe):
     """`stoker gc --grace 0s` runs back to back while rounds of 4 `pack --append` writers run.
-    Each writer must either exit 0 with all its files published in a version that verifies, or
-    fail saying that gc removed its files, with nothing of it published; every published version
-    keeps verifying. (--keep is large: the versions themselves are not what gc may remove here.)
-    The rounds stop at the first violation."""
+    The writers' leases hold their files back from gc whatever the grace period, so each writer
+    exits 0 with all its files published in a version that verifies, and every published
+    version keeps verifying. (Before leases, writers failed or, worse, published versions whose
+    chunks gc had removed.) --keep is large: the versions themselves are not what gc may remove
+    here. The rounds stop at the first violation."""
     exe = stoker_exe
     ds, base = base_dataset(exe, tmp_path)
     rng = random.Random(4242)
@@ -458,16 +454,11 @@ def test_d_gc_looping_beside_appending_writers(tmp_path, stoker_exe):
         for name, (rc, err) in results.items():
             assert rc not in KILLED and rc >= 0, f"{name} crashed: exit {rc}: {err}"
             landed = {p for p in trees[name] if p in newest}
-            if rc == 0:
-                if len(landed) != len(trees[name]):
-                    problems.append(f"round {round_}: {name} exited 0, {len(landed)} of "
-                                    f"{len(trees[name])} files published")
-            else:
-                if not CLEAR_GC_LOSS.search(err):
-                    problems.append(f"round {round_}: {name} exit {rc}, unclear: {err.strip()}")
-                if landed:
-                    problems.append(f"round {round_}: {name} failed but {len(landed)} files "
-                                    "are published")
+            if rc != 0:
+                problems.append(f"round {round_}: {name} exit {rc}: {err.strip()}")
+            elif len(landed) != len(trees[name]):
+                problems.append(f"round {round_}: {name} exited 0, {len(landed)} of "
+                                f"{len(trees[name])} files published")
         for v in versions_of(ds):
             r = run(exe, "verify", ds, "--version", v)
             if r.returncode != 0:
@@ -535,19 +526,15 @@ def test_d_gc_that_began_before_a_publish_keeps_what_it_publishes(tmp_path, stok
 
 
 @needs_strace
-@pytest.mark.xfail(strict=True, raises=Observed, reason=(
-    "the packer checks that its chunks exist and then publishes: a gc --grace 0s between the "
-    "check and the record removes the chunks and the new segment, and the writer still "
-    "publishes version 2 and exits 0; `stoker verify DS --version 2` then exits 3 "
-    "('CORRUPT  version 2 lists segment DS/segments/<id>.seg, which is missing'), contrary to "
-    "docs/format.md §6 ('fails rather than publish a version that names a missing chunk')"))
-def test_d_writer_whose_chunks_gc_removed_after_its_check_publishes_nothing(tmp_path, stoker_exe):
+def test_d_writer_held_up_before_publishing_keeps_its_files_through_gc(tmp_path, stoker_exe):
     """Deterministic: the writer is stopped after its check that its chunks still exist, on
-    the stat of versions/ that precedes its record; gc --grace 0s runs; the writer goes on."""
+    the stat of versions/ that precedes its record; gc --grace 0s runs and holds the writer's
+    files back for its lease; the writer goes on and publishes a version that verifies.
+    (Before leases, gc removed the chunks and the writer published a version naming them.)"""
     exe = stoker_exe
     ds, base = base_dataset(exe, tmp_path)
     before = published(ds)
-    make_tree(tmp_path / "late", seed=60, classes=2, files_per_class=8, prefix="late-")
+    late = make_tree(tmp_path / "late", seed=60, classes=2, files_per_class=8, prefix="late-")
     writer = Stopped([exe, "pack", "-q", "--append", "--chunk-size", "16KiB",
                       str(tmp_path / "late"), str(ds)], tmp_path / "strace.log",
                      syscall="newfstatat", when=3, path=ds / "versions")
@@ -556,16 +543,14 @@ def test_d_writer_whose_chunks_gc_removed_after_its_check_publishes_nothing(tmp_
         # 1st, 2nd: listings of versions/ (at the start, at publishing); 3rd: creating the dir
         assert f'newfstatat(AT_FDCWD, "{ds}/versions", ' in line, line
         gc = json.loads(ok(exe, "gc", ds, "--keep", "100", "--grace", "0s", "--json").stdout)
-        assert any(p.startswith("chunks/") for p in gc["files_removed"]), gc  # the writer's
     finally:
         rc, _, err = writer.resume()
-    assert rc not in KILLED and rc >= 0, err
+    assert gc["writers_active"] == 1 and gc["files_held_for_writers"] > 0, gc
+    assert not any(p.startswith(("chunks/", "segments/")) for p in gc["files_removed"]), gc
+    assert rc == 0, err
     assert_intact(exe, ds, before)
-    problem = None if versions_of(ds) == [1] else version_verifies(exe, ds, 2, {})
-    expect(rc != 0 and versions_of(ds) == [1],
-           f"the writer exited {rc} and published versions {versions_of(ds)} after gc removed its "
-           f"chunks: {problem}")
-    expect(CLEAR_GC_LOSS.search(err), f"unclear message: {err}")
+    assert versions_of(ds) == [1, 2]
+    assert version_verifies(exe, ds, 2, {**base, **late}) is None
 
 
 # --- (e) two commits of one job at once -------------------------------------------------------
@@ -690,11 +675,6 @@ def published_version(ds: Path, v: int) -> dict[str, bytes]:
     return dataset_contents(stoker.Dataset(str(ds), version=v))
 
 
-@pytest.mark.xfail(strict=True, raises=Observed, reason=(
-    "`stoker verify DS --version 1` with a damaged record of version 1 names the record in a "
-    "CORRUPT line but sums up 'DS: version 0, 0 files in 0 chunks (0 B) checked: 0 corrupt "
-    "files, 0 corrupt chunks, dataset unreadable', and --json says '\"version\": 0': a version "
-    "that does not exist, not the one asked for"))
 def test_f_verify_of_a_corrupt_record_reports_the_version_asked_for(tmp_path, stoker_exe):
     exe = stoker_exe
     ds, base = base_dataset(exe, tmp_path)

@@ -81,10 +81,12 @@ def test_writers_over_the_network_land_or_leave_nothing(tmp_path, stoker_cli, st
     assert dataset_contents(stoker.Dataset(uri)) == contents
     assert stoker_cli("verify", uri).returncode == 0
 
-    # gc over the wire: old versions and the killed writers' chunks and uploads go.
-    stoker_cli("gc", uri, "--keep", "1", "--grace", "0s", check=True)
-    gc = json.loads(stoker_cli("gc", uri, "--keep", "1", "--grace", "0s", "--json",
-                               check=True).stdout)
+    # gc over the wire: old versions and the killed writers' chunks, uploads and leases go
+    # (no writer runs now: --writer-timeout 0s).
+    stoker_cli("gc", uri, "--keep", "1", "--grace", "0s", "--writer-timeout", "0s", check=True)
+    gc = json.loads(stoker_cli("gc", uri, "--keep", "1", "--grace", "0s", "--writer-timeout",
+                               "0s", "--json", check=True).stdout)
+    assert not list((local / "gc" / "writers").iterdir())
     assert gc["files_pending"] == 0
     leftovers = [p.name for d in ("chunks", "segments") for p in (local / d).iterdir()
                  if ".tmp-" in p.name]

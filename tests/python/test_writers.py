@@ -97,9 +97,11 @@ def test_concurrent_appends_with_kills_lose_nothing(tmp_path, stoker_exe):
         assert paths[:len(previous)] == previous
         previous = paths
 
-    # gc with no grace removes the killed writers' unpublished leftovers, nothing else.
+    # gc with no grace, once no writer runs, removes the killed writers' unpublished
+    # leftovers, nothing else.
     gc = json.loads(subprocess.run([stoker_exe, "gc", "--json", "--keep", str(len(versions)),
-                                    "--grace", "0", str(dst)], capture_output=True, text=True,
+                                    "--grace", "0", "--writer-timeout", "0", str(dst)],
+                                   capture_output=True, text=True,
                                    check=True).stdout)
     assert gc["versions_removed"] == []
     assert all(p.startswith(("chunks/", "segments/", "versions/")) for p in gc["files_removed"])
