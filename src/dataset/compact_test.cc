@@ -110,6 +110,38 @@ TEST_F(CompactTest, TheCompactedVersionIsTheSameDatasetWithOneSegment) {
   EXPECT_EQ(SeeAll(store_, std::nullopt), after);
 }
 
+// A chunk's files read alone (what verify and a reader of some chunks do) are exactly those
+// the whole location table puts in it, with the same indices and locations, in storage order.
+void ExpectChunkFilesMatchTheWholeTable(Storage& store, const format::VersionRecord& record) {
+  auto view = VersionView::Open(store, record).value();
+  ASSERT_TRUE(view->LoadLocations().ok());
+  uint64_t files = 0;
+  for (uint32_t c = 0; c < view->chunk_count(); ++c) {
+    uint64_t last_offset = 0;
+    const auto chunk_files = view->ChunkFiles(c).value();
+    for (const auto& [f, l] : chunk_files) {
+      ++files;
+      const FileLocation& whole = view->file(f);
+      EXPECT_EQ(l.chunk, c);
+      EXPECT_EQ(whole.chunk, c) << "file " << f;
+      EXPECT_EQ(std::tie(l.offset, l.length, l.crc32c, l.label),
+                std::tie(whole.offset, whole.length, whole.crc32c, whole.label));
+      EXPECT_GE(l.offset, last_offset);
+      last_offset = l.offset;
+    }
+  }
+  EXPECT_EQ(files, view->file_count());
+}
+
+TEST_F(CompactTest, AChunksFilesReadAloneMatchTheWholeTableInEverySegmentKind) {
+  for (int b = 0; b < 3; ++b) Append(b);
+  ExpectChunkFilesMatchTheWholeTable(*store_, Latest());  // three appended segments
+  CompactOptions o;
+  o.all = true;
+  ASSERT_TRUE(Compact(*store_, o).has_value());
+  ExpectChunkFilesMatchTheWholeTable(*store_, Latest());  // one merged (positioned) segment
+}
+
 TEST_F(CompactTest, TieredPolicyMergesSmallTrailingSegmentsOnly) {
   auto refs = [](std::vector<uint64_t> files) {
     std::vector<format::SegmentRef> out;

@@ -45,7 +45,7 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
   for (size_t j = 0; metadata.ok() && j < (*opened)->segment_count(); ++j) {
     metadata = (*opened)->segment(j).CheckEveryBlock();
   }
-  if (metadata.ok()) metadata = (*opened)->LoadLocations();
+  if (metadata.ok()) metadata = (*opened)->LoadSamples();
   if (!metadata.ok()) {
     if (metadata.code() == StatusCode::kUnavailable || metadata.code() == StatusCode::kTimeout) {
       return Err(metadata.WithContext("verify " + storage.Describe("")));
@@ -59,15 +59,28 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
     return path ? *path : fmt::format("file #{} ({})", f, path.error().message());
   };
 
-  std::vector<std::vector<uint32_t>> files_of(view.chunk_count());
-  for (uint32_t f = 0; f < view.file_count(); ++f) files_of[view.file(f).chunk].push_back(f);
-
+  // Chunk by chunk, with only that chunk's locations in memory, so verify's memory does not
+  // grow with the dataset (one bit per file: every file must have exactly one location, which
+  // blocks that each check out could still break if a broken or hostile writer made them).
+  std::vector<bool> located(view.file_count());
+  uint64_t located_twice = 0;
   std::vector<std::byte> buffer;
   for (uint32_t c = 0; c < view.chunk_count(); ++c) {
     const ChunkRef rec = view.chunk(c);
     const std::string name = format::ChunkPath(rec.id);
+    auto files = view.ChunkFiles(c);
+    if (!files) {
+      report.problems.push_back(files.error().message());
+      return report;
+    }
+    for (const auto& [f, location] : *files) {
+      located_twice += located[f];
+      located[f] = true;
+    }
     auto fail_files = [&](const std::string& why) {
-      for (uint32_t f : files_of[c]) report.corrupt_files.push_back(path_of(f) + ": " + why);
+      for (const auto& [f, location] : *files) {
+        report.corrupt_files.push_back(path_of(f) + ": " + why);
+      }
     };
     auto file = storage.OpenRead(name);
     Status read_status = file ? Status::OK() : file.error();
@@ -94,9 +107,8 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
     // A multimap: an empty file shares its offset with the file after it.
     std::unordered_multimap<uint64_t, format::ChunkEntryRef> by_offset;
     for (const auto& e : check.entries) by_offset.emplace(e.offset, e);
-    for (uint32_t f : files_of[c]) {
+    for (const auto& [f, r] : *files) {
       ++report.files_checked;
-      const FileLocation r = view.file(f);
       if (r.offset + r.length > buffer.size()) {
         report.corrupt_files.push_back(fmt::format("{}: extent beyond the end of {}",
                                                    path_of(f), name));
@@ -119,6 +131,12 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
       }
     }
     if (progress) progress(c + 1, view.chunk_count(), report.bytes_checked);
+  }
+  const uint64_t unlocated = static_cast<uint64_t>(std::count(located.begin(), located.end(), false));
+  if (located_twice > 0 || unlocated > 0) {
+    report.problems.push_back(fmt::format(
+        "version {}: {} files have two locations and {} none (a damaged or hostile segment)",
+        report.version, located_twice, unlocated));
   }
   return report;
 }

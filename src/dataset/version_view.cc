@@ -103,6 +103,14 @@ const VersionView::Part& VersionView::PartOfSample(uint64_t s) const {
   return *(it - 1);
 }
 
+// The last part whose chunks start at or before c: parts without chunks share their successor's
+// first chunk and come before it.
+const VersionView::Part& VersionView::PartOfChunk(uint32_t c) const {
+  auto it = std::upper_bound(parts_.begin(), parts_.end(), c,
+                             [](uint32_t x, const Part& p) { return x < p.first_chunk; });
+  return *(it - 1);
+}
+
 FileLocation VersionView::Global(const Part& part, const format::SegmentLocation& l) const {
   return {l.offset, l.length, l.crc32c, part.first_chunk + static_cast<uint32_t>(l.chunk), l.label};
 }
@@ -194,6 +202,17 @@ Result<std::vector<std::pair<std::string, std::string>>> VersionView::Attributes
 Status VersionView::LoadSamples() const {
   for (const Part& part : parts_) STOKER_RETURN_IF_ERROR(part.segment->LoadSamples());
   return Status::OK();
+}
+
+Result<std::vector<std::pair<uint32_t, FileLocation>>> VersionView::ChunkFiles(uint32_t c) const {
+  const Part& part = PartOfChunk(c);
+  STOKER_ASSIGN_OR_RETURN(auto locations, part.segment->ChunkLocations(c - part.first_chunk));
+  std::vector<std::pair<uint32_t, FileLocation>> out;
+  out.reserve(locations.size());
+  for (const format::SegmentLocation& l : locations) {
+    out.emplace_back(static_cast<uint32_t>(part.first_file + l.position), Global(part, l));
+  }
+  return out;
 }
 
 Status VersionView::LoadLocations() {

@@ -83,6 +83,9 @@ class VersionView {
   Result<FileLocation> Location(uint32_t file) const;  // from the table once loaded
   Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint32_t file) const;
 
+  // The files of chunk `c` (< chunk_count()) with their locations, in storage order: reads only
+  // the location blocks that hold them (memory and I/O in proportion to the chunk).
+  Result<std::vector<std::pair<uint32_t, FileLocation>>> ChunkFiles(uint32_t c) const;
   // Reads every file's location (and sample) into memory (once; later calls return at once).
   Status LoadLocations();
   bool has_locations() const { return !locations_.empty() || record_.files == 0; }
@@ -100,6 +103,7 @@ class VersionView {
   // The segment holding file index `file` / sample `s`.
   const Part& PartOfFile(uint64_t file) const;
   const Part& PartOfSample(uint64_t s) const;
+  const Part& PartOfChunk(uint32_t c) const;
   FileLocation Global(const Part& part, const format::SegmentLocation& l) const;
 
   format::VersionRecord record_;

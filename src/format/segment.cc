@@ -726,6 +726,21 @@ Status Segment::CheckEveryBlock() const {
   return ForEachFile([](uint64_t, std::string_view, uint64_t) { return Status::OK(); });
 }
 
+Result<std::vector<SegmentLocation>> Segment::ChunkLocations(uint64_t c) const {
+  const SegmentChunk& ch = chunks_[c];
+  std::vector<SegmentLocation> out;
+  out.reserve(ch.entry_count);
+  const uint64_t end = ch.first_location + ch.entry_count;
+  for (uint64_t b = ch.first_location / kBlockEntries; b * kBlockEntries < end; ++b) {
+    STOKER_ASSIGN_OR_RETURN(auto block, LocationBlock(b, false));
+    for (uint64_t i = 0; i < block.size(); ++i) {
+      const uint64_t ordinal = b * kBlockEntries + i;
+      if (ordinal >= ch.first_location && ordinal < end) out.push_back(block[i]);
+    }
+  }
+  return out;
+}
+
 Status Segment::ForEachLocation(
     const std::function<void(uint64_t, const SegmentLocation&)>& fn) const {
   for (uint64_t b = 0; b < BlocksFor(info_.file_count); ++b) {

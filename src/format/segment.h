@@ -118,6 +118,9 @@ class Segment {
           fn) const;
   // Reads and checks every block of every table (`stoker verify`).
   Status CheckEveryBlock() const;
+  // The locations of chunk `c` (< chunk_count), in storage order: only the location blocks
+  // that hold them are read (a reader of a few chunks, or verify chunk by chunk).
+  Result<std::vector<SegmentLocation>> ChunkLocations(uint64_t c) const;
   // Every location, chunk by chunk in storage order (ordinal = rank in that order).
   Status ForEachLocation(const std::function<void(uint64_t ordinal, const SegmentLocation&)>& fn)
       const;

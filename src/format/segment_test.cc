@@ -154,6 +154,20 @@ TEST(Segment, RoundTripsEveryFileByPathPositionAndLocation) {
                    seen[l.position] = true;
                  }).ok());
   EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(paths.size()));
+  // One chunk's locations, read alone, are that chunk's part of the whole walk, in order.
+  std::vector<std::vector<uint64_t>> by_chunk(seg->info().chunk_count);
+  ASSERT_TRUE(seg->ForEachLocation([&](uint64_t, const SegmentLocation& l) {
+                   by_chunk[l.chunk].push_back(l.position);
+                 }).ok());
+  for (uint64_t c = 0; c < seg->info().chunk_count; ++c) {
+    std::vector<uint64_t> alone;
+    const auto locations = seg->ChunkLocations(c).value();
+    for (const SegmentLocation& l : locations) {
+      EXPECT_EQ(l.chunk, c);
+      alone.push_back(l.position);
+    }
+    EXPECT_EQ(alone, by_chunk[c]) << "chunk " << c;
+  }
 
   // Directories.
   EXPECT_EQ(seg->ChildDirs("").value(), (std::vector<std::string>{"a", "a.b", "train"}));
@@ -312,6 +326,9 @@ Status ReadEverything(const Segment& seg) {
   }
   if (auto d = seg.ChildDirs(""); !d) return d.error();
   STOKER_RETURN_IF_ERROR(seg.ForEachLocation([](uint64_t, const SegmentLocation&) {}));
+  for (uint64_t c = 0; c < seg.info().chunk_count; ++c) {
+    if (auto l = seg.ChunkLocations(c); !l) return l.error();
+  }
   return Status::OK();
 }
 
