@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "fuse/fuse_fs.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
@@ -52,11 +54,11 @@ int RunMount(const MountArgs& a, const std::function<void()>& detach = {}) {
   o.allow_non_empty = a.allow_non_empty;
   o.buffer_limit = a.buffer_limit;
   o.fuse_options = a.fuse_options;
-  const uint32_t files = (*ds)->file_count();
+  const uint64_t files = (*ds)->file_count();
   o.on_mounted = [&] {
     if (detach) detach();
-    std::fprintf(stderr, "mounted %s at %s (%u files)\n", a.dataset.c_str(), a.mountpoint.c_str(),
-                 files);
+    std::fprintf(stderr, "%s", fmt::format("mounted {} at {} ({} files)\n", a.dataset,
+                                           a.mountpoint, files).c_str());
   };
   if (Status s = fuse::Serve(**ds, a.mountpoint, o); !s.ok()) return Fail(s);
   return kExitOk;

@@ -27,7 +27,7 @@ class VersionView;
 }
 
 struct FileInfo {
-  uint32_t index = 0;
+  uint64_t index = 0;
   std::string path;
   uint64_t size = 0;
   uint32_t crc32c = 0;
@@ -40,7 +40,7 @@ struct FileInfo {
 struct DirEntry {
   std::string name;
   bool is_dir = false;
-  uint32_t index = 0;  // file index (0 for directories)
+  uint64_t index = 0;  // file index (0 for directories)
   uint64_t size = 0;   // files only
 };
 
@@ -64,30 +64,31 @@ class Dataset {
   ~Dataset();
 
   uint64_t version() const;
-  uint32_t file_count() const;
+  // Indices are 64-bit: the format numbers files and samples in u64 (docs/format.md §7).
+  uint64_t file_count() const;
   // Samples are files, except for datasets packed from tar shards, where the files sharing a
   // basename (x.jpg, x.cls, x.json) are one sample.
-  uint32_t sample_count() const;
+  uint64_t sample_count() const;
   // [first, first+count); InvalidArgument if out of range. A dataset opened without
   // read_locations reads its samples section on the first call (an error if it cannot).
-  Result<std::pair<uint32_t, uint32_t>> SampleFiles(uint32_t sample) const;
-  Result<int32_t> SampleLabel(uint32_t sample) const;
+  Result<std::pair<uint64_t, uint64_t>> SampleFiles(uint64_t sample) const;
+  Result<int32_t> SampleLabel(uint64_t sample) const;
   uint32_t class_count() const;
   std::string_view ClassName(uint32_t label) const;
 
   // NotFound if absent. Paths are relative to the dataset root.
-  Result<uint32_t> Find(std::string_view path) const;
+  Result<uint64_t> Find(std::string_view path) const;
   // Index must be < file_count(); InvalidArgument otherwise.
-  Result<FileInfo> Stat(uint32_t file) const;
+  Result<FileInfo> Stat(uint64_t file) const;
   // The file's path (reads a metadata block unless cached; an error if it cannot be read).
-  Result<std::string> Path(uint32_t file) const;
+  Result<std::string> Path(uint64_t file) const;
   // For error messages only: the path, or "file #N" if it cannot be read.
-  std::string FilePath(uint32_t file) const;
-  Result<std::vector<std::pair<std::string, std::string>>> FileAttributes(uint32_t file) const;
+  std::string FilePath(uint64_t file) const;
+  Result<std::vector<std::pair<std::string, std::string>>> FileAttributes(uint64_t file) const;
 
   // The file's bytes, checked against its CRC32C (Corruption naming the file on mismatch).
-  Result<std::vector<std::byte>> ReadFile(uint32_t file) const;
-  Status ReadFileInto(uint32_t file, std::span<std::byte> dst) const;  // dst.size() == size
+  Result<std::vector<std::byte>> ReadFile(uint64_t file) const;
+  Status ReadFileInto(uint64_t file, std::span<std::byte> dst) const;  // dst.size() == size
 
   // Whether `path` is a directory ("" is the root).
   Result<bool> IsDir(std::string_view path) const;
@@ -104,7 +105,7 @@ class Dataset {
 
  private:
   struct Impl;
-  Status CheckIndex(uint32_t file) const;
+  Status CheckIndex(uint64_t file) const;
   explicit Dataset(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

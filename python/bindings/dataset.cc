@@ -95,7 +95,7 @@ class PyDataset {
   }
 
   // A file index from a path, or a (possibly negative) file index checked against the count.
-  uint32_t FileIndex(const PathOrIndex& key) {
+  uint64_t FileIndex(const PathOrIndex& key) {
     const Dataset& ds = Get();
     if (const auto* path = std::get_if<std::string>(&key)) {
       return ValueOrThrow(ds.Find(*path));
@@ -108,10 +108,10 @@ class PyDataset {
                              " out of range (dataset has " + std::to_string(n) + " files)")
                                 .c_str());
     }
-    return static_cast<uint32_t>(i);
+    return static_cast<uint64_t>(i);
   }
 
-  uint32_t SampleIndex(int64_t i) {
+  uint64_t SampleIndex(int64_t i) {
     const int64_t n = Get().sample_count();
     const int64_t original = i;
     if (i < 0) i += n;
@@ -120,11 +120,11 @@ class PyDataset {
                              " out of range (dataset has " + std::to_string(n) + " samples)")
                                 .c_str());
     }
-    return static_cast<uint32_t>(i);
+    return static_cast<uint64_t>(i);
   }
 
   // The file's bytes in a new bytes object, filled with the GIL released (no second copy).
-  nb::bytes ReadBytes(uint32_t file) {
+  nb::bytes ReadBytes(uint64_t file) {
     const Dataset& ds = Get();
     const uint64_t size = ValueOrThrow(ds.Stat(file)).size;
     PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
@@ -142,7 +142,7 @@ class PyDataset {
   }
 
   // Zero-copy: a memoryview over a C++-owned buffer that lives as long as the view.
-  nb::ndarray<nb::memview, const uint8_t, nb::ndim<1>> ReadBuffer(uint32_t file) {
+  nb::ndarray<nb::memview, const uint8_t, nb::ndim<1>> ReadBuffer(uint64_t file) {
     const Dataset& ds = Get();
     Result<std::vector<std::byte>> bytes = Err(Status::Internal("unset"));
     {
@@ -158,7 +158,7 @@ class PyDataset {
   }
 
   nb::tuple GetItem(int64_t index) {
-    return SampleTuple(Get(), SampleIndex(index), [this](uint32_t f) { return ReadBytes(f); });
+    return SampleTuple(Get(), SampleIndex(index), [this](uint64_t f) { return ReadBytes(f); });
   }
 
   nb::dict StatDict(const PathOrIndex& key) {
@@ -212,8 +212,8 @@ class PyDataset {
 
 }  // namespace
 
-nb::tuple SampleTuple(const Dataset& ds, uint32_t sample,
-                      const std::function<nb::bytes(uint32_t)>& file_bytes) {
+nb::tuple SampleTuple(const Dataset& ds, uint64_t sample,
+                      const std::function<nb::bytes(uint64_t)>& file_bytes) {
   const auto [first, count] = ValueOrThrow(ds.SampleFiles(sample));
   const int32_t label = ValueOrThrow(ds.SampleLabel(sample));
   if (!ds.view().grouped()) {
@@ -222,7 +222,7 @@ nb::tuple SampleTuple(const Dataset& ds, uint32_t sample,
   // WebDataset sample: {extension: bytes}, keyed by the text after the key's first '.'.
   nb::dict members;
   std::string key;
-  for (uint32_t f = first; f < first + count; ++f) {
+  for (uint64_t f = first; f < first + count; ++f) {
     const std::string path = ValueOrThrow(ds.Path(f));
     const size_t slash = path.rfind('/');
     const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
@@ -280,7 +280,7 @@ void RegisterDataset(nb::module_& m) {
             const Dataset& ds = self.Get();
             const auto [first, count] = ValueOrThrow(ds.SampleFiles(self.SampleIndex(index)));
             std::vector<std::string> paths;
-            for (uint32_t f = first; f < first + count; ++f) {
+            for (uint64_t f = first; f < first + count; ++f) {
               paths.push_back(ValueOrThrow(ds.Path(f)));
             }
             return paths;

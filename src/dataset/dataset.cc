@@ -91,16 +91,16 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(std::shared_ptr<Storage> storage,
 }
 
 uint64_t Dataset::version() const { return impl_->view->version(); }
-uint32_t Dataset::file_count() const { return impl_->view->file_count(); }
-uint32_t Dataset::sample_count() const { return impl_->view->sample_count(); }
-Result<std::pair<uint32_t, uint32_t>> Dataset::SampleFiles(uint32_t sample) const {
+uint64_t Dataset::file_count() const { return impl_->view->file_count(); }
+uint64_t Dataset::sample_count() const { return impl_->view->sample_count(); }
+Result<std::pair<uint64_t, uint64_t>> Dataset::SampleFiles(uint64_t sample) const {
   if (sample >= sample_count()) {
     return Err(Status::InvalidArgument(fmt::format("sample index {} out of range", sample)));
   }
   STOKER_RETURN_IF_ERROR(impl_->view->LoadSamples());
   return impl_->view->SampleFiles(sample);
 }
-Result<int32_t> Dataset::SampleLabel(uint32_t sample) const {
+Result<int32_t> Dataset::SampleLabel(uint64_t sample) const {
   STOKER_ASSIGN_OR_RETURN(const auto files, SampleFiles(sample));
   STOKER_ASSIGN_OR_RETURN(auto l, impl_->view->Location(files.first));
   return l.label;
@@ -118,19 +118,19 @@ Result<std::shared_ptr<RandomAccessFile>> Dataset::ChunkFile(uint32_t chunk) con
 }
 Storage& Dataset::storage() const { return *impl_->storage; }
 
-Result<uint32_t> Dataset::Find(std::string_view path) const {
+Result<uint64_t> Dataset::Find(std::string_view path) const {
   STOKER_ASSIGN_OR_RETURN(auto index, impl_->view->FindFile(Normalize(path)));
   if (index) return *index;
   return Err(Status::NotFound(fmt::format("no such file in dataset: {}", path)));
 }
 
-Status Dataset::CheckIndex(uint32_t file) const {
+Status Dataset::CheckIndex(uint64_t file) const {
   if (file < file_count()) return Status::OK();
   return Status::InvalidArgument(
       fmt::format("file index {} out of range (dataset has {})", file, file_count()));
 }
 
-Result<FileInfo> Dataset::Stat(uint32_t file) const {
+Result<FileInfo> Dataset::Stat(uint64_t file) const {
   STOKER_RETURN_IF_ERROR(CheckIndex(file));
   STOKER_ASSIGN_OR_RETURN(auto l, impl_->view->Location(file));
   STOKER_ASSIGN_OR_RETURN(auto path, impl_->view->FilePath(file));
@@ -138,12 +138,12 @@ Result<FileInfo> Dataset::Stat(uint32_t file) const {
                   impl_->view->chunk(l.chunk).id, l.chunk, l.offset};
 }
 
-Result<std::string> Dataset::Path(uint32_t file) const {
+Result<std::string> Dataset::Path(uint64_t file) const {
   STOKER_RETURN_IF_ERROR(CheckIndex(file));
   return impl_->view->FilePath(file);
 }
 
-std::string Dataset::FilePath(uint32_t file) const {
+std::string Dataset::FilePath(uint64_t file) const {
   if (file < file_count()) {
     if (auto path = impl_->view->FilePath(file)) return std::move(*path);
   }
@@ -151,12 +151,12 @@ std::string Dataset::FilePath(uint32_t file) const {
 }
 
 Result<std::vector<std::pair<std::string, std::string>>> Dataset::FileAttributes(
-    uint32_t file) const {
+    uint64_t file) const {
   STOKER_RETURN_IF_ERROR(CheckIndex(file));
   return impl_->view->Attributes(file);
 }
 
-Status Dataset::ReadFileInto(uint32_t file, std::span<std::byte> dst) const {
+Status Dataset::ReadFileInto(uint64_t file, std::span<std::byte> dst) const {
   STOKER_RETURN_IF_ERROR(CheckIndex(file));
   STOKER_ASSIGN_OR_RETURN(const dataset::FileLocation r, impl_->view->Location(file));
   if (dst.size() != r.length) {
@@ -178,7 +178,7 @@ Status Dataset::ReadFileInto(uint32_t file, std::span<std::byte> dst) const {
   return Status::OK();
 }
 
-Result<std::vector<std::byte>> Dataset::ReadFile(uint32_t file) const {
+Result<std::vector<std::byte>> Dataset::ReadFile(uint64_t file) const {
   STOKER_RETURN_IF_ERROR(CheckIndex(file));
   STOKER_ASSIGN_OR_RETURN(const dataset::FileLocation r, impl_->view->Location(file));
   std::vector<std::byte> out(r.length);

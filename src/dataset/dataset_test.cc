@@ -60,7 +60,7 @@ void ExpectDatasetEqualsTree(const Dataset& ds, const test::Tree& tree) {
     EXPECT_EQ(info->crc32c, crc32c::Value(data));
     EXPECT_EQ(info->label, tree.ExpectedLabel(path)) << path;
     EXPECT_EQ(ds.SampleLabel(*index), info->label);
-    EXPECT_EQ(ds.SampleFiles(*index).value(), std::make_pair(*index, 1u));
+    EXPECT_EQ(ds.SampleFiles(*index).value(), std::make_pair(*index, uint64_t{1}));
     auto bytes = ds.ReadFile(*index);
     ASSERT_TRUE(bytes.has_value()) << bytes.error().ToString();
     EXPECT_TRUE(AsString(*bytes) == data) << path;  // not EXPECT_EQ: no 200 KB diffs

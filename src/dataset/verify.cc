@@ -54,7 +54,7 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
     return report;
   }
   const VersionView& view = **opened;
-  auto path_of = [&](uint32_t f) {
+  auto path_of = [&](uint64_t f) {
     auto path = view.FilePath(f);
     return path ? *path : fmt::format("file #{} ({})", f, path.error().message());
   };

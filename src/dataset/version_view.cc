@@ -22,11 +22,11 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
                                                        format::VersionRecord record,
                                                        bool verify_checksums) {
   std::unique_ptr<VersionView> v(new VersionView());
-  if (record.files > std::numeric_limits<uint32_t>::max() ||
-      record.chunks > std::numeric_limits<uint32_t>::max()) {
+  // Files and samples are numbered in u64; chunks in u32 (2^32 chunks of 64 MiB: 256 PiB).
+  if (record.chunks > std::numeric_limits<uint32_t>::max()) {
     return Err(Status::Unsupported(fmt::format(
-        "version {} of {} has {} files; this stoker reads up to 2^32 per version",
-        record.version, storage.Describe(""), record.files)));
+        "version {} of {} has {} chunks; this stoker reads up to 2^32 - 1 per version",
+        record.version, storage.Describe(""), record.chunks)));
   }
   v->record_ = std::move(record);
   const format::VersionRecord& r = v->record_;
@@ -115,19 +115,19 @@ FileLocation VersionView::Global(const Part& part, const format::SegmentLocation
   return {l.offset, l.length, l.crc32c, part.first_chunk + static_cast<uint32_t>(l.chunk), l.label};
 }
 
-std::pair<uint32_t, uint32_t> VersionView::SampleFiles(uint32_t s) const {
+std::pair<uint64_t, uint64_t> VersionView::SampleFiles(uint64_t s) const {
   if (!grouped()) return {s, 1};
   const Part& part = PartOfSample(s);
   const auto [first, count] = part.segment->SampleFiles(s - part.first_sample);
-  return {static_cast<uint32_t>(part.first_file + first), static_cast<uint32_t>(count)};
+  return {part.first_file + first, count};
 }
 
-Result<std::optional<uint32_t>> VersionView::FindFile(std::string_view path) const {
+Result<std::optional<uint64_t>> VersionView::FindFile(std::string_view path) const {
   for (const Part& part : parts_) {
     STOKER_ASSIGN_OR_RETURN(auto position, part.segment->FindFile(path));
-    if (position) return std::optional<uint32_t>(static_cast<uint32_t>(part.first_file + *position));
+    if (position) return std::optional<uint64_t>(part.first_file + *position);
   }
-  return std::optional<uint32_t>();
+  return std::optional<uint64_t>();
 }
 
 Result<bool> VersionView::IsDir(std::string_view path) const {
@@ -152,7 +152,7 @@ Result<std::vector<DirEntry>> VersionView::List(std::string_view dir) const {
     STOKER_ASSIGN_OR_RETURN(auto entries, part.segment->Files(found->first_rank, found->file_count));
     for (uint64_t k = 0; k < entries.size(); ++k) {
       files.push_back({std::string(BaseName(entries[k].path)), false,
-                       static_cast<uint32_t>(part.first_file + entries[k].location.position),
+                       part.first_file + entries[k].location.position,
                        entries[k].location.length});
     }
   }
@@ -181,12 +181,12 @@ Result<std::vector<std::string>> VersionView::Holding(std::span<const std::strin
   return found;
 }
 
-Result<std::string> VersionView::FilePath(uint32_t file) const {
+Result<std::string> VersionView::FilePath(uint64_t file) const {
   const Part& part = PartOfFile(file);
   return part.segment->FilePath(file - part.first_file);
 }
 
-Result<FileLocation> VersionView::Location(uint32_t file) const {
+Result<FileLocation> VersionView::Location(uint64_t file) const {
   if (!locations_.empty()) return locations_[file];
   const Part& part = PartOfFile(file);
   STOKER_ASSIGN_OR_RETURN(auto l, part.segment->FileLocation(file - part.first_file));
@@ -194,7 +194,7 @@ Result<FileLocation> VersionView::Location(uint32_t file) const {
 }
 
 Result<std::vector<std::pair<std::string, std::string>>> VersionView::Attributes(
-    uint32_t file) const {
+    uint64_t file) const {
   const Part& part = PartOfFile(file);
   return part.segment->Attributes(file - part.first_file);
 }
@@ -204,13 +204,13 @@ Status VersionView::LoadSamples() const {
   return Status::OK();
 }
 
-Result<std::vector<std::pair<uint32_t, FileLocation>>> VersionView::ChunkFiles(uint32_t c) const {
+Result<std::vector<std::pair<uint64_t, FileLocation>>> VersionView::ChunkFiles(uint32_t c) const {
   const Part& part = PartOfChunk(c);
   STOKER_ASSIGN_OR_RETURN(auto locations, part.segment->ChunkLocations(c - part.first_chunk));
-  std::vector<std::pair<uint32_t, FileLocation>> out;
+  std::vector<std::pair<uint64_t, FileLocation>> out;
   out.reserve(locations.size());
   for (const format::SegmentLocation& l : locations) {
-    out.emplace_back(static_cast<uint32_t>(part.first_file + l.position), Global(part, l));
+    out.emplace_back(part.first_file + l.position, Global(part, l));
   }
   return out;
 }

@@ -47,8 +47,8 @@ class VersionView {
 
   const format::VersionRecord& record() const { return record_; }
   uint64_t version() const { return record_.version; }
-  uint32_t file_count() const { return static_cast<uint32_t>(record_.files); }
-  uint32_t sample_count() const { return static_cast<uint32_t>(record_.samples); }
+  uint64_t file_count() const { return record_.files; }
+  uint64_t sample_count() const { return record_.samples; }
   uint32_t class_count() const { return static_cast<uint32_t>(classes_.size()); }
   uint32_t chunk_count() const { return static_cast<uint32_t>(chunks_.size()); }
   uint64_t total_bytes() const { return record_.bytes; }
@@ -61,7 +61,7 @@ class VersionView {
   const std::vector<std::string>& class_names() const { return classes_; }
   // The files of sample s (< sample_count()): [first, first + count). Needs the samples
   // (LoadSamples, or LoadLocations, which loads them too).
-  std::pair<uint32_t, uint32_t> SampleFiles(uint32_t s) const;
+  std::pair<uint64_t, uint64_t> SampleFiles(uint64_t s) const;
   // Reads every segment's samples section (8 bytes per sample of a tar-packed dataset; once,
   // thread-safe): not at open, so that a lookup by path never pays for it.
   Status LoadSamples() const;
@@ -70,7 +70,7 @@ class VersionView {
   const format::Segment& segment(size_t j) const { return *parts_[j].segment; }
 
   // Lookups by path ("" is the root directory).
-  Result<std::optional<uint32_t>> FindFile(std::string_view path) const;
+  Result<std::optional<uint64_t>> FindFile(std::string_view path) const;
   Result<bool> IsDir(std::string_view path) const;
   // Subdirectories first, then files, each by name; NotFound if `dir` is no directory.
   Result<std::vector<DirEntry>> List(std::string_view dir) const;
@@ -79,19 +79,19 @@ class VersionView {
   Result<std::vector<std::string>> Holding(std::span<const std::string> keys) const;
 
   // By file index (< file_count()).
-  Result<std::string> FilePath(uint32_t file) const;
-  Result<FileLocation> Location(uint32_t file) const;  // from the table once loaded
-  Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint32_t file) const;
+  Result<std::string> FilePath(uint64_t file) const;
+  Result<FileLocation> Location(uint64_t file) const;  // from the table once loaded
+  Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint64_t file) const;
 
   // The files of chunk `c` (< chunk_count()) with their locations, in storage order: reads only
   // the location blocks that hold them (memory and I/O in proportion to the chunk).
-  Result<std::vector<std::pair<uint32_t, FileLocation>>> ChunkFiles(uint32_t c) const;
+  Result<std::vector<std::pair<uint64_t, FileLocation>>> ChunkFiles(uint32_t c) const;
   // Reads every file's location (and sample) into memory (once; later calls return at once).
   Status LoadLocations();
   bool has_locations() const { return !locations_.empty() || record_.files == 0; }
   // Only after LoadLocations() succeeded.
-  const FileLocation& file(uint32_t f) const { return locations_[f]; }
-  int32_t sample_label(uint32_t s) const { return locations_[SampleFiles(s).first].label; }
+  const FileLocation& file(uint64_t f) const { return locations_[f]; }
+  int32_t sample_label(uint64_t s) const { return locations_[SampleFiles(s).first].label; }
 
  private:
   struct Part {

@@ -44,9 +44,9 @@ class InodeTable {
 
   bool IsDir(uint64_t ino) const;
   bool IsFile(uint64_t ino) const { return ino >= kFileInodeBase && ino - kFileInodeBase < files_; }
-  uint64_t FileInode(uint32_t file) const { return kFileInodeBase + file; }
+  uint64_t FileInode(uint64_t file) const { return kFileInodeBase + file; }
   // Only for inodes that pass IsFile.
-  uint32_t FileIndex(uint64_t ino) const { return static_cast<uint32_t>(ino - kFileInodeBase); }
+  uint64_t FileIndex(uint64_t ino) const { return ino - kFileInodeBase; }
   uint64_t inode_count() const;  // directories met so far + files
 
   // The inode of `name` inside directory inode `parent`; nullopt if there is no such entry
@@ -78,7 +78,7 @@ class InodeTable {
   uint64_t Register(std::string path, uint64_t parent) const;  // caller holds mu_
 
   const Dataset& dataset_;
-  uint32_t files_ = 0;
+  uint64_t files_ = 0;
   uid_t uid_;
   gid_t gid_;
   int64_t mtime_ = 0;

@@ -16,7 +16,7 @@ constexpr size_t kStreamPiece = 4 << 20;
 
 }  // namespace
 
-OpenFile::OpenFile(const Dataset& dataset, uint32_t file, uint64_t buffer_limit)
+OpenFile::OpenFile(const Dataset& dataset, uint64_t file, uint64_t buffer_limit)
     : dataset_(dataset),
       file_(file),
       size_(dataset.view().file(file).length),

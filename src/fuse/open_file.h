@@ -29,7 +29,7 @@ namespace stoker::fuse {
 class OpenFile {
  public:
   // `dataset` must outlive this object; `file` must be < dataset.file_count().
-  OpenFile(const Dataset& dataset, uint32_t file, uint64_t buffer_limit);
+  OpenFile(const Dataset& dataset, uint64_t file, uint64_t buffer_limit);
 
   // Bytes [offset, offset + size) of the file, clipped at its end (empty at or past the end).
   // The span points into this object or into `scratch` and stays valid until the next Read
@@ -47,7 +47,7 @@ class OpenFile {
   Status StreamCheck();
 
   const Dataset& dataset_;
-  const uint32_t file_;
+  const uint64_t file_;
   const uint64_t size_;
   const bool whole_;  // size_ <= buffer_limit: served from bytes_
 

@@ -12,6 +12,7 @@
 #include "common/crc32c.h"
 #include "format/chunk.h"
 #include "dataset/version_view.h"
+#include "loader/sampler.h"
 
 namespace stoker::loader {
 namespace {
@@ -133,11 +134,13 @@ void ReadPipeline::State::Schedule() {
     while (next < plan.size()) {
       const auto [file0, count] = snap.SampleFiles(plan[next]);
       uint64_t sample_bytes = 0;
-      for (uint32_t k = 0; k < count; ++k) sample_bytes += snap.file(file0 + k).length;
+      for (uint64_t k = 0; k < count; ++k) sample_bytes += snap.file(file0 + k).length;
       if (next > first && bytes + sample_bytes > segment_bytes) break;
       for (uint32_t k = 0; k < count; ++k) {
         const dataset::FileLocation r = snap.file(file0 + k);
-        extents.push_back({next, k, file0 + k, r.chunk, r.offset, r.length, r.crc32c});
+        // 32-bit file numbers: Start checked the dataset's counts (CheckLoaderSampleCount).
+        extents.push_back({next, k, static_cast<uint32_t>(file0 + k), r.chunk, r.offset,
+                           r.length, r.crc32c});
         bytes += r.length;
       }
       ++next;
@@ -264,7 +267,7 @@ void AdviseChunkOrder(const Dataset& dataset, const std::vector<uint32_t>& plan)
   std::vector<PlannedFile> order;
   for (uint32_t sample : plan) {
     const auto [file0, count] = snap.SampleFiles(sample);
-    for (uint32_t k = 0; k < count; ++k) {
+    for (uint64_t k = 0; k < count; ++k) {
       const uint32_t chunk = snap.file(file0 + k).chunk;
       if (entry_of[chunk] < 0) {
         entry_of[chunk] = static_cast<int64_t>(order.size());
@@ -284,6 +287,7 @@ Result<std::unique_ptr<ReadPipeline>> ReadPipeline::Start(std::shared_ptr<const 
                                                           std::vector<uint32_t> plan,
                                                           const ReadPipelineOptions& options) {
   STOKER_RETURN_IF_ERROR(options.Validate());
+  STOKER_RETURN_IF_ERROR(CheckLoaderSampleCount(*dataset));
   if (!dataset->view().has_locations()) {
     return Err(Status::InvalidArgument(
         "the read pipeline needs every file's location: open the dataset with read_locations"));

@@ -1,6 +1,7 @@
 #include "loader/sampler.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -181,10 +182,19 @@ SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count) {
   return g;
 }
 
+Status CheckLoaderSampleCount(const Dataset& dataset) {
+  constexpr uint64_t kMax = std::numeric_limits<uint32_t>::max();
+  if (dataset.sample_count() <= kMax && dataset.file_count() <= kMax) return Status::OK();
+  return Status::Unsupported(fmt::format(
+      "version {} has {} samples in {} files: the loaders plan epochs for up to 2^32 - 1 of "
+      "each per version (the Dataset API reads any file by its 64-bit index)",
+      dataset.version(), dataset.sample_count(), dataset.file_count()));
+}
+
 std::vector<uint32_t> SampleChunks(const Dataset& dataset) {
   const dataset::VersionView& view = dataset.view();
   std::vector<uint32_t> chunks(view.sample_count());
-  for (uint32_t s = 0; s < view.sample_count(); ++s) {
+  for (uint64_t s = 0; s < view.sample_count(); ++s) {
     chunks[s] = view.file(view.SampleFiles(s).first).chunk;
   }
   return chunks;

@@ -99,6 +99,12 @@ struct SampleGroups {
 };
 SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count);
 
+// The loaders plan epochs with 32-bit sample and file numbers (one per sample in every plan and
+// permutation): Unsupported, saying so, for a version of 2^32 or more samples or files, whose
+// per-sample plans would not fit a trainer's memory anyway. Every loader entry point checks
+// this first.
+Status CheckLoaderSampleCount(const Dataset& dataset);
+
 // The chunk holding each sample's first file, from the dataset's metadata: the `sample_chunks`
 // input of Sampler::Create. O(samples), no I/O beyond the metadata already in memory.
 std::vector<uint32_t> SampleChunks(const Dataset& dataset);

@@ -16,11 +16,11 @@ namespace {
 
 std::vector<SamplePlace> SamplePlaces(const dataset::VersionView& snap) {
   std::vector<SamplePlace> places(snap.sample_count());
-  for (uint32_t s = 0; s < snap.sample_count(); ++s) {
+  for (uint64_t s = 0; s < snap.sample_count(); ++s) {
     const auto [file0, count] = snap.SampleFiles(s);
     const dataset::FileLocation first = snap.file(file0);
     uint64_t bytes = 0;
-    for (uint32_t k = 0; k < count; ++k) bytes += snap.file(file0 + k).length;
+    for (uint64_t k = 0; k < count; ++k) bytes += snap.file(file0 + k).length;
     places[s] = {first.chunk, first.offset, bytes};
   }
   return places;
@@ -56,7 +56,7 @@ constexpr uint64_t kEstimateSeed = 0x6d6978696e67;  // "mixing": any fixed value
 std::vector<int32_t> SampleLabels(const Dataset& dataset) {
   const auto& snap = dataset.view();
   std::vector<int32_t> labels(snap.sample_count());
-  for (uint32_t s = 0; s < snap.sample_count(); ++s) labels[s] = snap.sample_label(s);
+  for (uint64_t s = 0; s < snap.sample_count(); ++s) labels[s] = snap.sample_label(s);
   return labels;
 }
 
@@ -150,6 +150,7 @@ uint32_t UnitsPerWindow(const SampleLayout& layout, uint32_t window_chunks, uint
 Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options,
                               uint64_t block_bytes) {
   options.window_chunks = UnitsPerWindow(dataset, options.window_chunks, block_bytes);
+  STOKER_RETURN_IF_ERROR(CheckLoaderSampleCount(dataset));
   return Sampler::Create(SampleUnits(dataset, block_bytes), dataset.version(), options);
 }
 
@@ -262,7 +263,7 @@ ShuffleUnit ChooseShuffleUnit(const SampleLayout& layout, uint32_t window_chunks
 
 Status ValidateBlockSize(const Dataset& dataset, uint64_t block_bytes) {
   const auto& snap = dataset.view();
-  const uint64_t mean_sample = snap.total_bytes() / std::max(1u, snap.sample_count());
+  const uint64_t mean_sample = snap.total_bytes() / std::max<uint64_t>(1, snap.sample_count());
   if (block_bytes != 0 && block_bytes < mean_sample) {
     return Status::InvalidArgument(fmt::format(
         "block_size {} is smaller than the mean sample ({} bytes): use 0 (whole chunks), None "
