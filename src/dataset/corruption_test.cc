@@ -258,6 +258,10 @@ TEST_F(CorruptionTest, TruncatedChunk) {
   EXPECT_FALSE(report.ok());
   ASSERT_EQ(report.corrupt_chunks.size(), 1u);
   EXPECT_TRUE(Contains(report.corrupt_chunks[0], chunk));
+  // verify names every file that readers refuse (all of the chunk's, intact bytes or not).
+  std::set<std::string> named;
+  for (const auto& line : report.corrupt_files) named.insert(line.substr(0, line.find(": ")));
+  EXPECT_EQ(named, in_chunk);
   // Every file in the damaged chunk fails; files in other chunks still read.
   EXPECT_EQ(ReadAll(store_), in_chunk);
   for (const auto& s : last_errors_) {

@@ -12,6 +12,20 @@
 
 namespace stoker::dataset {
 
+namespace {
+
+// Chunks are read in pieces of this size: a chunk of the usual size (64 MiB) in one read, a
+// larger one (a file of more than 64 MiB lies in a chunk of its own) in bounded memory.
+constexpr uint64_t kPieceBytes = 64ull << 20;
+
+// A file's CRC32C over the bytes of it that have streamed past so far.
+struct FileCrc {
+  uint32_t crc = 0;
+  uint64_t covered = 0;
+};
+
+}  // namespace
+
 Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
                             std::optional<uint64_t> version) {
   VerifyReport report;
@@ -64,7 +78,6 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
   // blocks that each check out could still break if a broken or hostile writer made them).
   std::vector<bool> located(view.file_count());
   uint64_t located_twice = 0;
-  std::vector<std::byte> buffer;
   for (uint32_t c = 0; c < view.chunk_count(); ++c) {
     const ChunkRef rec = view.chunk(c);
     const std::string name = format::ChunkPath(rec.id);
@@ -82,43 +95,64 @@ Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress,
         report.corrupt_files.push_back(path_of(f) + ": " + why);
       }
     };
+    // Each file's CRC is computed as the chunk streams past in pieces (files lie back to back
+    // in storage order, so a cursor follows them): memory stays at one piece, whatever the
+    // chunk's size.
+    std::vector<FileCrc> crcs(files->size());
+    size_t cursor = 0;
+    const auto on_data = [&](uint64_t offset, std::span<const std::byte> bytes) {
+      const uint64_t end = offset + bytes.size();
+      for (size_t i = cursor; i < files->size() && (*files)[i].second.offset < end; ++i) {
+        const FileLocation& r = (*files)[i].second;
+        const uint64_t from = std::max(r.offset + crcs[i].covered, offset);
+        const uint64_t to = std::min(r.offset + r.length, end);
+        if (from < to) {
+          crcs[i].crc = crc32c::Extend(crcs[i].crc, bytes.data() + (from - offset), to - from);
+          crcs[i].covered += to - from;
+        }
+        if (r.offset + r.length <= end && i == cursor) ++cursor;
+      }
+    };
     auto file = storage.OpenRead(name);
-    Status read_status = file ? Status::OK() : file.error();
-    if (file) {
-      buffer.resize((*file)->Size());
-      read_status = (*file)->ReadAt(0, buffer);
-    }
+    Result<format::ChunkCheck> checked = Err(file ? Status::OK() : file.error());
+    if (file) checked = format::CheckChunk(**file, rec, name, kPieceBytes, on_data);
     // An unreachable store says nothing about the data: verify cannot finish (an error), which
     // must not read as corruption (exit 3) to a script.
-    if (read_status.code() == StatusCode::kUnavailable || read_status.code() == StatusCode::kTimeout) {
-      return Err(read_status.WithContext("verify " + storage.Describe(name)));
+    if (!checked && (checked.error().code() == StatusCode::kUnavailable ||
+                     checked.error().code() == StatusCode::kTimeout)) {
+      return Err(checked.error().WithContext("verify " + storage.Describe(name)));
     }
     ++report.chunks_checked;
-    if (!read_status.ok()) {
-      report.corrupt_chunks.push_back(name + ": " + read_status.message());
+    if (!checked) {
+      report.corrupt_chunks.push_back(name + ": " + checked.error().message());
       fail_files("its chunk " + name + " cannot be read");
       continue;
     }
-    report.bytes_checked += buffer.size();
-    const format::ChunkCheck check = format::CheckChunk(
-        buffer, rec, name);
+    const format::ChunkCheck& check = *checked;
     if (!check.status.ok()) report.corrupt_chunks.push_back(check.status.message());
+    if ((*file)->Size() != rec.file_size) {
+      // Readers refuse every file of a chunk whose size is not the metadata's.
+      fail_files(fmt::format("its chunk {} has {} bytes, the metadata says {}", name,
+                             (*file)->Size(), rec.file_size));
+      continue;
+    }
+    report.bytes_checked += rec.file_size;
     // Each file: its bytes against its CRC, and its extent against the chunk's own index.
     // A multimap: an empty file shares its offset with the file after it.
     std::unordered_multimap<uint64_t, format::ChunkEntryRef> by_offset;
     for (const auto& e : check.entries) by_offset.emplace(e.offset, e);
-    for (const auto& [f, r] : *files) {
+    for (size_t i = 0; i < files->size(); ++i) {
+      const auto& [f, r] = (*files)[i];
       ++report.files_checked;
-      if (r.offset + r.length > buffer.size()) {
+      if (crcs[i].covered != r.length) {
         report.corrupt_files.push_back(fmt::format("{}: extent beyond the end of {}",
                                                    path_of(f), name));
         continue;
       }
-      const uint32_t actual = crc32c::Value(buffer.data() + r.offset, r.length);
-      if (actual != r.crc32c) {
+      if (crcs[i].crc != r.crc32c) {
         report.corrupt_files.push_back(fmt::format(
             "{}: CRC32C mismatch in {} (stored {:08x}, read {:08x})", path_of(f), name,
-            r.crc32c, actual));
+            r.crc32c, crcs[i].crc));
         continue;
       }
       const auto [first, last] = by_offset.equal_range(r.offset);

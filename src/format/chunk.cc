@@ -1,6 +1,9 @@
 #include "format/chunk.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -108,21 +111,32 @@ Result<ChunkInfo> ChunkWriter::Finish() {
   return ChunkInfo{id_, projected_size(), data_crc_, entry_count(), wide_};
 }
 
-ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expected,
-                      const std::string& name) {
-  ChunkCheck check;
+namespace {
+
+// How much of a large chunk's end is read first: the footer, and the index of up to some
+// 87,000 files (narrow entries), so that a check of a large chunk reads its tail once.
+constexpr uint64_t kChunkTailBytes = 1 << 20;
+
+// What the footer says about the data region, once header, footer and index check out.
+struct ChunkFrame {
+  uint64_t data_length = 0;
+  uint32_t data_crc32c = 0;
+};
+
+// Checks everything of a chunk file but its data: `header` and `footer` are its first and last
+// 32 bytes, `index` the index region the footer implies (IndexRegion), `size` the file's size.
+// Fills check.entries; check.status says what is wrong.
+ChunkFrame CheckFrame(std::span<const std::byte> header, std::span<const std::byte> footer_bytes,
+                      std::span<const std::byte> index_bytes, uint64_t size,
+                      const ChunkInfo& expected, const std::string& name, ChunkCheck& check) {
   auto fail = [&](std::string why) {
     check.status = Status::Corruption(fmt::format("chunk {}: {}", name, why));
-    return check;
+    check.entries.clear();
+    return ChunkFrame{};
   };
-  const auto* p = reinterpret_cast<const char*>(bytes.data());
-  const uint64_t size = bytes.size();
-  if (size != expected.file_size) {
-    return fail(fmt::format("file has {} bytes, the metadata says {}", size, expected.file_size));
-  }
-  if (size < kChunkHeaderSize + kChunkFooterSize) return fail("too short for header and footer");
+  const auto* p = reinterpret_cast<const char*>(header.data());
+  const auto* footer = reinterpret_cast<const char*>(footer_bytes.data());
   if (std::memcmp(p, kChunkMagic, 8) != 0) return fail("bad header magic");
-  const char* footer = p + size - kChunkFooterSize;
   if (std::memcmp(footer, kChunkFooterMagic, 8) != 0) return fail("bad footer magic");
   const uint32_t footer_crc = crc32c::Extend(crc32c::Value(p, kChunkHeaderSize), footer, 28);
   if (footer_crc != coding::DecodeFixed<uint32_t>(footer + 28)) return fail("footer CRC mismatch");
@@ -139,16 +153,13 @@ ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expecte
   if (entry_count != expected.entry_count) return fail("entry count differs from the metadata");
   // Compared by subtraction: a huge data_length would make the sum wrap around to `size`.
   const uint64_t body_size = size - kChunkHeaderSize - kChunkFooterSize;
-  if (data_length > body_size || index_size != body_size - data_length) {
+  if (data_length > body_size || index_size != body_size - data_length ||
+      index_bytes.size() != index_size) {
     return fail("footer lengths do not add up to the file size");
   }
-  const char* index = p + kChunkHeaderSize + data_length;
+  const auto* index = reinterpret_cast<const char*>(index_bytes.data());
   if (crc32c::Value(index, index_size) != coding::DecodeFixed<uint32_t>(footer + 12)) {
     return fail("index CRC mismatch");
-  }
-  const uint32_t data_crc = crc32c::Value(p + kChunkHeaderSize, data_length);
-  if (data_crc != coding::DecodeFixed<uint32_t>(footer + 24) || data_crc != expected.data_crc32c) {
-    check.status = Status::Corruption(fmt::format("chunk {}: data CRC mismatch", name));
   }
   uint64_t offset = kChunkHeaderSize;
   check.entries.reserve(entry_count);
@@ -157,14 +168,117 @@ ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expecte
     const uint64_t length = wide ? coding::DecodeFixed<uint64_t>(entry)
                                  : coding::DecodeFixed<uint32_t>(entry);
     const uint32_t crc = coding::DecodeFixed<uint32_t>(entry + entry_size - 4);
-    if (length > kChunkHeaderSize + data_length - offset) {
-      check.entries.clear();
-      return fail("index entries overrun the data");
-    }
+    if (length > kChunkHeaderSize + data_length - offset) return fail("index entries overrun the data");
     check.entries.push_back({offset, length, crc});
     offset += length;
   }
   if (offset != kChunkHeaderSize + data_length) return fail("index does not cover the data");
+  return {data_length, coding::DecodeFixed<uint32_t>(footer + 24)};
+}
+
+// The size checks both checks make before reading anything else; empty if they pass.
+std::optional<std::string> SizeProblem(uint64_t size, const ChunkInfo& expected) {
+  if (size != expected.file_size) {
+    return fmt::format("file has {} bytes, the metadata says {}", size, expected.file_size);
+  }
+  if (size < kChunkHeaderSize + kChunkFooterSize) return "too short for header and footer";
+  return std::nullopt;
+}
+
+// Where the index lies, from the footer's own fields (CheckFrame checks they add up).
+std::pair<uint64_t, uint64_t> IndexRegion(std::span<const std::byte> footer, uint64_t size) {
+  const uint64_t data_length = coding::DecodeFixed<uint64_t>(
+      reinterpret_cast<const char*>(footer.data()) + 16);
+  const uint64_t body = size - kChunkHeaderSize - kChunkFooterSize;
+  if (data_length > body) return {kChunkHeaderSize, 0};  // CheckFrame rejects it
+  return {kChunkHeaderSize + data_length, body - data_length};
+}
+
+void CheckDataCrc(uint32_t actual, const ChunkFrame& frame, const ChunkInfo& expected,
+                  const std::string& name, ChunkCheck& check) {
+  if (check.status.ok() && (actual != frame.data_crc32c || actual != expected.data_crc32c)) {
+    check.status = Status::Corruption(fmt::format("chunk {}: data CRC mismatch", name));
+  }
+}
+
+}  // namespace
+
+ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expected,
+                      const std::string& name) {
+  ChunkCheck check;
+  const uint64_t size = bytes.size();
+  if (auto problem = SizeProblem(size, expected)) {
+    check.status = Status::Corruption(fmt::format("chunk {}: {}", name, *problem));
+    return check;
+  }
+  const auto footer = bytes.subspan(size - kChunkFooterSize);
+  const auto [index_offset, index_size] = IndexRegion(footer, size);
+  const ChunkFrame frame = CheckFrame(bytes.first(kChunkHeaderSize), footer,
+                                      bytes.subspan(index_offset, index_size), size, expected,
+                                      name, check);
+  if (!check.status.ok()) return check;
+  CheckDataCrc(crc32c::Value(bytes.subspan(kChunkHeaderSize, frame.data_length)), frame, expected,
+               name, check);
+  return check;
+}
+
+Result<ChunkCheck> CheckChunk(RandomAccessFile& file, const ChunkInfo& expected,
+                              const std::string& name, uint64_t piece_bytes,
+                              const ChunkDataFn& on_data) {
+  ChunkCheck check;
+  const uint64_t size = file.Size();
+  if (auto problem = SizeProblem(size, expected)) {
+    check.status = Status::Corruption(fmt::format("chunk {}: {}", name, *problem));
+    return check;
+  }
+  piece_bytes = std::max<uint64_t>(piece_bytes, 1);
+  if (size <= piece_bytes) {  // one read, as for every chunk of the usual size
+    std::vector<std::byte> bytes(size);
+    STOKER_RETURN_IF_ERROR(file.ReadAt(0, bytes));
+    check = CheckChunk(bytes, expected, name);
+    if (on_data) on_data(0, bytes);
+    return check;
+  }
+  // Larger: the tail first (footer, and the index when it lies within the tail), then the
+  // whole file in pieces, in order — passed to on_data even when the frame turns out broken (a
+  // reader of one file needs only that file's bytes and CRC, so the caller can still tell
+  // intact files apart) — and the frame is judged last.
+  std::vector<std::byte> tail(std::min<uint64_t>(size, kChunkTailBytes));
+  STOKER_RETURN_IF_ERROR(file.ReadAt(size - tail.size(), tail));
+  const auto footer = std::span<const std::byte>(tail).last(kChunkFooterSize);
+  const auto [index_offset, index_size] = IndexRegion(footer, size);
+  std::vector<std::byte> index;
+  if (index_offset >= size - tail.size()) {
+    const auto in_tail = std::span<const std::byte>(tail).subspan(
+        index_offset - (size - tail.size()), index_size);
+    index.assign(in_tail.begin(), in_tail.end());
+  } else if (index_size == uint64_t{expected.entry_count} *
+                               ChunkIndexEntrySize(expected.wide_index)) {
+    // As large as the metadata's entry count says: bounded by what the metadata holds.
+    index.resize(index_size);
+    STOKER_RETURN_IF_ERROR(file.ReadAt(index_offset, index));
+  }
+  const uint64_t data_end = index_offset;  // kChunkHeaderSize + the footer's data length
+  std::vector<std::byte> header(kChunkHeaderSize);
+  std::vector<std::byte> piece(piece_bytes);
+  uint32_t crc = 0;
+  for (uint64_t done = 0; done < size;) {
+    const auto bytes = std::span(piece).first(std::min<uint64_t>(piece.size(), size - done));
+    STOKER_RETURN_IF_ERROR(file.ReadAt(done, bytes));
+    if (done < kChunkHeaderSize) {
+      std::copy_n(bytes.begin(), std::min<uint64_t>(bytes.size(), kChunkHeaderSize - done),
+                  header.begin() + static_cast<std::ptrdiff_t>(done));
+    }
+    if (done < data_end && done + bytes.size() > kChunkHeaderSize) {
+      const uint64_t from = std::max<uint64_t>(done, kChunkHeaderSize);
+      const uint64_t to = std::min<uint64_t>(done + bytes.size(), data_end);
+      crc = crc32c::Extend(crc, bytes.data() + (from - done), to - from);
+    }
+    if (on_data) on_data(done, bytes);
+    done += bytes.size();
+  }
+  const ChunkFrame frame = CheckFrame(header, footer, index, size, expected, name, check);
+  if (check.status.ok()) CheckDataCrc(crc, frame, expected, name, check);
   return check;
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -108,5 +109,15 @@ struct ChunkCheck {
 // is what the metadata says about it.
 ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expected,
                       const std::string& name);
+
+// The same for a chunk file, read in one piece if it holds at most `piece_bytes`, else its
+// tail and then pieces of `piece_bytes` (memory bounded by the piece and the index, whatever
+// the file's size). The whole file passes through `on_data` in order (offset in the file,
+// bytes), also when its frame is broken. An error for a failed read; corruption in the
+// returned check's status.
+using ChunkDataFn = std::function<void(uint64_t offset, std::span<const std::byte> bytes)>;
+Result<ChunkCheck> CheckChunk(RandomAccessFile& file, const ChunkInfo& expected,
+                              const std::string& name, uint64_t piece_bytes,
+                              const ChunkDataFn& on_data);
 
 }  // namespace stoker::format

@@ -32,8 +32,28 @@ class ChunkTest : public ::testing::Test {
     return *info;
   }
   std::string Contents(uint64_t id) { return storage_.GetContents(ChunkPath(id)).value(); }
+  // Both checks, which must agree: of the whole buffer, and of the file streamed in pieces of
+  // a few sizes (the pieces handed out must be the whole file, in order).
   static ChunkCheck Check(const std::string& bytes, const ChunkInfo& info) {
-    return CheckChunk(AsBytes(bytes), info, "test.chunk");
+    ChunkCheck whole = CheckChunk(AsBytes(bytes), info, "test.chunk");
+    storage::MemoryStorage store;
+    store.SetContents("c", bytes);
+    auto file = store.OpenRead("c").value();
+    for (const uint64_t piece : {1, 5, 4096}) {
+      std::string seen;
+      auto streamed = CheckChunk(*file, info, "test.chunk", piece,
+                                 [&](uint64_t offset, std::span<const std::byte> b) {
+                                   EXPECT_EQ(offset, seen.size());
+                                   seen.append(reinterpret_cast<const char*>(b.data()), b.size());
+                                 });
+      EXPECT_TRUE(streamed.has_value());
+      EXPECT_EQ(streamed->status.ToString(), whole.status.ToString()) << "pieces of " << piece;
+      EXPECT_EQ(streamed->entries.size(), whole.entries.size()) << "pieces of " << piece;
+      if (bytes.size() == info.file_size && bytes.size() >= kChunkHeaderSize + kChunkFooterSize) {
+        EXPECT_TRUE(seen == bytes) << "pieces of " << piece;
+      }
+    }
+    return whole;
   }
 
   storage::MemoryStorage storage_;
@@ -218,6 +238,17 @@ TEST_F(ChunkTest, AWideIndexRoundTripsAndMustMatchTheMetadata) {
   ChunkInfo narrow = info;
   narrow.wide_index = false;
   EXPECT_NE(Check(bytes, narrow).status.message().find("index width"), std::string::npos);
+}
+
+TEST_F(ChunkTest, AStreamedCheckReadsAnIndexLargerThanItsFirstReadOfTheTail) {
+  // 140,000 entries: an index of 1.1 MB, more than the 1 MiB tail read first.
+  const std::vector<std::string> payloads(140000, "x");
+  const ChunkInfo info = Write(21, payloads);
+  const std::string good = Contents(21);
+  EXPECT_TRUE(Check(good, info).status.ok());
+  std::string bad = good;
+  bad[kChunkHeaderSize + 140000 + 10] ^= 1;  // a byte of the index, outside the tail
+  EXPECT_NE(Check(bad, info).status.message().find("index CRC mismatch"), std::string::npos);
 }
 
 TEST_F(ChunkTest, AStreamedEntryIsOnePayload) {
