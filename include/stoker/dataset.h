@@ -99,6 +99,10 @@ class Dataset {
   // large ranges themselves, like the read pipeline. Checks the file's size.
   Result<std::shared_ptr<RandomAccessFile>> ChunkFile(uint32_t chunk) const;
 
+  // Reads every file's location into memory (32 bytes per file; once, thread-safe), as readers
+  // of the whole dataset (loaders, mount) need; a dataset opened with read_locations has them.
+  Status LoadLocations() const;
+
   // The version's metadata, for readers of the whole dataset (file locations, chunks).
   const dataset::VersionView& view() const;
   Storage& storage() const;

@@ -72,6 +72,9 @@ class PyDataset {
       std::lock_guard lock(mu_);
       if (ready_.load(std::memory_order_relaxed) == nullptr) {
         DatasetOpenOptions options;
+        // Lookups read a block or two; the loaders read every location when they start
+        // (loader::PrepareToLoad), so opening a billion-file dataset to read one file is cheap.
+        options.read_locations = false;
         if (pinned_version_ != 0) options.version = pinned_version_;
         auto opened = Dataset::Open(uri_, options);
         if (!opened) {

@@ -85,7 +85,6 @@ void RegisterSampler(nb::module_& m) {
               uint32_t window, bool drop_last, uint64_t block_size) {
              const loader::SamplerOptions options = MakeOptions(mode, seed, window, drop_last);
              const Dataset& ds = UnwrapDataset(dataset);
-             ThrowIfError(loader::CheckLoaderSampleCount(ds));
              ThrowIfError(loader::ValidateBlockSize(ds, block_size));
              Result<Sampler> sampler = Err(Status::Internal("unset"));
              {
@@ -152,11 +151,16 @@ void RegisterSampler(nb::module_& m) {
       "shuffle_unit",
       [](nb::handle dataset, uint32_t window, uint32_t batch_size, std::optional<uint64_t> block_size) {
         const Dataset& ds = UnwrapDataset(dataset);
-        ThrowIfError(loader::CheckLoaderSampleCount(ds));
         if (window == 0) ThrowStatus(Status::InvalidArgument("window must hold at least one chunk"));
         if (batch_size == 0) ThrowStatus(Status::InvalidArgument("batch_size must be at least 1"));
         if (block_size) ThrowIfError(loader::ValidateBlockSize(ds, *block_size));
         loader::ShuffleUnit unit;
+        Status prepared;
+        {
+          nb::gil_scoped_release release;
+          prepared = loader::PrepareToLoad(ds);
+        }
+        ThrowIfError(prepared);
         {
           nb::gil_scoped_release release;
           unit = block_size ? loader::FixedShuffleUnit(ds, window, batch_size, *block_size)

@@ -110,6 +110,7 @@ std::string_view Dataset::ClassName(uint32_t label) const {
   return impl_->view->class_name(label);
 }
 const dataset::VersionView& Dataset::view() const { return *impl_->view; }
+Status Dataset::LoadLocations() const { return impl_->view->LoadLocations(); }
 Result<std::shared_ptr<RandomAccessFile>> Dataset::ChunkFile(uint32_t chunk) const {
   if (chunk >= impl_->view->chunk_count()) {
     return Err(Status::InvalidArgument(fmt::format("chunk index {} out of range", chunk)));

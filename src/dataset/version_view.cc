@@ -187,7 +187,7 @@ Result<std::string> VersionView::FilePath(uint64_t file) const {
 }
 
 Result<FileLocation> VersionView::Location(uint64_t file) const {
-  if (!locations_.empty()) return locations_[file];
+  if (locations_loaded_.load(std::memory_order_acquire)) return locations_[file];
   const Part& part = PartOfFile(file);
   STOKER_ASSIGN_OR_RETURN(auto l, part.segment->FileLocation(file - part.first_file));
   return Global(part, l);
@@ -215,9 +215,11 @@ Result<std::vector<std::pair<uint64_t, FileLocation>>> VersionView::ChunkFiles(u
   return out;
 }
 
-Status VersionView::LoadLocations() {
+Status VersionView::LoadLocations() const {
   STOKER_RETURN_IF_ERROR(LoadSamples());
   if (has_locations()) return Status::OK();
+  std::lock_guard lock(locations_mu_);
+  if (has_locations()) return Status::OK();  // another thread loaded them meanwhile
   std::vector<FileLocation> all(record_.files);
   for (const Part& part : parts_) {
     // Every position exactly once: a segment whose blocks each check out could still, if
@@ -236,6 +238,7 @@ Status VersionView::LoadLocations() {
     }
   }
   locations_ = std::move(all);
+  locations_loaded_.store(true, std::memory_order_release);
   return Status::OK();
 }
 

@@ -6,11 +6,13 @@
 // Opening reads the version record's segments' footers and small index sections only (about
 // 1 % of the metadata), so a `stoker stat` of one file stays cheap on a billion-file dataset;
 // LoadLocations() then reads the location blocks of every segment once.
-// Thread-safety: immutable after Open() and LoadLocations(); const methods may run concurrently.
+// Thread-safety: const methods may run concurrently (LoadSamples and LoadLocations included).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -86,9 +88,12 @@ class VersionView {
   // The files of chunk `c` (< chunk_count()) with their locations, in storage order: reads only
   // the location blocks that hold them (memory and I/O in proportion to the chunk).
   Result<std::vector<std::pair<uint64_t, FileLocation>>> ChunkFiles(uint32_t c) const;
-  // Reads every file's location (and sample) into memory (once; later calls return at once).
-  Status LoadLocations();
-  bool has_locations() const { return !locations_.empty() || record_.files == 0; }
+  // Reads every file's location (and sample) into memory (once, thread-safe; later calls
+  // return at once). 32 bytes per file: for readers of the whole dataset only.
+  Status LoadLocations() const;
+  bool has_locations() const {
+    return locations_loaded_.load(std::memory_order_acquire) || record_.files == 0;
+  }
   // Only after LoadLocations() succeeded.
   const FileLocation& file(uint64_t f) const { return locations_[f]; }
   int32_t sample_label(uint64_t s) const { return locations_[SampleFiles(s).first].label; }
@@ -110,7 +115,11 @@ class VersionView {
   std::vector<Part> parts_;
   std::vector<ChunkRef> chunks_;
   std::vector<std::string> classes_;
-  std::vector<FileLocation> locations_;
+  // Written once by LoadLocations (under locations_mu_), then read without a lock by whoever
+  // saw locations_loaded_ set.
+  mutable std::mutex locations_mu_;
+  mutable std::vector<FileLocation> locations_;
+  mutable std::atomic<bool> locations_loaded_ = false;
 };
 
 }  // namespace stoker::dataset

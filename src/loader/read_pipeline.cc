@@ -138,7 +138,7 @@ void ReadPipeline::State::Schedule() {
       if (next > first && bytes + sample_bytes > segment_bytes) break;
       for (uint32_t k = 0; k < count; ++k) {
         const dataset::FileLocation r = snap.file(file0 + k);
-        // 32-bit file numbers: Start checked the dataset's counts (CheckLoaderSampleCount).
+        // 32-bit file numbers: Start checked the dataset's counts (PrepareToLoad).
         extents.push_back({next, k, static_cast<uint32_t>(file0 + k), r.chunk, r.offset,
                            r.length, r.crc32c});
         bytes += r.length;
@@ -287,11 +287,7 @@ Result<std::unique_ptr<ReadPipeline>> ReadPipeline::Start(std::shared_ptr<const 
                                                           std::vector<uint32_t> plan,
                                                           const ReadPipelineOptions& options) {
   STOKER_RETURN_IF_ERROR(options.Validate());
-  STOKER_RETURN_IF_ERROR(CheckLoaderSampleCount(*dataset));
-  if (!dataset->view().has_locations()) {
-    return Err(Status::InvalidArgument(
-        "the read pipeline needs every file's location: open the dataset with read_locations"));
-  }
+  STOKER_RETURN_IF_ERROR(PrepareToLoad(*dataset));
   for (uint32_t s : plan) {
     if (s >= dataset->sample_count()) {
       return Err(Status::InvalidArgument(fmt::format("plan names sample {} of {}", s,

@@ -182,9 +182,11 @@ SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count) {
   return g;
 }
 
-Status CheckLoaderSampleCount(const Dataset& dataset) {
+Status PrepareToLoad(const Dataset& dataset) {
   constexpr uint64_t kMax = std::numeric_limits<uint32_t>::max();
-  if (dataset.sample_count() <= kMax && dataset.file_count() <= kMax) return Status::OK();
+  if (dataset.sample_count() <= kMax && dataset.file_count() <= kMax) {
+    return dataset.LoadLocations();
+  }
   return Status::Unsupported(fmt::format(
       "version {} has {} samples in {} files: the loaders plan epochs for up to 2^32 - 1 of "
       "each per version (the Dataset API reads any file by its 64-bit index)",

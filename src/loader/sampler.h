@@ -99,11 +99,12 @@ struct SampleGroups {
 };
 SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count);
 
-// The loaders plan epochs with 32-bit sample and file numbers (one per sample in every plan and
-// permutation): Unsupported, saying so, for a version of 2^32 or more samples or files, whose
-// per-sample plans would not fit a trainer's memory anyway. Every loader entry point checks
-// this first.
-Status CheckLoaderSampleCount(const Dataset& dataset);
+// What every loader entry point does first. The loaders plan epochs with 32-bit sample and file
+// numbers (one per sample in every plan and permutation): Unsupported, saying so, for a version
+// of 2^32 or more samples or files, whose per-sample plans would not fit a trainer's memory
+// anyway. Then every file's location is read (Dataset::LoadLocations: once, 32 bytes per file),
+// which a dataset opened for lookups (read_locations off, as stoker.Dataset does) lacks.
+Status PrepareToLoad(const Dataset& dataset);
 
 // The chunk holding each sample's first file, from the dataset's metadata: the `sample_chunks`
 // input of Sampler::Create. O(samples), no I/O beyond the metadata already in memory.

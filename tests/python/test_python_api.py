@@ -318,3 +318,32 @@ def test_gil_released_while_blocked(tmp_path, packed):
     assert read_result == pack_result == "CorruptionError", proc.stdout
     assert os.listdir(dst2 / "versions") == [record_fifo.name]
     assert chunk_files(dst2) == {} and not (dst2 / "segments").exists()
+
+
+def _bytes_read_by_this_process() -> int:
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def test_opening_reads_a_small_part_of_the_metadata_and_loaders_read_the_rest(tmp_path):
+    """stoker.Dataset reads the index sections, not every file's location (32 bytes per file
+    in memory): one lookup on a big dataset costs a block or two. The loaders read every
+    location when they start. (Byte counts of this process's reads, not times.)"""
+    src = tmp_path / "src"
+    for c in range(20):
+        (src / f"c{c:02d}").mkdir(parents=True)
+        for i in range(1000):
+            (src / f"c{c:02d}" / f"f{i:05d}.bin").write_bytes(b"%05d" % i)
+    dst = tmp_path / "ds"
+    stoker.pack(str(src), str(dst))
+    metadata = sum(p.stat().st_size for p in (dst / "segments").iterdir())
+    before = _bytes_read_by_this_process()
+    ds = stoker.Dataset(str(dst))
+    assert ds.read("c07/f00123.bin") == b"00123"
+    assert ds.stat("c19/f00999.bin")["size"] == 5
+    looked_up = _bytes_read_by_this_process() - before
+    assert looked_up < metadata / 10, (looked_up, metadata)
+    before = _bytes_read_by_this_process()
+    batch = next(iter(stoker.Loader(ds, batch_size=4, seed=1)))
+    assert len(batch) == 4
+    assert _bytes_read_by_this_process() - before > metadata / 3
