@@ -320,15 +320,21 @@ class GcDuringPack : public storage::ForwardingStorage {
   std::function<void()> gc_;
 };
 
-TEST_F(GcTest, APackHeldUpBeforePublishingKeepsItsFilesThroughGcWithNoGrace) {
-  GcSummary during;
-  GcDuringPack racing(store_, GcDuringPack::On::kExists, "chunks/", [&] { during = Gc(kT0, 100, false, kNoGrace); });
-  test::Tree late;
-  late.files["late/x"] = test::RandomBytes(98, 20000);
+// Appends one file, "late/x", through `through` (a storage on which gc strikes).
+Result<PackSummary> AppendLate(Storage& through, const test::Tree& late) {
   PackOptions append;
   append.append = true;
   append.chunk_bytes = 8192;
-  auto packed = Pack(*test::TreeSource(late), racing, append);
+  return Pack(*test::TreeSource(late), through, append);
+}
+
+TEST_F(GcTest, APackHeldUpBeforePublishingKeepsItsFilesThroughGcWithNoGrace) {
+  GcSummary during;
+  GcDuringPack racing(store_, GcDuringPack::On::kExists, "chunks/",
+                      [&] { during = Gc(kT0, 100, false, kNoGrace); });
+  test::Tree late;
+  late.files["late/x"] = test::RandomBytes(98, 20000);
+  auto packed = AppendLate(racing, late);
   ASSERT_TRUE(packed.has_value()) << packed.error().ToString();
   EXPECT_GT(during.files_held_for_writers, 0u);  // gc ran and held the writer's files
   EXPECT_TRUE(during.files_removed.empty());
@@ -348,10 +354,7 @@ TEST_F(GcTest, APackWhoseLeaseGcExpiredPublishesNothing) {
   });
   test::Tree late;
   late.files["late/x"] = test::RandomBytes(97, 20000);
-  PackOptions append;
-  append.append = true;
-  append.chunk_bytes = 8192;
-  auto packed = Pack(*test::TreeSource(late), frozen, append);
+  auto packed = AppendLate(frozen, late);
   ASSERT_FALSE(packed.has_value());
   EXPECT_EQ(expired.writers_expired.size(), 1u);
   EXPECT_FALSE(expired.files_removed.empty());
