@@ -102,7 +102,7 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
 
 Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
                                                 const ShuffleReportOptions& options) {
-  STOKER_RETURN_IF_ERROR(CheckLoaderSampleCount(dataset));
+  STOKER_RETURN_IF_ERROR(PrepareToLoad(dataset));
   const auto& snap = dataset.view();
   const SampleLayout layout = LayoutOf(dataset);
   const std::vector<uint32_t> sample_chunks = SampleUnits(layout.places, layout.chunk_count, 0);

@@ -149,8 +149,8 @@ uint32_t UnitsPerWindow(const SampleLayout& layout, uint32_t window_chunks, uint
 
 Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options,
                               uint64_t block_bytes) {
+  STOKER_RETURN_IF_ERROR(PrepareToLoad(dataset));
   options.window_chunks = UnitsPerWindow(dataset, options.window_chunks, block_bytes);
-  STOKER_RETURN_IF_ERROR(CheckLoaderSampleCount(dataset));
   return Sampler::Create(SampleUnits(dataset, block_bytes), dataset.version(), options);
 }
 
