@@ -48,8 +48,9 @@ struct DatasetOpenOptions {
   // Check the CRC32C of every metadata block read. Off only for fuzzing.
   bool verify_checksums = true;
   // Read every file's location when opening (32 bytes of memory per file), as readers of the
-  // whole dataset (loaders, verify) need. Off: locations are read per lookup, so looking at a
-  // few files of a huge dataset reads about 1 % of its metadata.
+  // whole dataset (`stoker mount`) need. Off: locations are read per lookup, so looking at a
+  // few files of a huge dataset reads about 1 % of its metadata; the loaders read them all
+  // when they start (LoadLocations), and stoker.Dataset in Python opens so.
   bool read_locations = true;
   // The version to open; the newest if unset.
   std::optional<uint64_t> version;
