@@ -159,13 +159,12 @@ void RegisterSampler(nb::module_& m) {
         {
           nb::gil_scoped_release release;
           prepared = loader::PrepareToLoad(ds);
+          if (prepared.ok()) {
+            unit = block_size ? loader::FixedShuffleUnit(ds, window, batch_size, *block_size)
+                              : loader::ChooseShuffleUnit(ds, window, batch_size);
+          }
         }
         ThrowIfError(prepared);
-        {
-          nb::gil_scoped_release release;
-          unit = block_size ? loader::FixedShuffleUnit(ds, window, batch_size, *block_size)
-                            : loader::ChooseShuffleUnit(ds, window, batch_size);
-        }
         auto estimate = [](const loader::MixingEstimate& e) {
           nb::dict d;
           d["labelled"] = e.labelled;

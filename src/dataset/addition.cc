@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
-#include "common/unique_id.h"
 #include "dataset/version_view.h"
 #include "format/chunk.h"
 #include "format/segment_builder.h"
@@ -117,7 +116,7 @@ constexpr int kMaxPublishAttempts = 1000;
 Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy policy,
                                     WriterLease& lease, PackSummary summary,
                                     std::string* segment_path) {
-  const uint64_t writer = UniqueId();
+  const uint64_t writer = lease.writer();  // the id its record and its lease carry
   Pcg32 jitter(writer);
   for (int attempt = 0;; ++attempt) {
     STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(dst));

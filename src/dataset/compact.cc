@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
-#include "common/unique_id.h"
 #include "dataset/version_view.h"
 #include "dataset/writer_lease.h"
 #include "format/segment_merge.h"
@@ -82,7 +81,7 @@ Result<CompactSummary> Compact(Storage& storage, const CompactOptions& options) 
   const std::vector<format::SegmentRef> run(latest->segments.begin(),
                                             latest->segments.begin() + static_cast<std::ptrdiff_t>(end));
 
-  const uint64_t writer = UniqueId();
+  const uint64_t writer = lease->writer();  // the id its record and its lease carry
   Pcg32 jitter(writer);
   format::VersionRecord base = *latest;
   for (int attempt = 0;; ++attempt) {

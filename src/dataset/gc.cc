@@ -128,13 +128,7 @@ Status WriteSightings(Storage& storage, const Sightings& sightings) {
   text += fmt::format("crc32c {:08x}\n", crc32c::Value(text.data(), text.size()));
   STOKER_RETURN_IF_ERROR(storage.CreateDirs(kGcDir));
   const std::string tmp = fmt::format("{}.{:016x}.tmp", kPendingPath, UniqueId());
-  {
-    STOKER_ASSIGN_OR_RETURN(auto file, storage.Create(tmp));
-    STOKER_RETURN_IF_ERROR(
-        file->Append({reinterpret_cast<const std::byte*>(text.data()), text.size()}));
-    STOKER_RETURN_IF_ERROR(file->Sync());
-    STOKER_RETURN_IF_ERROR(file->Close());
-  }
+  STOKER_RETURN_IF_ERROR(storage::WriteSmallFile(storage, tmp, text));
   return storage.Rename(tmp, kPendingPath);
 }
 
@@ -151,11 +145,11 @@ Result<std::vector<std::string>> FilesIn(Storage& storage, std::string_view dir)
 }
 
 // The writers at work: the leases under gc/writers/ whose content gc has not seen unchanged
-// for the writer timeout. Leases that have (their writer died or froze) are removed, unless
-// this is a dry run, and reported in `summary`; `sightings.leases` becomes the live ones.
-Result<std::vector<uint64_t>> LiveWriters(Storage& storage, const GcOptions& options,
-                                          uint64_t now, Sightings& sightings,
-                                          GcSummary& summary) {
+// for the writer timeout (`seen`: what earlier runs noted). Leases that have (their writer
+// died or froze) are removed, unless this is a dry run, and reported in `summary`.
+Result<std::map<uint64_t, LeaseSighting>> LiveWriters(
+    Storage& storage, const GcOptions& options, uint64_t now,
+    const std::map<uint64_t, LeaseSighting>& seen, GcSummary& summary) {
   std::map<uint64_t, LeaseSighting> live;
   auto names = storage.List(kWritersDir);
   if (!names && !names.error().IsNotFound()) return Err(names.error());
@@ -166,9 +160,9 @@ Result<std::vector<uint64_t>> LiveWriters(Storage& storage, const GcOptions& opt
     if (!text && text.error().IsNotFound()) continue;  // the writer finished meanwhile
     // An unreadable lease ages like an unchanged one.
     const uint32_t crc = text ? crc32c::Value(text->data(), text->size()) : 0;
-    const auto seen = sightings.leases.find(*writer);
-    const uint64_t since = seen != sightings.leases.end() && seen->second.crc == crc
-                               ? std::min(seen->second.since, now)
+    const auto before = seen.find(*writer);
+    const uint64_t since = before != seen.end() && before->second.crc == crc
+                               ? std::min(before->second.since, now)
                                : now;
     if (now - since < static_cast<uint64_t>(options.writer_timeout.count())) {
       live[*writer] = {crc, since};
@@ -181,10 +175,7 @@ Result<std::vector<uint64_t>> LiveWriters(Storage& storage, const GcOptions& opt
       }
     }
   }
-  sightings.leases = std::move(live);
-  std::vector<uint64_t> out;
-  for (const auto& [writer, lease] : sightings.leases) out.push_back(writer);
-  return out;
+  return live;
 }
 
 }  // namespace
@@ -250,7 +241,7 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
     }
   }
 
-  Sightings seen = ReadSightings(storage);
+  const Sightings seen = ReadSightings(storage);
   std::vector<std::string> unreferenced;
   for (const std::string_view dir : {format::kVersionsDir, format::kSegmentsDir,
                                      std::string_view("chunks")}) {
@@ -268,8 +259,11 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   // The writers at work, listed after the files: a writer creates its lease before any file,
   // so a file listed above whose writer has not published yet is covered by a lease listed
   // here (or the writer has finished: see the next step).
-  STOKER_ASSIGN_OR_RETURN(const std::vector<uint64_t> writers,
-                          LiveWriters(storage, options, now, seen, summary));
+  Sightings pending;
+  STOKER_ASSIGN_OR_RETURN(pending.leases,
+                          LiveWriters(storage, options, now, seen.leases, summary));
+  std::vector<uint64_t> writers;  // sorted, as the map is
+  for (const auto& [writer, lease] : pending.leases) writers.push_back(writer);
   summary.writers_active = writers.size();
   // Versions published since this run listed them (a writer that finished, and removed its
   // lease, meanwhile) keep what they name.
@@ -281,8 +275,6 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
     if (!record) return Err(record.error());
     STOKER_RETURN_IF_ERROR(keep_version(*record));
   }
-  Sightings pending;
-  pending.leases = seen.leases;
   for (std::string& path : unreferenced) {
     if (live.contains(path)) continue;
     const auto it = seen.files.find(path);

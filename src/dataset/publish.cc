@@ -7,20 +7,6 @@
 #include "storage/small_file.h"
 
 namespace stoker::dataset {
-namespace {
-
-std::span<const std::byte> AsBytes(std::string_view s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-
-Status WriteDurably(Storage& storage, std::string_view path, std::string_view bytes) {
-  STOKER_ASSIGN_OR_RETURN(auto file, storage.Create(path));
-  STOKER_RETURN_IF_ERROR(file->Append(AsBytes(bytes)));
-  STOKER_RETURN_IF_ERROR(file->Sync());
-  return file->Close();
-}
-
-}  // namespace
 
 std::string SnapshotPath(uint64_t version) {
   return fmt::format("{}/{:016x}.snap", kSnapshotsDir, version);
@@ -67,7 +53,7 @@ Result<std::unique_ptr<format::Snapshot>> OpenSnapshot(Storage& storage,
 Status PublishVersion(Storage& storage, uint64_t version, std::string_view snapshot_bytes) {
   const std::string snapshot_path = SnapshotPath(version);
   STOKER_RETURN_IF_ERROR(storage.CreateDirs(kSnapshotsDir));
-  STOKER_RETURN_IF_ERROR(WriteDurably(storage, snapshot_path, snapshot_bytes));
+  STOKER_RETURN_IF_ERROR(storage::WriteSmallFile(storage, snapshot_path, snapshot_bytes));
   STOKER_RETURN_IF_ERROR(storage.SyncDir(kSnapshotsDir));
   format::Manifest manifest;
   manifest.version = version;
@@ -76,7 +62,7 @@ Status PublishVersion(Storage& storage, uint64_t version, std::string_view snaps
   manifest.snapshot_crc32c =
       coding::DecodeFixed<uint32_t>(snapshot_bytes.data() + snapshot_bytes.size() - 8);
   const std::string tmp = std::string(format::kManifestPath) + ".tmp";
-  STOKER_RETURN_IF_ERROR(WriteDurably(storage, tmp, format::EncodeManifest(manifest)));
+  STOKER_RETURN_IF_ERROR(storage::WriteSmallFile(storage, tmp, format::EncodeManifest(manifest)));
   STOKER_RETURN_IF_ERROR(storage.Rename(tmp, format::kManifestPath));
   return storage.SyncDir("");
 }

@@ -4,6 +4,7 @@
 
 #include "common/unique_id.h"
 #include "format/text_fields.h"
+#include "storage/small_file.h"
 
 namespace stoker::dataset {
 
@@ -44,12 +45,7 @@ WriterLease::~WriterLease() {
 
 // Each beat writes new content: gc tells a live writer from a dead one by the content changing.
 Status WriterLease::Write(uint64_t beat) {
-  const std::string text = fmt::format("stoker-writer 1\nbeat {}\n", beat);
-  STOKER_ASSIGN_OR_RETURN(auto file, storage_.Create(path_));
-  STOKER_RETURN_IF_ERROR(
-      file->Append({reinterpret_cast<const std::byte*>(text.data()), text.size()}));
-  STOKER_RETURN_IF_ERROR(file->Sync());
-  return file->Close();
+  return storage::WriteSmallFile(storage_, path_, fmt::format("stoker-writer 1\nbeat {}\n", beat));
 }
 
 void WriterLease::Beat() {

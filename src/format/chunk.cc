@@ -168,7 +168,9 @@ ChunkFrame CheckFrame(std::span<const std::byte> header, std::span<const std::by
     const uint64_t length = wide ? coding::DecodeFixed<uint64_t>(entry)
                                  : coding::DecodeFixed<uint32_t>(entry);
     const uint32_t crc = coding::DecodeFixed<uint32_t>(entry + entry_size - 4);
-    if (length > kChunkHeaderSize + data_length - offset) return fail("index entries overrun the data");
+    if (length > kChunkHeaderSize + data_length - offset) {
+      return fail("index entries overrun the data");
+    }
     check.entries.push_back({offset, length, crc});
     offset += length;
   }
@@ -202,6 +204,14 @@ void CheckDataCrc(uint32_t actual, const ChunkFrame& frame, const ChunkInfo& exp
 }
 
 }  // namespace
+
+void ExtentCrc::Add(uint64_t offset, std::span<const std::byte> bytes) {
+  const uint64_t from = std::max(begin + covered, offset);
+  const uint64_t to = std::min<uint64_t>(end, offset + bytes.size());
+  if (from >= to) return;
+  crc = crc32c::Extend(crc, bytes.data() + (from - offset), to - from);
+  covered += to - from;
+}
 
 ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expected,
                       const std::string& name) {
@@ -239,46 +249,39 @@ Result<ChunkCheck> CheckChunk(RandomAccessFile& file, const ChunkInfo& expected,
     if (on_data) on_data(0, bytes);
     return check;
   }
-  // Larger: the tail first (footer, and the index when it lies within the tail), then the
-  // whole file in pieces, in order — passed to on_data even when the frame turns out broken (a
-  // reader of one file needs only that file's bytes and CRC, so the caller can still tell
-  // intact files apart) — and the frame is judged last.
-  std::vector<std::byte> tail(std::min<uint64_t>(size, kChunkTailBytes));
-  STOKER_RETURN_IF_ERROR(file.ReadAt(size - tail.size(), tail));
+  // Larger: header and tail first (footer, and the index when it lies within the tail), then
+  // the whole file in pieces, in order — passed to on_data even when the frame turns out
+  // broken (a reader of one file needs only that file's bytes and CRC, so the caller can
+  // still tell intact files apart) — and the frame is judged last.
+  std::vector<std::byte> header(kChunkHeaderSize);
+  STOKER_RETURN_IF_ERROR(file.ReadAt(0, header));
+  const uint64_t tail_offset = size - std::min<uint64_t>(size, kChunkTailBytes);
+  std::vector<std::byte> tail(size - tail_offset);
+  STOKER_RETURN_IF_ERROR(file.ReadAt(tail_offset, tail));
   const auto footer = std::span<const std::byte>(tail).last(kChunkFooterSize);
   const auto [index_offset, index_size] = IndexRegion(footer, size);
-  std::vector<std::byte> index;
-  if (index_offset >= size - tail.size()) {
-    const auto in_tail = std::span<const std::byte>(tail).subspan(
-        index_offset - (size - tail.size()), index_size);
-    index.assign(in_tail.begin(), in_tail.end());
+  std::span<const std::byte> index;
+  std::vector<std::byte> index_read;
+  if (index_offset >= tail_offset) {
+    index = std::span<const std::byte>(tail).subspan(index_offset - tail_offset, index_size);
   } else if (index_size == uint64_t{expected.entry_count} *
                                ChunkIndexEntrySize(expected.wide_index)) {
     // As large as the metadata's entry count says: bounded by what the metadata holds.
-    index.resize(index_size);
-    STOKER_RETURN_IF_ERROR(file.ReadAt(index_offset, index));
+    index_read.resize(index_size);
+    STOKER_RETURN_IF_ERROR(file.ReadAt(index_offset, index_read));
+    index = index_read;
   }
-  const uint64_t data_end = index_offset;  // kChunkHeaderSize + the footer's data length
-  std::vector<std::byte> header(kChunkHeaderSize);
+  ExtentCrc data{kChunkHeaderSize, index_offset};  // the data region, as the footer says
   std::vector<std::byte> piece(piece_bytes);
-  uint32_t crc = 0;
   for (uint64_t done = 0; done < size;) {
     const auto bytes = std::span(piece).first(std::min<uint64_t>(piece.size(), size - done));
     STOKER_RETURN_IF_ERROR(file.ReadAt(done, bytes));
-    if (done < kChunkHeaderSize) {
-      std::copy_n(bytes.begin(), std::min<uint64_t>(bytes.size(), kChunkHeaderSize - done),
-                  header.begin() + static_cast<std::ptrdiff_t>(done));
-    }
-    if (done < data_end && done + bytes.size() > kChunkHeaderSize) {
-      const uint64_t from = std::max<uint64_t>(done, kChunkHeaderSize);
-      const uint64_t to = std::min<uint64_t>(done + bytes.size(), data_end);
-      crc = crc32c::Extend(crc, bytes.data() + (from - done), to - from);
-    }
+    data.Add(done, bytes);
     if (on_data) on_data(done, bytes);
     done += bytes.size();
   }
   const ChunkFrame frame = CheckFrame(header, footer, index, size, expected, name, check);
-  if (check.status.ok()) CheckDataCrc(crc, frame, expected, name, check);
+  if (check.status.ok()) CheckDataCrc(data.crc, frame, expected, name, check);
   return check;
 }
 

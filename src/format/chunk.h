@@ -116,6 +116,16 @@ ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expecte
 // bytes), also when its frame is broken. An error for a failed read; corruption in the
 // returned check's status.
 using ChunkDataFn = std::function<void(uint64_t offset, std::span<const std::byte> bytes)>;
+
+// The CRC32C of the bytes [begin, end) of a file that streams past in pieces, in order (as
+// CheckChunk's on_data sees it): each piece adds what of it lies in the extent.
+struct ExtentCrc {
+  uint64_t begin = 0, end = 0;
+  uint32_t crc = 0;
+  uint64_t covered = 0;  // bytes of the extent seen so far
+  void Add(uint64_t offset, std::span<const std::byte> bytes);
+  bool complete() const { return covered == end - begin; }
+};
 Result<ChunkCheck> CheckChunk(RandomAccessFile& file, const ChunkInfo& expected,
                               const std::string& name, uint64_t piece_bytes,
                               const ChunkDataFn& on_data);

@@ -11,4 +11,12 @@ Result<std::string> ReadSmallFile(Storage& storage, std::string_view path, uint6
   return text;
 }
 
+Status WriteSmallFile(Storage& storage, std::string_view path, std::string_view bytes) {
+  STOKER_ASSIGN_OR_RETURN(auto file, storage.Create(path));
+  STOKER_RETURN_IF_ERROR(
+      file->Append({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}));
+  STOKER_RETURN_IF_ERROR(file->Sync());
+  return file->Close();
+}
+
 }  // namespace stoker::storage
