@@ -184,7 +184,7 @@ EpochResult RunDataset(const Flags& f) {
   // The shuffle unit: whole chunks, fixed blocks, or what stoker.Loader picks (batch 256).
   uint64_t block = 0;
   if (f.block == "auto") {
-    block = loader::ChooseShuffleUnit(*dataset, f.window, 256).block_bytes;
+    block = loader::ChooseShuffleUnit(*dataset, f.window, 256).value().block_bytes;
   } else if (!ParseByteSize(f.block, &block)) {
     Die(fmt::format("bad --block '{}' (auto, 0, or a size)", f.block));
   }
@@ -192,7 +192,7 @@ EpochResult RunDataset(const Flags& f) {
   auto sampler = loader::CreateSampler(*dataset, sampler_options, block);
   if (!sampler) Die(sampler.error().ToString());
   std::vector<uint32_t> plan =
-      sampler->PlanRank({.epoch = f.epoch, .position = 0, .planned_world_size = 1}, 1, 0).samples;
+      sampler->PlanRank({.epoch = f.epoch, .position = 0, .planned_world_size = 1}, 1, 0).value().samples;
   r.planned = plan.size();
   r.variant = *mode == loader::ShuffleMode::kChunk
                   ? fmt::format("chunk W={}{}", f.window,

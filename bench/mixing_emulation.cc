@@ -112,7 +112,7 @@ Row Measure(const std::string& storage, const loader::SampleLayout& layout, uint
   auto sampler = loader::Sampler::Create(units, 1, o).value();
   std::vector<uint32_t> chunks(layout.places.size());
   for (size_t s = 0; s < chunks.size(); ++s) chunks[s] = layout.places[s].chunk;
-  const auto m = loader::MeasureOrder(sampler.GlobalOrder(0, 1), layout.labels, chunks, batch);
+  const auto m = loader::MeasureOrder(sampler.GlobalOrder(0, 1).value(), layout.labels, chunks, batch);
   Row r;
   r.storage = storage;
   r.chunks = layout.chunk_count;

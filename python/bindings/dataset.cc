@@ -161,7 +161,9 @@ class PyDataset {
   }
 
   nb::tuple GetItem(int64_t index) {
-    return SampleTuple(Get(), SampleIndex(index), [this](uint64_t f) { return ReadBytes(f); });
+    const uint64_t sample = SampleIndex(index);
+    return SampleTuple(Get(), sample, ValueOrThrow(Get().SampleLabel(sample)),
+                       [this](uint64_t f) { return ReadBytes(f); });
   }
 
   nb::dict StatDict(const PathOrIndex& key) {
@@ -215,10 +217,9 @@ class PyDataset {
 
 }  // namespace
 
-nb::tuple SampleTuple(const Dataset& ds, uint64_t sample,
+nb::tuple SampleTuple(const Dataset& ds, uint64_t sample, int32_t label,
                       const std::function<nb::bytes(uint64_t)>& file_bytes) {
   const auto [first, count] = ValueOrThrow(ds.SampleFiles(sample));
-  const int32_t label = ValueOrThrow(ds.SampleLabel(sample));
   if (!ds.view().grouped()) {
     return nb::make_tuple(file_bytes(first), label, ValueOrThrow(ds.Path(first)));
   }

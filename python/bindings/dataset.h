@@ -24,7 +24,7 @@ void AddNodeStats(const Dataset& dataset, nanobind::dict& stats);
 
 // What ds[i] returns for `sample`: (bytes, label, path), or ({ext: bytes}, label, key) for a
 // sample of several files (tar input). `file_bytes` supplies each file's bytes.
-nanobind::tuple SampleTuple(const Dataset& ds, uint64_t sample,
+nanobind::tuple SampleTuple(const Dataset& ds, uint64_t sample, int32_t label,
                             const std::function<nanobind::bytes(uint64_t)>& file_bytes);
 
 }  // namespace stoker::python

@@ -69,7 +69,7 @@ class PyPipeline {
     if (!sample) throw nb::stop_iteration();
     ThrowIfError(sample->status);
     const Dataset& ds = UnwrapDataset(dataset_obj_);
-    return SampleTuple(ds, sample->sample, [&](uint64_t file) {
+    return SampleTuple(ds, sample->sample, sample->label, [&](uint64_t file) {
       for (const auto& f : sample->files) {
         if (f.index == file) {
           return nb::bytes(reinterpret_cast<const char*>(f.bytes.data()), f.bytes.size());

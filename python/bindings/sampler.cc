@@ -93,8 +93,10 @@ void RegisterSampler(nb::module_& m) {
              }
              new (self) Sampler(ValueOrThrow(std::move(sampler)));
            },
-           nb::arg("dataset"), nb::kw_only(), nb::arg("mode") = "chunk", nb::arg("seed") = 0,
-           nb::arg("window") = 16, nb::arg("drop_last") = false, nb::arg("block_size") = 0,
+           // The sampler reads the dataset's metadata as plans need it: keep it alive.
+           nb::keep_alive<1, 2>(), nb::arg("dataset"), nb::kw_only(), nb::arg("mode") = "chunk",
+           nb::arg("seed") = 0, nb::arg("window") = 16, nb::arg("drop_last") = false,
+           nb::arg("block_size") = 0,
            "A sampler over a stoker.Dataset's samples. mode: 'sequential', 'full' or 'chunk'; "
            "window: chunks per shuffle window (chunk mode); block_size: the shuffle unit in "
            "bytes (blocks of a chunk, docs/sampler.md), 0 for whole chunks. The window then "
@@ -119,12 +121,12 @@ void RegisterSampler(nb::module_& m) {
       .def("global_order",
            [](const Sampler& s, uint64_t epoch, uint32_t world_size) {
              CheckWorld(world_size, 0);
-             std::vector<uint32_t> order;
+             Result<std::vector<uint32_t>> order = Err(Status::Internal("unset"));
              {
                nb::gil_scoped_release release;
                order = s.GlobalOrder(epoch, world_size);
              }
-             return ToMemoryview(std::move(order));
+             return ToMemoryview(ValueOrThrow(std::move(order)));
            },
            nb::arg("epoch"), nb::arg("world_size") = 1,
            "The epoch's global order G, planned for world_size ranks: a permutation of "
@@ -134,11 +136,12 @@ void RegisterSampler(nb::module_& m) {
               uint32_t world_size, uint32_t rank) {
              CheckWorld(planned_world_size, 0);
              CheckWorld(world_size, rank);
-             Sampler::RankPlan plan;
+             Result<Sampler::RankPlan> planned = Err(Status::Internal("unset"));
              {
                nb::gil_scoped_release release;
-               plan = s.PlanRank({epoch, position, planned_world_size}, world_size, rank);
+               planned = s.PlanRank({epoch, position, planned_world_size}, world_size, rank);
              }
+             Sampler::RankPlan plan = ValueOrThrow(std::move(planned));
              return nb::make_tuple(ToMemoryview(std::move(plan.samples)), plan.padded,
                                    plan.dropped);
            },
@@ -154,17 +157,13 @@ void RegisterSampler(nb::module_& m) {
         if (window == 0) ThrowStatus(Status::InvalidArgument("window must hold at least one chunk"));
         if (batch_size == 0) ThrowStatus(Status::InvalidArgument("batch_size must be at least 1"));
         if (block_size) ThrowIfError(loader::ValidateBlockSize(ds, *block_size));
-        loader::ShuffleUnit unit;
-        Status prepared;
+        Result<loader::ShuffleUnit> chosen = Err(Status::Internal("unset"));
         {
           nb::gil_scoped_release release;
-          prepared = loader::PrepareToLoad(ds);
-          if (prepared.ok()) {
-            unit = block_size ? loader::FixedShuffleUnit(ds, window, batch_size, *block_size)
+          chosen = block_size ? loader::FixedShuffleUnit(ds, window, batch_size, *block_size)
                               : loader::ChooseShuffleUnit(ds, window, batch_size);
-          }
         }
-        ThrowIfError(prepared);
+        const loader::ShuffleUnit unit = ValueOrThrow(std::move(chosen));
         auto estimate = [](const loader::MixingEstimate& e) {
           nb::dict d;
           d["labelled"] = e.labelled;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <set>
 
 #include <fmt/format.h>
@@ -213,6 +214,57 @@ Result<std::vector<std::pair<uint64_t, FileLocation>>> VersionView::ChunkFiles(u
     out.emplace_back(part.first_file + l.position, Global(part, l));
   }
   return out;
+}
+
+std::optional<std::span<const std::pair<uint64_t, FileLocation>>> KeptLocations::ChunkFiles(
+    uint32_t c) const {
+  const auto it = std::lower_bound(chunks.begin(), chunks.end(), c);
+  if (it == chunks.end() || *it != c) return std::nullopt;
+  const size_t k = static_cast<size_t>(it - chunks.begin());
+  return std::span<const std::pair<uint64_t, FileLocation>>(
+      files.data() + chunk_begin[k], chunk_begin[k + 1] - chunk_begin[k]);
+}
+
+const FileLocation* KeptLocations::Find(uint64_t file) const {
+  const auto it = std::lower_bound(by_file.begin(), by_file.end(), file,
+                                   [&](uint32_t k, uint64_t f) { return files[k].first < f; });
+  if (it == by_file.end() || files[*it].first != file) return nullptr;
+  return &files[*it].second;
+}
+
+Status VersionView::KeepChunkLocations(std::span<const uint32_t> chunks) const {
+  const std::shared_ptr<const KeptLocations> before = kept_locations();
+  auto kept = std::make_shared<KeptLocations>();
+  kept->chunk_begin.push_back(0);
+  for (uint32_t c : chunks) {
+    if (c >= chunk_count()) {
+      return Status::InvalidArgument(fmt::format("chunk {} of {}", c, chunk_count()));
+    }
+    if (!kept->chunks.empty() && c <= kept->chunks.back()) continue;  // repeated
+    if (auto old = before ? before->ChunkFiles(c) : std::nullopt) {
+      kept->files.insert(kept->files.end(), old->begin(), old->end());
+    } else {
+      STOKER_ASSIGN_OR_RETURN(auto files, ChunkFiles(c));
+      kept->files.insert(kept->files.end(), files.begin(), files.end());
+    }
+    kept->chunks.push_back(c);
+    kept->chunk_begin.push_back(kept->files.size());
+  }
+  if (kept->files.size() > std::numeric_limits<uint32_t>::max()) {
+    return Status::Unsupported("more than 2^32 - 1 files' locations kept at once");
+  }
+  kept->by_file.resize(kept->files.size());
+  std::iota(kept->by_file.begin(), kept->by_file.end(), 0u);
+  std::sort(kept->by_file.begin(), kept->by_file.end(),
+            [&](uint32_t a, uint32_t b) { return kept->files[a].first < kept->files[b].first; });
+  std::lock_guard lock(kept_mu_);
+  kept_ = std::move(kept);
+  return Status::OK();
+}
+
+std::shared_ptr<const KeptLocations> VersionView::kept_locations() const {
+  std::lock_guard lock(kept_mu_);
+  return kept_;
 }
 
 Status VersionView::LoadLocations() const {

@@ -5,7 +5,8 @@
 //
 // Opening reads the version record's segments' footers and small index sections only (about
 // 1 % of the metadata), so a `stoker stat` of one file stays cheap on a billion-file dataset;
-// LoadLocations() then reads the location blocks of every segment once.
+// LoadLocations() then reads the location blocks of every segment once, and
+// KeepChunkLocations() those of some chunks.
 // Thread-safety: const methods may run concurrently (LoadSamples and LoadLocations included).
 #pragma once
 
@@ -39,6 +40,19 @@ static_assert(sizeof(FileLocation) == 32);
 
 // What a version says about one chunk file.
 using ChunkRef = format::ChunkInfo;
+
+// The locations of some chunks' files (a trainer rank's share of an epoch), by chunk and by
+// file index. Immutable once built.
+struct KeptLocations {
+  std::vector<uint32_t> chunks;       // ascending
+  std::vector<uint64_t> chunk_begin;  // into `files`, per chunk, then files.size()
+  std::vector<std::pair<uint64_t, FileLocation>> files;  // chunk by chunk, in storage order
+  std::vector<uint32_t> by_file;      // indices into `files`, by ascending file index
+
+  // The files of chunk `c`, or nullopt if it is not kept.
+  std::optional<std::span<const std::pair<uint64_t, FileLocation>>> ChunkFiles(uint32_t c) const;
+  const FileLocation* Find(uint64_t file) const;  // nullptr if not kept
+};
 
 class VersionView {
  public:
@@ -96,6 +110,13 @@ class VersionView {
   }
   // Only after LoadLocations() succeeded.
   const FileLocation& file(uint64_t f) const { return locations_[f]; }
+
+  // Keeps the locations of the files of `chunks` (ascending), reading only their location
+  // blocks and reusing what is kept already, in place of the chunks kept before: a trainer
+  // rank's share of an epoch, found there by its read pipeline. Thread-safe; a reader holding
+  // the previous set (kept_locations()) keeps it.
+  Status KeepChunkLocations(std::span<const uint32_t> chunks) const;
+  std::shared_ptr<const KeptLocations> kept_locations() const;
   int32_t sample_label(uint64_t s) const { return locations_[SampleFiles(s).first].label; }
 
  private:
@@ -120,6 +141,8 @@ class VersionView {
   mutable std::mutex locations_mu_;
   mutable std::vector<FileLocation> locations_;
   mutable std::atomic<bool> locations_loaded_ = false;
+  mutable std::mutex kept_mu_;
+  mutable std::shared_ptr<const KeptLocations> kept_;  // guarded by kept_mu_
 };
 
 }  // namespace stoker::dataset

@@ -188,7 +188,7 @@ struct ImagePipeline::State {
         if (!*item) return Fail(Status::Internal("the read pipeline ended before the plan"));
         batch->positions[slot] = pos + slot;
         batch->samples[slot] = (*item)->sample;
-        batch->labels[slot] = dataset->view().sample_label((*item)->sample);
+        batch->labels[slot] = (*item)->label;
         std::unique_lock lock(mu);
         stats.read_wait_seconds += waited;
         dispatch_cv.wait(lock, [&] { return stopping || tasks.size() < task_capacity; });

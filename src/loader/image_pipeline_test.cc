@@ -54,7 +54,7 @@ ImageSet MakeImageSet(int count, const std::map<std::string, std::string>& extra
   SamplerOptions so;
   so.mode = ShuffleMode::kFull;
   so.seed = 5;
-  set.plan = Sampler::Create(chunks, set.dataset->version(), so)->GlobalOrder(0, 1);
+  set.plan = Sampler::Create(chunks, set.dataset->version(), so)->GlobalOrder(0, 1).value();
   return set;
 }
 

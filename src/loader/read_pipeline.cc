@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "common/crc32c.h"
 #include "format/chunk.h"
 #include "dataset/version_view.h"
+#include "loader/rank_metadata.h"
 #include "loader/sampler.h"
 
 namespace stoker::loader {
@@ -75,6 +77,7 @@ std::vector<Range> Coalesce(std::vector<Extent> extents, const ReadPipelineOptio
 struct ReadPipeline::State {
   std::shared_ptr<const Dataset> dataset;
   std::vector<uint32_t> plan;
+  std::optional<PlanLocations> locations;  // set by Start
   ReadPipelineOptions options;
   std::unique_ptr<IoEngine> engine;
 
@@ -114,7 +117,7 @@ void ReadPipeline::State::Release(const std::weak_ptr<State>& weak, uint64_t byt
 }
 
 void ReadPipeline::State::Schedule() {
-  const auto& snap = dataset->view();
+  const PlanLocations& snap = *locations;
   const uint64_t segment_bytes =
       options.segment_bytes ? std::min(options.segment_bytes, options.memory_budget_bytes)
                             : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
@@ -152,6 +155,7 @@ void ReadPipeline::State::Schedule() {
         Slot& slot = slots[p];
         slot.data.position = p;
         slot.data.sample = plan[p];
+        slot.data.label = snap.label(plan[p]);
         const auto [file0, count] = snap.SampleFiles(plan[p]);
         slot.pending = count;
         slot.data.files.resize(count);
@@ -261,14 +265,15 @@ namespace {
 // Tells the storage which chunk files this plan reads, in first-use order, and until when each
 // is in use, so that a cache behind it (the node daemon) can prefetch and evict by the future
 // rather than the past.
-void AdviseChunkOrder(const Dataset& dataset, const std::vector<uint32_t>& plan) {
+void AdviseChunkOrder(const Dataset& dataset, const std::vector<uint32_t>& plan,
+                      const PlanLocations& locations) {
   const dataset::VersionView& snap = dataset.view();
   std::vector<int64_t> entry_of(snap.chunk_count(), -1);
   std::vector<PlannedFile> order;
   for (uint32_t sample : plan) {
-    const auto [file0, count] = snap.SampleFiles(sample);
+    const auto [file0, count] = locations.SampleFiles(sample);
     for (uint64_t k = 0; k < count; ++k) {
-      const uint32_t chunk = snap.file(file0 + k).chunk;
+      const uint32_t chunk = locations.file(file0 + k).chunk;
       if (entry_of[chunk] < 0) {
         entry_of[chunk] = static_cast<int64_t>(order.size());
         order.push_back({format::ChunkPath(snap.chunk(chunk).id), 0});
@@ -287,15 +292,17 @@ Result<std::unique_ptr<ReadPipeline>> ReadPipeline::Start(std::shared_ptr<const 
                                                           std::vector<uint32_t> plan,
                                                           const ReadPipelineOptions& options) {
   STOKER_RETURN_IF_ERROR(options.Validate());
-  STOKER_RETURN_IF_ERROR(PrepareToLoad(*dataset));
+  STOKER_RETURN_IF_ERROR(CheckLoadable(*dataset));
   for (uint32_t s : plan) {
     if (s >= dataset->sample_count()) {
       return Err(Status::InvalidArgument(fmt::format("plan names sample {} of {}", s,
                                                      dataset->sample_count())));
     }
   }
-  AdviseChunkOrder(*dataset, plan);
+  STOKER_ASSIGN_OR_RETURN(PlanLocations locations, PlanLocations::For(*dataset, plan));
+  AdviseChunkOrder(*dataset, plan, locations);
   auto state = std::make_shared<State>();
+  state->locations = std::move(locations);
   state->dataset = std::move(dataset);
   state->plan = std::move(plan);
   state->options = options;

@@ -40,6 +40,7 @@ struct ReadPipelineOptions {
 struct SampleData {
   uint64_t position = 0;  // index in the plan
   uint32_t sample = 0;
+  int32_t label = -1;     // the sample's label (-1: none)
   Status status;          // OK, or why the sample could not be delivered (names the file)
   struct File {
     uint32_t index;

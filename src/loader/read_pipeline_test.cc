@@ -48,7 +48,7 @@ std::vector<uint32_t> Plan(const Dataset& ds, ShuffleMode mode, uint64_t seed) {
   o.mode = mode;
   o.seed = seed;
   o.window_chunks = 4;
-  return Sampler::Create(chunks, ds.version(), o)->GlobalOrder(0, 1);
+  return Sampler::Create(chunks, ds.version(), o)->GlobalOrder(0, 1).value();
 }
 
 class ReadPipelineTest : public ::testing::TestWithParam<IoEngineKind> {};

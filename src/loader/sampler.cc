@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
+#include "loader/chunk_streams.h"
 #include "dataset/version_view.h"
 #include "stoker/dataset.h"
 
@@ -16,20 +17,29 @@ namespace {
 constexpr uint64_t kSaltChunks = 1;   // generator for the chunk permutation
 constexpr uint64_t kSaltSamples = 2;  // generator for sample permutations
 
-// Shuffles each run of `window` consecutive chunks' samples and appends them to `out`.
-void AppendWindows(std::span<const uint32_t> chunks, uint32_t window,
-                   const std::vector<uint32_t>& chunk_begin,
-                   const std::vector<uint32_t>& samples_by_chunk, Pcg32& rng,
-                   std::vector<uint32_t>* out) {
-  for (size_t w = 0; w < chunks.size(); w += window) {
-    const size_t start = out->size();
-    for (size_t c = w; c < std::min(chunks.size(), w + window); ++c) {
-      out->insert(out->end(), samples_by_chunk.begin() + chunk_begin[chunks[c]],
-                  samples_by_chunk.begin() + chunk_begin[chunks[c] + 1]);
-    }
-    Shuffle(std::span<uint32_t>(out->data() + start, out->size() - start), rng);
+// Units as each sample's unit, grouped in memory (CSR).
+class InMemoryUnits final : public UnitSource {
+ public:
+  explicit InMemoryUnits(std::span<const uint32_t> sample_units) {
+    const uint32_t unit_count =
+        sample_units.empty()
+            ? 0
+            : *std::max_element(sample_units.begin(), sample_units.end()) + 1;
+    groups_ = GroupByUnit(sample_units, unit_count);
+    counts_.resize(unit_count);
+    for (uint32_t u = 0; u < unit_count; ++u) counts_[u] = groups_.begin[u + 1] - groups_.begin[u];
   }
-}
+  std::span<const uint32_t> counts() const override { return counts_; }
+  Status Prepare(std::span<const uint32_t>) const override { return Status::OK(); }
+  Result<std::vector<uint32_t>> Members(uint32_t unit) const override {
+    return std::vector<uint32_t>(groups_.members.begin() + groups_.begin[unit],
+                                 groups_.members.begin() + groups_.begin[unit + 1]);
+  }
+
+ private:
+  SampleGroups groups_;
+  std::vector<uint32_t> counts_;
+};
 
 }  // namespace
 
@@ -61,113 +71,112 @@ uint64_t EpochSeed(uint64_t seed, uint64_t epoch, uint64_t dataset_version, uint
   return DeriveSeed({seed, epoch, dataset_version, salt});
 }
 
-Result<Sampler> Sampler::Create(std::vector<uint32_t> sample_chunks, uint64_t dataset_version,
+std::shared_ptr<const UnitSource> UnitsInMemory(std::vector<uint32_t> sample_units) {
+  return std::make_shared<InMemoryUnits>(sample_units);
+}
+
+Result<Sampler> Sampler::Create(std::vector<uint32_t> sample_units, uint64_t dataset_version,
+                                const SamplerOptions& options) {
+  return Create(UnitsInMemory(std::move(sample_units)), dataset_version, options);
+}
+
+Result<Sampler> Sampler::Create(std::shared_ptr<const UnitSource> units, uint64_t dataset_version,
                                 const SamplerOptions& options) {
   STOKER_RETURN_IF_ERROR(options.Validate());
-  return Sampler(std::move(sample_chunks), dataset_version, options);
+  uint64_t total = 0;
+  for (uint32_t c : units->counts()) total += c;
+  if (total > std::numeric_limits<uint32_t>::max()) {
+    return Err(Status::Unsupported(
+        fmt::format("{} samples: the sampler plans up to 2^32 - 1 per epoch", total)));
+  }
+  return Sampler(std::move(units), static_cast<uint32_t>(total), dataset_version, options);
 }
 
-std::vector<uint32_t> Sampler::ChunkOrder(uint64_t epoch, uint32_t) const {
-  std::vector<uint32_t> chunks(sample_chunks_.begin(), sample_chunks_.end());
-  std::sort(chunks.begin(), chunks.end());
-  chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
-  Pcg32 rng(EpochSeed(options_.seed, epoch, version_, kSaltChunks));
-  Shuffle(std::span<uint32_t>(chunks), rng);
-  return chunks;
+Result<std::vector<uint32_t>> Sampler::AllMembers() const {
+  std::vector<uint32_t> units;
+  const std::span<const uint32_t> counts = units_->counts();
+  for (uint32_t u = 0; u < counts.size(); ++u) {
+    if (counts[u] > 0) units.push_back(u);
+  }
+  STOKER_RETURN_IF_ERROR(units_->Prepare(units));
+  std::vector<uint32_t> all;
+  all.reserve(sample_count_);
+  for (uint32_t u : units) {
+    STOKER_ASSIGN_OR_RETURN(const std::vector<uint32_t> members, units_->Members(u));
+    all.insert(all.end(), members.begin(), members.end());
+  }
+  return all;
 }
 
-std::vector<uint32_t> Sampler::GlobalOrder(uint64_t epoch, uint32_t world_size) const {
+Result<std::vector<uint32_t>> Sampler::GlobalOrder(uint64_t epoch, uint32_t world_size) const {
   const uint32_t n = sample_count();
-  std::vector<uint32_t> order;
-  order.reserve(n);
   if (options_.mode == ShuffleMode::kFull) {
-    order.resize(n);
+    std::vector<uint32_t> order(n);
     std::iota(order.begin(), order.end(), 0u);
     Pcg32 rng(EpochSeed(options_.seed, epoch, version_, kSaltSamples));
     Shuffle(std::span<uint32_t>(order), rng);
     return order;
   }
-
-  // Samples grouped by chunk (CSR), in storage order within a chunk.
-  const uint32_t max_chunk =
-      n == 0 ? 0 : *std::max_element(sample_chunks_.begin(), sample_chunks_.end());
-  SampleGroups groups = GroupByUnit(sample_chunks_, max_chunk + 1);
-  const std::vector<uint32_t>& chunk_begin = groups.begin;
-
   if (options_.mode == ShuffleMode::kSequential) {
     // Storage order, chunk after chunk: with files placed in chunks in a mixed order, index
     // order would read every chunk a little at a time.
-    return std::move(groups.members);
+    return AllMembers();
   }
-  const std::vector<uint32_t> chunks = ChunkOrder(epoch, world_size);
-  Pcg32 rng(EpochSeed(options_.seed, epoch, version_, kSaltSamples));
   const uint32_t ranks = std::max(1u, world_size);
-  if (ranks == 1) {
-    AppendWindows(chunks, options_.window_chunks, chunk_begin, groups.members, rng, &order);
-    return order;
-  }
-
-  // Deal chunks to per-rank streams, each next chunk to the stream with the fewest samples, so
-  // every rank reads whole chunks of its own.
-  std::vector<std::vector<uint32_t>> rank_chunks(ranks);
-  std::vector<uint64_t> load(ranks, 0);
-  for (uint32_t c : chunks) {
-    const auto r = static_cast<uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
-    rank_chunks[r].push_back(c);
-    load[r] += chunk_begin[c + 1] - chunk_begin[c];
-  }
-  std::vector<std::vector<uint32_t>> streams(ranks);
-  for (uint32_t r = 0; r < ranks; ++r) {
-    AppendWindows(rank_chunks[r], options_.window_chunks, chunk_begin, groups.members, rng,
-                  &streams[r]);
-  }
-  // Even out the streams (rank r gets n/R, plus one for r < n mod R) by moving the tails of
-  // long streams to short ones: a handful of samples, the only ones read outside their rank's
-  // own chunks.
-  std::vector<uint32_t> surplus;
-  std::vector<size_t> want(ranks);
-  for (uint32_t r = 0; r < ranks; ++r) {
-    want[r] = n / ranks + (r < n % ranks ? 1 : 0);
-    while (streams[r].size() > want[r]) {
-      surplus.push_back(streams[r].back());
-      streams[r].pop_back();
-    }
-  }
-  for (uint32_t r = 0; r < ranks; ++r) {
-    while (streams[r].size() < want[r]) {
-      streams[r].push_back(surplus.back());
-      surplus.pop_back();
-    }
-  }
-  // Interleave: G[i·R + r] = stream_r[i].
-  order.resize(n);
-  for (uint32_t r = 0; r < ranks; ++r) {
-    for (size_t i = 0; i < streams[r].size(); ++i) order[i * ranks + r] = streams[r][i];
+  ChunkStreams streams(units_->counts(), options_.window_chunks,
+                       EpochSeed(options_.seed, epoch, version_, kSaltChunks), ranks);
+  for (uint64_t q = 0; q < n; ++q) streams.Want(static_cast<uint32_t>(q % ranks), q / ranks);
+  STOKER_RETURN_IF_ERROR(Materialize(streams, epoch));
+  std::vector<uint32_t> order(n);
+  for (uint64_t q = 0; q < n; ++q) {
+    order[q] = streams.Element(static_cast<uint32_t>(q % ranks), q / ranks);
   }
   return order;
 }
 
-Sampler::RankPlan Sampler::PlanRank(const SamplerState& state, uint32_t world_size,
-                                    uint32_t rank) const {
+Status Sampler::Materialize(ChunkStreams& streams, uint64_t epoch) const {
+  STOKER_RETURN_IF_ERROR(units_->Prepare(streams.NeededUnits()));
+  return streams.Materialize(EpochSeed(options_.seed, epoch, version_, kSaltSamples),
+                             [&](uint32_t unit) { return units_->Members(unit); });
+}
+
+Result<Sampler::RankPlan> Sampler::PlanRank(const SamplerState& state, uint32_t world_size,
+                                            uint32_t rank) const {
   RankPlan plan;
   const uint64_t n = sample_count();
   const uint32_t ranks = std::max(1u, world_size);
   if (n == 0 || rank >= ranks) return plan;
-  const std::vector<uint32_t> order = GlobalOrder(state.epoch, state.planned_world_size);
   const uint64_t start = std::min<uint64_t>(state.position, n);
   const uint64_t remaining = n - start;
   const uint64_t per_rank = options_.drop_last ? remaining / ranks : (remaining + ranks - 1) / ranks;
   plan.dropped = options_.drop_last ? remaining - per_rank * ranks : 0;
   plan.samples.reserve(per_rank);
-  for (uint64_t i = 0; i < per_rank; ++i) {
+  // Position q of G, or, past its end, the start of G that fills the last round.
+  auto source = [&](uint64_t i) {
     const uint64_t q = start + i * ranks + rank;
-    if (q < n) {
-      plan.samples.push_back(order[q]);
-    } else {
-      plan.samples.push_back(order[(q - n) % n]);  // fill the last round from the start of G
-      ++plan.padded;
+    return q < n ? q : (q - n) % n;
+  };
+  for (uint64_t i = 0; i < per_rank; ++i) plan.padded += start + i * ranks + rank >= n ? 1 : 0;
+
+  if (options_.mode == ShuffleMode::kChunk && state.planned_world_size == ranks &&
+      start % ranks == 0) {
+    // G[q] is stream (q mod R)'s element q / R: build only the windows those lie in.
+    ChunkStreams streams(units_->counts(), options_.window_chunks,
+                         EpochSeed(options_.seed, state.epoch, version_, kSaltChunks), ranks);
+    for (uint64_t i = 0; i < per_rank; ++i) {
+      const uint64_t q = source(i);
+      streams.Want(static_cast<uint32_t>(q % ranks), q / ranks);
     }
+    STOKER_RETURN_IF_ERROR(Materialize(streams, state.epoch));
+    for (uint64_t i = 0; i < per_rank; ++i) {
+      const uint64_t q = source(i);
+      plan.samples.push_back(streams.Element(static_cast<uint32_t>(q % ranks), q / ranks));
+    }
+    return plan;
   }
+  STOKER_ASSIGN_OR_RETURN(const std::vector<uint32_t> order,
+                          GlobalOrder(state.epoch, state.planned_world_size));
+  for (uint64_t i = 0; i < per_rank; ++i) plan.samples.push_back(order[source(i)]);
   return plan;
 }
 
@@ -183,10 +192,13 @@ SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count) {
 }
 
 Status PrepareToLoad(const Dataset& dataset) {
+  STOKER_RETURN_IF_ERROR(CheckLoadable(dataset));
+  return dataset.LoadLocations();
+}
+
+Status CheckLoadable(const Dataset& dataset) {
   constexpr uint64_t kMax = std::numeric_limits<uint32_t>::max();
-  if (dataset.sample_count() <= kMax && dataset.file_count() <= kMax) {
-    return dataset.LoadLocations();
-  }
+  if (dataset.sample_count() <= kMax && dataset.file_count() <= kMax) return Status::OK();
   return Status::Unsupported(fmt::format(
       "version {} has {} samples in {} files: the loaders plan epochs for up to 2^32 - 1 of "
       "each per version (the Dataset API reads any file by its 64-bit index)",

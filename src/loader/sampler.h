@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ class Dataset;
 }
 
 namespace stoker::loader {
+
+class ChunkStreams;
 
 enum class ShuffleMode : uint8_t { kSequential = 0, kFull = 1, kChunk = 2 };
 
@@ -56,38 +59,70 @@ struct SamplerState {
   uint32_t planned_world_size = 1;  // the R the epoch's order was built for
 };
 
+// The samples of each shuffle unit (a chunk, or a block of one: shuffle_unit.h): how many,
+// always at hand, and which, perhaps read from the dataset's metadata only when a plan needs
+// them (rank_metadata.h). Implementations are thread-safe.
+class UnitSource {
+ public:
+  virtual ~UnitSource() = default;
+  // Samples per unit; units with none take no part in any order.
+  virtual std::span<const uint32_t> counts() const = 0;
+  // Called with every unit a plan will ask Members() for (ascending) before it asks: a source
+  // that reads metadata reads theirs here, in one pass.
+  virtual Status Prepare(std::span<const uint32_t> units) const = 0;
+  // The unit's samples, ascending.
+  virtual Result<std::vector<uint32_t>> Members(uint32_t unit) const = 0;
+};
+
+// Units given as each sample's unit (`sample_units[s]`), held in memory (8 bytes per sample).
+std::shared_ptr<const UnitSource> UnitsInMemory(std::vector<uint32_t> sample_units);
+
 class Sampler {
  public:
-  // `sample_chunks[s]`: the chunk holding sample s (only used by chunk mode).
-  static Result<Sampler> Create(std::vector<uint32_t> sample_chunks, uint64_t dataset_version,
+  // `sample_units[s]`: the unit (chunk) holding sample s (only used by chunk and sequential
+  // mode).
+  static Result<Sampler> Create(std::vector<uint32_t> sample_units, uint64_t dataset_version,
+                                const SamplerOptions& options);
+  // Over a source of units (at most 2^32 - 1 samples in all).
+  static Result<Sampler> Create(std::shared_ptr<const UnitSource> units, uint64_t dataset_version,
                                 const SamplerOptions& options);
 
-  uint32_t sample_count() const { return static_cast<uint32_t>(sample_chunks_.size()); }
+  uint32_t sample_count() const { return sample_count_; }
   const SamplerOptions& options() const { return options_; }
 
   // The epoch's global order G (a permutation of all samples), planned for `world_size` ranks.
-  std::vector<uint32_t> GlobalOrder(uint64_t epoch, uint32_t world_size) const;
+  // Reads the members of every unit (chunk and sequential mode).
+  Result<std::vector<uint32_t>> GlobalOrder(uint64_t epoch, uint32_t world_size) const;
 
   // What rank `rank` of `world_size` reads from `state` to the end of the epoch, in order.
   // state.planned_world_size says how G was built; when it differs from world_size (an elastic
   // resume) the rest of G is simply re-dealt round-robin over the new ranks.
+  // In chunk mode, with the world the epoch was planned for and a position at a round's start
+  // (every plan but an elastic or mid-round resume), only the units the rank's share lies in
+  // are read (ChunkStreams); otherwise G is built whole.
   struct RankPlan {
     std::vector<uint32_t> samples;  // in reading order
     uint64_t padded = 0;            // how many of them are repeats that fill the last round
     uint64_t dropped = 0;           // samples of the epoch no rank reads (drop_last)
   };
-  RankPlan PlanRank(const SamplerState& state, uint32_t world_size, uint32_t rank) const;
+  Result<RankPlan> PlanRank(const SamplerState& state, uint32_t world_size, uint32_t rank) const;
 
   // The state after every rank of `world_size` has read `samples_per_rank` samples from `from`.
   static SamplerState Advance(const SamplerState& from, uint32_t world_size,
                               uint64_t samples_per_rank);
 
  private:
-  Sampler(std::vector<uint32_t> sample_chunks, uint64_t dataset_version, SamplerOptions options)
-      : sample_chunks_(std::move(sample_chunks)), version_(dataset_version), options_(options) {}
-  std::vector<uint32_t> ChunkOrder(uint64_t epoch, uint32_t world_size) const;
+  Sampler(std::shared_ptr<const UnitSource> units, uint32_t sample_count,
+          uint64_t dataset_version, SamplerOptions options)
+      : units_(std::move(units)), sample_count_(sample_count), version_(dataset_version),
+        options_(options) {}
+  // The members of all units with samples, unit after unit (storage order).
+  Result<std::vector<uint32_t>> AllMembers() const;
+  // Reads and shuffles the windows `streams` wants, for `epoch`.
+  Status Materialize(ChunkStreams& streams, uint64_t epoch) const;
 
-  std::vector<uint32_t> sample_chunks_;
+  std::shared_ptr<const UnitSource> units_;
+  uint32_t sample_count_;
   uint64_t version_;
   SamplerOptions options_;
 };
@@ -99,11 +134,13 @@ struct SampleGroups {
 };
 SampleGroups GroupByUnit(std::span<const uint32_t> units, uint32_t unit_count);
 
-// What every loader entry point does first. The loaders plan epochs with 32-bit sample and file
-// numbers (one per sample in every plan and permutation): Unsupported, saying so, for a version
-// of 2^32 or more samples or files, whose per-sample plans would not fit a trainer's memory
-// anyway. Then every file's location is read (Dataset::LoadLocations: once, 32 bytes per file),
-// which a dataset opened for lookups (read_locations off, as stoker.Dataset does) lacks.
+// The loaders plan epochs with 32-bit sample and file numbers (one per sample in every plan and
+// permutation): Unsupported, saying so, for a version of 2^32 or more samples or files, whose
+// per-sample plans would not fit a trainer's memory anyway.
+Status CheckLoadable(const Dataset& dataset);
+// CheckLoadable, then every file's location is read (Dataset::LoadLocations: once, 32 bytes per
+// file), which a dataset opened for lookups (read_locations off, as stoker.Dataset does) lacks:
+// what a loader needs that reads samples from every chunk.
 Status PrepareToLoad(const Dataset& dataset);
 
 // The chunk holding each sample's first file, from the dataset's metadata: the `sample_chunks`

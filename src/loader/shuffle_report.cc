@@ -81,8 +81,9 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
     o.seed = options.seed;
     o.window_chunks = window;
     STOKER_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(sample_chunks, dataset_version, o));
-    OrderMetrics m = MeasureOrder(sampler.GlobalOrder(options.epoch, 1), labels, sample_chunks,
-                                  options.batch_size);
+    STOKER_ASSIGN_OR_RETURN(const std::vector<uint32_t> order,
+                            sampler.GlobalOrder(options.epoch, 1));
+    OrderMetrics m = MeasureOrder(order, labels, sample_chunks, options.batch_size);
     m.mode = mode;
     m.window_chunks = mode == ShuffleMode::kChunk ? window : 0;
     // Memory to hold one window: the W largest chunks (an upper bound for any window).
@@ -120,8 +121,9 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
   const std::vector<uint32_t> units =
       SampleUnits(layout.places, layout.chunk_count, unit.block_bytes);
   STOKER_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(units, snap.version(), o));
-  OrderMetrics m = MeasureOrder(sampler.GlobalOrder(options.epoch, 1), layout.labels,
-                                sample_chunks, options.batch_size);
+  STOKER_ASSIGN_OR_RETURN(const std::vector<uint32_t> order,
+                          sampler.GlobalOrder(options.epoch, 1));
+  OrderMetrics m = MeasureOrder(order, layout.labels, sample_chunks, options.batch_size);
   m.mode = ShuffleMode::kChunk;
   m.window_chunks = options.default_window;
   m.loader_default = true;

@@ -9,6 +9,7 @@
 
 #include "common/random.h"
 #include "dataset/version_view.h"
+#include "loader/rank_metadata.h"
 #include "loader/sampler.h"
 
 namespace stoker::loader {
@@ -149,9 +150,9 @@ uint32_t UnitsPerWindow(const SampleLayout& layout, uint32_t window_chunks, uint
 
 Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options,
                               uint64_t block_bytes) {
-  STOKER_RETURN_IF_ERROR(PrepareToLoad(dataset));
+  STOKER_ASSIGN_OR_RETURN(auto units, DatasetUnits(dataset, block_bytes));
   options.window_chunks = UnitsPerWindow(dataset, options.window_chunks, block_bytes);
-  return Sampler::Create(SampleUnits(dataset, block_bytes), dataset.version(), options);
+  return Sampler::Create(std::move(units), dataset.version(), options);
 }
 
 SampleLayout LayoutOf(const Dataset& dataset) {
@@ -273,14 +274,64 @@ Status ValidateBlockSize(const Dataset& dataset, uint64_t block_bytes) {
   return Status::OK();
 }
 
-ShuffleUnit FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size,
-                             uint64_t block_bytes) {
-  return FixedShuffleUnit(LayoutOf(dataset), window_chunks, batch_size, block_bytes);
+namespace {
+
+// Whether whole chunks are judged from a sample of chunks (SampledLayout): only a dataset whose
+// samples are its files, so that chunk c's entry count is its samples.
+bool JudgedFromSample(const Dataset& dataset, uint64_t estimate_samples) {
+  return !dataset.view().grouped() && dataset.sample_count() > estimate_samples;
 }
 
-ShuffleUnit ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
-                              uint32_t batch_size) {
-  return ChooseShuffleUnit(LayoutOf(dataset), window_chunks, batch_size);
+// Whole chunks in a fixed random order, taken until they hold `limit` samples, with
+// their samples' labels and places (chunks renumbered 0, 1, ...): read chunk by chunk.
+Result<SampleLayout> SampledLayout(const Dataset& dataset, uint64_t limit) {
+  const dataset::VersionView& view = dataset.view();
+  std::vector<uint32_t> chunks;
+  for (uint32_t c = 0; c < view.chunk_count(); ++c) {
+    if (view.chunk(c).entry_count > 0) chunks.push_back(c);
+  }
+  Pcg32 rng(kEstimateSeed);
+  Shuffle(std::span<uint32_t>(chunks), rng);
+  SampleLayout layout;
+  for (uint32_t c : chunks) {
+    if (layout.places.size() >= limit) break;
+    STOKER_ASSIGN_OR_RETURN(const auto files, view.ChunkFiles(c));
+    for (const auto& [index, l] : files) {
+      layout.labels.push_back(l.label);
+      layout.places.push_back({layout.chunk_count, l.offset, l.length});
+    }
+    ++layout.chunk_count;
+  }
+  return layout;
+}
+
+Result<SampleLayout> FullLayout(const Dataset& dataset) {
+  STOKER_RETURN_IF_ERROR(PrepareToLoad(dataset));
+  return LayoutOf(dataset);
+}
+
+}  // namespace
+
+Result<ShuffleUnit> FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
+                                     uint32_t batch_size, uint64_t block_bytes,
+                                     uint64_t estimate_samples) {
+  if (block_bytes == 0 && JudgedFromSample(dataset, estimate_samples)) {
+    STOKER_ASSIGN_OR_RETURN(const SampleLayout sampled, SampledLayout(dataset, estimate_samples));
+    return FixedShuffleUnit(sampled, window_chunks, batch_size, 0);
+  }
+  STOKER_ASSIGN_OR_RETURN(const SampleLayout layout, FullLayout(dataset));
+  return FixedShuffleUnit(layout, window_chunks, batch_size, block_bytes);
+}
+
+Result<ShuffleUnit> ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
+                                      uint32_t batch_size, uint64_t estimate_samples) {
+  if (JudgedFromSample(dataset, estimate_samples)) {
+    STOKER_ASSIGN_OR_RETURN(const SampleLayout sampled, SampledLayout(dataset, estimate_samples));
+    ShuffleUnit unit = FixedShuffleUnit(sampled, window_chunks, batch_size, 0);
+    if (unit.mixes_well) return unit;
+  }
+  STOKER_ASSIGN_OR_RETURN(const SampleLayout layout, FullLayout(dataset));
+  return ChooseShuffleUnit(layout, window_chunks, batch_size);
 }
 
 }  // namespace stoker::loader

@@ -42,7 +42,8 @@ std::vector<uint32_t> SampleUnits(std::span<const SamplePlace> places, uint32_t 
 uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t block_bytes);
 
 // The sampler of `dataset` over its units for `block_bytes` (0: whole chunks), with the window
-// given in chunks (options.window_chunks) turned into units: what loaders and tools build.
+// given in chunks (options.window_chunks) turned into units: what loaders and tools build. Its
+// units are DatasetUnits (rank_metadata.h): `dataset` must outlive the sampler.
 Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options,
                               uint64_t block_bytes);
 
@@ -80,15 +81,30 @@ struct ShuffleUnit {
 
 // Whole chunks when they mix well enough; else the largest block of kBlocksPerChunk that does;
 // else the smallest, with mixes_well = false.
-ShuffleUnit ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size);
+//
+// From the labels of every sample, except that whole chunks of a dataset of more than
+// `estimate_samples` samples that are its files are judged from a sample of its chunks: chunks in
+// a fixed random order until they hold `estimate_samples` samples, read chunk by chunk, so that a
+// trainer rank of a large dataset that mixes well (what `stoker pack` writes) never reads every
+// location. Windows of random chunks are windows of the sample's chunks; the full-shuffle
+// reference is the sample's own classes. Chunks that each hold a few classes give a sample with
+// fewer classes than the dataset, which lowers that reference, but such chunks are far below the
+// target anyway (a window of W chunks holds about W classes); near the target, chunks hold many
+// classes and the sample holds them all. When whole chunks fall short, blocks are chosen from
+// every label, as on a small dataset.
+inline constexpr uint64_t kEstimateSamples = 1u << 18;
+Result<ShuffleUnit> ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
+                                      uint32_t batch_size,
+                                      uint64_t estimate_samples = kEstimateSamples);
 
 // An explicit block size must be 0 (whole chunks) or at least the mean sample: smaller blocks
 // hold no sample each and only multiply the units. InvalidArgument otherwise.
 Status ValidateBlockSize(const Dataset& dataset, uint64_t block_bytes);
 
-// The same for an explicit block size (0: whole chunks).
-ShuffleUnit FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks, uint32_t batch_size,
-                             uint64_t block_bytes);
+// The same for an explicit block size (0: whole chunks, judged as above).
+Result<ShuffleUnit> FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
+                                     uint32_t batch_size, uint64_t block_bytes,
+                                     uint64_t estimate_samples = kEstimateSamples);
 
 // Both over an explicit layout (labels and places by sample; chunks 0 .. chunk_count-1).
 struct SampleLayout {

@@ -103,13 +103,13 @@ TEST(ShuffleUnitTest, ClassOrderedDataGetsBlocksMixedDataWholeChunks) {
   auto by_path = PackClasses(src, path_dst, 50, 40, 20, dataset::StorageOrder::kInput);
   auto mixed = PackClasses(src, mixed_dst, 50, 40, 20, dataset::StorageOrder::kMixed);
 
-  const ShuffleUnit path_unit = ChooseShuffleUnit(*by_path, 4, 32);
+  const ShuffleUnit path_unit = ChooseShuffleUnit(*by_path, 4, 32).value();
   EXPECT_LT(path_unit.whole_chunks.ratio(), 0.5);  // ~4 classes per batch of 32
   EXPECT_GT(path_unit.block_bytes, 0u);
   EXPECT_TRUE(path_unit.mixes_well);
   EXPECT_GE(path_unit.chosen.ratio(), kMixingTarget);
 
-  const ShuffleUnit mixed_unit = ChooseShuffleUnit(*mixed, 4, 32);
+  const ShuffleUnit mixed_unit = ChooseShuffleUnit(*mixed, 4, 32).value();
   EXPECT_EQ(mixed_unit.block_bytes, 0u);
   EXPECT_TRUE(mixed_unit.mixes_well);
 
@@ -121,7 +121,7 @@ TEST(ShuffleUnitTest, ClassOrderedDataGetsBlocksMixedDataWholeChunks) {
     ASSERT_TRUE(sampler.has_value());
     double measured = 0;
     for (uint64_t epoch = 0; epoch < 4; ++epoch) {
-      measured += MeasureOrder(sampler->GlobalOrder(epoch, 1), SampleLabels(*ds),
+      measured += MeasureOrder(sampler->GlobalOrder(epoch, 1).value(), SampleLabels(*ds),
                                SampleChunks(*ds), 32).batch_distinct_classes / 4;
     }
     EXPECT_NEAR(measured, unit.chosen.classes_per_batch, 0.05 * unit.chosen.classes_per_batch);
@@ -131,7 +131,7 @@ TEST(ShuffleUnitTest, ClassOrderedDataGetsBlocksMixedDataWholeChunks) {
 TEST(ShuffleUnitTest, WindowLargerThanTheDataset) {
   test::TempDir src, dst;
   auto ds = PackClasses(src, dst, 5, 10, 10, dataset::StorageOrder::kInput);
-  const ShuffleUnit unit = ChooseShuffleUnit(*ds, 1000, 256);  // batch > dataset too
+  const ShuffleUnit unit = ChooseShuffleUnit(*ds, 1000, 256).value();  // batch > dataset too
   EXPECT_EQ(unit.block_bytes, 0u);  // one window holds everything: mixed like a full shuffle
   EXPECT_TRUE(unit.mixes_well);
   EXPECT_NEAR(unit.chosen.classes_per_batch, 5.0, 1e-9);
