@@ -46,6 +46,9 @@ struct Client::Answer {
   Frame frame;
   bool connection_failure = false;
   bool data_filled = false;  // a DATA answer went straight into data_into
+  // The request went out on a try whose answer was lost, so the server may have carried it out
+  // before the try that answered: a non-idempotent request's answer may describe its own echo.
+  bool resent = false;
   int server = -1;
 };
 
@@ -179,9 +182,11 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
     const uint32_t id = conn->next_id++;
     const Deadline deadline = After(options_.request_timeout);
     Status st = WriteFrame(conn->socket, type, id, payload, deadline);
+    const bool sent = st.ok();
     if (st.ok()) st = ReadAnswer(*conn, id, data_into, deadline, &out.frame, &out.data_filled);
     if (!st.ok()) {
       last = st;
+      out.resent = out.resent || sent;
       pool.DropIdle();
       continue;
     }
@@ -273,13 +278,15 @@ Status Client::Read(std::string_view path, uint64_t offset, std::span<std::byte>
   return Status::OK();
 }
 
-Status Client::CallWrite(std::string_view path, MessageType type, const std::string& payload) {
+Status Client::CallWrite(std::string_view path, MessageType type, const std::string& payload,
+                         bool* resent) {
   STOKER_RETURN_IF_ERROR(ValidatePath(path, /*allow_root=*/false).WithContext(Describe("")));
   if (pools_.size() != 1) {
     return Status::Unsupported(Describe(path) +
                                ": writes go to one server (a striped stoker:// URI is read-only)");
   }
   Answer a = CallServer(0, type, payload, {});
+  if (resent != nullptr) *resent = a.resent;
   if (!a.status.ok()) return a.status.WithContext(Describe(path, a.server));
   if (a.frame.message_type() != MessageType::kDone || !a.frame.payload.empty()) {
     return UnexpectedAnswer(a.frame, MessageType::kDone, Describe(path, a.server));
@@ -308,14 +315,26 @@ Status Client::Finish(std::string_view path, uint64_t upload, uint64_t size, Fin
 }
 
 Status Client::Remove(std::string_view path) {
-  return CallWrite(path, MessageType::kRemove, PathRequest(uri_.dataset, path));
+  bool resent = false;
+  Status st = CallWrite(path, MessageType::kRemove, PathRequest(uri_.dataset, path), &resent);
+  // NotFound after a lost answer: the lost try removed it.
+  if (st.IsNotFound() && resent) return Status::OK();
+  return st;
 }
 
 Status Client::Rename(std::string_view from, std::string_view to) {
   STOKER_RETURN_IF_ERROR(ValidatePath(to, /*allow_root=*/false).WithContext(Describe("")));
   PayloadWriter w;
   w.String(uri_.dataset).String(from).String(to);
-  return CallWrite(from, MessageType::kRename, w.data());
+  bool resent = false;
+  Status st = CallWrite(from, MessageType::kRename, w.data(), &resent);
+  if (st.IsNotFound() && resent) {
+    // The source is gone after a lost answer: done if the lost try moved it (the target is
+    // there and the source is not). Writers rename only files they named uniquely.
+    Result<uint64_t> source = Stat(from);
+    if (!source && source.error().IsNotFound() && Stat(to).has_value()) return Status::OK();
+  }
+  return st;
 }
 
 Result<std::vector<std::string>> Client::List(std::string_view path) {

@@ -78,8 +78,10 @@ class Client {
   Answer Call(std::string_view path, MessageType type, const std::string& payload,
               std::span<std::byte> data_into);
   std::vector<size_t> ServerOrder(std::string_view path) const;
-  // A write request to the one server; DONE expected.
-  Status CallWrite(std::string_view path, MessageType type, const std::string& payload);
+  // A write request to the one server; DONE expected. `resent`: whether a try whose answer was
+  // lost had sent it (the server may have carried it out already).
+  Status CallWrite(std::string_view path, MessageType type, const std::string& payload,
+                   bool* resent = nullptr);
 
   const StokerUri uri_;
   const std::string secret_;

@@ -3,8 +3,13 @@
 // create, a file appears only once finished, and nothing escapes the dataset directory.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "dataset/packer.h"
@@ -138,6 +143,101 @@ TEST_F(RemoteWritesTest, AFileAppearsOnlyWhenFinished) {
   ASSERT_TRUE(storage->Rename("segments/empty.seg", "segments/moved.seg").ok());
   ASSERT_TRUE(storage->Remove("segments/moved.seg").ok());
   EXPECT_EQ(storage->Remove("segments/moved.seg").code(), StatusCode::kNotFound);
+}
+
+// A loopback TCP proxy in front of a server that, once armed, lets the next request through but
+// loses its answer: it closes the client's connection as soon as the server answers.
+class AnswerLosingProxy {
+ public:
+  explicit AnswerLosingProxy(uint16_t server_port) : server_port_(server_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(listener_, 16), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~AnswerLosingProxy() {
+    ::shutdown(listener_, SHUT_RDWR);
+    ::close(listener_);
+    acceptor_.join();
+    std::lock_guard lock(mu_);
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+    for (std::thread& t : pumps_) t.join();
+    for (int fd : fds_) ::close(fd);
+  }
+  uint16_t port() const { return port_; }
+  void Arm() { armed_ = true; }
+  int answers_lost() const { return lost_; }
+
+ private:
+  void Accept() {
+    for (;;) {
+      const int client = ::accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(server_port_);
+      EXPECT_EQ(::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+      std::lock_guard lock(mu_);
+      fds_.push_back(client);
+      fds_.push_back(server);
+      pumps_.emplace_back([=, this] { Pump(client, server, false); });
+      pumps_.emplace_back([=, this] { Pump(server, client, true); });
+    }
+  }
+  void Pump(int from, int to, bool answers) {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(from, buf, sizeof buf);
+      if (n <= 0) break;
+      if (answers && armed_.exchange(false)) {  // lose this answer, and the connection
+        ++lost_;
+        break;
+      }
+      if (::write(to, buf, static_cast<size_t>(n)) != n) break;
+    }
+    ::shutdown(to, SHUT_RDWR);
+    ::shutdown(from, SHUT_RDWR);
+  }
+
+  uint16_t server_port_, port_ = 0;
+  int listener_ = -1;
+  std::atomic<bool> armed_ = false;
+  std::atomic<int> lost_ = 0;
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> pumps_;
+};
+
+// RENAME and REMOVE are not idempotent: retried after a lost answer, the server says the source
+// is gone. The client sees that its own lost try did it and reports success.
+TEST_F(RemoteWritesTest, RenameAndRemoveRetriedAfterALostAnswerSucceed) {
+  AnswerLosingProxy proxy(server_->port());
+  auto storage =
+      OpenRemoteStorage("stoker://127.0.0.1:" + std::to_string(proxy.port()) + "/ds",
+                        test::kSecret, test::TestClientOptions());
+  ASSERT_TRUE(storage.has_value()) << storage.error().ToString();
+  ASSERT_TRUE((*storage)->CreateExclusive("segments/a.tmp", Bytes("abc")).ok());
+  proxy.Arm();
+  ASSERT_TRUE((*storage)->Rename("segments/a.tmp", "segments/a.seg").ok());
+  EXPECT_EQ(proxy.answers_lost(), 1);
+  EXPECT_TRUE(std::filesystem::exists(Local("segments/a.seg")));
+  EXPECT_FALSE(std::filesystem::exists(Local("segments/a.tmp")));
+  proxy.Arm();
+  ASSERT_TRUE((*storage)->Remove("segments/a.seg").ok());
+  EXPECT_EQ(proxy.answers_lost(), 2);
+  EXPECT_FALSE(std::filesystem::exists(Local("segments/a.seg")));
+  // Without a lost answer, a missing source is still an error.
+  EXPECT_EQ((*storage)->Rename("segments/a.tmp", "segments/b.seg").code(), StatusCode::kNotFound);
+  EXPECT_EQ((*storage)->Remove("segments/a.seg").code(), StatusCode::kNotFound);
 }
 
 TEST_F(RemoteWritesTest, NothingIsWrittenOutsideTheDataset) {
