@@ -49,8 +49,9 @@ struct DatasetOpenOptions {
   bool verify_checksums = true;
   // Read every file's location when opening (32 bytes of memory per file), as readers of the
   // whole dataset (`stoker mount`) need. Off: locations are read per lookup, so looking at a
-  // few files of a huge dataset reads about 1 % of its metadata; the loaders read them all
-  // when they start (LoadLocations), and stoker.Dataset in Python opens so.
+  // few files of a huge dataset reads about 1 % of its metadata; a loader rank reads those of
+  // the chunks it reads, or all (LoadLocations) where it needs them (docs/sampler.md, "What a
+  // rank reads"); stoker.Dataset in Python opens so.
   bool read_locations = true;
   // The version to open; the newest if unset.
   std::optional<uint64_t> version;

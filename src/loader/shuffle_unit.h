@@ -92,7 +92,7 @@ struct ShuffleUnit {
 // target anyway (a window of W chunks holds about W classes); near the target, chunks hold many
 // classes and the sample holds them all. When whole chunks fall short, blocks are chosen from
 // every label, as on a small dataset.
-inline constexpr uint64_t kEstimateSamples = 1u << 18;
+inline constexpr uint64_t kEstimateSamples = 1u << 16;
 Result<ShuffleUnit> ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
                                       uint32_t batch_size,
                                       uint64_t estimate_samples = kEstimateSamples);
