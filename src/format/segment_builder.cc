@@ -175,9 +175,9 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
   STOKER_ASSIGN_OR_RETURN(s.samples_section, Spool::Create(s.sort.temp_dir));
   STOKER_ASSIGN_OR_RETURN(s.attr_blocks, Spool::Create(s.sort.temp_dir));
   s.file_table = std::make_unique<KeyedTableWriter>(
-      [&s](std::string_view b) { return s.file_blocks->Append(b); });
+      [&s](std::string_view b) { return s.file_blocks->Append(b); }, s.sort.temp_dir);
   s.attr_table = std::make_unique<KeyedTableWriter>(
-      [&s](std::string_view b) { return s.attr_blocks->Append(b); });
+      [&s](std::string_view b) { return s.attr_blocks->Append(b); }, s.sort.temp_dir);
   ExternalSorter by_location(s.sort, [](std::string_view a, std::string_view b) {
     return a.substr(0, 8) < b.substr(0, 8);  // big-endian ordinals: byte order is numeric
   });
@@ -388,7 +388,7 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const
   }
   {
     // Locations, chunk by chunk in storage order; offsets are implied by the lengths.
-    LocationsWriter locations(out, s.files);
+    LocationsWriter locations(out, s.files, s.sort.temp_dir);
     Spool::Reader reader(*s.locations, 1 << 20);
     size_t c = 0;
     uint64_t offset = kChunkHeaderSize, previous_length = 0;
@@ -415,8 +415,7 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const
     STOKER_RETURN_IF_ERROR(locations.Finish());
   }
   STOKER_RETURN_IF_ERROR(copied(kSegFiles, *s.file_blocks));
-  STOKER_RETURN_IF_ERROR(out.Section(kSegFileIndex, s.file_table->index()));
-  STOKER_RETURN_IF_ERROR(out.Section(kSegFileKeys, s.file_table->keys()));
+  STOKER_RETURN_IF_ERROR(s.file_table->WriteIndex(out, kSegFileIndex, kSegFileKeys));
   STOKER_RETURN_IF_ERROR(WriteDirTable(out, s.dirs));
   {
     std::string classes;
@@ -431,8 +430,7 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const
     STOKER_RETURN_IF_ERROR(copied(kSegSamples, *s.samples_section));
   }
   STOKER_RETURN_IF_ERROR(copied(kSegAttrs, *s.attr_blocks));
-  STOKER_RETURN_IF_ERROR(out.Section(kSegAttrIndex, s.attr_table->index()));
-  STOKER_RETURN_IF_ERROR(out.Section(kSegAttrKeys, s.attr_table->keys()));
+  STOKER_RETURN_IF_ERROR(s.attr_table->WriteIndex(out, kSegAttrIndex, kSegAttrKeys));
   return out.Finish({.flags = n.flags,
                      .first_file = n.first_file,
                      .files = s.files,

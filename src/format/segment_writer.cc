@@ -101,13 +101,28 @@ Status SegmentFileWriter::Finish(const Footer& ft) {
 
 // ---- KeyedTableWriter
 
+Status KeyedTableWriter::IndexRecord(std::string_view first_key) {
+  if (!index_) {
+    STOKER_ASSIGN_OR_RETURN(index_, Spool::Create(temp_dir_));
+    STOKER_ASSIGN_OR_RETURN(keys_, Spool::Create(temp_dir_));
+  }
+  if (keys_size_ + first_key.size() > UINT32_MAX) {
+    return Status::Unsupported("a table's first keys pass 4 GiB (u32 offsets, docs/format.md §3.3)");
+  }
+  std::string record;
+  coding::PutFixed<uint64_t>(&record, blocks_size_);
+  coding::PutFixed<uint32_t>(&record, static_cast<uint32_t>(keys_size_));
+  coding::PutFixed<uint32_t>(&record, static_cast<uint32_t>(first_key.size()));
+  STOKER_RETURN_IF_ERROR(index_->Append(record));
+  STOKER_RETURN_IF_ERROR(keys_->Append(first_key));
+  keys_size_ += first_key.size();
+  return Status::OK();
+}
+
 Status KeyedTableWriter::Add(std::string_view key, std::string_view value) {
   if (count_ % kBlockEntries == 0) {
     STOKER_RETURN_IF_ERROR(EndBlock());
-    coding::PutFixed<uint64_t>(&index_, blocks_size_);
-    coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(keys_.size()));
-    coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(key.size()));
-    keys_.append(key);
+    STOKER_RETURN_IF_ERROR(IndexRecord(key));
     previous_.clear();
   }
   const size_t shared = SharedPrefix(previous_, key);
@@ -123,9 +138,21 @@ Status KeyedTableWriter::Add(std::string_view key, std::string_view value) {
 
 Status KeyedTableWriter::Finish() {
   STOKER_RETURN_IF_ERROR(EndBlock());
-  coding::PutFixed<uint64_t>(&index_, blocks_size_);
-  coding::PutFixed<uint32_t>(&index_, static_cast<uint32_t>(keys_.size()));
-  coding::PutFixed<uint32_t>(&index_, 0);
+  STOKER_RETURN_IF_ERROR(IndexRecord(""));  // the final record: the blocks' end
+  STOKER_RETURN_IF_ERROR(index_->Flush());
+  return keys_->Flush();
+}
+
+Status KeyedTableWriter::WriteIndex(SegmentFileWriter& out, uint32_t index_kind,
+                                    uint32_t keys_kind) {
+  if (!index_) return Status::Internal("KeyedTableWriter::WriteIndex before Finish");
+  const auto append = [&out](std::string_view bytes) { return out.Append(bytes); };
+  out.Begin(index_kind);
+  STOKER_RETURN_IF_ERROR(index_->CopyTo(append));
+  out.End();
+  out.Begin(keys_kind);
+  STOKER_RETURN_IF_ERROR(keys_->CopyTo(append));
+  out.End();
   return Status::OK();
 }
 
@@ -148,8 +175,7 @@ Status KeyedTableWriter::FinishInto(SegmentFileWriter& out, uint32_t index_kind,
                                     uint32_t keys_kind) {
   STOKER_RETURN_IF_ERROR(Finish());
   out.End();
-  STOKER_RETURN_IF_ERROR(out.Section(index_kind, index_));
-  return out.Section(keys_kind, keys_);
+  return WriteIndex(out, index_kind, keys_kind);
 }
 
 // ---- LocationsWriter
@@ -158,7 +184,12 @@ Status LocationsWriter::Add(uint64_t offset, uint64_t position, uint64_t length,
                             int32_t label) {
   if (count_ == 0) out_.Begin(kSegLocations);
   if (count_ % kBlockEntries == 0) {
-    coding::PutFixed<uint64_t>(&index_, size_);
+    if (!index_) {
+      STOKER_ASSIGN_OR_RETURN(index_, Spool::Create(temp_dir_));
+    }
+    std::string entry;
+    coding::PutFixed<uint64_t>(&entry, size_);
+    STOKER_RETURN_IF_ERROR(index_->Append(entry));
     coding::PutFixed<uint64_t>(&block_, offset);
   }
   varint::Put(&block_, position);
@@ -179,8 +210,17 @@ Status LocationsWriter::Finish() {
   if (count_ != files_) return Status::Internal("locations written do not match the files");
   if (count_ == 0) out_.Begin(kSegLocations);
   out_.End();
-  coding::PutFixed<uint64_t>(&index_, size_);
-  return out_.Section(kSegLocationIndex, index_);
+  if (!index_) {
+    STOKER_ASSIGN_OR_RETURN(index_, Spool::Create(temp_dir_));
+  }
+  std::string end;
+  coding::PutFixed<uint64_t>(&end, size_);
+  STOKER_RETURN_IF_ERROR(index_->Append(end));
+  STOKER_RETURN_IF_ERROR(index_->Flush());
+  out_.Begin(kSegLocationIndex);
+  STOKER_RETURN_IF_ERROR(index_->CopyTo([this](std::string_view b) { return out_.Append(b); }));
+  out_.End();
+  return Status::OK();
 }
 
 // ---- KeyRanksWriter

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/spool.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
 #include "stoker/status.h"
@@ -55,19 +57,21 @@ class SegmentFileWriter {
 // A block table of sorted keys (§3.3): blocks of kBlockEntries entries, each entry's key
 // prefix-compressed against the previous one (the first of a block in full), its value
 // length-prefixed; every block ends in its CRC32C. Finished blocks go to `emit`; the index and
-// the first keys stay here until Finish().
+// the first keys go to spools in `temp_dir` (about 0.25 bytes per entry: 250 MB for a billion
+// files, which memory would otherwise hold) until WriteIndex() copies them into their sections.
 class KeyedTableWriter {
  public:
   using Emit = std::function<Status(std::string_view)>;
-  explicit KeyedTableWriter(Emit emit) : emit_(std::move(emit)) {}
+  explicit KeyedTableWriter(Emit emit, std::string temp_dir = DefaultSpoolDir())
+      : emit_(std::move(emit)), temp_dir_(std::move(temp_dir)) {}
 
   Status Add(std::string_view key, std::string_view value);
   Status Finish();
+  // After Finish: the index and keys sections.
+  Status WriteIndex(SegmentFileWriter& out, uint32_t index_kind, uint32_t keys_kind);
 
   uint64_t count() const { return count_; }
   uint32_t blocks_crc() const { return blocks_crc_; }  // over every block's bytes
-  const std::string& index() const { return index_; }
-  const std::string& keys() const { return keys_; }
 
   // A table streamed straight into section `blocks_kind` of `out` (which it begins); no other
   // section may be written until FinishInto() ends it and writes the index and keys sections.
@@ -76,9 +80,13 @@ class KeyedTableWriter {
 
  private:
   Status EndBlock();
+  // One index record: the block's offset, then its first key's offset and size (0: the end).
+  Status IndexRecord(std::string_view first_key);
   Emit emit_;
-  std::string index_, keys_, block_, previous_;
-  uint64_t count_ = 0, blocks_size_ = 0;
+  std::string temp_dir_;
+  std::optional<Spool> index_, keys_;  // created with the first record
+  std::string block_, previous_;
+  uint64_t count_ = 0, blocks_size_ = 0, keys_size_ = 0;
   uint32_t blocks_crc_ = 0;
 };
 
@@ -86,7 +94,8 @@ class KeyedTableWriter {
 // End, which this class calls); Finish() writes the location index.
 class LocationsWriter {
  public:
-  LocationsWriter(SegmentFileWriter& out, uint64_t files) : out_(out), files_(files) {}
+  LocationsWriter(SegmentFileWriter& out, uint64_t files, std::string temp_dir = DefaultSpoolDir())
+      : out_(out), files_(files), temp_dir_(std::move(temp_dir)) {}
   // Ordinal by ordinal; `offset` is the entry's place in its chunk (only a block's first is
   // stored: the others follow from the lengths).
   Status Add(uint64_t offset, uint64_t position, uint64_t length, uint32_t crc32c, int32_t label);
@@ -95,8 +104,10 @@ class LocationsWriter {
  private:
   SegmentFileWriter& out_;
   const uint64_t files_;
+  const std::string temp_dir_;
   uint64_t count_ = 0, size_ = 0;
-  std::string index_, block_;
+  std::optional<Spool> index_;  // the location index, 8 bytes per block, until Finish
+  std::string block_;
 };
 
 // Key ranks (§3.5): the rank in key order of the file at each position, in position order,
