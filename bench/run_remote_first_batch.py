@@ -2,9 +2,13 @@
 """Remote open and first batch for one rank of 64 over stoker:// (docs/benchmarks.md §14.7).
 
     .venv/bin/python bench/run_remote_first_batch.py [--samples 100000,1000000] [--world-size 64]
+        [--input tar|tree]
 
-For each size: synthetic tiny samples (bench/run_append.py's make_tar: the metadata path is what
-is measured) packed by one `stoker pack`, exported by `stoker serve` on loopback with
+For each size: synthetic tiny samples (the metadata path is what is measured) packed by one
+`stoker pack`: with --input tar (bench/run_append.py's make_tar: `key.cls` + a 16-byte `key.bin`
+per sample, one tar, so the samples are groups of files), or --input tree (an ImageFolder tree of
+16-byte files in 1000 class directories, packed with --chunk-size 16KiB: about 600 files per
+chunk, as 64 MiB chunks of ImageNet hold), exported by `stoker serve` on loopback with
 --metrics-port. Each step runs in a fresh process (under /usr/bin/time) and is charged the
 answer bytes the server sent meanwhile (`stoker_serve_answer_bytes_total`, all types):
   stat    `stoker stat stoker://…/ds <one path>`
@@ -12,6 +16,9 @@ answer bytes the server sent meanwhile (`stoker_serve_answer_bytes_total`, all t
   loader  stoker.Loader(uri, rank=0, world_size=64, batch_size=256, shuffle="chunk", seed=0),
           then next(iter(loader)); the bytes of the next() are split into chunk data (the
           loader's stats()["bytes_read"]) and metadata (the rest)
+  full    the same with shuffle="full", whose rank reads from every chunk and so reads every
+          file's location, as every loader did before rank plans were built from their own
+          chunks (docs/sampler.md, "What a rank reads"): the reference in the same run
 Bytes are reported against the dataset's metadata (segments/) and its total size (chunks/,
 segments/, versions/); the sizes of the segments' location sections (kinds 2 and 3) and samples
 section (kind 11, docs/format.md §3.1) are read from their footers.
@@ -66,7 +73,7 @@ def client(step: str, uri: str, metrics_url: str, world_size: str, batch_size: s
                           "bytes": answer_bytes(metrics_url) - before}))
         return
     loader = stoker.Loader(uri, rank=0, world_size=int(world_size), batch_size=int(batch_size),
-                           shuffle="chunk", seed=0)
+                           shuffle="full" if step == "full" else "chunk", seed=0)
     built, t_built = answer_bytes(metrics_url), time.perf_counter()
     batch = next(iter(loader))
     first, t_first = answer_bytes(metrics_url), time.perf_counter()
@@ -77,11 +84,32 @@ def client(step: str, uri: str, metrics_url: str, world_size: str, batch_size: s
                       "batch_metadata_bytes": first - built - chunk_bytes}))
 
 
+def tree_path(i: int) -> str:
+    return f"c{i % 1000:03d}/s{i:09d}.bin"
+
+
+def make_tree(root: Path, samples: int) -> None:
+    """An ImageFolder tree of `samples` 16-byte files in 1000 class directories."""
+    for c in range(min(1000, samples)):
+        (root / f"c{c:03d}").mkdir(parents=True)
+    for i in range(samples):
+        with open(root / tree_path(i), "wb") as f:
+            f.write(i.to_bytes(16, "little"))
+
+
 def measure(a: argparse.Namespace, work: Path, samples: int) -> dict:
-    make_tar(work / "data.tar", 0, samples)
     ds = work / "ds"
-    packed, _, _ = timed([a.stoker, "pack", "-q", "--json", str(work / "data.tar"), str(ds)])
-    (work / "data.tar").unlink()
+    if a.input == "tar":
+        make_tar(work / "data.tar", 0, samples)
+        packed, _, _ = timed([a.stoker, "pack", "-q", "--json", str(work / "data.tar"), str(ds)])
+        (work / "data.tar").unlink()
+        stat_path = f"s{samples // 2:09d}.bin"
+    else:
+        make_tree(work / "tree", samples)
+        packed, _, _ = timed([a.stoker, "pack", "-q", "--json", "--chunk-size", "16KiB",
+                              str(work / "tree"), str(ds)])
+        subprocess.run(["rm", "-rf", str(work / "tree")], check=True)
+        stat_path = tree_path(samples // 2)
     sizes = {d: du_bytes(ds / d) for d in ("chunks", "segments", "versions")}
     row = {"samples": samples, "files": packed["files"], "chunks": packed["chunks"],
            "total_bytes": sum(sizes.values()), "metadata_bytes": sizes["segments"],
@@ -108,10 +136,9 @@ def measure(a: argparse.Namespace, work: Path, samples: int) -> dict:
         uri, metrics = f"stoker://127.0.0.1:{port}/ds", f"http://127.0.0.1:{metrics_port}/metrics"
 
         before = answer_bytes(metrics)
-        _, row["stat_s"], row["stat_rss"] = timed([a.stoker, "stat", uri,
-                                                   f"s{samples // 2:09d}.bin"])
+        _, row["stat_s"], row["stat_rss"] = timed([a.stoker, "stat", uri, stat_path])
         row["stat_bytes"] = answer_bytes(metrics) - before
-        for step in ("open", "loader"):
+        for step in ("open", "loader", "full"):
             result, _, row[f"{step}_rss"] = timed(
                 [sys.executable, "-c", "import sys, run_remote_first_batch as r; "
                  "r.client(*sys.argv[1:])", step, uri, metrics, str(a.world_size),
@@ -133,6 +160,7 @@ def main() -> None:
     ap.add_argument("--samples", default="100000,1000000", help="comma-separated sizes")
     ap.add_argument("--world-size", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--input", choices=("tar", "tree"), default="tar")
     ap.add_argument("--stoker", default=str(REPO / "build" / "tools" / "stoker"))
     a = ap.parse_args()
     rows = []
@@ -141,7 +169,7 @@ def main() -> None:
             rows.append(measure(a, Path(tmp), samples))
 
     lines = [
-        ("files", lambda r: f"{r['files']:,}"),
+        ("files / chunks", lambda r: f"{r['files']:,} / {r['chunks']:,}"),
         ("dataset total B (chunks/ segments/ versions/)", lambda r: f"{r['total_bytes']:,}"),
         ("metadata B (segments/)", lambda r: f"{r['metadata_bytes']:,}"),
         ("of which locations (sections 2+3)", lambda r: f"{r['location_bytes']:,}"),
@@ -155,20 +183,24 @@ def main() -> None:
          lambda r: f"{r['loader_batch_chunk_bytes']:,} B ({r['loader_batch_samples']} samples)"),
         ("one rank's metadata, open to first batch",
          lambda r: share(r["loader_init_bytes"] + r["loader_batch_metadata_bytes"], r)),
+        ("the same with shuffle=\"full\" (every location)",
+         lambda r: share(r["full_init_bytes"] + r["full_batch_metadata_bytes"], r)),
+        ("ratio full / chunk",
+         lambda r: f"{(r['full_init_bytes'] + r['full_batch_metadata_bytes']) / (r['loader_init_bytes'] + r['loader_batch_metadata_bytes']):.1f}x"),
         ("seconds: stat (process) / open / Loader() / first batch",
          lambda r: f"{r['stat_s']:.2f} / {r['open_s']:.2f} / {r['loader_init_s']:.2f} / "
                    f"{r['loader_batch_s']:.2f}"),
-        ("client peak RSS MiB: stat / open / loader",
+        ("client peak RSS MiB: stat / open / loader / full",
          lambda r: f"{r['stat_rss'] / 2**20:.0f} / {r['open_rss'] / 2**20:.0f} / "
-                   f"{r['loader_rss'] / 2**20:.0f}"),
+                   f"{r['loader_rss'] / 2**20:.0f} / {r['full_rss'] / 2**20:.0f}"),
     ]
-    print(f"rank 0 of {a.world_size}, batch {a.batch_size}; "
+    print(f"--input {a.input}: rank 0 of {a.world_size}, batch {a.batch_size}; "
           "bytes the server sent (% of the metadata / % of the dataset)\n")
     print("| | " + " | ".join(f"{r['samples']:,} samples" for r in rows) + " |")
     print("|---|" + "---|" * len(rows))
     for label, cell in lines:
         print(f"| {label} | " + " | ".join(cell(r) for r in rows) + " |", flush=True)
-    save("remote_first_batch", {"machine": machine(), "world_size": a.world_size,
+    save(f"remote_first_batch_{a.input}", {"machine": machine(), "world_size": a.world_size,
                                 "batch_size": a.batch_size, "rows": rows})
 
 
