@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <span>
 
 
 namespace stoker {
@@ -52,7 +53,7 @@ Status ExternalSorter::Spill() {
   for (const auto& [offset, size] : items_) {
     STOKER_RETURN_IF_ERROR(run.AppendRecord(std::string_view(arena_).substr(offset, size)));
   }
-  STOKER_RETURN_IF_ERROR(run.Flush());
+  STOKER_RETURN_IF_ERROR(run.Seal());
   runs_.push_back(std::move(run));
   arena_.clear();  // capacity kept: the next run fills the same memory
   items_.clear();
@@ -73,9 +74,35 @@ Status ExternalSorter::Merge(const std::function<Status(std::string_view)>& fn) 
   }
   STOKER_RETURN_IF_ERROR(Spill());
   Release();  // the merge's read buffers take the budget now
+  // Too many runs for a read buffer of kMinMergeBuffer each within the budget: merge groups of
+  // them into longer runs first, as often as needed, so memory stays the budget at any size.
+  const size_t fan_in = std::max<size_t>(2, options_.memory_bytes / kMinMergeBuffer);
+  while (runs_.size() > fan_in) {
+    std::vector<Spool> longer;
+    for (size_t first = 0; first < runs_.size(); first += fan_in) {
+      const size_t end = std::min(runs_.size(), first + fan_in);
+      if (end - first == 1) {
+        longer.push_back(std::move(runs_[first]));
+        continue;
+      }
+      STOKER_ASSIGN_OR_RETURN(Spool run, Spool::Create(options_.temp_dir));
+      STOKER_RETURN_IF_ERROR(MergeRuns(std::span<Spool>(runs_.data() + first, end - first),
+                                       [&run](std::string_view r) { return run.AppendRecord(r); }));
+      STOKER_RETURN_IF_ERROR(run.Seal());
+      longer.push_back(std::move(run));
+    }
+    runs_ = std::move(longer);
+  }
+  STOKER_RETURN_IF_ERROR(MergeRuns(runs_, fn));
+  runs_.clear();
+  return Status::OK();
+}
+
+Status ExternalSorter::MergeRuns(std::span<Spool> runs,
+                                 const std::function<Status(std::string_view)>& fn) const {
   // Read buffers share the budget; past 1 MiB a bigger one saves nothing.
-  const uint64_t buffer =
-      std::clamp<uint64_t>(options_.memory_bytes / runs_.size(), 64 << 10, 1 << 20);
+  const uint64_t buffer = std::clamp<uint64_t>(options_.memory_bytes / runs.size(),
+                                               kMinMergeBuffer, 1 << 20);
   // Each run's reader and its current record (a view into that reader's buffer, valid until
   // the reader moves on).
   struct Head {
@@ -83,8 +110,8 @@ Status ExternalSorter::Merge(const std::function<Status(std::string_view)>& fn) 
     std::string_view record;
   };
   std::vector<Head> heads;
-  heads.reserve(runs_.size());
-  for (const Spool& run : runs_) heads.push_back({Spool::Reader(run, buffer), {}});
+  heads.reserve(runs.size());
+  for (const Spool& run : runs) heads.push_back({Spool::Reader(run, buffer), {}});
   // Reads the next record of run i into heads[i].record; false at its end.
   const auto next = [&](size_t i) -> Result<bool> {
     STOKER_ASSIGN_OR_RETURN(auto record, heads[i].reader.NextRecord());
@@ -105,7 +132,6 @@ Status ExternalSorter::Merge(const std::function<Status(std::string_view)>& fn) 
     STOKER_ASSIGN_OR_RETURN(const bool has, next(i));
     if (has) queue.push(i);
   }
-  runs_.clear();
   return Status::OK();
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,8 +20,9 @@ struct SortOptions {
   std::string temp_dir = DefaultSpoolDir();
   // Memory for the records of one run (3/4 their bytes, 1/4 an index of 16 bytes per record),
   // spilled to a spool when full; the merge then reads each run through a buffer of
-  // budget / runs (64 KiB to 1 MiB; past ~1000 runs, i.e. ~50 GB of records with the default
-  // budget, the buffers alone exceed it). A pack's metadata sort has two sorters alive at once.
+  // budget / runs (64 KiB to 1 MiB). More runs than budget / 64 KiB (1024 with the default,
+  // ~50 GB of records) are first merged in groups into longer runs, so the merge's buffers stay
+  // within the budget at any size. A pack's metadata sort has two sorters alive at once.
   uint64_t memory_bytes = 64ull << 20;
 };
 
@@ -38,7 +40,10 @@ class ExternalSorter {
   size_t runs() const { return runs_.size(); }  // spilled so far
 
  private:
+  static constexpr uint64_t kMinMergeBuffer = 64 << 10;
   Status Spill();
+  // Merges `runs` (at most budget / kMinMergeBuffer) into `fn`, in order.
+  Status MergeRuns(std::span<Spool> runs, const std::function<Status(std::string_view)>& fn) const;
   void Release();  // gives the in-memory run's memory back
   void SortBuffer();  // orders items_ by their records
 

@@ -85,6 +85,29 @@ TEST(ExternalSorter, SpillsRunsAndMergesThemWithinTheBudget) {
   EXPECT_EQ(sorter.records(), records.size());
 }
 
+// More runs than the budget has 64 KiB read buffers for (here 4): merged in groups first, into
+// fewer, longer runs, and still every record once, in order.
+TEST(ExternalSorter, MergesManyRunsInSeveralPasses) {
+  Pcg32 rng(8);
+  std::vector<std::string> records;
+  for (int i = 0; i < 3001; ++i) {
+    std::string r(900 + rng.Below(200), '\0');
+    for (char& c : r) c = static_cast<char>('a' + rng.Below(26));
+    records.push_back(std::move(r));
+  }
+  SpoolDir dir;
+  ExternalSorter sorter({dir.path(), 256 << 10}, std::less<std::string_view>());
+  for (const auto& r : records) ASSERT_TRUE(sorter.Add(r).ok());
+  EXPECT_GT(sorter.runs(), 8u);
+  std::vector<std::string> out;
+  ASSERT_TRUE(sorter.Merge([&](std::string_view r) {
+                      out.emplace_back(r);
+                      return Status::OK();
+                    }).ok());
+  std::sort(records.begin(), records.end());
+  EXPECT_EQ(out, records);
+}
+
 TEST(ExternalSorter, AnErrorFromTheConsumerStopsTheMerge) {
   SpoolDir dir;
   ExternalSorter sorter({dir.path(), 256}, std::less<std::string_view>());
@@ -109,6 +132,10 @@ TEST(Spool, ReadsBackWhatWasAppendedAcrossBufferEdges) {
     all += piece;
     ASSERT_TRUE(spool->Append(piece).ok());
   }
+  ASSERT_TRUE(spool->Seal().ok());  // a sealed spool frees its buffer and still takes appends
+  const std::string tail(5000, 'z');
+  all += tail;
+  ASSERT_TRUE(spool->Append(tail).ok());
   ASSERT_TRUE(spool->Flush().ok());
   EXPECT_EQ(spool->size(), all.size());
   Spool::Reader reader(*spool, 4096);

@@ -79,6 +79,12 @@ Status Spool::Flush() {
   return Status::OK();
 }
 
+Status Spool::Seal() {
+  STOKER_RETURN_IF_ERROR(Flush());
+  std::string().swap(buffer_);
+  return Status::OK();
+}
+
 Status Spool::Read(uint64_t offset, uint64_t n, std::string* out) const {
   if (offset + n > written_) n = offset < written_ ? written_ - offset : 0;
   out->resize(n);

@@ -304,7 +304,7 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
   }));
   STOKER_ASSIGN_OR_RETURN(Spool spool, Spool::Create(options.sort.temp_dir));
   STOKER_RETURN_IF_ERROR(plan.Merge([&](std::string_view r) { return spool.AppendRecord(r); }));
-  STOKER_RETURN_IF_ERROR(spool.Flush());
+  STOKER_RETURN_IF_ERROR(spool.Seal());
   return std::make_unique<DirectorySource>(std::move(spool), count, total_bytes, options);
 }
 

@@ -123,7 +123,7 @@ Status ForEachFileWithLocation(
   STOKER_RETURN_IF_ERROR(added);
   STOKER_ASSIGN_OR_RETURN(Spool sorted, Spool::Create(DefaultSpoolDir()));
   STOKER_RETURN_IF_ERROR(by_position.Merge([&](std::string_view r) { return sorted.AppendRecord(r); }));
-  STOKER_RETURN_IF_ERROR(sorted.Flush());
+  STOKER_RETURN_IF_ERROR(sorted.Seal());
   Spool::Reader reader(sorted, 1 << 20);
   return seg.ForEachFile([&](uint64_t position, std::string_view path, uint64_t) -> Status {
     STOKER_ASSIGN_OR_RETURN(auto record, reader.NextRecord());

@@ -273,7 +273,7 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
   STOKER_RETURN_IF_ERROR(s.file_table->Finish());
   STOKER_RETURN_IF_ERROR(s.attr_table->Finish());
   for (auto* spool : {&*s.keys, &*s.file_blocks, &*s.samples_section, &*s.attr_blocks}) {
-    STOKER_RETURN_IF_ERROR(spool->Flush());
+    STOKER_RETURN_IF_ERROR(spool->Seal());
   }
 
   // Payloads lie back to back, so the files of a chunk must fill it exactly.
@@ -330,7 +330,7 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
     return s.locations->Append(scratch);
   });
   if (!by_ordinal.ok()) return by_ordinal;
-  return s.locations->Flush();
+  return s.locations->Seal();
 }
 
 const std::optional<std::string>& SegmentBuilder::duplicate_path() const {

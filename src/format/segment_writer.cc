@@ -139,8 +139,8 @@ Status KeyedTableWriter::Add(std::string_view key, std::string_view value) {
 Status KeyedTableWriter::Finish() {
   STOKER_RETURN_IF_ERROR(EndBlock());
   STOKER_RETURN_IF_ERROR(IndexRecord(""));  // the final record: the blocks' end
-  STOKER_RETURN_IF_ERROR(index_->Flush());
-  return keys_->Flush();
+  STOKER_RETURN_IF_ERROR(index_->Seal());
+  return keys_->Seal();
 }
 
 Status KeyedTableWriter::WriteIndex(SegmentFileWriter& out, uint32_t index_kind,
@@ -216,7 +216,7 @@ Status LocationsWriter::Finish() {
   std::string end;
   coding::PutFixed<uint64_t>(&end, size_);
   STOKER_RETURN_IF_ERROR(index_->Append(end));
-  STOKER_RETURN_IF_ERROR(index_->Flush());
+  STOKER_RETURN_IF_ERROR(index_->Seal());
   out_.Begin(kSegLocationIndex);
   STOKER_RETURN_IF_ERROR(index_->CopyTo([this](std::string_view b) { return out_.Append(b); }));
   out_.End();
