@@ -23,6 +23,7 @@
 #include "dataset/version_view.h"
 #include "fuse/inode_table.h"
 #include "fuse/open_file.h"
+#include "fuse/shutdown_signals.h"
 
 namespace stoker::fuse {
 namespace {
@@ -382,9 +383,19 @@ Status Serve(const Dataset& dataset, const std::string& mountpoint, const MountO
   fuse_loop_cfg_set_max_threads(config, std::max(1u, options.threads));
   fuse_loop_cfg_set_idle_threads(config, std::max(1u, options.threads));
   fuse_loop_cfg_set_clone_fd(config, 0);
-  // Returns 0 when unmounted from outside, the signal number on SIGINT/SIGTERM/SIGHUP.
-  const int rc = fuse_session_loop_mt(session.se, config);
-  fuse_loop_cfg_destroy(config);
+  int rc = 0;
+  {
+    // SIGINT/SIGTERM/SIGHUP end the loop promptly (shutdown_signals.h): from here on they reach
+    // a thread of ours, not libfuse's handlers.
+    ShutdownSignals shutdown(session.se, mountpoint);
+    // Returns 0 when unmounted from outside or ended by a signal.
+    rc = fuse_session_loop_mt(session.se, config);
+    fuse_loop_cfg_destroy(config);
+    // Before the signal thread stops: its lookup may wait for an answer the ended loop will
+    // never give, and the unmount aborts it.
+    fuse_session_unmount(session.se);
+    session.mounted = false;
+  }
   if (rc < 0) return Status::IOError(fmt::format("FUSE session failed: {}", std::strerror(-rc)));
   return Status::OK();
 }
