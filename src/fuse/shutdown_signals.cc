@@ -16,7 +16,13 @@ namespace stoker::fuse {
 ShutdownSignals::ShutdownSignals(fuse_session* session, std::string mountpoint)
     : session_(session), mountpoint_(std::move(mountpoint)) {
   sigemptyset(&signals_);
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals_, s);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) {
+    // An ignored signal stays ignored, as libfuse leaves it (a shell's `&` job ignores SIGINT):
+    // blocked, it would be queued for sigtimedwait instead of discarded.
+    struct sigaction current {};
+    if (sigaction(s, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    sigaddset(&signals_, s);
+  }
   pthread_sigmask(SIG_BLOCK, &signals_, &previous_mask_);
   thread_ = std::thread([this] { Wait(); });
 }

@@ -365,6 +365,33 @@ def test_shutdown_unmounts_cleanly(dataset, cli, tmp_path, how):
         m.stop()
 
 
+def test_a_sigint_ignored_at_start_stays_ignored(dataset, cli, tmp_path):
+    """A shell starts `&` jobs with SIGINT ignored: the mount leaves it ignored (as libfuse's own
+    handlers do) and stops on SIGTERM."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    proc = subprocess.Popen([cli, "mount", str(dataset), str(mnt)], stderr=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 20
+        while not is_mounted(mnt):
+            assert proc.poll() is None and time.monotonic() < deadline, "did not mount"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None and is_mounted(mnt)
+        assert sorted(os.listdir(mnt)) == ["class00", "class01", "class02"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert not is_mounted(mnt)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], check=False)
+
+
 def _gone(pid: int) -> bool:
     """Exited (a zombie counts: its parent, the `stoker mount` command, is gone already)."""
     try:
