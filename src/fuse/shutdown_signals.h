@@ -3,7 +3,7 @@
 // libfuse before 3.18 (Debian 12 ships 3.14) ends its multi-threaded loop on these signals only
 // when a worker next receives a request (libfuse issue #997): its handler sets the session's
 // exit flag and wakes nobody, so `stoker mount` could go on for as long as nobody touched the
-// mount (a CI run saw 20 s). Here the signals are blocked in the serving thread — and so in
+// mount. Here the signals are blocked in the serving thread — and so in
 // every worker it starts — and taken by a thread of ours, which sets the exit flag and then
 // looks up a name in the mount's root, every 100 ms until the loop has ended: the request wakes
 // a worker, which sees the flag and ends the loop.

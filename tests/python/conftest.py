@@ -10,12 +10,19 @@ import io
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sysconfig
 import tarfile
 from pathlib import Path
 
 import pytest
+
+# A shell starts background jobs with SIGINT ignored, and an ignored signal stays ignored in
+# every process started from here (stoker mount, serve, node), so tests that stop one with
+# SIGINT would wait in vain. A handler of our own is reset to the default in each child.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def find_stoker() -> str | None:
