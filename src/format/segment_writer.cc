@@ -59,6 +59,13 @@ Status SegmentFileWriter::Section(uint32_t kind, std::string_view bytes) {
   return Status::OK();
 }
 
+Status SegmentFileWriter::Section(uint32_t kind, const Spool& spool) {
+  Begin(kind);
+  STOKER_RETURN_IF_ERROR(spool.CopyTo([this](std::string_view bytes) { return Append(bytes); }));
+  End();
+  return Status::OK();
+}
+
 Status SegmentFileWriter::Finish(const Footer& ft) {
   if (open_) return Status::Internal("a segment section was not ended");
   std::string f;
@@ -146,14 +153,8 @@ Status KeyedTableWriter::Finish() {
 Status KeyedTableWriter::WriteIndex(SegmentFileWriter& out, uint32_t index_kind,
                                     uint32_t keys_kind) {
   if (!index_) return Status::Internal("KeyedTableWriter::WriteIndex before Finish");
-  const auto append = [&out](std::string_view bytes) { return out.Append(bytes); };
-  out.Begin(index_kind);
-  STOKER_RETURN_IF_ERROR(index_->CopyTo(append));
-  out.End();
-  out.Begin(keys_kind);
-  STOKER_RETURN_IF_ERROR(keys_->CopyTo(append));
-  out.End();
-  return Status::OK();
+  STOKER_RETURN_IF_ERROR(out.Section(index_kind, *index_));
+  return out.Section(keys_kind, *keys_);
 }
 
 Status KeyedTableWriter::EndBlock() {
@@ -184,12 +185,7 @@ Status LocationsWriter::Add(uint64_t offset, uint64_t position, uint64_t length,
                             int32_t label) {
   if (count_ == 0) out_.Begin(kSegLocations);
   if (count_ % kBlockEntries == 0) {
-    if (!index_) {
-      STOKER_ASSIGN_OR_RETURN(index_, Spool::Create(temp_dir_));
-    }
-    std::string entry;
-    coding::PutFixed<uint64_t>(&entry, size_);
-    STOKER_RETURN_IF_ERROR(index_->Append(entry));
+    STOKER_RETURN_IF_ERROR(IndexEntry());
     coding::PutFixed<uint64_t>(&block_, offset);
   }
   varint::Put(&block_, position);
@@ -210,17 +206,18 @@ Status LocationsWriter::Finish() {
   if (count_ != files_) return Status::Internal("locations written do not match the files");
   if (count_ == 0) out_.Begin(kSegLocations);
   out_.End();
+  STOKER_RETURN_IF_ERROR(IndexEntry());  // the end of the last block
+  STOKER_RETURN_IF_ERROR(index_->Seal());
+  return out_.Section(kSegLocationIndex, *index_);
+}
+
+Status LocationsWriter::IndexEntry() {
   if (!index_) {
     STOKER_ASSIGN_OR_RETURN(index_, Spool::Create(temp_dir_));
   }
-  std::string end;
-  coding::PutFixed<uint64_t>(&end, size_);
-  STOKER_RETURN_IF_ERROR(index_->Append(end));
-  STOKER_RETURN_IF_ERROR(index_->Seal());
-  out_.Begin(kSegLocationIndex);
-  STOKER_RETURN_IF_ERROR(index_->CopyTo([this](std::string_view b) { return out_.Append(b); }));
-  out_.End();
-  return Status::OK();
+  std::string entry;
+  coding::PutFixed<uint64_t>(&entry, size_);
+  return index_->Append(entry);
 }
 
 // ---- KeyRanksWriter

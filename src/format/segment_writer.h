@@ -26,8 +26,9 @@ class SegmentFileWriter {
   explicit SegmentFileWriter(SegmentSink& sink) : sink_(sink) {}
 
   Status Header();
-  // A whole section at once.
+  // A whole section at once, from memory or from a spool.
   Status Section(uint32_t kind, std::string_view bytes);
+  Status Section(uint32_t kind, const Spool& spool);
   // A section streamed in pieces: Begin, Append..., End.
   void Begin(uint32_t kind);
   Status Append(std::string_view bytes);
@@ -106,6 +107,8 @@ class LocationsWriter {
   const uint64_t files_;
   const std::string temp_dir_;
   uint64_t count_ = 0, size_ = 0;
+  // Appends the current size (a block's offset, or the end) to the location index.
+  Status IndexEntry();
   std::optional<Spool> index_;  // the location index, 8 bytes per block, until Finish
   std::string block_;
 };
