@@ -141,7 +141,11 @@ int RunInfo(const Common& a) {
   for (const auto& ref : r.segments) metadata_bytes += ref.bytes;
   const double per_file = r.files ? static_cast<double>(metadata_bytes) / r.files : 0;
   uint64_t chunk_bytes = 0;
-  for (uint32_t c = 0; c < v.chunk_count(); ++c) chunk_bytes += v.chunk(c).file_size;
+  for (uint32_t c = 0; c < v.chunk_count(); ++c) {
+    auto chunk = v.chunk(c);
+    if (!chunk) return Fail("info", chunk.error());
+    chunk_bytes += chunk->file_size;
+  }
   nlohmann::json j = {
       {"dataset", a.dataset}, {"version", r.version}, {"parent", r.parent},
       {"created_unix", r.created_unix_seconds},

@@ -302,7 +302,7 @@ void RegisterDataset(nb::module_& m) {
             const auto& snap = self.Get().view();
             uint64_t largest = 0;
             for (uint32_t c = 0; c < snap.chunk_count(); ++c) {
-              largest = std::max(largest, snap.chunk(c).file_size);
+              largest = std::max(largest, ValueOrThrow(snap.chunk(c)).file_size);
             }
             return largest;
           },

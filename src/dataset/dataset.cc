@@ -38,12 +38,13 @@ struct Dataset::Impl {
     // Opened without the lock: over the network an open is a round trip, and first reads of
     // different chunks must not queue behind each other. Two threads may open the same chunk;
     // the first to finish is kept.
-    const std::string path = format::ChunkPath(view->chunk(index).id);
+    STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef ref, view->chunk(index));
+    const std::string path = format::ChunkPath(ref.id);
     auto file = storage->OpenRead(path);
     if (!file) return Err(file.error());
     // A chunk of another size (truncated, replaced) is corrupt for every file in it; reading
     // past its end would otherwise surface as a retryable IOError.
-    if (const uint64_t want = view->chunk(index).file_size; (*file)->Size() != want) {
+    if (const uint64_t want = ref.file_size; (*file)->Size() != want) {
       return Err(Status::Corruption(fmt::format("{}: {} bytes, the metadata says {}",
                                                 storage->Describe(path), (*file)->Size(), want)));
     }
@@ -135,8 +136,8 @@ Result<FileInfo> Dataset::Stat(uint64_t file) const {
   STOKER_RETURN_IF_ERROR(CheckIndex(file));
   STOKER_ASSIGN_OR_RETURN(auto l, impl_->view->Location(file));
   STOKER_ASSIGN_OR_RETURN(auto path, impl_->view->FilePath(file));
-  return FileInfo{file,   std::move(path), l.length, l.crc32c, l.label,
-                  impl_->view->chunk(l.chunk).id, l.chunk, l.offset};
+  STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, impl_->view->chunk(l.chunk));
+  return FileInfo{file, std::move(path), l.length, l.crc32c, l.label, chunk.id, l.chunk, l.offset};
 }
 
 Result<std::string> Dataset::Path(uint64_t file) const {
@@ -174,7 +175,7 @@ Status Dataset::ReadFileInto(uint64_t file, std::span<std::byte> dst) const {
   if (actual != r.crc32c) {
     return Status::Corruption(fmt::format(
         "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", FilePath(file), r.crc32c, actual,
-        impl_->storage->Describe(format::ChunkPath(impl_->view->chunk(r.chunk).id))));
+        impl_->storage->Describe(impl_->view->ChunkName(r.chunk))));
   }
   return Status::OK();
 }

@@ -130,7 +130,7 @@ TEST_P(RoundTripTest, EveryByteAndPathSurvives) {
   const auto& snap = (*ds)->view();
   EXPECT_EQ(snap.chunk_count(), summary->chunks_total);
   for (uint32_t k = 0; k < snap.chunk_count(); ++k) {
-    const auto rec = snap.chunk(k);
+    const auto rec = snap.chunk(k).value();
     if (rec.entry_count > 1) {
       EXPECT_LE(rec.file_size, c.chunk_bytes);
     }

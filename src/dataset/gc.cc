@@ -208,7 +208,8 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
       STOKER_ASSIGN_OR_RETURN(auto segment,
                               format::Segment::Open(std::move(file), storage.Describe(path)));
       for (uint64_t c = 0; c < segment->info().chunk_count; ++c) {
-        live.insert(format::ChunkPath(segment->chunk(c).id));
+        STOKER_ASSIGN_OR_RETURN(const format::SegmentChunk chunk, segment->chunk(c));
+        live.insert(format::ChunkPath(chunk.id));
       }
     }
     return Status::OK();

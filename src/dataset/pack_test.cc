@@ -473,8 +473,8 @@ TEST_F(PackTest, AFileOverTheStreamingThresholdGetsAChunkOfItsOwn) {
   auto ds = Dataset::Open(Dst()).value();
   const FileInfo info = ds->Stat(ds->Find("a/big.bin").value()).value();
   EXPECT_EQ(info.size, big.size());
-  EXPECT_EQ(ds->view().chunk(info.chunk).entry_count, 1u);
-  EXPECT_FALSE(ds->view().chunk(info.chunk).wide_index);  // under 4 GiB: a narrow index
+  EXPECT_EQ(ds->view().chunk(info.chunk).value().entry_count, 1u);
+  EXPECT_FALSE(ds->view().chunk(info.chunk).value().wide_index);  // under 4 GiB: a narrow index
   EXPECT_TRUE(AsString(ds->ReadFile(info.index).value()) == big);
   EXPECT_TRUE(Verify(*Dst()).value().ok());
 }

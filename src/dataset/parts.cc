@@ -157,8 +157,11 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
           storage.Describe(part.path))));
     }
     const uint64_t chunk_base = chunks.size();
+    std::vector<uint64_t> first_locations;  // of this part's chunks
     for (uint64_t c = 0; c < seg.info().chunk_count; ++c) {
-      chunks.push_back(seg.chunk(c));
+      STOKER_ASSIGN_OR_RETURN(const format::SegmentChunk chunk, seg.chunk(c));
+      chunks.push_back(chunk);
+      first_locations.push_back(chunk.first_location);
     }
     const bool attributed = seg.info().attr_count > 0;
     const Status added = ForEachFileWithLocation(
@@ -169,7 +172,7 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
             STOKER_ASSIGN_OR_RETURN(attributes, seg.Attributes(position));
           }
           // Its rank in its chunk: entries follow the chunk's first location.
-          const uint64_t entry = ordinal - seg.chunk(l.chunk).first_location;
+          const uint64_t entry = ordinal - first_locations[l.chunk];
           return add.files->Add({path, static_cast<uint32_t>(chunk_base + l.chunk), entry,
                                  l.length, l.crc32c, l.label, attributes});
         });
@@ -318,7 +321,9 @@ Result<std::set<std::string>> ChunksOfParts(Storage& storage) {
       auto segment = format::Segment::Open(std::move(*file), storage.Describe(dir + "/" + name));
       if (!segment) continue;
       for (uint64_t c = 0; c < (*segment)->info().chunk_count; ++c) {
-        out.insert(format::ChunkPath((*segment)->chunk(c).id));
+        auto chunk = (*segment)->chunk(c);
+        if (!chunk) break;  // as above: garbage like any other
+        out.insert(format::ChunkPath(chunk->id));
       }
     }
   }

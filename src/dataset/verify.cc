@@ -100,7 +100,7 @@ class ChunkFileCrcs {
 // cannot be reached.
 Status VerifyChunk(Storage& storage, const VersionView& view, uint32_t c, const ChunkFiles& files,
                    VerifyReport& report) {
-  const ChunkRef rec = view.chunk(c);
+  STOKER_ASSIGN_OR_RETURN(const ChunkRef rec, view.chunk(c));
   const std::string name = format::ChunkPath(rec.id);
   const auto fail_files = [&](const std::string& why) {
     for (const auto& [f, r] : files) report.corrupt_files.push_back(PathOf(view, f) + ": " + why);

@@ -31,7 +31,7 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
   }
   v->record_ = std::move(record);
   const format::VersionRecord& r = v->record_;
-  uint64_t files = 0, samples = 0, bytes = 0;
+  uint64_t files = 0, samples = 0, bytes = 0, chunks = 0;
   for (const format::SegmentRef& ref : r.segments) {
     const std::string path = format::SegmentPath(ref.id);
     const std::string name = storage.Describe(path);
@@ -65,10 +65,12 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
     Part part;
     part.first_file = files;
     part.first_sample = samples;
-    part.first_chunk = static_cast<uint32_t>(v->chunks_.size());
-    for (uint64_t c = 0; c < info.chunk_count; ++c) {
-      v->chunks_.push_back(segment->chunk(c));
+    if (chunks + info.chunk_count > UINT32_MAX) {
+      return Err(Status::Unsupported(fmt::format(
+          "version {} has 2^32 chunks or more (docs/format.md §7)", r.version)));
     }
+    part.first_chunk = static_cast<uint32_t>(chunks);
+    chunks += info.chunk_count;
     for (uint32_t k = 0; k < info.class_count; ++k) {
       v->classes_.emplace_back(segment->class_name(k));
     }
@@ -79,10 +81,11 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
     v->parts_.push_back(std::move(part));
   }
   if (files != r.files || samples != r.samples || bytes != r.bytes ||
-      v->chunks_.size() != r.chunks || v->classes_.size() != r.classes) {
+      chunks != r.chunks || v->classes_.size() != r.classes) {
     return Err(Status::Corruption(fmt::format(
         "version {} of {}: its totals differ from its segments'", r.version, storage.Describe(""))));
   }
+  v->chunk_count_ = static_cast<uint32_t>(chunks);
   return v;
 }
 
@@ -106,6 +109,22 @@ const VersionView::Part& VersionView::PartOfSample(uint64_t s) const {
 
 // The last part whose chunks start at or before c: parts without chunks share their successor's
 // first chunk and come before it.
+Result<ChunkRef> VersionView::chunk(uint32_t c) const {
+  if (c >= chunk_count_) {
+    return Err(Status::InvalidArgument(
+        fmt::format("chunk {} of a version with {} chunks", c, chunk_count_)));
+  }
+  const Part& part = PartOfChunk(c);
+  STOKER_ASSIGN_OR_RETURN(const format::SegmentChunk chunk,
+                          part.segment->chunk(c - part.first_chunk));
+  return ChunkRef(chunk);
+}
+
+std::string VersionView::ChunkName(uint32_t c) const {
+  auto ref = chunk(c);
+  return ref ? format::ChunkPath(ref->id) : fmt::format("chunk #{}", c);
+}
+
 const VersionView::Part& VersionView::PartOfChunk(uint32_t c) const {
   auto it = std::upper_bound(parts_.begin(), parts_.end(), c,
                              [](uint32_t x, const Part& p) { return x < p.first_chunk; });

@@ -66,13 +66,18 @@ class VersionView {
   uint64_t file_count() const { return record_.files; }
   uint64_t sample_count() const { return record_.samples; }
   uint32_t class_count() const { return static_cast<uint32_t>(classes_.size()); }
-  uint32_t chunk_count() const { return static_cast<uint32_t>(chunks_.size()); }
+  uint32_t chunk_count() const { return chunk_count_; }
   uint64_t total_bytes() const { return record_.bytes; }
   bool grouped() const;
   bool labelled() const;
   bool labels_from_dirs() const;
 
-  const ChunkRef& chunk(uint32_t c) const { return chunks_[c]; }        // c < chunk_count()
+  // Chunk c (< chunk_count()): read from its segment's chunk table (a group of 256 records at a
+  // time, when first asked for), so that opening a version reads no per-chunk metadata.
+  Result<ChunkRef> chunk(uint32_t c) const;
+  // Chunk c's file name in the dataset (format::ChunkPath), for messages: "chunk #c" if its
+  // record cannot be read.
+  std::string ChunkName(uint32_t c) const;
   std::string_view class_name(uint32_t k) const { return classes_[k]; }  // k < class_count()
   const std::vector<std::string>& class_names() const { return classes_; }
   // The files of sample s (< sample_count()): [first, first + count). Needs the samples
@@ -134,7 +139,7 @@ class VersionView {
 
   format::VersionRecord record_;
   std::vector<Part> parts_;
-  std::vector<ChunkRef> chunks_;
+  uint32_t chunk_count_ = 0;
   std::vector<std::string> classes_;
   // Written once by LoadLocations (under locations_mu_), then read without a lock by whoever
   // saw locations_loaded_ set.

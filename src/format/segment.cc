@@ -5,11 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "common/byte_cursor.h"
 #include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/varint.h"
 #include "format/chunk.h"
 #include "format/segment_layout.h"
+#include "format/segment_table.h"
 #include "format/segment_writer.h"
 
 namespace stoker::format {
@@ -29,178 +31,7 @@ std::string_view KeyOf(const T& x) {
 
 uint64_t BlocksFor(uint64_t entries) { return (entries + kBlockEntries - 1) / kBlockEntries; }
 
-struct Cursor {
-  std::string_view in;
-  bool ok = true;
-  uint64_t Varint() {
-    auto v = varint::Get(&in);
-    if (!v) ok = false;
-    return v.value_or(0);
-  }
-  std::string_view Bytes(uint64_t n) {
-    if (n > in.size()) {
-      ok = false;
-      return {};
-    }
-    std::string_view out = in.substr(0, n);
-    in.remove_prefix(n);
-    return out;
-  }
-  template <typename T>
-  T Fixed() {
-    const std::string_view b = Bytes(sizeof(T));
-    return ok ? coding::DecodeFixed<T>(b.data()) : T{};
-  }
-};
-
 }  // namespace
-
-// A block table of sorted keys (docs/format.md §3.3). The index and first keys are held in
-// memory; blocks are read on demand.
-struct Segment::Table {
-  const Segment* segment = nullptr;
-  uint32_t blocks_kind = 0;
-  uint64_t entries = 0;
-  std::vector<uint64_t> block_offsets;  // blocks + 1
-  std::vector<std::string> first_keys;  // blocks
-
-  struct Entry {
-    std::string key;
-    std::string value;
-  };
-
-  Status Load(uint32_t blocks_kind_in, uint32_t index_kind, uint32_t keys_kind, uint64_t count,
-              const std::string& index, const std::string& keys) {
-    blocks_kind = blocks_kind_in;
-    entries = count;
-    const uint64_t blocks = BlocksFor(count);
-    if (index.size() != kIndexRecordSize * (blocks + 1)) {
-      return segment->Corrupt(fmt::format("section {} has {} bytes for {} blocks", index_kind,
-                                          index.size(), blocks));
-    }
-    const uint64_t blocks_size = segment->sections_[blocks_kind].size;
-    uint64_t key_end = 0;
-    for (uint64_t b = 0; b <= blocks; ++b) {
-      const char* r = index.data() + kIndexRecordSize * b;
-      const auto offset = coding::DecodeFixed<uint64_t>(r);
-      const auto key_offset = coding::DecodeFixed<uint32_t>(r + 8);
-      const auto key_size = coding::DecodeFixed<uint32_t>(r + 12);
-      const bool last = b == blocks;
-      if ((b == 0 ? offset != 0 : offset <= block_offsets.back()) || offset > blocks_size ||
-          (last && offset != blocks_size) || key_offset != key_end ||
-          uint64_t{key_offset} + key_size > keys.size() || (last && key_size != 0)) {
-        return segment->Corrupt(fmt::format("index section {}: bad record {}", index_kind, b));
-      }
-      block_offsets.push_back(offset);
-      key_end = key_offset + key_size;
-      if (!last) {
-        first_keys.emplace_back(keys.substr(key_offset, key_size));
-        if (b > 0 && first_keys[b] <= first_keys[b - 1]) {
-          return segment->Corrupt(fmt::format("index section {}: keys out of order", index_kind));
-        }
-      }
-    }
-    if (key_end != keys.size()) {
-      return segment->Corrupt(fmt::format("section {}: stray bytes", keys_kind));
-    }
-    return Status::OK();
-  }
-
-  // `keep`: into the segment's block cache (lookups); whole-table scans pass false.
-  Result<std::vector<Entry>> Block(uint64_t b, bool keep = true) const {
-    STOKER_ASSIGN_OR_RETURN(std::string bytes,
-                            segment->ReadBlockBytes(blocks_kind, block_offsets[b],
-                                                    block_offsets[b + 1] - block_offsets[b], keep));
-    const uint64_t count = std::min(kBlockEntries, entries - b * kBlockEntries);
-    std::vector<Entry> out(count);
-    Cursor c{bytes};
-    for (uint64_t i = 0; i < count && c.ok; ++i) {
-      const uint64_t shared = c.Varint(), unshared = c.Varint();
-      const std::string_view suffix = c.Bytes(unshared);
-      const uint64_t value_size = c.Varint();
-      const std::string_view value = c.Bytes(value_size);
-      if (!c.ok || (i == 0 ? shared != 0 : shared > out[i - 1].key.size())) {
-        c.ok = false;
-        break;
-      }
-      if (i > 0) out[i].key.assign(out[i - 1].key, 0, shared);
-      out[i].key.append(suffix);
-      out[i].value.assign(value);
-      if (i == 0 ? out[0].key != first_keys[b] : out[i].key <= out[i - 1].key) c.ok = false;
-    }
-    if (!c.ok || !c.in.empty()) {
-      return Err(segment->Corrupt(fmt::format("block {} of section {} is malformed", b,
-                                              blocks_kind)));
-    }
-    if (b + 1 < first_keys.size() && out.back().key >= first_keys[b + 1]) {
-      return Err(segment->Corrupt(fmt::format("block {} of section {} overlaps the next", b,
-                                              blocks_kind)));
-    }
-    return out;
-  }
-
-  // Entry i of block b, decoding only the entries up to it: a lookup by position costs a
-  // fraction of decoding the whole block.
-  Result<Entry> EntryAt(uint64_t b, uint64_t i) const {
-    STOKER_ASSIGN_OR_RETURN(std::string bytes,
-                            segment->ReadBlockBytes(blocks_kind, block_offsets[b],
-                                                    block_offsets[b + 1] - block_offsets[b]));
-    Cursor c{bytes};
-    Entry e;
-    for (uint64_t k = 0; k <= i && c.ok; ++k) {
-      const uint64_t shared = c.Varint(), unshared = c.Varint();
-      const std::string_view suffix = c.Bytes(unshared);
-      const uint64_t value_size = c.Varint();
-      const std::string_view value = c.Bytes(value_size);
-      if (!c.ok || (k == 0 ? shared != 0 : shared > e.key.size())) {
-        c.ok = false;
-        break;
-      }
-      e.key.resize(shared);
-      e.key.append(suffix);
-      if (k == i) e.value.assign(value);
-    }
-    if (!c.ok || (i == 0 && e.key != first_keys[b])) {
-      return Err(segment->Corrupt(fmt::format("block {} of section {} is malformed", b,
-                                              blocks_kind)));
-    }
-    return e;
-  }
-
-  // The block that would hold `key`: the last whose first key is <= key.
-  std::optional<uint64_t> BlockFor(std::string_view key) const {
-    auto it = std::upper_bound(first_keys.begin(), first_keys.end(), key,
-                               [](std::string_view k, const std::string& f) { return k < f; });
-    if (it == first_keys.begin()) return std::nullopt;
-    return static_cast<uint64_t>(it - first_keys.begin() - 1);
-  }
-
-  // (block, entry index) of `key`, and its value; nullopt if absent.
-  Result<std::optional<std::pair<uint64_t, Entry>>> Find(std::string_view key) const {
-    const auto b = BlockFor(key);
-    if (!b) return std::optional<std::pair<uint64_t, Entry>>();
-    STOKER_ASSIGN_OR_RETURN(auto block, Block(*b));
-    auto it = std::lower_bound(block.begin(), block.end(), key,
-                               [](const Entry& e, std::string_view k) { return e.key < k; });
-    if (it == block.end() || it->key != key) return std::optional<std::pair<uint64_t, Entry>>();
-    const uint64_t at = *b * kBlockEntries + static_cast<uint64_t>(it - block.begin());
-    return std::optional<std::pair<uint64_t, Entry>>(std::pair(at, std::move(*it)));
-  }
-
-  // Calls fn for each entry from the first key >= `from` while it returns true.
-  Status Scan(std::string_view from, const std::function<bool(const Entry&)>& fn,
-              bool keep = true) const {
-    uint64_t b = BlockFor(from).value_or(0);
-    for (; b < first_keys.size(); ++b) {
-      STOKER_ASSIGN_OR_RETURN(auto block, Block(b, keep));
-      for (const Entry& e : block) {
-        if (e.key < from) continue;
-        if (!fn(e)) return Status::OK();
-      }
-    }
-    return Status::OK();
-  }
-};
 
 Segment::~Segment() = default;
 
@@ -287,13 +118,14 @@ Status Segment::Load() {
   if (options_.verify_checksums && crc32c::Value(footer) != footer_crc_) return Corrupt("CRC32C mismatch in the footer");
   // Checked after the CRC, so that a damaged version field reads as corruption.
   const auto version = coding::DecodeFixed<uint32_t>(footer.data());
-  if (version != kFormatVersion2) {
+  if (version != kFormatVersion2 && version != kFormatVersion3) {
     return Status::Unsupported(
-        fmt::format("segment {}: format version {} (this stoker reads {})", name_, version,
-                    kFormatVersion2));
+        fmt::format("segment {}: format version {} (this stoker reads {} and {})", name_, version,
+                    kFormatVersion2, kFormatVersion3));
   }
+  version_ = version;
   if (coding::DecodeFixed<uint32_t>(header + 8) != version) return Corrupt("bad header");
-  Cursor c{footer};
+  ByteCursor c{footer};
   c.Fixed<uint32_t>();
   info_.flags = c.Fixed<uint32_t>();
   info_.first_file = c.Fixed<uint64_t>();
@@ -359,6 +191,76 @@ Status Segment::Load() {
     return Corrupt("bad footer keys");
   }
 
+  STOKER_RETURN_IF_ERROR(version_ == kFormatVersion2 ? LoadFlatIndexes() : CheckGroupedSizes());
+  struct TableKinds {
+    std::unique_ptr<Table>* table;
+    uint32_t blocks, index, keys;
+    uint64_t entries;
+  };
+  for (const TableKinds& t : {TableKinds{&files_, kSegFiles, kSegFileIndex, kSegFileKeys,
+                                         info_.file_count},
+                              TableKinds{&dirs_, kSegDirs, kSegDirIndex, kSegDirKeys,
+                                         info_.dir_count},
+                              TableKinds{&attrs_, kSegAttrs, kSegAttrIndex, kSegAttrKeys,
+                                         info_.attr_count}}) {
+    *t.table = std::make_unique<Table>(this, t.blocks, t.index, t.entries);
+    STOKER_ASSIGN_OR_RETURN(std::string keys, ReadSection(t.keys));
+    if (version_ == kFormatVersion2) {
+      STOKER_ASSIGN_OR_RETURN(std::string index, ReadSection(t.index));
+      STOKER_RETURN_IF_ERROR((*t.table)->LoadFlat(index, keys, t.keys));
+    } else {
+      STOKER_RETURN_IF_ERROR((*t.table)->LoadTop(keys, t.keys));
+    }
+  }
+  if (positioned() &&
+      sections_[kSegKeyRanks].size !=
+          KeyRankWidth(info_.file_count) * info_.file_count + 4 * BlocksFor(info_.file_count)) {
+    return Corrupt("key ranks section has the wrong size");
+  }
+  if (info_.file_count > 0 && files_->first_key() != info_.first_key) {
+    return Corrupt("the footer's first key differs from the files'");
+  }
+  if (!dirs_->first_key().empty()) {
+    return Corrupt("the directories do not start at the root");
+  }
+
+  STOKER_ASSIGN_OR_RETURN(std::string classes, ReadSection(kSegClasses));
+  ByteCursor cc{classes};
+  for (uint32_t k = 0; k < info_.class_count && cc.ok; ++k) {
+    classes_.emplace_back(cc.Bytes(cc.Varint()));
+  }
+  if (!cc.ok || !cc.in.empty()) return Corrupt("malformed classes section");
+
+  if (grouped() && sections_[kSegSamples].size != 8 * (info_.sample_count + 1)) {
+    return Corrupt("samples section has the wrong size");
+  }
+  return Status::OK();
+}
+
+namespace {
+
+SegmentChunk DecodeChunkRecord(const char* r) {
+  const uint32_t count_word = coding::DecodeFixed<uint32_t>(r + 20);
+  SegmentChunk ch;
+  ch.id = coding::DecodeFixed<uint64_t>(r);
+  ch.file_size = coding::DecodeFixed<uint64_t>(r + 8);
+  ch.data_crc32c = coding::DecodeFixed<uint32_t>(r + 16);
+  ch.entry_count = count_word & ~kChunkRecordWideIndex;
+  ch.wide_index = count_word & kChunkRecordWideIndex;
+  ch.first_location = coding::DecodeFixed<uint64_t>(r + 24);
+  return ch;
+}
+
+// The size of a section of `items` fixed-size records in groups of kBlockEntries, each group
+// with `extra` records more (the location index's shared end) and a CRC32C.
+uint64_t GroupedSize(uint64_t items, uint64_t record, uint64_t extra) {
+  const uint64_t full = items / kBlockEntries, rest = items % kBlockEntries;
+  return full * ((kBlockEntries + extra) * record + 4) + (rest ? (rest + extra) * record + 4 : 0);
+}
+
+}  // namespace
+
+Status Segment::LoadFlatIndexes() {
   // Chunks: their entries tile the locations.
   STOKER_ASSIGN_OR_RETURN(std::string chunks, ReadSection(kSegChunks));
   if (chunks.size() % kSegmentChunkRecordSize != 0 ||
@@ -367,15 +269,7 @@ Status Segment::Load() {
   }
   uint64_t next_location = 0;
   for (uint64_t i = 0; i < info_.chunk_count; ++i) {
-    const char* r = chunks.data() + kSegmentChunkRecordSize * i;
-    const uint32_t count_word = coding::DecodeFixed<uint32_t>(r + 20);
-    SegmentChunk ch;
-    ch.id = coding::DecodeFixed<uint64_t>(r);
-    ch.file_size = coding::DecodeFixed<uint64_t>(r + 8);
-    ch.data_crc32c = coding::DecodeFixed<uint32_t>(r + 16);
-    ch.entry_count = count_word & ~kChunkRecordWideIndex;
-    ch.wide_index = count_word & kChunkRecordWideIndex;
-    ch.first_location = coding::DecodeFixed<uint64_t>(r + 24);
+    const SegmentChunk ch = DecodeChunkRecord(chunks.data() + kSegmentChunkRecordSize * i);
     if (ch.first_location != next_location || ch.file_size < ch.fixed_bytes()) {
       return Corrupt(fmt::format("bad chunk record {}", i));
     }
@@ -383,6 +277,20 @@ Status Segment::Load() {
     chunks_.push_back(ch);
   }
   if (next_location != info_.file_count) return Corrupt("chunk entries do not add up to the files");
+  if (version_ == kFormatVersion3) {
+    // The footer's CRC of the chunk table is over its records alone (docs/format.md §3.1).
+    uint32_t crc = 0;
+    for (uint64_t g = 0; g * kBlockEntries < info_.chunk_count; ++g) {
+      const uint64_t count = std::min(kBlockEntries, info_.chunk_count - g * kBlockEntries);
+      STOKER_ASSIGN_OR_RETURN(const std::string records,
+                              ReadBlockBytes(kSegChunks, g * kChunkGroupStride,
+                                             count * kSegmentChunkRecordSize + 4, false));
+      crc = crc32c::Extend(crc, records.data(), records.size());
+    }
+    if (options_.verify_checksums && crc != sections_[kSegChunks].crc) {
+      return Corrupt("the chunk table differs from the footer's CRC32C of it");
+    }
+  }
 
   STOKER_ASSIGN_OR_RETURN(std::string locations, ReadSection(kSegLocationIndex));
   const uint64_t location_blocks = BlocksFor(info_.file_count);
@@ -397,47 +305,68 @@ Status Segment::Load() {
     }
     location_index_.push_back(offset);
   }
+  return Status::OK();
+}
 
-  struct TableKinds {
-    std::unique_ptr<Table>* table;
-    uint32_t blocks, index, keys;
-    uint64_t entries;
-  };
-  for (const TableKinds& t : {TableKinds{&files_, kSegFiles, kSegFileIndex, kSegFileKeys,
-                                         info_.file_count},
-                              TableKinds{&dirs_, kSegDirs, kSegDirIndex, kSegDirKeys,
-                                         info_.dir_count},
-                              TableKinds{&attrs_, kSegAttrs, kSegAttrIndex, kSegAttrKeys,
-                                         info_.attr_count}}) {
-    STOKER_ASSIGN_OR_RETURN(std::string index, ReadSection(t.index));
-    STOKER_ASSIGN_OR_RETURN(std::string keys, ReadSection(t.keys));
-    *t.table = std::make_unique<Table>();
-    (*t.table)->segment = this;
-    STOKER_RETURN_IF_ERROR((*t.table)->Load(t.blocks, t.index, t.keys, t.entries, index, keys));
+Status Segment::CheckGroupedSizes() const {
+  if (sections_[kSegChunks].size != GroupedSize(info_.chunk_count, kSegmentChunkRecordSize, 0)) {
+    return Corrupt("chunks section has the wrong size");
   }
-  if (positioned() &&
-      sections_[kSegKeyRanks].size !=
-          KeyRankWidth(info_.file_count) * info_.file_count + 4 * BlocksFor(info_.file_count)) {
-    return Corrupt("key ranks section has the wrong size");
-  }
-  if (info_.file_count > 0 && files_->first_keys.front() != info_.first_key) {
-    return Corrupt("the footer's first key differs from the files'");
-  }
-  if (dirs_->first_keys.empty() || !dirs_->first_keys.front().empty()) {
-    return Corrupt("the directories do not start at the root");
-  }
-
-  STOKER_ASSIGN_OR_RETURN(std::string classes, ReadSection(kSegClasses));
-  Cursor cc{classes};
-  for (uint32_t k = 0; k < info_.class_count && cc.ok; ++k) {
-    classes_.emplace_back(cc.Bytes(cc.Varint()));
-  }
-  if (!cc.ok || !cc.in.empty()) return Corrupt("malformed classes section");
-
-  if (grouped() && sections_[kSegSamples].size != 8 * (info_.sample_count + 1)) {
-    return Corrupt("samples section has the wrong size");
+  if (sections_[kSegLocationIndex].size != GroupedSize(BlocksFor(info_.file_count), 8, 1)) {
+    return Corrupt("location index has the wrong size");
   }
   return Status::OK();
+}
+
+Result<SegmentChunk> Segment::chunk(uint64_t c) const {
+  if (c >= info_.chunk_count) {
+    return Err(Corrupt(fmt::format("chunk {} of {} asked for", c, info_.chunk_count)));
+  }
+  if (version_ == kFormatVersion2) return chunks_[c];
+  const uint64_t g = c / kBlockEntries;
+  STOKER_ASSIGN_OR_RETURN(auto group, chunk_groups_.Get(g, [&]() -> Result<std::vector<SegmentChunk>> {
+    const uint64_t count = std::min(kBlockEntries, info_.chunk_count - g * kBlockEntries);
+    STOKER_ASSIGN_OR_RETURN(
+        std::string bytes,
+        ReadBlockBytes(kSegChunks, g * kChunkGroupStride, count * kSegmentChunkRecordSize + 4));
+    std::vector<SegmentChunk> out;
+    for (uint64_t i = 0; i < count; ++i) {
+      const SegmentChunk ch = DecodeChunkRecord(bytes.data() + kSegmentChunkRecordSize * i);
+      const uint64_t expected = i > 0 ? out.back().first_location + out.back().entry_count
+                                : g == 0 ? 0
+                                         : ch.first_location;
+      const bool last = g * kBlockEntries + i + 1 == info_.chunk_count;
+      if (ch.first_location != expected || ch.file_size < ch.fixed_bytes() ||
+          ch.first_location > info_.file_count ||
+          ch.entry_count > info_.file_count - ch.first_location ||
+          (last && ch.first_location + ch.entry_count != info_.file_count)) {
+        return Err(Corrupt(fmt::format("bad chunk record {}", g * kBlockEntries + i)));
+      }
+      out.push_back(ch);
+    }
+    return out;
+  }));
+  return (*group)[c % kBlockEntries];
+}
+
+Result<std::pair<uint64_t, uint64_t>> Segment::LocationBlockExtent(uint64_t b) const {
+  if (version_ == kFormatVersion2) {
+    return std::pair(location_index_[b], location_index_[b + 1] - location_index_[b]);
+  }
+  const uint64_t blocks = BlocksFor(info_.file_count), g = b / kBlockEntries;
+  const uint64_t entries = std::min(kBlockEntries, blocks - g * kBlockEntries) + 1;
+  STOKER_ASSIGN_OR_RETURN(
+      std::string bytes,
+      ReadBlockBytes(kSegLocationIndex, g * kLocationGroupStride, entries * 8 + 4));
+  const uint64_t i = b % kBlockEntries;
+  const auto begin = coding::DecodeFixed<uint64_t>(bytes.data() + 8 * i);
+  const auto end = coding::DecodeFixed<uint64_t>(bytes.data() + 8 * (i + 1));
+  const uint64_t section = sections_[kSegLocations].size;
+  if ((b == 0 && begin != 0) || end <= begin || end > section ||
+      (b + 1 == blocks && end != section)) {
+    return Err(Corrupt(fmt::format("location index entry {} is out of order", b)));
+  }
+  return std::pair(begin, end - begin);
 }
 
 Status Segment::LoadSamples() const {
@@ -461,25 +390,37 @@ Status Segment::LoadSamples() const {
 }
 
 Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block, bool keep) const {
-  STOKER_ASSIGN_OR_RETURN(
-      std::string bytes,
-      ReadBlockBytes(kSegLocations, location_index_[block],
-                     location_index_[block + 1] - location_index_[block], keep));
+  STOKER_ASSIGN_OR_RETURN(const auto extent, LocationBlockExtent(block));
+  STOKER_ASSIGN_OR_RETURN(std::string bytes,
+                          ReadBlockBytes(kSegLocations, extent.first, extent.second, keep));
   const uint64_t first = block * kBlockEntries;
   const uint64_t count = std::min(kBlockEntries, info_.file_count - first);
+  const Status bad = Corrupt(fmt::format("location block {} is malformed", block));
   std::vector<SegmentLocation> out(count);
-  Cursor c{bytes};
+  ByteCursor c{bytes};
   uint64_t offset = c.Fixed<uint64_t>();
-  // The chunk of the block's first entry: the last chunk starting at or before it.
-  auto it = std::upper_bound(chunks_.begin(), chunks_.end(), first,
-                             [](uint64_t k, const SegmentChunk& ch) { return k < ch.first_location; });
-  uint64_t chunk = static_cast<uint64_t>(it - chunks_.begin()) - 1;
-  while (chunks_[chunk].entry_count == 0) ++chunk;  // empty chunks hold no locations
+  // The chunk of the block's first entry: format 3 says it; in format 2, the last chunk that
+  // starts at or before it (every chunk is in memory).
+  uint64_t chunk = 0;
+  if (version_ == kFormatVersion2) {
+    auto it = std::upper_bound(chunks_.begin(), chunks_.end(), first,
+                               [](uint64_t k, const SegmentChunk& ch) { return k < ch.first_location; });
+    chunk = static_cast<uint64_t>(it - chunks_.begin()) - 1;
+    while (chunks_[chunk].entry_count == 0) ++chunk;  // empty chunks hold no locations
+  } else {
+    chunk = c.Varint();
+  }
+  if (!c.ok) return Err(bad);
+  STOKER_ASSIGN_OR_RETURN(SegmentChunk ch, this->chunk(chunk));
+  if (first < ch.first_location || first >= ch.first_location + ch.entry_count) return Err(bad);
   const uint64_t total_labels = uint64_t{info_.first_label} + info_.class_count;
   for (uint64_t i = 0; i < count && c.ok; ++i) {
     const uint64_t ordinal = first + i;
-    while (ordinal >= chunks_[chunk].first_location + chunks_[chunk].entry_count) ++chunk;
-    const SegmentChunk& ch = chunks_[chunk];
+    while (ordinal >= ch.first_location + ch.entry_count) {
+      const uint64_t end = ch.first_location + ch.entry_count;
+      STOKER_ASSIGN_OR_RETURN(ch, this->chunk(++chunk));
+      if (ch.first_location != end) return Err(bad);  // chunk records must tile the locations
+    }
     if (ordinal == ch.first_location) {
       if (i > 0) offset = kChunkHeaderSize;
       else if (offset != kChunkHeaderSize) c.ok = false;
@@ -500,9 +441,7 @@ Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block, bool
       c.ok = false;
     }
   }
-  if (!c.ok || !c.in.empty()) {
-    return Err(Corrupt(fmt::format("location block {} is malformed", block)));
-  }
+  if (!c.ok || !c.in.empty()) return Err(bad);
   return out;
 }
 
@@ -636,7 +575,7 @@ Result<std::vector<std::string>> Segment::Holding(std::span<const std::string> k
   uint64_t loaded = UINT64_MAX;
   for (const std::string& key : keys) {
     if (key < info_.first_key || key > info_.last_key) continue;
-    const auto b = files_->BlockFor(key);
+    STOKER_ASSIGN_OR_RETURN(const auto b, files_->BlockFor(key));
     if (!b) continue;
     if (*b != loaded) {
       loaded = *b;
@@ -717,17 +656,25 @@ Status Segment::ForEachAttribute(
 Status Segment::CheckEveryBlock() const {
   STOKER_RETURN_IF_ERROR(LoadSamples());
   for (const Table* table : {files_.get(), dirs_.get(), attrs_.get()}) {
-    for (uint64_t b = 0; b < table->first_keys.size(); ++b) {
-      if (auto block = table->Block(b, false); !block) return block.error();
-    }
+    STOKER_RETURN_IF_ERROR(table->CheckEveryBlock());
   }
+  // Chunk records tile the locations (format 3 reads them a group at a time, and checks within
+  // a group as it goes; this checks across groups too).
+  uint64_t next_location = 0;
+  for (uint64_t c = 0; c < info_.chunk_count; ++c) {
+    STOKER_ASSIGN_OR_RETURN(const SegmentChunk ch, chunk(c));
+    if (ch.first_location != next_location) return Corrupt(fmt::format("bad chunk record {}", c));
+    next_location += ch.entry_count;
+  }
+  if (next_location != info_.file_count) return Corrupt("chunk entries do not add up to the files");
   STOKER_RETURN_IF_ERROR(
       ForEachKeyRank([](uint64_t, uint64_t) { return Status::OK(); }));  // every block's CRC
+  STOKER_RETURN_IF_ERROR(ForEachLocation([](uint64_t, const SegmentLocation&) {}));
   return ForEachFile([](uint64_t, std::string_view, uint64_t) { return Status::OK(); });
 }
 
 Result<std::vector<SegmentLocation>> Segment::ChunkLocations(uint64_t c) const {
-  const SegmentChunk& ch = chunks_[c];
+  STOKER_ASSIGN_OR_RETURN(const SegmentChunk ch, chunk(c));
   std::vector<SegmentLocation> out;
   out.reserve(ch.entry_count);
   const uint64_t end = ch.first_location + ch.entry_count;
@@ -752,7 +699,7 @@ Status Segment::ForEachLocation(
 
 Status Segment::ForEachFile(
     const std::function<Status(uint64_t, std::string_view, uint64_t)>& fn) const {
-  for (uint64_t b = 0; b < files_->first_keys.size(); ++b) {
+  for (uint64_t b = 0; b < files_->block_count(); ++b) {
     STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b, false));
     for (uint64_t i = 0; i < block.size(); ++i) {
       const uint64_t rank = b * kBlockEntries + i;
@@ -764,7 +711,7 @@ Status Segment::ForEachFile(
   return Status::OK();
 }
 
-uint64_t Segment::file_block_count() const { return files_->first_keys.size(); }
+uint64_t Segment::file_block_count() const { return files_->block_count(); }
 
 Result<std::vector<SegmentKeyedFile>> Segment::FileBlock(uint64_t b) const {
   STOKER_ASSIGN_OR_RETURN(auto block, files_->Block(b, false));

@@ -1,6 +1,7 @@
 // One metadata segment (docs/format.md §3), read in place through range reads: Open() reads the
-// trailer, the footer and the small index sections (a few hundred bytes per thousand files);
-// every lookup then reads and checks one or two ~4 KiB blocks. Nothing is trusted before its
+// trailer, the footer and the top indexes (format 3: about 60 bytes per 65,536 files; format 2
+// read its whole index sections, about 0.3 bytes per file); every lookup then reads and checks
+// a few ~4 KiB blocks. Nothing is trusted before its
 // CRC32C and structure are checked, so a damaged or hostile segment yields a Corruption error
 // naming it, never a crash or wrong data.
 // Thread-safety: immutable after Open(); every method may be called concurrently.
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "format/chunk.h"
+#include "format/parsed_cache.h"
 #include "stoker/status.h"
 #include "stoker/storage.h"
 
@@ -87,7 +89,10 @@ class Segment {
   // Positions are not key order (a merged segment: docs/format.md §3.5).
   bool positioned() const;
 
-  SegmentChunk chunk(uint64_t c) const { return chunks_[c]; }  // c < chunk_count
+  // Chunk c (< chunk_count). Format 3 reads chunk records a group of 256 at a time, when first
+  // asked for.
+  Result<SegmentChunk> chunk(uint64_t c) const;
+  uint32_t format_version() const { return version_; }
   std::string_view class_name(uint32_t k) const { return classes_[k]; }  // k < class_count
 
   // The file at `position` (< file_count): its path and location.
@@ -141,6 +146,12 @@ class Segment {
  private:
   Segment() = default;
   Status Load();
+  // Format 2: the chunk table and location index, read whole at open.
+  Status LoadFlatIndexes();
+  // Format 3: the chunk table's and location index's sizes agree with the footer.
+  Status CheckGroupedSizes() const;
+  // Where location block b lies in the locations section: (offset, size).
+  Result<std::pair<uint64_t, uint64_t>> LocationBlockExtent(uint64_t b) const;
   Result<std::string> ReadSection(uint32_t kind) const;
   // A block's bytes, checked. `keep`: also into the block cache — lookups do; scans of a whole
   // table (merges, loading every location, verify) pass false, or they would fill the cache
@@ -174,8 +185,10 @@ class Segment {
     bool present = false;
   };
   SectionRef sections_[16];
-  std::vector<SegmentChunk> chunks_;
-  std::vector<uint64_t> location_index_;
+  uint32_t version_ = 0;
+  std::vector<SegmentChunk> chunks_;       // format 2 only
+  std::vector<uint64_t> location_index_;   // format 2 only
+  mutable ParsedCache<std::vector<SegmentChunk>> chunk_groups_{1024};  // format 3
   mutable std::mutex samples_mu_;
   mutable std::atomic<bool> samples_loaded_ = false;
   mutable std::vector<uint64_t> samples_;  // written once under samples_mu_

@@ -375,16 +375,11 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const
   };
   STOKER_RETURN_IF_ERROR(out.Header());
   {
-    std::string chunks;
+    ChunkTableWriter chunks(out);
     for (size_t c = 0; c < s.chunks.size(); ++c) {
-      const ChunkInfo& info = s.chunks[c];
-      coding::PutFixed<uint64_t>(&chunks, info.id);
-      coding::PutFixed<uint64_t>(&chunks, info.file_size);
-      coding::PutFixed<uint32_t>(&chunks, info.data_crc32c);
-      coding::PutFixed<uint32_t>(&chunks, ChunkRecordCount(info));
-      coding::PutFixed<uint64_t>(&chunks, s.first_location[c]);
+      STOKER_RETURN_IF_ERROR(chunks.Add(s.chunks[c], s.first_location[c]));
     }
-    STOKER_RETURN_IF_ERROR(out.Section(kSegChunks, chunks));
+    STOKER_RETURN_IF_ERROR(chunks.Finish());
   }
   {
     // Locations, chunk by chunk in storage order; offsets are implied by the lengths.
@@ -410,7 +405,7 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const
         return Status::InvalidArgument(
             fmt::format("the file at position {}: label {} has no class", l.position, label));
       }
-      STOKER_RETURN_IF_ERROR(locations.Add(offset, l.position, l.length, l.crc32c, label));
+      STOKER_RETURN_IF_ERROR(locations.Add(offset, c, l.position, l.length, l.crc32c, label));
     }
     STOKER_RETURN_IF_ERROR(locations.Finish());
   }

@@ -13,7 +13,10 @@ namespace stoker::format {
 
 inline constexpr char kSegmentMagic[8] = {'S', 'T', 'K', 'S', 'E', 'G', 'M', 'T'};
 inline constexpr char kSegmentTrailerMagic[8] = {'S', 'T', 'K', 'S', 'E', 'N', 'D', '2'};
+// Format 2 read its index sections whole at open (~0.3 bytes per file); format 3, which writers
+// write, reads them a block at a time (docs/format.md §3.6). Readers read both.
 inline constexpr uint32_t kFormatVersion2 = 2;
+inline constexpr uint32_t kFormatVersion3 = 3;
 inline constexpr uint64_t kSegmentHeaderSize = 16;   // magic, u32 format version, u32 zero
 inline constexpr uint64_t kSegmentTrailerSize = 32;  // see docs/format.md §3.1
 inline constexpr uint64_t kSegmentFooterFixedSize = 88;
@@ -22,7 +25,16 @@ inline constexpr uint64_t kSegmentSectionRecordSize = 32;
 // under 0.3 bytes per file, small enough that a lookup decodes ~4 KiB.
 inline constexpr uint64_t kBlockEntries = 256;
 inline constexpr uint64_t kIndexRecordSize = 16;  // u64 block offset, u32 key offset, u32 length
+// Format 3's top index of a keyed table: per index block, u64 its offset, u64 the offset of its
+// first data block, u32 key length (then the key); a final record of two u64 ends it.
+inline constexpr uint64_t kTopRecordFixedSize = 20;
 inline constexpr uint64_t kSegmentChunkRecordSize = 32;
+// Format 3: chunk records and location-index entries in groups of kBlockEntries, each group
+// followed by its CRC32C, at a fixed stride (a reader computes where group g lies).
+inline constexpr uint64_t kChunkGroupStride = kBlockEntries * kSegmentChunkRecordSize + 4;
+// A location-index group holds the offsets of kBlockEntries location blocks and the offset
+// where the next block starts (the first of the next group, or the section's end).
+inline constexpr uint64_t kLocationGroupStride = (kBlockEntries + 1) * 8 + 4;
 // In a chunk record's entry-count word: the chunk has a wide index (docs/format.md §2).
 inline constexpr uint32_t kChunkRecordWideIndex = 1u << 31;
 inline constexpr uint64_t kMaxSegmentFooterSize = 1 << 20;
@@ -43,8 +55,8 @@ enum SegmentSection : uint32_t {
   kSegLocations = 2,      // location blocks, chunk by chunk in storage order
   kSegLocationIndex = 3,  // u64 offset of each location block, then the section's size
   kSegFiles = 4,          // file blocks in key order (= position order unless positioned)
-  kSegFileIndex = 5,      // index records of the file blocks
-  kSegFileKeys = 6,       // first keys of the file blocks
+  kSegFileIndex = 5,      // format 2: index records of the file blocks; 3: index blocks
+  kSegFileKeys = 6,       // format 2: first keys of the file blocks; 3: the top index
   kSegDirs = 7,
   kSegDirIndex = 8,
   kSegDirKeys = 9,

@@ -84,18 +84,14 @@ Status MergeSegments(std::span<const Segment* const> inputs, const SortOptions& 
   SegmentFileWriter out(sink);
   STOKER_RETURN_IF_ERROR(out.Header());
   {
-    std::string chunks;
+    ChunkTableWriter chunks(out);
     for (size_t j = 0; j < inputs.size(); ++j) {
       for (uint64_t c = 0; c < inputs[j]->info().chunk_count; ++c) {
-        const SegmentChunk ch = inputs[j]->chunk(c);
-        coding::PutFixed<uint64_t>(&chunks, ch.id);
-        coding::PutFixed<uint64_t>(&chunks, ch.file_size);
-        coding::PutFixed<uint32_t>(&chunks, ch.data_crc32c);
-        coding::PutFixed<uint32_t>(&chunks, ChunkRecordCount(ch));
-        coding::PutFixed<uint64_t>(&chunks, ch.first_location + shift[j].files);
+        STOKER_ASSIGN_OR_RETURN(const SegmentChunk ch, inputs[j]->chunk(c));
+        STOKER_RETURN_IF_ERROR(chunks.Add(ch, ch.first_location + shift[j].files));
       }
     }
-    STOKER_RETURN_IF_ERROR(out.Section(kSegChunks, chunks));
+    STOKER_RETURN_IF_ERROR(chunks.Finish());
   }
   {
     // Storage order is the inputs' one after another.
@@ -105,8 +101,8 @@ Status MergeSegments(std::span<const Segment* const> inputs, const SortOptions& 
       STOKER_RETURN_IF_ERROR(
           inputs[j]->ForEachLocation([&](uint64_t, const SegmentLocation& l) {
             if (added.ok()) {
-              added = locations.Add(l.offset, l.position + shift[j].files, l.length, l.crc32c,
-                                    l.label);
+              added = locations.Add(l.offset, l.chunk + shift[j].chunks,
+                                    l.position + shift[j].files, l.length, l.crc32c, l.label);
             }
           }));
       STOKER_RETURN_IF_ERROR(added);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/random.h"
 #include "format/segment_builder.h"
@@ -36,9 +37,10 @@ class StringFile final : public RandomAccessFile {
   const std::string* bytes_;
 };
 
-// `paths` spread over three chunks in a scrambled storage order, with labels and a few
+// `paths` spread over `chunk_count` chunks in a scrambled storage order, with labels and a few
 // attributes.
-SegmentSpec SpecFor(const std::vector<std::string>& paths, uint64_t seed) {
+SegmentSpec SpecFor(const std::vector<std::string>& paths, uint64_t seed,
+                    uint32_t chunk_count = 3) {
   SegmentSpec spec;
   spec.flags = kSegmentLabelled;
   spec.first_file = 1000;
@@ -49,14 +51,14 @@ SegmentSpec SpecFor(const std::vector<std::string>& paths, uint64_t seed) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   Pcg32 rng(seed);
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
-  spec.chunks.resize(3);
-  uint64_t offset[3] = {kChunkHeaderSize, kChunkHeaderSize, kChunkHeaderSize};
+  spec.chunks.resize(chunk_count);
+  std::vector<uint64_t> offset(chunk_count, kChunkHeaderSize);
   spec.files.resize(paths.size());
   for (size_t k = 0; k < order.size(); ++k) {
     const size_t i = order[k];
     SegmentFile& f = spec.files[i];
     f.path = paths[i];
-    f.chunk = static_cast<uint32_t>(k % 3);
+    f.chunk = static_cast<uint32_t>(k % chunk_count);
     f.length = (i * 7919) % 5000;
     f.offset = offset[f.chunk];
     f.crc32c = crc32c::Value(paths[i]);
@@ -65,7 +67,7 @@ SegmentSpec SpecFor(const std::vector<std::string>& paths, uint64_t seed) {
     offset[f.chunk] += f.length;
     ++spec.chunks[f.chunk].entry_count;
   }
-  for (uint32_t c = 0; c < 3; ++c) {
+  for (uint32_t c = 0; c < chunk_count; ++c) {
     spec.chunks[c].id = 0xabc000 + c;
     spec.chunks[c].file_size =
         offset[c] + kChunkFooterSize + kChunkIndexEntrySize * spec.chunks[c].entry_count;
@@ -106,7 +108,7 @@ TEST(Segment, RoundTripsEveryFileByPathPositionAndLocation) {
   EXPECT_EQ(info.class_count, 3u);
   EXPECT_EQ(seg->class_name(1), "dog");
   EXPECT_EQ(info.chunk_count, 3u);
-  EXPECT_EQ(seg->chunk(2).id, 0xabc002u);
+  EXPECT_EQ(seg->chunk(2).value().id, 0xabc002u);
 
   // Positions follow (directory, name) order.
   std::vector<std::string> sorted = paths;
@@ -200,6 +202,90 @@ TEST(Segment, ALookupReadsAFewBlocksNotTheSegment) {
   const uint64_t lookup_bytes = file->read_bytes - open_bytes;
   EXPECT_LT(lookup_bytes, 3 * 8192u);
   EXPECT_LT(file->read_bytes, bytes.size() / 10) << "open " << open_bytes << " of " << bytes.size();
+}
+
+// Format 3 (docs/format.md §3.6): past 65,536 files the file table has several index blocks,
+// the location index several groups, and past 256 chunks the chunk table several groups; open
+// still reads the trailer, footer and top indexes only, and a lookup a few blocks.
+TEST(Segment, OpenReadsTheSameFewBytesAtAnySize) {
+  std::vector<uint64_t> open_bytes;
+  for (const int files : {2000, 140000}) {
+    const std::vector<std::string> paths = TreePaths(files);
+    const SegmentSpec spec = SpecFor(paths, 5, static_cast<uint32_t>(files / 250));
+    auto built = BuildSegment(spec);
+    ASSERT_TRUE(built.has_value()) << built.error().ToString();
+    const std::string& bytes = *built;
+    auto file = std::make_shared<StringFile>(&bytes);
+    auto opened = Segment::Open(file, "big.seg");
+    ASSERT_TRUE(opened.has_value()) << opened.error().ToString();
+    const Segment& seg = **opened;
+    EXPECT_EQ(seg.format_version(), kFormatVersion3);
+    open_bytes.push_back(file->read_bytes);
+
+    // Lookups of paths spread over every index block, each reading a few blocks.
+    for (size_t i = 0; i < paths.size(); i += 997) {
+      const uint64_t before = file->read_bytes;
+      const auto position = seg.FindFile(paths[i]).value();
+      ASSERT_TRUE(position.has_value()) << paths[i];
+      EXPECT_EQ(seg.FilePath(*position).value(), paths[i]);
+      const SegmentLocation l = seg.FileLocation(*position).value();
+      const SegmentFile& want = spec.files[i];
+      EXPECT_EQ(l.length, want.length);
+      EXPECT_EQ(l.crc32c, want.crc32c);
+      EXPECT_EQ(l.chunk, want.chunk);
+      EXPECT_EQ(seg.chunk(l.chunk).value().id, spec.chunks[want.chunk].id);
+      EXPECT_LT(file->read_bytes - before, 6 * 8192u) << paths[i];
+      // Keys just beside it are absent, wherever they fall among the blocks.
+      EXPECT_FALSE(seg.FindFile(paths[i] + "~").value().has_value());
+      EXPECT_FALSE(seg.FindFile(paths[i].substr(0, paths[i].size() - 1)).value().has_value());
+    }
+    EXPECT_FALSE(seg.FindFile("").value().has_value());
+    EXPECT_FALSE(seg.FindFile("zzz/after/everything").value().has_value());
+    // A chunk in the last group of the chunk table: exactly its files.
+    const uint64_t last = spec.chunks.size() - 1;
+    const auto files_of_last = seg.ChunkLocations(last).value();
+    EXPECT_EQ(files_of_last.size(), spec.chunks[last].entry_count);
+    for (const SegmentLocation& l : files_of_last) EXPECT_EQ(l.chunk, last);
+    const Status checked = seg.CheckEveryBlock();
+    EXPECT_TRUE(checked.ok()) << checked.ToString();
+  }
+  // 70x the files: a few top-index records more, no more.
+  EXPECT_LT(open_bytes[1], open_bytes[0] + 512) << open_bytes[0] << " then " << open_bytes[1];
+  EXPECT_LT(open_bytes[1], 4096u);
+}
+
+// A damaged index block, chunk group or location-index group of a large segment is found by
+// the lookup or check that reads it, and named as corruption.
+TEST(Segment, DamageInAnyFormat3GroupIsCaught) {
+  const std::vector<std::string> paths = TreePaths(140000);
+  const std::string original = BuildSegment(SpecFor(paths, 6, 600)).value();
+  auto clean = OpenOrDie(&original);
+  ASSERT_NE(clean, nullptr);
+  ASSERT_TRUE(clean->CheckEveryBlock().ok());
+  // The sections read a block or group at a time, by their footer records; flip a byte in the
+  // middle of each, and in its second half (a later group or index block).
+  std::string bytes = original;
+  const uint64_t footer_offset =
+      coding::DecodeFixed<uint64_t>(original.data() + original.size() - 32);
+  const uint32_t sections = coding::DecodeFixed<uint32_t>(original.data() + footer_offset + 80);
+  int flipped = 0;
+  for (uint32_t k = 0; k < sections; ++k) {
+    const char* record = original.data() + footer_offset + 88 + 32 * k;
+    const auto kind = coding::DecodeFixed<uint32_t>(record);
+    const auto offset = coding::DecodeFixed<uint64_t>(record + 8);
+    const auto size = coding::DecodeFixed<uint64_t>(record + 16);
+    if (kind != kSegChunks && kind != kSegLocationIndex && kind != kSegFileIndex) continue;
+    for (const uint64_t at : {offset + size / 2, offset + size - 1}) {
+      bytes[at] = static_cast<char>(bytes[at] ^ 0x04);
+      auto seg = Segment::Open(std::make_shared<StringFile>(&bytes), "flipped.seg");
+      const Status st = seg ? (*seg)->CheckEveryBlock() : seg.error();
+      EXPECT_TRUE(st.IsCorruption()) << "section " << kind << " byte " << at << ": "
+                                     << st.ToString();
+      bytes[at] = original[at];
+      ++flipped;
+    }
+  }
+  EXPECT_EQ(flipped, 6);
 }
 
 TEST(Segment, GroupsTarSamplesByKey) {
@@ -340,9 +426,9 @@ TEST(Segment, ChunkRecordsCarryTheIndexWidth) {
   const std::string bytes = BuildSegment(spec).value();
   auto seg = OpenOrDie(&bytes);
   ASSERT_NE(seg, nullptr);
-  EXPECT_FALSE(seg->chunk(0).wide_index);
-  EXPECT_TRUE(seg->chunk(1).wide_index);
-  EXPECT_EQ(seg->chunk(1).entry_count, spec.chunks[1].entry_count);
+  EXPECT_FALSE(seg->chunk(0).value().wide_index);
+  EXPECT_TRUE(seg->chunk(1).value().wide_index);
+  EXPECT_EQ(seg->chunk(1).value().entry_count, spec.chunks[1].entry_count);
   EXPECT_TRUE(ReadEverything(*seg).ok());
   spec.chunks[1].wide_index = false;  // then its size does not add up
   EXPECT_EQ(BuildSegment(spec).error().code(), StatusCode::kInvalidArgument);
@@ -442,7 +528,7 @@ TEST(SegmentMerge, KeepsEveryFileIndexLocationLabelSampleAndAttribute) {
       const SegmentLocation b = merged->FileLocation(shift + p).value();
       EXPECT_EQ(b.position, shift + p);
       EXPECT_EQ(b.chunk, a.chunk + chunk_shift);
-      EXPECT_EQ(merged->chunk(b.chunk).id, in->chunk(a.chunk).id);
+      EXPECT_EQ(merged->chunk(b.chunk).value().id, in->chunk(a.chunk).value().id);
       EXPECT_EQ(std::tie(b.offset, b.length, b.crc32c, b.label),
                 std::tie(a.offset, a.length, a.crc32c, a.label));
       EXPECT_EQ(merged->Attributes(shift + p).value(), in->Attributes(p).value());

@@ -31,7 +31,7 @@ std::string_view DirOf(std::string_view path) {
 Status SegmentFileWriter::Header() {
   std::string header(kSegmentHeaderSize, '\0');
   std::copy(std::begin(kSegmentMagic), std::end(kSegmentMagic), header.begin());
-  coding::EncodeFixed<uint32_t>(header.data() + 8, kFormatVersion2);
+  coding::EncodeFixed<uint32_t>(header.data() + 8, kFormatVersion3);
   offset_ += header.size();
   return sink_.Append(header);
 }
@@ -48,6 +48,15 @@ Status SegmentFileWriter::Append(std::string_view bytes) {
   r.size += bytes.size();
   offset_ += bytes.size();
   return sink_.Append(bytes);
+}
+
+Status SegmentFileWriter::AppendGroup(std::string_view group) {
+  if (!open_ || group.size() < 4) return Status::Internal("a segment group outside a section");
+  Record& r = sections_.back();
+  r.crc32c = crc32c::Extend(r.crc32c, group.data(), group.size() - 4);
+  r.size += group.size();
+  offset_ += group.size();
+  return sink_.Append(group);
 }
 
 void SegmentFileWriter::End() { open_ = false; }
@@ -69,7 +78,7 @@ Status SegmentFileWriter::Section(uint32_t kind, const Spool& spool) {
 Status SegmentFileWriter::Finish(const Footer& ft) {
   if (open_) return Status::Internal("a segment section was not ended");
   std::string f;
-  coding::PutFixed<uint32_t>(&f, kFormatVersion2);
+  coding::PutFixed<uint32_t>(&f, kFormatVersion3);
   coding::PutFixed<uint32_t>(&f, ft.flags);
   coding::PutFixed<uint64_t>(&f, ft.first_file);
   coding::PutFixed<uint64_t>(&f, ft.files);
@@ -106,33 +115,11 @@ Status SegmentFileWriter::Finish(const Footer& ft) {
   return sink_.Append(trailer);
 }
 
-// ---- KeyedTableWriter
+// ---- KeyedBlockEncoder
 
-Status KeyedTableWriter::IndexRecord(std::string_view first_key) {
-  if (!index_) {
-    STOKER_ASSIGN_OR_RETURN(index_, Spool::Create(temp_dir_));
-    STOKER_ASSIGN_OR_RETURN(keys_, Spool::Create(temp_dir_));
-  }
-  if (keys_size_ + first_key.size() > UINT32_MAX) {
-    return Status::Unsupported("a table's first keys pass 4 GiB (u32 offsets, docs/format.md §3.3)");
-  }
-  std::string record;
-  coding::PutFixed<uint64_t>(&record, blocks_size_);
-  coding::PutFixed<uint32_t>(&record, static_cast<uint32_t>(keys_size_));
-  coding::PutFixed<uint32_t>(&record, static_cast<uint32_t>(first_key.size()));
-  STOKER_RETURN_IF_ERROR(index_->Append(record));
-  STOKER_RETURN_IF_ERROR(keys_->Append(first_key));
-  keys_size_ += first_key.size();
-  return Status::OK();
-}
-
-Status KeyedTableWriter::Add(std::string_view key, std::string_view value) {
-  if (count_ % kBlockEntries == 0) {
-    STOKER_RETURN_IF_ERROR(EndBlock());
-    STOKER_RETURN_IF_ERROR(IndexRecord(key));
-    previous_.clear();
-  }
-  const size_t shared = SharedPrefix(previous_, key);
+void KeyedBlockEncoder::Add(std::string_view key, std::string_view value) {
+  if (count_ == 0) first_key_.assign(key);
+  const size_t shared = count_ == 0 ? 0 : SharedPrefix(previous_, key);
   varint::Put(&block_, shared);
   varint::Put(&block_, key.size() - shared);
   block_.append(key.substr(shared));
@@ -140,31 +127,79 @@ Status KeyedTableWriter::Add(std::string_view key, std::string_view value) {
   block_.append(value);
   previous_.assign(key);
   ++count_;
+}
+
+std::string KeyedBlockEncoder::Take() {
+  coding::PutFixed<uint32_t>(&block_, crc32c::Value(block_));
+  std::string out = std::move(block_);
+  block_.clear();
+  count_ = 0;
+  return out;
+}
+
+// ---- KeyedTableWriter
+
+Status KeyedTableWriter::CreateSpools() {
+  if (index_) return Status::OK();
+  STOKER_ASSIGN_OR_RETURN(index_, Spool::Create(temp_dir_));
+  STOKER_ASSIGN_OR_RETURN(top_, Spool::Create(temp_dir_));
   return Status::OK();
+}
+
+Status KeyedTableWriter::Add(std::string_view key, std::string_view value) {
+  if (block_.count() == kBlockEntries) STOKER_RETURN_IF_ERROR(EndBlock());
+  block_.Add(key, value);
+  ++count_;
+  return Status::OK();
+}
+
+Status KeyedTableWriter::EndBlock() {
+  if (block_.count() == 0) return Status::OK();
+  STOKER_RETURN_IF_ERROR(CreateSpools());
+  if (index_block_.count() == kBlockEntries) STOKER_RETURN_IF_ERROR(EndIndexBlock());
+  const std::string first_key = block_.first_key();
+  if (first_key.size() > UINT32_MAX) return Status::Unsupported("a key of 4 GiB or more");
+  if (index_block_.count() == 0) {
+    // A new index block starts with this data block: its top record.
+    std::string record;
+    coding::PutFixed<uint64_t>(&record, index_size_);
+    coding::PutFixed<uint64_t>(&record, blocks_size_);
+    coding::PutFixed<uint32_t>(&record, static_cast<uint32_t>(first_key.size()));
+    record.append(first_key);
+    STOKER_RETURN_IF_ERROR(top_->Append(record));
+  }
+  const std::string bytes = block_.Take();
+  std::string size;
+  varint::Put(&size, bytes.size());
+  index_block_.Add(first_key, size);
+  blocks_size_ += bytes.size();
+  return emit_(bytes);
+}
+
+Status KeyedTableWriter::EndIndexBlock() {
+  if (index_block_.count() == 0) return Status::OK();
+  const std::string bytes = index_block_.Take();
+  index_size_ += bytes.size();
+  return index_->Append(bytes);
 }
 
 Status KeyedTableWriter::Finish() {
   STOKER_RETURN_IF_ERROR(EndBlock());
-  STOKER_RETURN_IF_ERROR(IndexRecord(""));  // the final record: the blocks' end
+  STOKER_RETURN_IF_ERROR(CreateSpools());
+  STOKER_RETURN_IF_ERROR(EndIndexBlock());
+  std::string end;  // the final top record: where both sections end
+  coding::PutFixed<uint64_t>(&end, index_size_);
+  coding::PutFixed<uint64_t>(&end, blocks_size_);
+  STOKER_RETURN_IF_ERROR(top_->Append(end));
   STOKER_RETURN_IF_ERROR(index_->Seal());
-  return keys_->Seal();
+  return top_->Seal();
 }
 
 Status KeyedTableWriter::WriteIndex(SegmentFileWriter& out, uint32_t index_kind,
-                                    uint32_t keys_kind) {
-  if (!index_) return Status::Internal("KeyedTableWriter::WriteIndex before Finish");
+                                    uint32_t top_kind) {
+  if (!top_) return Status::Internal("KeyedTableWriter::WriteIndex before Finish");
   STOKER_RETURN_IF_ERROR(out.Section(index_kind, *index_));
-  return out.Section(keys_kind, *keys_);
-}
-
-Status KeyedTableWriter::EndBlock() {
-  if (block_.empty()) return Status::OK();
-  coding::PutFixed<uint32_t>(&block_, crc32c::Value(block_));
-  blocks_crc_ = crc32c::Extend(blocks_crc_, block_.data(), block_.size());
-  blocks_size_ += block_.size();
-  STOKER_RETURN_IF_ERROR(emit_(block_));
-  block_.clear();
-  return Status::OK();
+  return out.Section(top_kind, *top_);
 }
 
 KeyedTableWriter KeyedTableWriter::Into(SegmentFileWriter& out, uint32_t blocks_kind) {
@@ -173,20 +208,48 @@ KeyedTableWriter KeyedTableWriter::Into(SegmentFileWriter& out, uint32_t blocks_
 }
 
 Status KeyedTableWriter::FinishInto(SegmentFileWriter& out, uint32_t index_kind,
-                                    uint32_t keys_kind) {
+                                    uint32_t top_kind) {
   STOKER_RETURN_IF_ERROR(Finish());
   out.End();
-  return WriteIndex(out, index_kind, keys_kind);
+  return WriteIndex(out, index_kind, top_kind);
+}
+
+// ---- ChunkTableWriter
+
+Status ChunkTableWriter::Add(const ChunkInfo& chunk, uint64_t first_location) {
+  if (count_ == 0) out_.Begin(kSegChunks);
+  coding::PutFixed<uint64_t>(&group_, chunk.id);
+  coding::PutFixed<uint64_t>(&group_, chunk.file_size);
+  coding::PutFixed<uint32_t>(&group_, chunk.data_crc32c);
+  coding::PutFixed<uint32_t>(&group_, ChunkRecordCount(chunk));
+  coding::PutFixed<uint64_t>(&group_, first_location);
+  return ++count_ % kBlockEntries == 0 ? EndGroup() : Status::OK();
+}
+
+Status ChunkTableWriter::EndGroup() {
+  if (group_.empty()) return Status::OK();
+  coding::PutFixed<uint32_t>(&group_, crc32c::Value(group_));
+  const Status s = out_.AppendGroup(group_);
+  group_.clear();
+  return s;
+}
+
+Status ChunkTableWriter::Finish() {
+  if (count_ == 0) out_.Begin(kSegChunks);
+  STOKER_RETURN_IF_ERROR(EndGroup());
+  out_.End();
+  return Status::OK();
 }
 
 // ---- LocationsWriter
 
-Status LocationsWriter::Add(uint64_t offset, uint64_t position, uint64_t length, uint32_t crc,
-                            int32_t label) {
+Status LocationsWriter::Add(uint64_t offset, uint64_t chunk, uint64_t position, uint64_t length,
+                            uint32_t crc, int32_t label) {
   if (count_ == 0) out_.Begin(kSegLocations);
   if (count_ % kBlockEntries == 0) {
     STOKER_RETURN_IF_ERROR(IndexEntry());
     coding::PutFixed<uint64_t>(&block_, offset);
+    varint::Put(&block_, chunk);
   }
   varint::Put(&block_, position);
   varint::Put(&block_, length);
@@ -207,6 +270,11 @@ Status LocationsWriter::Finish() {
   if (count_ == 0) out_.Begin(kSegLocations);
   out_.End();
   STOKER_RETURN_IF_ERROR(IndexEntry());  // the end of the last block
+  // A group that holds only the end (carried over from a full group) adds nothing.
+  if (group_entries_ > 1) {
+    coding::PutFixed<uint32_t>(&group_, crc32c::Value(group_));
+    STOKER_RETURN_IF_ERROR(index_->Append(group_));
+  }
   STOKER_RETURN_IF_ERROR(index_->Seal());
   return out_.Section(kSegLocationIndex, *index_);
 }
@@ -215,9 +283,16 @@ Status LocationsWriter::IndexEntry() {
   if (!index_) {
     STOKER_ASSIGN_OR_RETURN(index_, Spool::Create(temp_dir_));
   }
-  std::string entry;
-  coding::PutFixed<uint64_t>(&entry, size_);
-  return index_->Append(entry);
+  coding::PutFixed<uint64_t>(&group_, size_);
+  if (++group_entries_ == kBlockEntries + 1) {
+    // A full group: its last entry (where the next block starts) also opens the next group.
+    coding::PutFixed<uint32_t>(&group_, crc32c::Value(group_));
+    STOKER_RETURN_IF_ERROR(index_->Append(group_));
+    group_.clear();
+    coding::PutFixed<uint64_t>(&group_, size_);
+    group_entries_ = 1;
+  }
+  return Status::OK();
 }
 
 // ---- KeyRanksWriter

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/spool.h"
+#include "format/chunk.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
 #include "stoker/status.h"
@@ -32,6 +33,11 @@ class SegmentFileWriter {
   // A section streamed in pieces: Begin, Append..., End.
   void Begin(uint32_t kind);
   Status Append(std::string_view bytes);
+  // A group of chunk records ending in its own CRC32C: the section's CRC in the footer is
+  // extended over the records alone. (Over whole CRC-ended groups it would be a constant, the
+  // CRC's residue, and the footer, whose CRC a version record names, would not identify the
+  // segment's chunks.)
+  Status AppendGroup(std::string_view group);
   void End();
 
   // The footer's fields besides the section records (docs/format.md §3.1).
@@ -55,11 +61,26 @@ class SegmentFileWriter {
   bool open_ = false;
 };
 
-// A block table of sorted keys (§3.3): blocks of kBlockEntries entries, each entry's key
-// prefix-compressed against the previous one (the first of a block in full), its value
-// length-prefixed; every block ends in its CRC32C. Finished blocks go to `emit`; the index and
-// the first keys go to spools in `temp_dir` (about 0.25 bytes per entry: 250 MB for a billion
-// files, which memory would otherwise hold) until WriteIndex() copies them into their sections.
+// Entries of keyed blocks (§3.3) in the making: each key prefix-compressed against the previous
+// one (the first of a block in full), each value length-prefixed; Take() ends the block with
+// its CRC32C.
+class KeyedBlockEncoder {
+ public:
+  void Add(std::string_view key, std::string_view value);
+  uint64_t count() const { return count_; }
+  const std::string& first_key() const { return first_key_; }
+  // The block's bytes with their CRC32C; the encoder starts a new block.
+  std::string Take();
+
+ private:
+  std::string block_, first_key_, previous_;
+  uint64_t count_ = 0;
+};
+
+// A block table of sorted keys (§3.3, §3.6): data blocks of kBlockEntries entries go to `emit`;
+// the index blocks (one entry per data block: its first key and size) and the top index (one
+// record per index block) go to spools in `temp_dir` until WriteIndex() copies them into their
+// sections. Memory is a few blocks, whatever the entry count.
 class KeyedTableWriter {
  public:
   using Emit = std::function<Status(std::string_view)>;
@@ -68,27 +89,40 @@ class KeyedTableWriter {
 
   Status Add(std::string_view key, std::string_view value);
   Status Finish();
-  // After Finish: the index and keys sections.
-  Status WriteIndex(SegmentFileWriter& out, uint32_t index_kind, uint32_t keys_kind);
+  // After Finish: the index-blocks and top-index sections.
+  Status WriteIndex(SegmentFileWriter& out, uint32_t index_kind, uint32_t top_kind);
 
   uint64_t count() const { return count_; }
-  uint32_t blocks_crc() const { return blocks_crc_; }  // over every block's bytes
 
   // A table streamed straight into section `blocks_kind` of `out` (which it begins); no other
-  // section may be written until FinishInto() ends it and writes the index and keys sections.
+  // section may be written until FinishInto() ends it and writes the index sections.
   static KeyedTableWriter Into(SegmentFileWriter& out, uint32_t blocks_kind);
-  Status FinishInto(SegmentFileWriter& out, uint32_t index_kind, uint32_t keys_kind);
+  Status FinishInto(SegmentFileWriter& out, uint32_t index_kind, uint32_t top_kind);
 
  private:
+  Status CreateSpools();
   Status EndBlock();
-  // One index record: the block's offset, then its first key's offset and size (0: the end).
-  Status IndexRecord(std::string_view first_key);
+  Status EndIndexBlock();
   Emit emit_;
   std::string temp_dir_;
-  std::optional<Spool> index_, keys_;  // created with the first record
-  std::string block_, previous_;
-  uint64_t count_ = 0, blocks_size_ = 0, keys_size_ = 0;
-  uint32_t blocks_crc_ = 0;
+  std::optional<Spool> index_, top_;  // created with the first block
+  KeyedBlockEncoder block_, index_block_;
+  uint64_t count_ = 0, blocks_size_ = 0, index_size_ = 0;
+};
+
+// The chunk table (§3.1, kind 1): records in groups of kBlockEntries, each group followed by its
+// CRC32C, streamed into section kSegChunks of `out`.
+class ChunkTableWriter {
+ public:
+  explicit ChunkTableWriter(SegmentFileWriter& out) : out_(out) {}
+  Status Add(const ChunkInfo& chunk, uint64_t first_location);
+  Status Finish();
+
+ private:
+  Status EndGroup();
+  SegmentFileWriter& out_;
+  uint64_t count_ = 0;
+  std::string group_;
 };
 
 // Location blocks (§3.2), streamed into section kSegLocations of `out` (between Begin and
@@ -97,9 +131,10 @@ class LocationsWriter {
  public:
   LocationsWriter(SegmentFileWriter& out, uint64_t files, std::string temp_dir = DefaultSpoolDir())
       : out_(out), files_(files), temp_dir_(std::move(temp_dir)) {}
-  // Ordinal by ordinal; `offset` is the entry's place in its chunk (only a block's first is
-  // stored: the others follow from the lengths).
-  Status Add(uint64_t offset, uint64_t position, uint64_t length, uint32_t crc32c, int32_t label);
+  // Ordinal by ordinal; `offset` is the entry's place in its chunk and `chunk` that chunk's
+  // index in the segment (only a block's first are stored: the others follow).
+  Status Add(uint64_t offset, uint64_t chunk, uint64_t position, uint64_t length,
+             uint32_t crc32c, int32_t label);
   Status Finish();
 
  private:
@@ -109,7 +144,9 @@ class LocationsWriter {
   uint64_t count_ = 0, size_ = 0;
   // Appends the current size (a block's offset, or the end) to the location index.
   Status IndexEntry();
-  std::optional<Spool> index_;  // the location index, 8 bytes per block, until Finish
+  std::optional<Spool> index_;  // the location index, in groups, until Finish
+  std::string group_;           // the group being filled
+  uint64_t group_entries_ = 0;
   std::string block_;
 };
 

@@ -80,7 +80,7 @@ Status OpenFile::StreamCheck() {
     // The same message as Dataset::ReadFileInto gives for a small file.
     return Status::Corruption(fmt::format(
         "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", dataset_.FilePath(file_),
-        r.crc32c, crc, dataset_.storage().Describe(format::ChunkPath(snap.chunk(r.chunk).id))));
+        r.crc32c, crc, dataset_.storage().Describe(snap.ChunkName(r.chunk))));
   }
   chunk_ = std::move(*chunk);
   chunk_offset_ = r.offset;

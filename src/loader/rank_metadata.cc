@@ -13,13 +13,14 @@ namespace {
 // entry count of them.
 class ChunkUnits final : public UnitSource {
  public:
-  explicit ChunkUnits(const Dataset& dataset) : dataset_(dataset) {
+  static Result<std::shared_ptr<const UnitSource>> Create(const Dataset& dataset) {
     const dataset::VersionView& view = dataset.view();
-    counts_.resize(view.chunk_count());
+    std::vector<uint32_t> counts(view.chunk_count());
     for (uint32_t c = 0; c < view.chunk_count(); ++c) {
-      counts_[c] = view.chunk(c).entry_count;
-      if (counts_[c] > 0) ++units_with_samples_;
+      STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, view.chunk(c));
+      counts[c] = chunk.entry_count;
     }
+    return std::shared_ptr<const UnitSource>(new ChunkUnits(dataset, std::move(counts)));
   }
 
   std::span<const uint32_t> counts() const override { return counts_; }
@@ -61,6 +62,10 @@ class ChunkUnits final : public UnitSource {
   }
 
  private:
+  ChunkUnits(const Dataset& dataset, std::vector<uint32_t> counts)
+      : dataset_(dataset), counts_(std::move(counts)) {
+    for (uint32_t n : counts_) units_with_samples_ += n > 0;
+  }
   const Dataset& dataset_;
   std::vector<uint32_t> counts_;
   uint64_t units_with_samples_ = 0;
@@ -74,7 +79,7 @@ Result<std::shared_ptr<const UnitSource>> DatasetUnits(const Dataset& dataset,
                                                        uint64_t block_bytes) {
   STOKER_RETURN_IF_ERROR(CheckLoadable(dataset));
   if (block_bytes == 0 && !dataset.view().grouped()) {
-    return std::shared_ptr<const UnitSource>(std::make_shared<ChunkUnits>(dataset));
+    return ChunkUnits::Create(dataset);
   }
   STOKER_RETURN_IF_ERROR(PrepareToLoad(dataset));
   return UnitsInMemory(SampleUnits(dataset, block_bytes));

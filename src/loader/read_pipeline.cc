@@ -224,7 +224,7 @@ void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte
     if (actual != e.crc32c) {
       results[i] = Status::Corruption(fmt::format(
           "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", dataset->FilePath(e.file),
-          e.crc32c, actual, format::ChunkPath(snap.chunk(e.chunk).id)));
+          e.crc32c, actual, snap.ChunkName(e.chunk)));
     }
   }
   {
@@ -276,7 +276,9 @@ void AdviseChunkOrder(const Dataset& dataset, const std::vector<uint32_t>& plan,
       const uint32_t chunk = locations.file(file0 + k).chunk;
       if (entry_of[chunk] < 0) {
         entry_of[chunk] = static_cast<int64_t>(order.size());
-        order.push_back({format::ChunkPath(snap.chunk(chunk).id), 0});
+        auto ref = snap.chunk(chunk);
+        if (!ref) return;  // only advice: the read itself reports the damaged record
+        order.push_back({format::ChunkPath(ref->id), 0});
       }
       // Read again now: in use at least until the newest chunk first read so far.
       order[static_cast<size_t>(entry_of[chunk])].in_use_until =

@@ -108,7 +108,10 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
   const SampleLayout layout = LayoutOf(dataset);
   const std::vector<uint32_t> sample_chunks = SampleUnits(layout.places, layout.chunk_count, 0);
   std::vector<uint64_t> chunk_bytes(snap.chunk_count());
-  for (uint32_t c = 0; c < snap.chunk_count(); ++c) chunk_bytes[c] = snap.chunk(c).file_size;
+  for (uint32_t c = 0; c < snap.chunk_count(); ++c) {
+    STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, snap.chunk(c));
+    chunk_bytes[c] = chunk.file_size;
+  }
   STOKER_ASSIGN_OR_RETURN(auto rows, ShuffleReport(layout.labels, sample_chunks, chunk_bytes,
                                                    snap.version(), options));
 

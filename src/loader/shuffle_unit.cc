@@ -288,7 +288,8 @@ Result<SampleLayout> SampledLayout(const Dataset& dataset, uint64_t limit) {
   const dataset::VersionView& view = dataset.view();
   std::vector<uint32_t> chunks;
   for (uint32_t c = 0; c < view.chunk_count(); ++c) {
-    if (view.chunk(c).entry_count > 0) chunks.push_back(c);
+    STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, view.chunk(c));
+    if (chunk.entry_count > 0) chunks.push_back(c);
   }
   Pcg32 rng(kEstimateSeed);
   Shuffle(std::span<uint32_t>(chunks), rng);

@@ -129,16 +129,16 @@ void Node::State::Log(const std::string& line) const {
 }
 
 uint64_t Node::State::ChunkSize(uint32_t index) const {
-  return dataset->view().chunk(index).file_size;
+  return chunks[index].file_size;
 }
 
 std::string Node::State::ChunkName(uint32_t index) const {
-  return format::ChunkPath(dataset->view().chunk(index).id);
+  return format::ChunkPath(chunks[index].id);
 }
 
 Status Node::State::Check(uint32_t index, std::span<const std::byte> bytes,
                           const std::string& source) const {
-  return format::CheckChunk(bytes, dataset->view().chunk(index), source).status;
+  return format::CheckChunk(bytes, chunks[index], source).status;
 }
 
 Status Node::State::FillFromStore(uint32_t index, std::span<std::byte> dst) {
@@ -180,7 +180,7 @@ Status Node::State::FillFromPeer(size_t peer, uint32_t index, std::span<std::byt
 
 Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
   const std::vector<size_t> ranking =
-      membership->LiveRanking(dataset->view().chunk(index).id);
+      membership->LiveRanking(chunks[index].id);
   auto it = ranking.begin();
   for (; it != ranking.end() && *it != membership->self(); ++it) {
     if (FillFromPeer(*it, index, dst, /*cached_only=*/false).ok()) return Status::OK();
@@ -197,7 +197,7 @@ Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
 }
 
 Status Node::State::Fill(uint32_t index, std::span<std::byte> dst, bool from_peers) {
-  const uint64_t id = dataset->view().chunk(index).id;
+  const uint64_t id = chunks[index].id;
   if (disk != nullptr && disk->Read(id, dst).ok()) {
     if (Check(index, dst, "disk tier " + ChunkName(index)).ok()) return Status::OK();
     disk->Remove(id);  // torn or stale: fetch it again
@@ -258,8 +258,10 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   const dataset::VersionView& snap = s.dataset->view();
   uint64_t largest = 0;
   for (uint32_t i = 0; i < snap.chunk_count(); ++i) {
-    s.chunk_index.emplace(snap.chunk(i).id, i);
-    largest = std::max(largest, snap.chunk(i).file_size);
+    STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, snap.chunk(i));
+    s.chunks.push_back(chunk);
+    s.chunk_index.emplace(chunk.id, i);
+    largest = std::max(largest, chunk.file_size);
   }
   if (!o.disk_dir.empty()) {
     std::set<uint64_t> ids;
@@ -294,7 +296,7 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   STOKER_ASSIGN_OR_RETURN(s.membership,
                           Membership::Create(o.job, peers, self, o.membership));
   s.cache = std::make_unique<ChunkCache>(o.memory_limit, [raw](uint32_t index) {
-    return raw->membership->IsOwner(raw->dataset->view().chunk(index).id);
+    return raw->membership->IsOwner(raw->chunks[index].id);
   });
   net::ClientOptions data_options;
   data_options.connect_timeout = std::max(o.probe_timeout, std::chrono::milliseconds(1000));

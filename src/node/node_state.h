@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "format/chunk.h"
 #include "net/client.h"
 #include "net/socket.h"
 #include "node/chunk_cache.h"
@@ -44,6 +45,9 @@ struct Node::State {
   std::unique_ptr<Dataset> dataset;  // the store's version when the daemon started
   std::string manifest;  // its version record (the identity trainers and peers must match)
   std::unordered_map<uint64_t, uint32_t> chunk_index;  // chunk id -> chunk index in the version
+  // The version's chunk records, by index: a daemon caches the whole dataset, so it reads them
+  // all once at start.
+  std::vector<format::ChunkInfo> chunks;
   std::unique_ptr<Membership> membership;
   std::unique_ptr<ChunkCache> cache;
   std::unique_ptr<DiskTier> disk;  // null without --disk-dir

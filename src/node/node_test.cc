@@ -227,8 +227,8 @@ TEST_F(NodeTest, ACacheSmallerThanTheDatasetStaysUnderItsLimit) {
   {
     auto ds = Dataset::Open(packed_->dir.path());
     for (uint32_t i = 0; i < (*ds)->view().chunk_count(); ++i) {
-      largest = std::max(largest, (*ds)->view().chunk(i).file_size);
-      total += (*ds)->view().chunk(i).file_size;
+      largest = std::max(largest, (*ds)->view().chunk(i).value().file_size);
+      total += (*ds)->view().chunk(i).value().file_size;
     }
   }
   const uint64_t limit = 3 * largest;
@@ -247,7 +247,7 @@ TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
   {
     auto ds = Dataset::Open(packed_->dir.path());
     for (uint32_t i = 0; i < (*ds)->view().chunk_count(); ++i) {
-      largest = std::max(largest, (*ds)->view().chunk(i).file_size);
+      largest = std::max(largest, (*ds)->view().chunk(i).value().file_size);
     }
   }
   addresses_.push_back({"127.0.0.1", FreePort()});
@@ -260,7 +260,7 @@ TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
   daemons_[0].reset();
   const std::string some_chunk =
       disk.path() + "/job1/" + format::ChunkPath((*Dataset::Open(packed_->dir.path()))
-                                                     ->view().chunk(0).id);
+                                                     ->view().chunk(0).value().id);
   std::string bytes = stoker::test::ReadFileToString(some_chunk);
   bytes[bytes.size() / 2] ^= 1;
   stoker::test::WriteStringToFile(some_chunk, bytes);
