@@ -189,7 +189,7 @@ void Manifests() {
   }
 }
 
-// Segments of format 2: files spread over two chunks, with labels, samples and attributes.
+// Segments (format 3): files spread over two chunks, with labels, samples and attributes.
 std::string MakeSegment(const std::vector<std::string>& paths, uint32_t flags,
                         uint64_t first_file = 7, uint32_t first_label = 1) {
   format::SegmentSpec spec;

@@ -46,8 +46,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto l = s.FileLocation(p);
     if (l) {
       FUZZ_CHECK(l->chunk < s.info().chunk_count);
+      // Its chunk record was read (and checked) to place it.
       const auto ch = s.chunk(l->chunk);
-      FUZZ_CHECK(l->offset + l->length <= ch.file_size);
+      FUZZ_CHECK(ch.has_value());
+      FUZZ_CHECK(l->offset + l->length <= ch->file_size);
     }
     (void)s.Attributes(p);
   }
@@ -59,5 +61,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)s.ChildDirs("");
   (void)s.FindDir("");
   (void)s.ForEachLocation([](uint64_t, const SegmentLocation&) {});
+  (void)s.CheckEveryBlock();
   return 0;
 }

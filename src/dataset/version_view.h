@@ -3,8 +3,9 @@
 // listings that read a block or two of each segment that could hold the answer, and, for bulk
 // readers (the loader, verify), every file's location in one 32-byte record each.
 //
-// Opening reads the version record's segments' footers and small index sections only (about
-// 1 % of the metadata), so a `stoker stat` of one file stays cheap on a billion-file dataset;
+// Opening reads the version record and each segment's footer and top indexes (format 3: a few
+// KiB at any file count; chunk records are read a group at a time when first needed), so a
+// `stoker stat` of one file stays cheap on a billion-file dataset;
 // LoadLocations() then reads the location blocks of every segment once, and
 // KeepChunkLocations() those of some chunks.
 // Thread-safety: const methods may run concurrently (LoadSamples and LoadLocations included).

@@ -3,7 +3,7 @@
 // SegmentBuilder streams: files are added in any order, sorted by key in bounded memory
 // (ExternalSorter, spilling to temporary files), and the segment is written to a sink section
 // by section, so that a writer's memory does not grow with the number of files it adds (only
-// with its directories and classes, and ~0.3 bytes per file of block index). What depends on
+// with its directories and classes; block indexes go to spools too). What depends on
 // the version the segment extends (first file, sample and label, the labels of class
 // directories) is given only when writing, so a writer that loses a publish race writes its
 // segment again with new numbers without sorting again.

@@ -21,10 +21,11 @@ inline constexpr uint64_t kSegmentHeaderSize = 16;   // magic, u32 format versio
 inline constexpr uint64_t kSegmentTrailerSize = 32;  // see docs/format.md §3.1
 inline constexpr uint64_t kSegmentFooterFixedSize = 88;
 inline constexpr uint64_t kSegmentSectionRecordSize = 32;
-// Entries per block in every block table: large enough that an index entry per block costs
-// under 0.3 bytes per file, small enough that a lookup decodes ~4 KiB.
+// Entries per block in every block table, index block and group: small enough that a lookup
+// decodes ~4 KiB, large enough that a top index holds one record per 65,536 entries.
 inline constexpr uint64_t kBlockEntries = 256;
-inline constexpr uint64_t kIndexRecordSize = 16;  // u64 block offset, u32 key offset, u32 length
+// Format 2's index record: u64 block offset, u32 key offset, u32 key length.
+inline constexpr uint64_t kIndexRecordSize = 16;
 // Format 3's top index of a keyed table: per index block, u64 its offset, u64 the offset of its
 // first data block, u32 key length (then the key); a final record of two u64 ends it.
 inline constexpr uint64_t kTopRecordFixedSize = 20;
