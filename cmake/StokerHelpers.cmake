@@ -29,6 +29,8 @@ function(stoker_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${STOKER_WARNINGS})
+  # Tests that read committed data (tests/data, fuzz/corpus) find it here.
+  target_compile_definitions(${name} PRIVATE STOKER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} stoker_testing GTest::gtest GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endfunction()

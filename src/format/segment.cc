@@ -239,7 +239,8 @@ Status Segment::Load() {
 
 namespace {
 
-SegmentChunk DecodeChunkRecord(const char* r) {
+// A chunk record; nullopt if a format-3 record's sample count or zero word is impossible.
+std::optional<SegmentChunk> DecodeChunkRecord(const char* r, uint32_t version, bool grouped) {
   const uint32_t count_word = coding::DecodeFixed<uint32_t>(r + 20);
   SegmentChunk ch;
   ch.id = coding::DecodeFixed<uint64_t>(r);
@@ -248,6 +249,15 @@ SegmentChunk DecodeChunkRecord(const char* r) {
   ch.entry_count = count_word & ~kChunkRecordWideIndex;
   ch.wide_index = count_word & kChunkRecordWideIndex;
   ch.first_location = coding::DecodeFixed<uint64_t>(r + 24);
+  if (version == kFormatVersion2) {
+    if (!grouped) ch.sample_count = ch.entry_count;
+    return ch;
+  }
+  ch.sample_count = coding::DecodeFixed<uint32_t>(r + 32);
+  if (coding::DecodeFixed<uint32_t>(r + 36) != 0 || *ch.sample_count > ch.entry_count ||
+      (!grouped && *ch.sample_count != ch.entry_count)) {
+    return std::nullopt;
+  }
   return ch;
 }
 
@@ -263,13 +273,14 @@ uint64_t GroupedSize(uint64_t items, uint64_t record, uint64_t extra) {
 Status Segment::LoadFlatIndexes() {
   // Chunks: their entries tile the locations.
   STOKER_ASSIGN_OR_RETURN(std::string chunks, ReadSection(kSegChunks));
-  if (chunks.size() % kSegmentChunkRecordSize != 0 ||
-      chunks.size() / kSegmentChunkRecordSize != info_.chunk_count) {
+  if (chunks.size() % kSegmentChunkRecordSize2 != 0 ||
+      chunks.size() / kSegmentChunkRecordSize2 != info_.chunk_count) {
     return Corrupt("chunks section has the wrong size");
   }
   uint64_t next_location = 0;
   for (uint64_t i = 0; i < info_.chunk_count; ++i) {
-    const SegmentChunk ch = DecodeChunkRecord(chunks.data() + kSegmentChunkRecordSize * i);
+    const SegmentChunk ch =
+        *DecodeChunkRecord(chunks.data() + kSegmentChunkRecordSize2 * i, version_, grouped());
     if (ch.first_location != next_location || ch.file_size < ch.fixed_bytes()) {
       return Corrupt(fmt::format("bad chunk record {}", i));
     }
@@ -277,20 +288,6 @@ Status Segment::LoadFlatIndexes() {
     chunks_.push_back(ch);
   }
   if (next_location != info_.file_count) return Corrupt("chunk entries do not add up to the files");
-  if (version_ == kFormatVersion3) {
-    // The footer's CRC of the chunk table is over its records alone (docs/format.md §3.1).
-    uint32_t crc = 0;
-    for (uint64_t g = 0; g * kBlockEntries < info_.chunk_count; ++g) {
-      const uint64_t count = std::min(kBlockEntries, info_.chunk_count - g * kBlockEntries);
-      STOKER_ASSIGN_OR_RETURN(const std::string records,
-                              ReadBlockBytes(kSegChunks, g * kChunkGroupStride,
-                                             count * kSegmentChunkRecordSize + 4, false));
-      crc = crc32c::Extend(crc, records.data(), records.size());
-    }
-    if (options_.verify_checksums && crc != sections_[kSegChunks].crc) {
-      return Corrupt("the chunk table differs from the footer's CRC32C of it");
-    }
-  }
 
   STOKER_ASSIGN_OR_RETURN(std::string locations, ReadSection(kSegLocationIndex));
   const uint64_t location_blocks = BlocksFor(info_.file_count);
@@ -331,7 +328,10 @@ Result<SegmentChunk> Segment::chunk(uint64_t c) const {
         ReadBlockBytes(kSegChunks, g * kChunkGroupStride, count * kSegmentChunkRecordSize + 4));
     std::vector<SegmentChunk> out;
     for (uint64_t i = 0; i < count; ++i) {
-      const SegmentChunk ch = DecodeChunkRecord(bytes.data() + kSegmentChunkRecordSize * i);
+      const auto decoded =
+          DecodeChunkRecord(bytes.data() + kSegmentChunkRecordSize * i, version_, grouped());
+      if (!decoded) return Err(Corrupt(fmt::format("bad chunk record {}", g * kBlockEntries + i)));
+      const SegmentChunk& ch = *decoded;
       const uint64_t expected = i > 0 ? out.back().first_location + out.back().entry_count
                                 : g == 0 ? 0
                                          : ch.first_location;
@@ -435,6 +435,14 @@ Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block, bool
     l.crc32c = c.Fixed<uint32_t>();
     const uint64_t label = c.Varint();
     l.label = static_cast<int32_t>(label) - 1;
+    if (!grouped()) {
+      l.sample = l.position;
+      l.sample_files = 1;
+    } else if (version_ == kFormatVersion3) {
+      l.sample = c.Varint();
+      l.sample_files = c.Varint();
+      if (l.sample >= info_.sample_count || l.sample_files > info_.file_count) c.ok = false;
+    }
     const uint64_t data_end = ch.file_size - ch.fixed_bytes() + kChunkHeaderSize;
     if (l.position >= info_.file_count || label > total_labels || offset < kChunkHeaderSize ||
         l.length > data_end || offset > data_end - l.length) {
@@ -615,6 +623,15 @@ Result<std::vector<std::string>> Segment::ChildDirs(std::string_view dir) const 
   return out;
 }
 
+bool Segment::says_samples() const { return !grouped() || version_ != kFormatVersion2; }
+
+std::pair<uint64_t, uint64_t> Segment::SampleOf(uint64_t position) const {
+  if (!grouped()) return {position, 1};
+  const auto it = std::upper_bound(samples_.begin(), samples_.end(), position);
+  const uint64_t s = static_cast<uint64_t>(it - samples_.begin()) - 1;
+  return {s, samples_[s] == position ? samples_[s + 1] - samples_[s] : 0};
+}
+
 std::pair<uint64_t, uint64_t> Segment::SampleFiles(uint64_t s) const {
   if (!grouped()) return {s, 1};
   return {samples_[s], samples_[s + 1] - samples_[s]};
@@ -653,6 +670,55 @@ Status Segment::ForEachAttribute(
   return bad;
 }
 
+Status Segment::CheckSamplesOfLocations() const {
+  // Every location block's CRC and structure; and, in a grouped format-3 segment, that each
+  // location names the sample the samples section puts it in, its file count on its first
+  // file, and that each chunk record counts the samples that start in it.
+  const bool says_samples = grouped() && version_ == kFormatVersion3;
+  uint64_t chunk = 0, started = 0, total = 0;
+  std::optional<SegmentChunk> current;
+  const auto end_chunk = [&]() -> Status {
+    if (current && current->sample_count && *current->sample_count != started) {
+      return Corrupt(fmt::format("chunk record {} counts {} samples, its files start {}", chunk,
+                                 *current->sample_count, started));
+    }
+    return Status::OK();
+  };
+  Status bad;
+  STOKER_RETURN_IF_ERROR(ForEachLocation([&](uint64_t, const SegmentLocation& l) {
+    if (!bad.ok()) return;
+    if (!current || l.chunk != chunk) {
+      bad = end_chunk();
+      chunk = l.chunk;
+      started = 0;
+      auto ch = this->chunk(chunk);
+      if (!ch) {
+        bad = ch.error();
+        return;
+      }
+      current = *ch;
+    }
+    if (!says_samples) {
+      started += !grouped();
+      return;
+    }
+    const auto [first, count] = SampleFiles(l.sample);
+    const bool starts = l.position == first;
+    if (l.position < first || l.position >= first + count ||
+        l.sample_files != (starts ? count : 0)) {
+      bad = Corrupt(fmt::format("the location of file {} names the wrong sample", l.position));
+    }
+    started += starts;
+    total += starts;
+  }));
+  STOKER_RETURN_IF_ERROR(bad);
+  STOKER_RETURN_IF_ERROR(end_chunk());
+  if (says_samples && total != info_.sample_count) {
+    return Corrupt("the locations do not start every sample once");
+  }
+  return Status::OK();
+}
+
 Status Segment::CheckEveryBlock() const {
   STOKER_RETURN_IF_ERROR(LoadSamples());
   for (const Table* table : {files_.get(), dirs_.get(), attrs_.get()}) {
@@ -667,9 +733,23 @@ Status Segment::CheckEveryBlock() const {
     next_location += ch.entry_count;
   }
   if (next_location != info_.file_count) return Corrupt("chunk entries do not add up to the files");
+  if (version_ == kFormatVersion3) {
+    // The footer's CRC of the chunk table is over its records alone (docs/format.md §3.1).
+    uint32_t crc = 0;
+    for (uint64_t g = 0; g * kBlockEntries < info_.chunk_count; ++g) {
+      const uint64_t count = std::min(kBlockEntries, info_.chunk_count - g * kBlockEntries);
+      STOKER_ASSIGN_OR_RETURN(const std::string records,
+                              ReadBlockBytes(kSegChunks, g * kChunkGroupStride,
+                                             count * kSegmentChunkRecordSize + 4, false));
+      crc = crc32c::Extend(crc, records.data(), records.size());
+    }
+    if (options_.verify_checksums && crc != sections_[kSegChunks].crc) {
+      return Corrupt("the chunk table differs from the footer's CRC32C of it");
+    }
+  }
+  STOKER_RETURN_IF_ERROR(CheckSamplesOfLocations());
   STOKER_RETURN_IF_ERROR(
       ForEachKeyRank([](uint64_t, uint64_t) { return Status::OK(); }));  // every block's CRC
-  STOKER_RETURN_IF_ERROR(ForEachLocation([](uint64_t, const SegmentLocation&) {}));
   return ForEachFile([](uint64_t, std::string_view, uint64_t) { return Status::OK(); });
 }
 

@@ -39,6 +39,9 @@ struct SegmentInfo {
 
 struct SegmentChunk : ChunkInfo {
   uint64_t first_location = 0;  // ordinal of its first entry among the segment's locations
+  // The samples whose first file lies in this chunk (= entry_count unless grouped); nullopt in
+  // a grouped format-2 segment, which does not say.
+  std::optional<uint32_t> sample_count;
 };
 
 // Where one file's bytes lie, and its label.
@@ -48,6 +51,9 @@ struct SegmentLocation {
   uint64_t offset = 0, length = 0;
   uint32_t crc32c = 0;
   int32_t label = -1;
+  // The file's sample (in the segment) and, on the sample's first file, its file count (0 on
+  // the others). A grouped format-2 segment does not say: sample_files is then 0 throughout.
+  uint64_t sample = 0, sample_files = 0;
 };
 
 // A file with its path and location (directory listings).
@@ -115,6 +121,11 @@ class Segment {
   // The files of sample `s` (< sample_count), as positions [first, first + count). A grouped
   // segment's samples must have been loaded (LoadSamples).
   std::pair<uint64_t, uint64_t> SampleFiles(uint64_t s) const;
+  // Whether locations and chunk records say their samples: all but grouped format-2 segments.
+  bool says_samples() const;
+  // The sample of the file at `position` (< file_count) and, if it is the sample's first file,
+  // the sample's file count (else 0): what a location says, from the samples section (loaded).
+  std::pair<uint64_t, uint64_t> SampleOf(uint64_t position) const;
   Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint64_t position) const;
 
   // Every attribute, by file position then name.
@@ -150,6 +161,8 @@ class Segment {
   Status LoadFlatIndexes();
   // Format 3: the chunk table's and location index's sizes agree with the footer.
   Status CheckGroupedSizes() const;
+  // Every location block, checked against the chunk records and the samples section.
+  Status CheckSamplesOfLocations() const;
   // Where location block b lies in the locations section: (offset, size).
   Result<std::pair<uint64_t, uint64_t>> LocationBlockExtent(uint64_t b) const;
   Result<std::string> ReadSection(uint32_t kind) const;

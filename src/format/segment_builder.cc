@@ -67,12 +67,14 @@ KeyRecord DecodeKeyRecord(std::string_view in) {
 }
 
 // A location as the builder keeps it, in ordinal order: varint position | varint length |
-// u32 crc | varint label + 1 | varint class directory + 1 (index into first_level_dirs()).
+// u32 crc | varint label + 1 | varint class directory + 1 (index into first_level_dirs()) |
+// varint sample | varint files of the sample on its first file, else 0.
 struct LocationRecord {
   uint64_t position = 0, length = 0;
   uint32_t crc32c = 0;
   int32_t label = -1;
   int64_t dir_class = -1;
+  uint64_t sample = 0, sample_files = 0;
 };
 
 void PutLocationRecord(std::string* out, const LocationRecord& l) {
@@ -81,6 +83,8 @@ void PutLocationRecord(std::string* out, const LocationRecord& l) {
   coding::PutFixed<uint32_t>(out, l.crc32c);
   varint::Put(out, static_cast<uint64_t>(int64_t{l.label} + 1));
   varint::Put(out, static_cast<uint64_t>(l.dir_class + 1));
+  varint::Put(out, l.sample);
+  varint::Put(out, l.sample_files);
 }
 
 LocationRecord TakeLocationRecord(std::string_view* in) {
@@ -90,10 +94,12 @@ LocationRecord TakeLocationRecord(std::string_view* in) {
   l.crc32c = TakeU32(in);
   l.label = static_cast<int32_t>(static_cast<int64_t>(TakeVarint(in)) - 1);
   l.dir_class = static_cast<int64_t>(TakeVarint(in)) - 1;
+  l.sample = TakeVarint(in);
+  l.sample_files = TakeVarint(in);
   return l;
 }
 
-constexpr uint64_t kMaxLocationRecord = 4 * varint::kMaxBytes + 4;
+constexpr uint64_t kMaxLocationRecord = 6 * varint::kMaxBytes + 4;
 
 }  // namespace
 
@@ -113,6 +119,7 @@ struct SegmentBuilder::State {
   // Known after Seal().
   std::vector<ChunkInfo> chunks;
   std::vector<uint64_t> first_location;  // per chunk, then the file count
+  std::vector<uint32_t> chunk_samples;   // per chunk: the samples whose first file lies in it
   uint64_t files = 0, samples = 0, total_bytes = 0;
   std::vector<std::string> first_dirs;
   std::optional<std::string> outside, duplicate;
@@ -167,6 +174,7 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
   s.grouped = grouped;
   s.chunks = std::move(chunks);
   s.first_location.assign(s.chunks.size() + 1, 0);
+  s.chunk_samples.assign(s.chunks.size(), 0);
   for (size_t c = 0; c < s.chunks.size(); ++c) {
     s.first_location[c + 1] = s.first_location[c] + s.chunks[c].entry_count;
   }
@@ -200,12 +208,15 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
         for (KeyRecord& r : sample) r.label = label;
       }
     }
-    ++s.samples;
+    // A sample's unit is the chunk of its first file (loader::SampleChunks).
+    ++s.chunk_samples[sample.front().chunk];
+    const uint64_t sample_index = s.samples++;
     for (const KeyRecord& r : sample) {
       const uint64_t p = s.files++;
       const std::string path = *PathOfFileKey(r.key);
       AddToDirTable(s.dirs, path, p);
-      LocationRecord l{p, r.length, r.crc32c, r.label, -1};
+      LocationRecord l{p, r.length, r.crc32c, r.label, -1, sample_index,
+                       &r == &sample.front() ? sample.size() : 0};
       if (const size_t slash = path.find('/'); slash != std::string::npos) {
         auto [cls, fresh] = dir_class_of.try_emplace(path.substr(0, slash),
                                                      static_cast<int64_t>(dir_class_names.size()));
@@ -374,16 +385,18 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const
     return Status::OK();
   };
   STOKER_RETURN_IF_ERROR(out.Header());
+  const bool grouped = n.flags & kSegmentGrouped;
   {
     ChunkTableWriter chunks(out);
     for (size_t c = 0; c < s.chunks.size(); ++c) {
-      STOKER_RETURN_IF_ERROR(chunks.Add(s.chunks[c], s.first_location[c]));
+      const uint32_t samples = grouped ? s.chunk_samples[c] : s.chunks[c].entry_count;
+      STOKER_RETURN_IF_ERROR(chunks.Add(s.chunks[c], s.first_location[c], samples));
     }
     STOKER_RETURN_IF_ERROR(chunks.Finish());
   }
   {
     // Locations, chunk by chunk in storage order; offsets are implied by the lengths.
-    LocationsWriter locations(out, s.files, s.sort.temp_dir);
+    LocationsWriter locations(out, s.files, grouped, s.sort.temp_dir);
     Spool::Reader reader(*s.locations, 1 << 20);
     size_t c = 0;
     uint64_t offset = kChunkHeaderSize, previous_length = 0;
@@ -405,7 +418,14 @@ Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const
         return Status::InvalidArgument(
             fmt::format("the file at position {}: label {} has no class", l.position, label));
       }
-      STOKER_RETURN_IF_ERROR(locations.Add(offset, c, l.position, l.length, l.crc32c, label));
+      STOKER_RETURN_IF_ERROR(locations.Add({.position = l.position,
+                                            .chunk = c,
+                                            .offset = offset,
+                                            .length = l.length,
+                                            .crc32c = l.crc32c,
+                                            .label = label,
+                                            .sample = l.sample,
+                                            .sample_files = l.sample_files}));
     }
     STOKER_RETURN_IF_ERROR(locations.Finish());
   }

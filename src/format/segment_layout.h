@@ -29,7 +29,9 @@ inline constexpr uint64_t kIndexRecordSize = 16;
 // Format 3's top index of a keyed table: per index block, u64 its offset, u64 the offset of its
 // first data block, u32 key length (then the key); a final record of two u64 ends it.
 inline constexpr uint64_t kTopRecordFixedSize = 20;
-inline constexpr uint64_t kSegmentChunkRecordSize = 32;
+inline constexpr uint64_t kSegmentChunkRecordSize2 = 32;  // format 2
+// Format 3 adds u32 samples (those whose first file lies in the chunk) and u32 zero.
+inline constexpr uint64_t kSegmentChunkRecordSize = 40;
 // Format 3: chunk records and location-index entries in groups of kBlockEntries, each group
 // followed by its CRC32C, at a fixed stride (a reader computes where group g lies).
 inline constexpr uint64_t kChunkGroupStride = kBlockEntries * kSegmentChunkRecordSize + 4;

@@ -1,6 +1,7 @@
 #include "format/segment_merge.h"
 
 #include <queue>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,7 @@ namespace {
 struct Shift {
   uint64_t files = 0;   // positions and location ordinals alike: a segment has one per file
   uint64_t chunks = 0;  // its chunks' place in the merged chunk table
+  uint64_t samples = 0;
 };
 
 // Reads one input's file table in key order, a block at a time.
@@ -71,7 +73,7 @@ Status MergeSegments(std::span<const Segment* const> inputs, const SortOptions& 
   std::vector<Shift> shift(inputs.size());
   for (size_t j = 0; j < inputs.size(); ++j) {
     const SegmentInfo& info = inputs[j]->info();
-    shift[j] = {footer.files, footer.chunks};
+    shift[j] = {footer.files, footer.chunks, footer.samples};
     footer.files += info.file_count;
     footer.samples += info.sample_count;
     footer.classes += info.class_count;
@@ -84,30 +86,36 @@ Status MergeSegments(std::span<const Segment* const> inputs, const SortOptions& 
   SegmentFileWriter out(sink);
   STOKER_RETURN_IF_ERROR(out.Header());
   {
+    // Storage order is the inputs' one after another. The chunk table follows the locations
+    // (sections may come in any order), so that it can count the samples starting in each
+    // chunk also where a grouped format-2 input does not say them.
+    std::vector<uint32_t> chunk_samples(footer.chunks, 0);
+    LocationsWriter locations(out, footer.files, grouped);
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      const Segment& in = *inputs[j];
+      Status added;
+      STOKER_RETURN_IF_ERROR(in.ForEachLocation([&](uint64_t, const SegmentLocation& l) {
+        if (!added.ok()) return;
+        SegmentLocation m = l;
+        if (!in.says_samples()) std::tie(m.sample, m.sample_files) = in.SampleOf(l.position);
+        m.position += shift[j].files;
+        m.chunk += shift[j].chunks;
+        m.sample += shift[j].samples;
+        if (m.sample_files > 0) ++chunk_samples[m.chunk];
+        added = locations.Add(m);
+      }));
+      STOKER_RETURN_IF_ERROR(added);
+    }
+    STOKER_RETURN_IF_ERROR(locations.Finish());
     ChunkTableWriter chunks(out);
     for (size_t j = 0; j < inputs.size(); ++j) {
       for (uint64_t c = 0; c < inputs[j]->info().chunk_count; ++c) {
         STOKER_ASSIGN_OR_RETURN(const SegmentChunk ch, inputs[j]->chunk(c));
-        STOKER_RETURN_IF_ERROR(chunks.Add(ch, ch.first_location + shift[j].files));
+        STOKER_RETURN_IF_ERROR(chunks.Add(ch, ch.first_location + shift[j].files,
+                                          chunk_samples[shift[j].chunks + c]));
       }
     }
     STOKER_RETURN_IF_ERROR(chunks.Finish());
-  }
-  {
-    // Storage order is the inputs' one after another.
-    LocationsWriter locations(out, footer.files);
-    for (size_t j = 0; j < inputs.size(); ++j) {
-      Status added;
-      STOKER_RETURN_IF_ERROR(
-          inputs[j]->ForEachLocation([&](uint64_t, const SegmentLocation& l) {
-            if (added.ok()) {
-              added = locations.Add(l.offset, l.chunk + shift[j].chunks,
-                                    l.position + shift[j].files, l.length, l.crc32c, l.label);
-            }
-          }));
-      STOKER_RETURN_IF_ERROR(added);
-    }
-    STOKER_RETURN_IF_ERROR(locations.Finish());
   }
 
   // Files: a k-way merge by key. Each file's key rank is noted by position for the key-ranks

@@ -288,6 +288,24 @@ TEST(Segment, DamageInAnyFormat3GroupIsCaught) {
   EXPECT_EQ(flipped, 6);
 }
 
+// Each location names its sample and, on the sample's first file, its file count, as the
+// samples section says; each chunk record counts the samples whose first file it holds.
+void ExpectLocationsSayTheirSamples(const Segment& seg) {
+  ASSERT_TRUE(seg.LoadSamples().ok());
+  std::vector<uint32_t> started(seg.info().chunk_count, 0);
+  uint64_t locations = 0;
+  ASSERT_TRUE(seg.ForEachLocation([&](uint64_t, const SegmentLocation& l) {
+                   EXPECT_EQ(std::pair(l.sample, l.sample_files), seg.SampleOf(l.position))
+                       << "file " << l.position;
+                   started[l.chunk] += l.sample_files > 0;
+                   ++locations;
+                 }).ok());
+  EXPECT_EQ(locations, seg.info().file_count);
+  for (uint64_t c = 0; c < seg.info().chunk_count; ++c) {
+    EXPECT_EQ(seg.chunk(c).value().sample_count, started[c]) << "chunk " << c;
+  }
+}
+
 TEST(Segment, GroupsTarSamplesByKey) {
   SegmentSpec spec = SpecFor({"s/000001.jpg", "s/000001.cls", "s/000002.jpg", "s/0000020.jpg",
                               "s/000002.json", "t/x"},
@@ -304,6 +322,8 @@ TEST(Segment, GroupsTarSamplesByKey) {
   EXPECT_EQ(seg->SampleFiles(1), (std::pair<uint64_t, uint64_t>(2, 2)));  // 000002.{jpg,json}
   EXPECT_EQ(seg->SampleFiles(2), (std::pair<uint64_t, uint64_t>(4, 1)));  // 0000020.jpg
   EXPECT_EQ(seg->FilePath(5).value(), "t/x");
+  EXPECT_EQ(seg->SampleOf(3), (std::pair<uint64_t, uint64_t>(1, 0)));  // 000002.json
+  ExpectLocationsSayTheirSamples(*seg);
 }
 
 TEST(Segment, EmptySegmentHoldsOnlyTheRoot) {
@@ -590,6 +610,34 @@ TEST(SegmentMerge, KeepsSamplesAndMergesAgain) {
     shift += s->info().file_count;
   }
   ASSERT_TRUE(m4->CheckEveryBlock().ok());
+  ExpectLocationsSayTheirSamples(*m3);
+  ExpectLocationsSayTheirSamples(*m4);
+}
+
+// Grouped format-2 segments say no samples in their locations and chunk records; a merge
+// writes them from the samples section (tests/data: a merged and a WebDataset segment written
+// by 6cf04d5, before format 3).
+TEST(SegmentMerge, WritesTheSamplesAFormat2InputDoesNotSay) {
+  for (const char* name : {"format2_merged.seg", "format2_webdataset.seg"}) {
+    const std::string old = test::ReadFileToString(std::string(STOKER_SOURCE_DIR) +
+                                                "/fuzz/corpus/segment/" + name);
+    auto in = OpenOrDie(&old);
+    ASSERT_NE(in, nullptr) << name;
+    EXPECT_EQ(in->format_version(), kFormatVersion2);
+    ASSERT_TRUE(in->grouped());
+    EXPECT_FALSE(in->says_samples());
+    EXPECT_FALSE(in->chunk(0).value().sample_count.has_value());
+    const std::string merged = MergeOrDie({in.get()});
+    auto out = OpenOrDie(&merged);
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(out->format_version(), kFormatVersion3);
+    ASSERT_TRUE(out->CheckEveryBlock().ok());
+    ExpectLocationsSayTheirSamples(*out);
+    ASSERT_TRUE(in->LoadSamples().ok());
+    for (uint64_t p = 0; p < in->info().file_count; ++p) {
+      EXPECT_EQ(out->FilePath(p).value(), in->FilePath(p).value());
+    }
+  }
 }
 
 TEST(SegmentMerge, RefusesAPathHeldTwiceAndSegmentsOutOfOrder) {

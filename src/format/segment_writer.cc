@@ -216,13 +216,15 @@ Status KeyedTableWriter::FinishInto(SegmentFileWriter& out, uint32_t index_kind,
 
 // ---- ChunkTableWriter
 
-Status ChunkTableWriter::Add(const ChunkInfo& chunk, uint64_t first_location) {
+Status ChunkTableWriter::Add(const ChunkInfo& chunk, uint64_t first_location, uint32_t samples) {
   if (count_ == 0) out_.Begin(kSegChunks);
   coding::PutFixed<uint64_t>(&group_, chunk.id);
   coding::PutFixed<uint64_t>(&group_, chunk.file_size);
   coding::PutFixed<uint32_t>(&group_, chunk.data_crc32c);
   coding::PutFixed<uint32_t>(&group_, ChunkRecordCount(chunk));
   coding::PutFixed<uint64_t>(&group_, first_location);
+  coding::PutFixed<uint32_t>(&group_, samples);
+  coding::PutFixed<uint32_t>(&group_, 0);
   return ++count_ % kBlockEntries == 0 ? EndGroup() : Status::OK();
 }
 
@@ -243,18 +245,21 @@ Status ChunkTableWriter::Finish() {
 
 // ---- LocationsWriter
 
-Status LocationsWriter::Add(uint64_t offset, uint64_t chunk, uint64_t position, uint64_t length,
-                            uint32_t crc, int32_t label) {
+Status LocationsWriter::Add(const SegmentLocation& l) {
   if (count_ == 0) out_.Begin(kSegLocations);
   if (count_ % kBlockEntries == 0) {
     STOKER_RETURN_IF_ERROR(IndexEntry());
-    coding::PutFixed<uint64_t>(&block_, offset);
-    varint::Put(&block_, chunk);
+    coding::PutFixed<uint64_t>(&block_, l.offset);
+    varint::Put(&block_, l.chunk);
   }
-  varint::Put(&block_, position);
-  varint::Put(&block_, length);
-  coding::PutFixed<uint32_t>(&block_, crc);
-  varint::Put(&block_, static_cast<uint64_t>(int64_t{label} + 1));
+  varint::Put(&block_, l.position);
+  varint::Put(&block_, l.length);
+  coding::PutFixed<uint32_t>(&block_, l.crc32c);
+  varint::Put(&block_, static_cast<uint64_t>(int64_t{l.label} + 1));
+  if (grouped_) {
+    varint::Put(&block_, l.sample);
+    varint::Put(&block_, l.sample_files);
+  }
   ++count_;
   if (count_ % kBlockEntries == 0 || count_ == files_) {
     coding::PutFixed<uint32_t>(&block_, crc32c::Value(block_));

@@ -15,6 +15,7 @@
 
 #include "common/spool.h"
 #include "format/chunk.h"
+#include "format/segment.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
 #include "stoker/status.h"
@@ -115,7 +116,8 @@ class KeyedTableWriter {
 class ChunkTableWriter {
  public:
   explicit ChunkTableWriter(SegmentFileWriter& out) : out_(out) {}
-  Status Add(const ChunkInfo& chunk, uint64_t first_location);
+  // `samples`: those whose first file lies in the chunk (its entry count unless grouped).
+  Status Add(const ChunkInfo& chunk, uint64_t first_location, uint32_t samples);
   Status Finish();
 
  private:
@@ -129,17 +131,19 @@ class ChunkTableWriter {
 // End, which this class calls); Finish() writes the location index.
 class LocationsWriter {
  public:
-  LocationsWriter(SegmentFileWriter& out, uint64_t files, std::string temp_dir = DefaultSpoolDir())
-      : out_(out), files_(files), temp_dir_(std::move(temp_dir)) {}
-  // Ordinal by ordinal; `offset` is the entry's place in its chunk and `chunk` that chunk's
-  // index in the segment (only a block's first are stored: the others follow).
-  Status Add(uint64_t offset, uint64_t chunk, uint64_t position, uint64_t length,
-             uint32_t crc32c, int32_t label);
+  // `grouped`: entries also say their sample (§3.2).
+  LocationsWriter(SegmentFileWriter& out, uint64_t files, bool grouped,
+                  std::string temp_dir = DefaultSpoolDir())
+      : out_(out), files_(files), grouped_(grouped), temp_dir_(std::move(temp_dir)) {}
+  // Ordinal by ordinal. Of `l`'s offset (its place in its chunk) and chunk (that chunk's index
+  // in the segment) only a block's first are stored: the others follow.
+  Status Add(const SegmentLocation& l);
   Status Finish();
 
  private:
   SegmentFileWriter& out_;
   const uint64_t files_;
+  const bool grouped_;
   const std::string temp_dir_;
   uint64_t count_ = 0, size_ = 0;
   // Appends the current size (a block's offset, or the end) to the location index.
