@@ -117,7 +117,10 @@ Result<ChunkRef> VersionView::chunk(uint32_t c) const {
   const Part& part = PartOfChunk(c);
   STOKER_ASSIGN_OR_RETURN(const format::SegmentChunk chunk,
                           part.segment->chunk(c - part.first_chunk));
-  return ChunkRef(chunk);
+  ChunkRef ref;
+  static_cast<format::ChunkInfo&>(ref) = chunk;
+  ref.sample_count = chunk.sample_count;
+  return ref;
 }
 
 std::string VersionView::ChunkName(uint32_t c) const {
@@ -225,14 +228,29 @@ Status VersionView::LoadSamples() const {
 }
 
 Result<std::vector<std::pair<uint64_t, FileLocation>>> VersionView::ChunkFiles(uint32_t c) const {
-  const Part& part = PartOfChunk(c);
-  STOKER_ASSIGN_OR_RETURN(auto locations, part.segment->ChunkLocations(c - part.first_chunk));
   std::vector<std::pair<uint64_t, FileLocation>> out;
-  out.reserve(locations.size());
-  for (const format::SegmentLocation& l : locations) {
-    out.emplace_back(part.first_file + l.position, Global(part, l));
-  }
+  STOKER_RETURN_IF_ERROR(ReadChunk(c, &out, nullptr));
   return out;
+}
+
+Status VersionView::ReadChunk(uint32_t c, std::vector<std::pair<uint64_t, FileLocation>>* files,
+                              std::vector<SampleRef>* samples) const {
+  const Part& part = PartOfChunk(c);
+  if (samples && grouped() && !part.segment->says_samples()) {
+    return Status::Unsupported(fmt::format(
+        "segment {} (format 2) does not say which samples start in its chunks",
+        part.segment->name()));
+  }
+  STOKER_ASSIGN_OR_RETURN(auto locations, part.segment->ChunkLocations(c - part.first_chunk));
+  files->reserve(files->size() + locations.size());
+  for (const format::SegmentLocation& l : locations) {
+    files->emplace_back(part.first_file + l.position, Global(part, l));
+    if (samples && grouped() && l.sample_files > 0) {
+      samples->push_back({part.first_sample + l.sample, part.first_file + l.position,
+                          l.sample_files});
+    }
+  }
+  return Status::OK();
 }
 
 std::optional<std::span<const std::pair<uint64_t, FileLocation>>> KeptLocations::ChunkFiles(
@@ -242,6 +260,21 @@ std::optional<std::span<const std::pair<uint64_t, FileLocation>>> KeptLocations:
   const size_t k = static_cast<size_t>(it - chunks.begin());
   return std::span<const std::pair<uint64_t, FileLocation>>(
       files.data() + chunk_begin[k], chunk_begin[k + 1] - chunk_begin[k]);
+}
+
+std::optional<std::span<const SampleRef>> KeptLocations::ChunkSamples(uint32_t c) const {
+  const auto it = std::lower_bound(chunks.begin(), chunks.end(), c);
+  if (it == chunks.end() || *it != c || sample_begin.empty()) return std::nullopt;
+  const size_t k = static_cast<size_t>(it - chunks.begin());
+  return std::span<const SampleRef>(samples.data() + sample_begin[k],
+                                    sample_begin[k + 1] - sample_begin[k]);
+}
+
+const SampleRef* KeptLocations::FindSample(uint64_t sample) const {
+  const auto it = std::lower_bound(by_sample.begin(), by_sample.end(), sample,
+                                   [&](uint32_t k, uint64_t s) { return samples[k].sample < s; });
+  if (it == by_sample.end() || samples[*it].sample != sample) return nullptr;
+  return &samples[*it];
 }
 
 const FileLocation* KeptLocations::Find(uint64_t file) const {
@@ -254,28 +287,60 @@ const FileLocation* KeptLocations::Find(uint64_t file) const {
 Status VersionView::KeepChunkLocations(std::span<const uint32_t> chunks) const {
   const std::shared_ptr<const KeptLocations> before = kept_locations();
   auto kept = std::make_shared<KeptLocations>();
+  const bool with_samples = grouped();
   kept->chunk_begin.push_back(0);
+  if (with_samples) kept->sample_begin.push_back(0);
   for (uint32_t c : chunks) {
     if (c >= chunk_count()) {
       return Status::InvalidArgument(fmt::format("chunk {} of {}", c, chunk_count()));
     }
     if (!kept->chunks.empty() && c <= kept->chunks.back()) continue;  // repeated
-    if (auto old = before ? before->ChunkFiles(c) : std::nullopt) {
-      kept->files.insert(kept->files.end(), old->begin(), old->end());
+    auto old_files = before ? before->ChunkFiles(c) : std::nullopt;
+    auto old_samples = before ? before->ChunkSamples(c) : std::nullopt;
+    if (old_files && (!with_samples || old_samples)) {
+      kept->files.insert(kept->files.end(), old_files->begin(), old_files->end());
+      const std::span<const SampleRef> reused = old_samples.value_or(std::span<const SampleRef>());
+      kept->samples.insert(kept->samples.end(), reused.begin(), reused.end());
     } else {
-      STOKER_ASSIGN_OR_RETURN(auto files, ChunkFiles(c));
-      kept->files.insert(kept->files.end(), files.begin(), files.end());
+      STOKER_RETURN_IF_ERROR(
+          ReadChunk(c, &kept->files, with_samples ? &kept->samples : nullptr));
     }
     kept->chunks.push_back(c);
     kept->chunk_begin.push_back(kept->files.size());
+    if (with_samples) kept->sample_begin.push_back(kept->samples.size());
   }
-  if (kept->files.size() > std::numeric_limits<uint32_t>::max()) {
-    return Status::Unsupported("more than 2^32 - 1 files' locations kept at once");
+  const auto index_files = [&]() -> Status {
+    if (kept->files.size() > std::numeric_limits<uint32_t>::max()) {
+      return Status::Unsupported("more than 2^32 - 1 files' locations kept at once");
+    }
+    kept->by_file.resize(kept->files.size());
+    std::iota(kept->by_file.begin(), kept->by_file.end(), 0u);
+    std::sort(kept->by_file.begin(), kept->by_file.end(),
+              [&](uint32_t a, uint32_t b) { return kept->files[a].first < kept->files[b].first; });
+    return Status::OK();
+  };
+  STOKER_RETURN_IF_ERROR(index_files());
+  if (with_samples) {
+    // A sample's files usually share its first file's chunk; the others are looked up one by
+    // one (a file block and a location block each).
+    std::vector<std::pair<uint64_t, FileLocation>> strays;
+    for (const SampleRef& s : kept->samples) {
+      for (uint64_t f = s.first_file + 1; f < s.first_file + s.count; ++f) {
+        if (kept->Find(f) != nullptr) continue;
+        STOKER_ASSIGN_OR_RETURN(const FileLocation l, Location(f));
+        strays.emplace_back(f, l);
+      }
+    }
+    if (!strays.empty()) {
+      kept->files.insert(kept->files.end(), strays.begin(), strays.end());
+      STOKER_RETURN_IF_ERROR(index_files());
+    }
+    kept->by_sample.resize(kept->samples.size());
+    std::iota(kept->by_sample.begin(), kept->by_sample.end(), 0u);
+    std::sort(kept->by_sample.begin(), kept->by_sample.end(), [&](uint32_t a, uint32_t b) {
+      return kept->samples[a].sample < kept->samples[b].sample;
+    });
   }
-  kept->by_file.resize(kept->files.size());
-  std::iota(kept->by_file.begin(), kept->by_file.end(), 0u);
-  std::sort(kept->by_file.begin(), kept->by_file.end(),
-            [&](uint32_t a, uint32_t b) { return kept->files[a].first < kept->files[b].first; });
   std::lock_guard lock(kept_mu_);
   kept_ = std::move(kept);
   return Status::OK();

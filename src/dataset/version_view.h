@@ -40,19 +40,36 @@ struct FileLocation {
 static_assert(sizeof(FileLocation) == 32);
 
 // What a version says about one chunk file.
-using ChunkRef = format::ChunkInfo;
+struct ChunkRef : format::ChunkInfo {
+  // The samples whose first file lies in it; nullopt in a tar-grouped segment of format 2.
+  std::optional<uint32_t> sample_count;
+};
+
+// A sample by its files: [first_file, first_file + count).
+struct SampleRef {
+  uint64_t sample = 0, first_file = 0, count = 0;
+};
 
 // The locations of some chunks' files (a trainer rank's share of an epoch), by chunk and by
-// file index. Immutable once built.
+// file index, and the samples that start in those chunks. Immutable once built.
 struct KeptLocations {
   std::vector<uint32_t> chunks;       // ascending
-  std::vector<uint64_t> chunk_begin;  // into `files`, per chunk, then files.size()
-  std::vector<std::pair<uint64_t, FileLocation>> files;  // chunk by chunk, in storage order
+  std::vector<uint64_t> chunk_begin;  // into `files`, per chunk, then where strays begin
+  // Chunk by chunk, in storage order; then the strays: files of kept samples that lie in other
+  // chunks (a tar sample whose chunk filled between its files).
+  std::vector<std::pair<uint64_t, FileLocation>> files;
   std::vector<uint32_t> by_file;      // indices into `files`, by ascending file index
+  // Of a grouped version: the samples whose first file lies in a kept chunk, chunk by chunk.
+  std::vector<SampleRef> samples;
+  std::vector<uint64_t> sample_begin;  // into `samples`, per chunk, then samples.size()
+  std::vector<uint32_t> by_sample;     // indices into `samples`, by ascending sample
 
   // The files of chunk `c`, or nullopt if it is not kept.
   std::optional<std::span<const std::pair<uint64_t, FileLocation>>> ChunkFiles(uint32_t c) const;
+  // The samples that start in chunk `c` (grouped versions), or nullopt if it is not kept.
+  std::optional<std::span<const SampleRef>> ChunkSamples(uint32_t c) const;
   const FileLocation* Find(uint64_t file) const;  // nullptr if not kept
+  const SampleRef* FindSample(uint64_t sample) const;  // grouped versions; nullptr if not kept
 };
 
 class VersionView {
@@ -108,6 +125,10 @@ class VersionView {
   // The files of chunk `c` (< chunk_count()) with their locations, in storage order: reads only
   // the location blocks that hold them (memory and I/O in proportion to the chunk).
   Result<std::vector<std::pair<uint64_t, FileLocation>>> ChunkFiles(uint32_t c) const;
+  // The same read, with the samples that start in chunk c (grouped versions whose segments say
+  // them: format 3; Unsupported for a grouped format-2 segment).
+  Status ReadChunk(uint32_t c, std::vector<std::pair<uint64_t, FileLocation>>* files,
+                   std::vector<SampleRef>* samples) const;
   // Reads every file's location (and sample) into memory (once, thread-safe; later calls
   // return at once). 32 bytes per file: for readers of the whole dataset only.
   Status LoadLocations() const;
@@ -119,7 +140,8 @@ class VersionView {
 
   // Keeps the locations of the files of `chunks` (ascending), reading only their location
   // blocks and reusing what is kept already, in place of the chunks kept before: a trainer
-  // rank's share of an epoch, found there by its read pipeline. Thread-safe; a reader holding
+  // rank's share of an epoch, found there by its read pipeline. In a grouped version, also the
+  // samples that start in them, with the locations of their files in other chunks. Thread-safe; a reader holding
   // the previous set (kept_locations()) keeps it.
   Status KeepChunkLocations(std::span<const uint32_t> chunks) const;
   std::shared_ptr<const KeptLocations> kept_locations() const;

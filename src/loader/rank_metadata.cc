@@ -9,16 +9,18 @@
 namespace stoker::loader {
 namespace {
 
-// Whole chunks of a version whose samples are its files: sample s is file s, chunk c holds its
-// entry count of them.
+// Whole chunks, counted from the chunk table: a sample's unit is the chunk of its first file
+// (SampleChunks), and each chunk record counts the samples that start in it.
 class ChunkUnits final : public UnitSource {
  public:
+  // nullptr when a chunk record does not say its samples (a tar-grouped format-2 segment).
   static Result<std::shared_ptr<const UnitSource>> Create(const Dataset& dataset) {
     const dataset::VersionView& view = dataset.view();
     std::vector<uint32_t> counts(view.chunk_count());
     for (uint32_t c = 0; c < view.chunk_count(); ++c) {
       STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, view.chunk(c));
-      counts[c] = chunk.entry_count;
+      if (!chunk.sample_count) return std::shared_ptr<const UnitSource>();
+      counts[c] = *chunk.sample_count;
     }
     return std::shared_ptr<const UnitSource>(new ChunkUnits(dataset, std::move(counts)));
   }
@@ -45,19 +47,28 @@ class ChunkUnits final : public UnitSource {
       std::lock_guard lock(mu_);
       if (all_) return all_->Members(unit);
     }
+    const dataset::VersionView& view = dataset_.view();
+    const auto kept = view.kept_locations();
     std::vector<uint32_t> samples;
-    auto collect = [&](std::span<const std::pair<uint64_t, dataset::FileLocation>> files) {
-      samples.reserve(files.size());
-      for (const auto& f : files) samples.push_back(static_cast<uint32_t>(f.first));
-      std::sort(samples.begin(), samples.end());
-    };
-    const auto kept = dataset_.view().kept_locations();
-    if (auto kept_files = kept ? kept->ChunkFiles(unit) : std::nullopt) {
-      collect(*kept_files);
-    } else {  // kept for another plan meanwhile: read again
-      STOKER_ASSIGN_OR_RETURN(const auto files, dataset_.view().ChunkFiles(unit));
-      collect(files);
+    if (view.grouped()) {
+      std::vector<std::pair<uint64_t, dataset::FileLocation>> files;
+      std::vector<dataset::SampleRef> read;
+      auto starts = kept ? kept->ChunkSamples(unit) : std::nullopt;
+      if (!starts) {  // kept for another plan meanwhile: read again
+        STOKER_RETURN_IF_ERROR(view.ReadChunk(unit, &files, &read));
+        starts = read;
+      }
+      for (const dataset::SampleRef& s : *starts) samples.push_back(static_cast<uint32_t>(s.sample));
+    } else {  // sample s is file s
+      std::vector<std::pair<uint64_t, dataset::FileLocation>> read;
+      auto files = kept ? kept->ChunkFiles(unit) : std::nullopt;
+      if (!files) {
+        STOKER_ASSIGN_OR_RETURN(read, view.ChunkFiles(unit));
+        files = read;
+      }
+      for (const auto& f : *files) samples.push_back(static_cast<uint32_t>(f.first));
     }
+    std::sort(samples.begin(), samples.end());
     return samples;
   }
 
@@ -78,8 +89,9 @@ class ChunkUnits final : public UnitSource {
 Result<std::shared_ptr<const UnitSource>> DatasetUnits(const Dataset& dataset,
                                                        uint64_t block_bytes) {
   STOKER_RETURN_IF_ERROR(CheckLoadable(dataset));
-  if (block_bytes == 0 && !dataset.view().grouped()) {
-    return ChunkUnits::Create(dataset);
+  if (block_bytes == 0) {
+    STOKER_ASSIGN_OR_RETURN(auto units, ChunkUnits::Create(dataset));
+    if (units) return units;
   }
   STOKER_RETURN_IF_ERROR(PrepareToLoad(dataset));
   return UnitsInMemory(SampleUnits(dataset, block_bytes));
@@ -88,10 +100,12 @@ Result<std::shared_ptr<const UnitSource>> DatasetUnits(const Dataset& dataset,
 Result<PlanLocations> PlanLocations::For(const Dataset& dataset, std::span<const uint32_t> plan) {
   STOKER_RETURN_IF_ERROR(CheckLoadable(dataset));
   const dataset::VersionView& view = dataset.view();
-  if (!view.has_locations() && !view.grouped()) {
+  if (!view.has_locations()) {
     auto kept = view.kept_locations();
-    if (kept && std::all_of(plan.begin(), plan.end(),
-                            [&](uint32_t s) { return kept->Find(s) != nullptr; })) {
+    const auto holds = [&](uint32_t s) {
+      return view.grouped() ? kept->FindSample(s) != nullptr : kept->Find(s) != nullptr;
+    };
+    if (kept && std::all_of(plan.begin(), plan.end(), holds)) {
       return PlanLocations(&view, std::move(kept));
     }
   }
@@ -100,8 +114,10 @@ Result<PlanLocations> PlanLocations::For(const Dataset& dataset, std::span<const
 }
 
 std::pair<uint64_t, uint64_t> PlanLocations::SampleFiles(uint32_t sample) const {
-  if (kept_) return {sample, 1};  // kept only for versions whose samples are their files
-  return view_->SampleFiles(sample);
+  if (!kept_) return view_->SampleFiles(sample);
+  if (!view_->grouped()) return {sample, 1};
+  const dataset::SampleRef* s = kept_->FindSample(sample);
+  return {s->first_file, s->count};
 }
 
 const dataset::FileLocation& PlanLocations::file(uint64_t f) const {

@@ -138,5 +138,80 @@ TEST(RankMetadataTest, WholeChunksJudgedFromASampleOfChunks) {
   EXPECT_NEAR(sampled->chosen.ratio(), exact->chosen.ratio(), 0.05);
 }
 
+// A WebDataset tar of 2000 samples (a .jpg, a .cls and sometimes a .json and a .seg.png each)
+// packed in small chunks: in the default mixed order some samples' files land in two chunks.
+TwoOpenings PackTar() {
+  static const std::shared_ptr<Storage> packed = [] {
+    test::TempDir tars;
+    const std::string tar = tars.Join("shard.tar");
+    test::WriteTar(tar, test::WdsMembers(test::RandomWdsSamples(5, 2000, 30, "s/")));
+    auto storage = std::make_shared<storage::MemoryStorage>();
+    dataset::PackOptions po;
+    po.chunk_bytes = 16 << 10;
+    EXPECT_TRUE(test::PackTars({tar}, *storage, po).has_value());
+    return std::shared_ptr<Storage>(storage);
+  }();
+  TwoOpenings t{packed, nullptr, nullptr};
+  DatasetOpenOptions lookups;
+  lookups.read_locations = false;
+  t.lazy = std::shared_ptr<const Dataset>(Dataset::Open(t.storage, lookups).value());
+  t.full = std::shared_ptr<const Dataset>(Dataset::Open(t.storage).value());
+  return t;
+}
+
+// Tar samples group several files: each rank of 8 plans from the chunk table's sample counts,
+// keeps its chunks' locations and samples (and the files of its samples that lie elsewhere), and
+// reads exactly what the reference plan built from every location gives.
+TEST(RankMetadataTest, TarSamplesPlanAndReadWithTheirChunksLocations) {
+  TwoOpenings t = PackTar();
+  const dataset::VersionView& view = t.lazy->view();
+  ASSERT_TRUE(view.grouped());
+  ASSERT_GT(view.chunk_count(), 60u);
+  // The loader's default unit: whole chunks, judged from the samples of a sample of chunks.
+  const auto unit = ChooseShuffleUnit(*t.lazy, 4, 32, 500);
+  ASSERT_TRUE(unit.has_value()) << unit.error().ToString();
+  EXPECT_EQ(unit->block_bytes, 0u);
+  EXPECT_FALSE(view.has_locations());
+  auto lazy_sampler = CreateSampler(*t.lazy, ChunkMode(5), 0);
+  ASSERT_TRUE(lazy_sampler.has_value()) << lazy_sampler.error().ToString();
+  auto reference = Sampler::Create(SampleChunks(*t.full), t.full->version(), ChunkMode(5));
+  ASSERT_TRUE(reference.has_value());
+  constexpr uint32_t kRanks = 8;
+  std::set<uint32_t> every_sample;
+  uint64_t strays = 0;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    const auto plan = lazy_sampler->PlanRank({2, 0, kRanks}, kRanks, r);
+    ASSERT_TRUE(plan.has_value()) << plan.error().ToString();
+    ASSERT_EQ(plan->samples, reference->PlanRank({2, 0, kRanks}, kRanks, r).value().samples);
+    const auto kept = view.kept_locations();
+    ASSERT_NE(kept, nullptr);
+    EXPECT_LT(kept->chunks.size(), view.chunk_count() / 4) << "rank " << r;
+    strays += kept->files.size() - kept->chunk_begin.back();
+
+    auto pipe = ReadPipeline::Start(t.lazy, plan->samples, {});
+    ASSERT_TRUE(pipe.has_value()) << pipe.error().ToString();
+    for (uint32_t expected : plan->samples) {
+      auto item = (*pipe)->Next();
+      ASSERT_TRUE(item.has_value() && item->has_value());
+      const SampleData& data = **item;
+      ASSERT_TRUE(data.status.ok()) << data.status.ToString();
+      ASSERT_EQ(data.sample, expected);
+      EXPECT_EQ(data.label, t.full->SampleLabel(expected).value());
+      const auto [first, count] = t.full->SampleFiles(expected).value();
+      ASSERT_EQ(data.files.size(), count);
+      for (uint64_t k = 0; k < count; ++k) {
+        ASSERT_EQ(data.files[k].index, first + k);
+        const auto bytes = t.full->ReadFile(first + k).value();
+        ASSERT_TRUE(std::equal(bytes.begin(), bytes.end(), data.files[k].bytes.begin(),
+                               data.files[k].bytes.end()));
+      }
+      every_sample.insert(expected);
+    }
+    EXPECT_FALSE(view.has_locations()) << "rank " << r << " read every location";
+  }
+  EXPECT_EQ(every_sample.size(), t.lazy->sample_count());
+  EXPECT_GT(strays, 0u) << "no sample had files in two chunks: the stray path went untested";
+}
+
 }  // namespace
 }  // namespace stoker::loader

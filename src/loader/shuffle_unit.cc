@@ -276,34 +276,47 @@ Status ValidateBlockSize(const Dataset& dataset, uint64_t block_bytes) {
 
 namespace {
 
-// Whether whole chunks are judged from a sample of chunks (SampledLayout): only a dataset whose
-// samples are its files, so that chunk c's entry count is its samples.
-bool JudgedFromSample(const Dataset& dataset, uint64_t estimate_samples) {
-  return !dataset.view().grouped() && dataset.sample_count() > estimate_samples;
-}
-
-// Whole chunks in a fixed random order, taken until they hold `limit` samples, with
-// their samples' labels and places (chunks renumbered 0, 1, ...): read chunk by chunk.
-Result<SampleLayout> SampledLayout(const Dataset& dataset, uint64_t limit) {
+// Whole chunks in a fixed random order, taken until they hold `limit` samples, with the
+// samples that start in them (their unit), their labels and places (chunks renumbered 0, 1,
+// ...): read chunk by chunk. nullopt if a chunk record does not say its samples (a tar-grouped
+// segment of format 2): such a version is judged from every label.
+Result<std::optional<SampleLayout>> SampledLayout(const Dataset& dataset, uint64_t limit) {
   const dataset::VersionView& view = dataset.view();
   std::vector<uint32_t> chunks;
   for (uint32_t c = 0; c < view.chunk_count(); ++c) {
     STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, view.chunk(c));
-    if (chunk.entry_count > 0) chunks.push_back(c);
+    if (!chunk.sample_count) return std::optional<SampleLayout>();
+    if (*chunk.sample_count > 0) chunks.push_back(c);
   }
   Pcg32 rng(kEstimateSeed);
   Shuffle(std::span<uint32_t>(chunks), rng);
   SampleLayout layout;
+  std::vector<std::pair<uint64_t, dataset::FileLocation>> files;
+  std::vector<dataset::SampleRef> samples;
   for (uint32_t c : chunks) {
     if (layout.places.size() >= limit) break;
-    STOKER_ASSIGN_OR_RETURN(const auto files, view.ChunkFiles(c));
-    for (const auto& [index, l] : files) {
-      layout.labels.push_back(l.label);
-      layout.places.push_back({layout.chunk_count, l.offset, l.length});
+    files.clear();
+    samples.clear();
+    STOKER_RETURN_IF_ERROR(view.ReadChunk(c, &files, view.grouped() ? &samples : nullptr));
+    if (!view.grouped()) {
+      for (const auto& [index, l] : files) samples.push_back({index, index, 1});
+    }
+    std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const dataset::SampleRef& s : samples) {
+      // The sample's files in this chunk (its first at least): label and bytes.
+      auto it = std::lower_bound(files.begin(), files.end(), s.first_file,
+                                 [](const auto& f, uint64_t index) { return f.first < index; });
+      const dataset::FileLocation& first = it->second;
+      uint64_t bytes = 0;
+      for (; it != files.end() && it->first < s.first_file + s.count; ++it) {
+        bytes += it->second.length;
+      }
+      layout.labels.push_back(first.label);
+      layout.places.push_back({layout.chunk_count, first.offset, bytes});
     }
     ++layout.chunk_count;
   }
-  return layout;
+  return std::optional<SampleLayout>(std::move(layout));
 }
 
 Result<SampleLayout> FullLayout(const Dataset& dataset) {
@@ -316,9 +329,9 @@ Result<SampleLayout> FullLayout(const Dataset& dataset) {
 Result<ShuffleUnit> FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
                                      uint32_t batch_size, uint64_t block_bytes,
                                      uint64_t estimate_samples) {
-  if (block_bytes == 0 && JudgedFromSample(dataset, estimate_samples)) {
-    STOKER_ASSIGN_OR_RETURN(const SampleLayout sampled, SampledLayout(dataset, estimate_samples));
-    return FixedShuffleUnit(sampled, window_chunks, batch_size, 0);
+  if (block_bytes == 0 && dataset.sample_count() > estimate_samples) {
+    STOKER_ASSIGN_OR_RETURN(const auto sampled, SampledLayout(dataset, estimate_samples));
+    if (sampled) return FixedShuffleUnit(*sampled, window_chunks, batch_size, 0);
   }
   STOKER_ASSIGN_OR_RETURN(const SampleLayout layout, FullLayout(dataset));
   return FixedShuffleUnit(layout, window_chunks, batch_size, block_bytes);
@@ -326,10 +339,12 @@ Result<ShuffleUnit> FixedShuffleUnit(const Dataset& dataset, uint32_t window_chu
 
 Result<ShuffleUnit> ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
                                       uint32_t batch_size, uint64_t estimate_samples) {
-  if (JudgedFromSample(dataset, estimate_samples)) {
-    STOKER_ASSIGN_OR_RETURN(const SampleLayout sampled, SampledLayout(dataset, estimate_samples));
-    ShuffleUnit unit = FixedShuffleUnit(sampled, window_chunks, batch_size, 0);
-    if (unit.mixes_well) return unit;
+  if (dataset.sample_count() > estimate_samples) {
+    STOKER_ASSIGN_OR_RETURN(const auto sampled, SampledLayout(dataset, estimate_samples));
+    if (sampled) {
+      ShuffleUnit unit = FixedShuffleUnit(*sampled, window_chunks, batch_size, 0);
+      if (unit.mixes_well) return unit;
+    }
   }
   STOKER_ASSIGN_OR_RETURN(const SampleLayout layout, FullLayout(dataset));
   return ChooseShuffleUnit(layout, window_chunks, batch_size);
