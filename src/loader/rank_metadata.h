@@ -1,9 +1,10 @@
 // A trainer rank's metadata: the shuffle units its sampler deals, and where the samples of its
-// plan lie. A rank of R reads about 1/R of a dataset's locations when its samples are its files
-// and chunk mode deals whole chunks (the default): the sampler reads the members of just the
-// chunks the rank's share lies in (ChunkStreams), the view keeps their locations
-// (VersionView::KeepChunkLocations), and the read pipeline finds its samples there. Every other
-// case reads every location once (PrepareToLoad).
+// plan lie. A rank of R reads about 1/R of a dataset's locations when chunk mode deals whole
+// chunks (the default): the sampler counts units from the chunk table and reads the members of
+// just the chunks the rank's share lies in (ChunkStreams), the view keeps their locations and
+// samples (VersionView::KeepChunkLocations), and the read pipeline finds its samples there.
+// Every other case (and tar-grouped format-2 segments) reads every location once
+// (PrepareToLoad).
 #pragma once
 
 #include <cstdint>
@@ -17,9 +18,9 @@
 
 namespace stoker::loader {
 
-// The shuffle units of `dataset` for `block_bytes` (0: whole chunks): for whole chunks of a
-// version that does not group files into samples, counts from the chunk table and members read
-// chunk by chunk when a plan needs them; otherwise every location is read now and the units held
+// The shuffle units of `dataset` for `block_bytes` (0: whole chunks): for whole chunks, counts
+// from the chunk table and members read chunk by chunk when a plan needs them; otherwise (or
+// when a chunk record does not count its samples) every location is read now and the units held
 // in memory. `dataset` must outlive the source.
 Result<std::shared_ptr<const UnitSource>> DatasetUnits(const Dataset& dataset,
                                                        uint64_t block_bytes);
