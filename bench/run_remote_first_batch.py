@@ -2,13 +2,13 @@
 """Remote open and first batch for one rank of 64 over stoker:// (docs/benchmarks.md §14.7).
 
     .venv/bin/python bench/run_remote_first_batch.py [--samples 100000,1000000] [--world-size 64]
-        [--input tar|tree]
+        [--input tar|tree] [--chunk-size SIZE]
 
 For each size: synthetic tiny samples (the metadata path is what is measured) packed by one
 `stoker pack`: with --input tar (bench/run_append.py's make_tar: `key.cls` + a 16-byte `key.bin`
 per sample, one tar, so the samples are groups of files), or --input tree (an ImageFolder tree of
 16-byte files in 1000 class directories, packed with --chunk-size 16KiB: about 600 files per
-chunk, as 64 MiB chunks of ImageNet hold), exported by `stoker serve` on loopback with
+chunk, as 64 MiB chunks of ImageNet hold; --chunk-size sets pack's for either input), exported by `stoker serve` on loopback with
 --metrics-port. Each step runs in a fresh process (under /usr/bin/time) and is charged the
 answer bytes the server sent meanwhile (`stoker_serve_answer_bytes_total`, all types):
   stat    `stoker stat stoker://…/ds <one path>`
@@ -99,14 +99,16 @@ def make_tree(root: Path, samples: int) -> None:
 
 def measure(a: argparse.Namespace, work: Path, samples: int) -> dict:
     ds = work / "ds"
+    chunk_size = ["--chunk-size", a.chunk_size] if a.chunk_size else []
     if a.input == "tar":
         make_tar(work / "data.tar", 0, samples)
-        packed, _, _ = timed([a.stoker, "pack", "-q", "--json", str(work / "data.tar"), str(ds)])
+        packed, _, _ = timed([a.stoker, "pack", "-q", "--json", *chunk_size,
+                              str(work / "data.tar"), str(ds)])
         (work / "data.tar").unlink()
         stat_path = f"s{samples // 2:09d}.bin"
     else:
         make_tree(work / "tree", samples)
-        packed, _, _ = timed([a.stoker, "pack", "-q", "--json", "--chunk-size", "16KiB",
+        packed, _, _ = timed([a.stoker, "pack", "-q", "--json", *(chunk_size or ["--chunk-size", "16KiB"]),
                               str(work / "tree"), str(ds)])
         subprocess.run(["rm", "-rf", str(work / "tree")], check=True)
         stat_path = tree_path(samples // 2)
@@ -161,6 +163,8 @@ def main() -> None:
     ap.add_argument("--world-size", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--input", choices=("tar", "tree"), default="tar")
+    ap.add_argument("--chunk-size", default=None,
+                    help="pack's --chunk-size (default: 16KiB for a tree, pack's own for a tar)")
     ap.add_argument("--stoker", default=str(REPO / "build" / "tools" / "stoker"))
     a = ap.parse_args()
     rows = []

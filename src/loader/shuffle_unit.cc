@@ -276,6 +276,15 @@ Status ValidateBlockSize(const Dataset& dataset, uint64_t block_bytes) {
 
 namespace {
 
+// Whether judging whole chunks from a sample of chunks holding `limit` samples reads less than
+// every location: the chunks it needs (about limit / mean samples per chunk) must be at most
+// half of them — a dataset of a few huge chunks is judged from every label, read once.
+bool WorthSampling(const Dataset& dataset, uint64_t limit) {
+  const double chunks = dataset.view().chunk_count(), samples = dataset.sample_count();
+  if (samples <= static_cast<double>(limit)) return false;
+  return std::ceil(static_cast<double>(limit) * chunks / samples) * 2 <= chunks;
+}
+
 // Whole chunks in a fixed random order, taken until they hold `limit` samples, with the
 // samples that start in them (their unit), their labels and places (chunks renumbered 0, 1,
 // ...): read chunk by chunk. nullopt if a chunk record does not say its samples (a tar-grouped
@@ -329,7 +338,7 @@ Result<SampleLayout> FullLayout(const Dataset& dataset) {
 Result<ShuffleUnit> FixedShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
                                      uint32_t batch_size, uint64_t block_bytes,
                                      uint64_t estimate_samples) {
-  if (block_bytes == 0 && dataset.sample_count() > estimate_samples) {
+  if (block_bytes == 0 && WorthSampling(dataset, estimate_samples)) {
     STOKER_ASSIGN_OR_RETURN(const auto sampled, SampledLayout(dataset, estimate_samples));
     if (sampled) return FixedShuffleUnit(*sampled, window_chunks, batch_size, 0);
   }
@@ -339,7 +348,7 @@ Result<ShuffleUnit> FixedShuffleUnit(const Dataset& dataset, uint32_t window_chu
 
 Result<ShuffleUnit> ChooseShuffleUnit(const Dataset& dataset, uint32_t window_chunks,
                                       uint32_t batch_size, uint64_t estimate_samples) {
-  if (dataset.sample_count() > estimate_samples) {
+  if (WorthSampling(dataset, estimate_samples)) {
     STOKER_ASSIGN_OR_RETURN(const auto sampled, SampledLayout(dataset, estimate_samples));
     if (sampled) {
       ShuffleUnit unit = FixedShuffleUnit(*sampled, window_chunks, batch_size, 0);
