@@ -42,14 +42,43 @@ std::shared_ptr<Storage> PackOnce() {
   return storage;
 }
 
-TwoOpenings Pack() {
-  static const std::shared_ptr<Storage> packed = PackOnce();
-  TwoOpenings t{packed, nullptr, nullptr};
+TwoOpenings OpenTwice(std::shared_ptr<Storage> packed) {
+  TwoOpenings t{std::move(packed), nullptr, nullptr};
   DatasetOpenOptions lookups;
   lookups.read_locations = false;
   t.lazy = std::shared_ptr<const Dataset>(Dataset::Open(t.storage, lookups).value());
   t.full = std::shared_ptr<const Dataset>(Dataset::Open(t.storage).value());
   return t;
+}
+
+TwoOpenings Pack() {
+  static const std::shared_ptr<Storage> packed = PackOnce();
+  return OpenTwice(packed);
+}
+
+// Reads `plan` through the pipeline of the lazily opened dataset: every sample in order, with
+// the label, files and bytes that the dataset opened with every location gives.
+void ExpectThePipelineDelivers(const TwoOpenings& t, const std::vector<uint32_t>& plan,
+                               std::set<uint32_t>* delivered) {
+  auto pipe = ReadPipeline::Start(t.lazy, plan, {});
+  ASSERT_TRUE(pipe.has_value()) << pipe.error().ToString();
+  for (uint32_t expected : plan) {
+    auto item = (*pipe)->Next();
+    ASSERT_TRUE(item.has_value() && item->has_value());
+    const SampleData& data = **item;
+    ASSERT_TRUE(data.status.ok()) << data.status.ToString();
+    ASSERT_EQ(data.sample, expected);
+    EXPECT_EQ(data.label, t.full->SampleLabel(expected).value());
+    const auto [first, count] = t.full->SampleFiles(expected).value();
+    ASSERT_EQ(data.files.size(), count);
+    for (uint64_t k = 0; k < count; ++k) {
+      ASSERT_EQ(data.files[k].index, first + k);
+      const auto bytes = t.full->ReadFile(first + k).value();
+      ASSERT_TRUE(std::equal(bytes.begin(), bytes.end(), data.files[k].bytes.begin(),
+                             data.files[k].bytes.end()));
+    }
+    delivered->insert(expected);
+  }
 }
 
 SamplerOptions ChunkMode(uint64_t seed) {
@@ -81,21 +110,7 @@ TEST(RankMetadataTest, RankPlansAndReadsWithItsOwnChunksLocations) {
     ASSERT_NE(kept, nullptr);
     EXPECT_LT(kept->chunks.size(), view.chunk_count() / 4) << "rank " << r;
 
-    auto pipe = ReadPipeline::Start(t.lazy, plan->samples, {});
-    ASSERT_TRUE(pipe.has_value()) << pipe.error().ToString();
-    for (uint32_t expected : plan->samples) {
-      auto item = (*pipe)->Next();
-      ASSERT_TRUE(item.has_value() && item->has_value());
-      const SampleData& data = **item;
-      ASSERT_TRUE(data.status.ok()) << data.status.ToString();
-      ASSERT_EQ(data.sample, expected);
-      EXPECT_EQ(data.label, t.full->SampleLabel(expected).value());
-      ASSERT_EQ(data.files.size(), 1u);
-      const auto bytes = t.full->ReadFile(data.files[0].index).value();
-      ASSERT_TRUE(std::equal(bytes.begin(), bytes.end(), data.files[0].bytes.begin(),
-                             data.files[0].bytes.end()));
-      every_sample.insert(expected);
-    }
+    ExpectThePipelineDelivers(t, plan->samples, &every_sample);
     EXPECT_FALSE(view.has_locations()) << "the pipeline read every location";
   }
   EXPECT_EQ(every_sample.size(), t.lazy->sample_count());
@@ -151,12 +166,7 @@ TwoOpenings PackTar() {
     EXPECT_TRUE(test::PackTars({tar}, *storage, po).has_value());
     return std::shared_ptr<Storage>(storage);
   }();
-  TwoOpenings t{packed, nullptr, nullptr};
-  DatasetOpenOptions lookups;
-  lookups.read_locations = false;
-  t.lazy = std::shared_ptr<const Dataset>(Dataset::Open(t.storage, lookups).value());
-  t.full = std::shared_ptr<const Dataset>(Dataset::Open(t.storage).value());
-  return t;
+  return OpenTwice(packed);
 }
 
 // Tar samples group several files: each rank of 8 plans from the chunk table's sample counts,
@@ -188,25 +198,7 @@ TEST(RankMetadataTest, TarSamplesPlanAndReadWithTheirChunksLocations) {
     EXPECT_LT(kept->chunks.size(), view.chunk_count() / 4) << "rank " << r;
     strays += kept->files.size() - kept->chunk_begin.back();
 
-    auto pipe = ReadPipeline::Start(t.lazy, plan->samples, {});
-    ASSERT_TRUE(pipe.has_value()) << pipe.error().ToString();
-    for (uint32_t expected : plan->samples) {
-      auto item = (*pipe)->Next();
-      ASSERT_TRUE(item.has_value() && item->has_value());
-      const SampleData& data = **item;
-      ASSERT_TRUE(data.status.ok()) << data.status.ToString();
-      ASSERT_EQ(data.sample, expected);
-      EXPECT_EQ(data.label, t.full->SampleLabel(expected).value());
-      const auto [first, count] = t.full->SampleFiles(expected).value();
-      ASSERT_EQ(data.files.size(), count);
-      for (uint64_t k = 0; k < count; ++k) {
-        ASSERT_EQ(data.files[k].index, first + k);
-        const auto bytes = t.full->ReadFile(first + k).value();
-        ASSERT_TRUE(std::equal(bytes.begin(), bytes.end(), data.files[k].bytes.begin(),
-                               data.files[k].bytes.end()));
-      }
-      every_sample.insert(expected);
-    }
+    ExpectThePipelineDelivers(t, plan->samples, &every_sample);
     EXPECT_FALSE(view.has_locations()) << "rank " << r << " read every location";
   }
   EXPECT_EQ(every_sample.size(), t.lazy->sample_count());
