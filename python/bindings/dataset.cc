@@ -162,7 +162,8 @@ class PyDataset {
 
   nb::tuple GetItem(int64_t index) {
     const uint64_t sample = SampleIndex(index);
-    return SampleTuple(Get(), sample, ValueOrThrow(Get().SampleLabel(sample)),
+    const auto [first, count] = ValueOrThrow(Get().SampleFiles(sample));
+    return SampleTuple(Get(), first, count, ValueOrThrow(Get().SampleLabel(sample)),
                        [this](uint64_t f) { return ReadBytes(f); });
   }
 
@@ -217,9 +218,8 @@ class PyDataset {
 
 }  // namespace
 
-nb::tuple SampleTuple(const Dataset& ds, uint64_t sample, int32_t label,
+nb::tuple SampleTuple(const Dataset& ds, uint64_t first, uint64_t count, int32_t label,
                       const std::function<nb::bytes(uint64_t)>& file_bytes) {
-  const auto [first, count] = ValueOrThrow(ds.SampleFiles(sample));
   if (!ds.view().grouped()) {
     return nb::make_tuple(file_bytes(first), label, ValueOrThrow(ds.Path(first)));
   }

@@ -22,9 +22,11 @@ const Dataset& UnwrapDataset(nanobind::handle obj);
 // dataset was opened) when the dataset reads through a node daemon ($STOKER_NODE).
 void AddNodeStats(const Dataset& dataset, nanobind::dict& stats);
 
-// What ds[i] returns for `sample`: (bytes, label, path), or ({ext: bytes}, label, key) for a
-// sample of several files (tar input). `file_bytes` supplies each file's bytes.
-nanobind::tuple SampleTuple(const Dataset& ds, uint64_t sample, int32_t label,
+// What ds[i] returns for the sample of files [first, first + count): (bytes, label, path), or
+// ({ext: bytes}, label, key) for a sample of several files (tar input). `file_bytes` supplies
+// each file's bytes. (The files are given, not looked up: a loader knows them from its plan,
+// and looking them up would read the samples section, 8 bytes per sample.)
+nanobind::tuple SampleTuple(const Dataset& ds, uint64_t first, uint64_t count, int32_t label,
                             const std::function<nanobind::bytes(uint64_t)>& file_bytes);
 
 }  // namespace stoker::python

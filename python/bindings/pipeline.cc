@@ -69,7 +69,9 @@ class PyPipeline {
     if (!sample) throw nb::stop_iteration();
     ThrowIfError(sample->status);
     const Dataset& ds = UnwrapDataset(dataset_obj_);
-    return SampleTuple(ds, sample->sample, sample->label, [&](uint64_t file) {
+    if (sample->files.empty()) throw nb::index_error("a delivered sample without files");  // a bug
+    return SampleTuple(ds, sample->files.front().index, sample->files.size(), sample->label,
+                       [&](uint64_t file) {
       for (const auto& f : sample->files) {
         if (f.index == file) {
           return nb::bytes(reinterpret_cast<const char*>(f.bytes.data()), f.bytes.size());
