@@ -54,9 +54,9 @@ inline constexpr uint32_t kSegmentPositioned = 1u << 3;
 inline constexpr uint32_t kSegmentKnownFlags = 0xF;
 
 enum SegmentSection : uint32_t {
-  kSegChunks = 1,         // chunk records
+  kSegChunks = 1,         // chunk records (format 3: in CRC-checked groups)
   kSegLocations = 2,      // location blocks, chunk by chunk in storage order
-  kSegLocationIndex = 3,  // u64 offset of each location block, then the section's size
+  kSegLocationIndex = 3,  // offsets of the location blocks (format 3: in CRC-checked groups)
   kSegFiles = 4,          // file blocks in key order (= position order unless positioned)
   kSegFileIndex = 5,      // format 2: index records of the file blocks; 3: index blocks
   kSegFileKeys = 6,       // format 2: first keys of the file blocks; 3: the top index
@@ -69,7 +69,7 @@ enum SegmentSection : uint32_t {
   kSegAttrIndex = 13,
   kSegAttrKeys = 14,
   kSegKeyRanks = 15,      // positioned only: the key rank of each position, in fixed-width blocks
-  kSegSectionKinds = 16,  // kinds 1..15 are defined; others are rejected (format 2)
+  kSegSectionKinds = 16,  // kinds 1..15 are defined; others are rejected (formats 2 and 3)
 };
 
 // A file's key orders files by (directory, name) bytewise: "dir/sub\0name", "\0name" in the
