@@ -164,12 +164,12 @@ int RunInfo(const Common& a) {
   char when[64];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&created));
   std::cout << fmt::format(
-      "dataset    {}\nversion    {} (created {})\nfiles      {} in {} samples\n"
-      "bytes      {} in {} chunks ({})\nlabels     {}, {} classes\nmetadata   {} in {} "
-      "segments ({:.1f} B per file)\n",
-      a.dataset, r.version, when, r.files, r.samples, HumanBytes(r.bytes), r.chunks,
-      HumanBytes(chunk_bytes), j["labels"].get<std::string>(), r.classes,
-      HumanBytes(metadata_bytes), r.segments.size(), per_file);
+      "dataset    {}\nversion    {} (created {})\nfiles      {} in {}\n"
+      "bytes      {} in {} ({})\nlabels     {}, {}\nmetadata   {} in {} ({:.1f} B per file)\n",
+      a.dataset, r.version, when, r.files, Counted(r.samples, "sample"), HumanBytes(r.bytes),
+      Counted(r.chunks, "chunk"), HumanBytes(chunk_bytes), j["labels"].get<std::string>(),
+      Counted(r.classes, "class"), HumanBytes(metadata_bytes),
+      Counted(r.segments.size(), "segment"), per_file);
   return kExitOk;
 }
 
@@ -198,12 +198,13 @@ int RunVerify(const Common& a) {
     for (const auto& p : r.problems) std::cout << "CORRUPT  " << p << "\n";
     for (const auto& c : r.corrupt_chunks) std::cout << "CORRUPT chunk  " << c << "\n";
     for (const auto& f : r.corrupt_files) std::cout << "CORRUPT file   " << f << "\n";
-    std::cout << fmt::format("{}: version {}, {} files in {} chunks ({}) checked: {}\n", a.dataset,
-                             r.version, r.files_checked, r.chunks_checked,
-                             HumanBytes(r.bytes_checked),
+    std::cout << fmt::format("{}: version {}, {} in {} ({}) checked: {}\n", a.dataset,
+                             r.version, Counted(r.files_checked, "file"),
+                             Counted(r.chunks_checked, "chunk"), HumanBytes(r.bytes_checked),
                              r.ok() ? "OK"
-                                    : fmt::format("{} corrupt files, {} corrupt chunks{}",
-                                                  r.corrupt_files.size(), r.corrupt_chunks.size(),
+                                    : fmt::format("{}, {}{}",
+                                                  Counted(r.corrupt_files.size(), "corrupt file"),
+                                                  Counted(r.corrupt_chunks.size(), "corrupt chunk"),
                                                   r.problems.empty() ? "" : ", dataset unreadable"));
   }
   return r.ok() ? kExitOk : kExitCorrupt;

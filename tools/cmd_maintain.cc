@@ -36,8 +36,9 @@ int RunUpgrade(const std::string& uri, bool json) {
     return kExitOk;
   }
   std::cout << fmt::format(
-      "upgraded {} to format 2: version {}, {} files in {} chunks (kept), {} classes, metadata {}\n",
-      uri, s.version, s.files, s.chunks, s.classes, HumanBytes(s.segment_bytes));
+      "upgraded {} to format 2: version {}, {} in {} (kept), {}, metadata {}\n", uri, s.version,
+      Counted(s.files, "file"), Counted(s.chunks, "chunk"), Counted(s.classes, "class"),
+      HumanBytes(s.segment_bytes));
   if (!s.indices_preserved) {
     std::cout << "note: files sit at several directory depths, so their indices changed (format 1 "
                  "numbered directories breadth-first, format 2 by path); paths, bytes and labels "
@@ -150,9 +151,10 @@ int RunCommit(const std::string& uri, const dataset::CommitOptions& o, bool json
                      .dump(2)
               << "\n";
   } else {
-    std::cout << fmt::format("committed the parts of job '{}' to {} as version {}: {} files added "
-                             "({} in all), {} classes\n",
-                             o.job, uri, s->version, s->files_added, s->files_total, s->classes);
+    std::cout << fmt::format("committed the parts of job '{}' to {} as version {}: {} added "
+                             "({} in all), {}\n",
+                             o.job, uri, s->version, Counted(s->files_added, "file"),
+                             s->files_total, Counted(s->classes, "class"));
   }
   return kExitOk;
 }

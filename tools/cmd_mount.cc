@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "common/progress.h"
 #include "fuse/fuse_fs.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
@@ -57,8 +58,8 @@ int RunMount(const MountArgs& a, const std::function<void()>& detach = {}) {
   const uint64_t files = (*ds)->file_count();
   o.on_mounted = [&] {
     if (detach) detach();
-    std::fprintf(stderr, "%s", fmt::format("mounted {} at {} ({} files)\n", a.dataset,
-                                           a.mountpoint, files).c_str());
+    std::fprintf(stderr, "%s", fmt::format("mounted {} at {} ({})\n", a.dataset, a.mountpoint,
+                                           Counted(files, "file")).c_str());
   };
   if (Status s = fuse::Serve(**ds, a.mountpoint, o); !s.ok()) return Fail(s);
   return kExitOk;

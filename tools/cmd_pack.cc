@@ -143,8 +143,9 @@ int RunPack(const PackArgs& args) {
                        .dump(2)
                 << "\n";
     } else if (!args.quiet) {
-      std::cout << fmt::format("packed {} files ({}) as {} of {}; `stoker commit` publishes the parts\n",
-                               s.files_added, HumanBytes(s.bytes_added), s.part_path, dst);
+      std::cout << fmt::format("packed {} ({}) as {} of {}; `stoker commit` publishes the parts\n",
+                               Counted(s.files_added, "file"), HumanBytes(s.bytes_added),
+                               s.part_path, dst);
     }
     return kExitOk;
   }
@@ -168,10 +169,11 @@ int RunPack(const PackArgs& args) {
     std::cout << j.dump(2) << "\n";
   } else if (!args.quiet) {
     std::cout << fmt::format(
-        "packed {} files ({}) into {} as version {}: {} chunks added ({} total), {} samples, {} "
-        "classes, metadata {} ({:.0f} B/file), {:.1f} s ({:.0f} files/s, {}/s)\n",
-        s.files_added, HumanBytes(s.bytes_added), dst, s.version, s.chunks_added, s.chunks_total,
-        s.samples, s.classes, HumanBytes(s.metadata_bytes), per_file, s.seconds,
+        "packed {} ({}) into {} as version {}: {} added ({} total), {}, {}, metadata {} "
+        "({:.0f} B/file), {:.1f} s ({:.0f} files/s, {}/s)\n",
+        Counted(s.files_added, "file"), HumanBytes(s.bytes_added), dst, s.version,
+        Counted(s.chunks_added, "chunk"), s.chunks_total, Counted(s.samples, "sample"),
+        Counted(s.classes, "class"), HumanBytes(s.metadata_bytes), per_file, s.seconds,
         s.seconds > 0 ? s.files_added / s.seconds : 0,
         HumanBytes(static_cast<uint64_t>(s.seconds > 0 ? s.bytes_added / s.seconds : 0)));
   }

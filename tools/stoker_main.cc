@@ -1,7 +1,50 @@
 // `stoker`: pack datasets, inspect and verify them.
+#include <algorithm>
 #include <cstdio>
+#include <numeric>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "tools/commands.h"
+
+namespace {
+
+// Edits (insertions, deletions, substitutions, swaps of neighbours) that turn a into b.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// "did you mean 'pack'?" for a first argument that is no command but close to one.
+void SuggestCommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return;
+  const std::string_view given = argv[1];
+  std::string best;
+  size_t best_distance = 3;  // at most two edits away
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == given) return;  // a command: the error is elsewhere
+    const size_t distance = EditDistance(given, sub->get_name());
+    if (distance < best_distance) best_distance = distance, best = sub->get_name();
+  }
+  if (!best.empty()) {
+    std::fprintf(stderr, "stoker: '%s' is not a command; did you mean '%s'?\n", argv[1],
+                 best.c_str());
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"stoker: packed, checksummed datasets that keep GPUs fed", "stoker"};
@@ -26,6 +69,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    SuggestCommand(app, argc, argv);
     app.exit(e);
     return stoker::cli::kExitUsage;
   }

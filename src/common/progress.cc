@@ -49,6 +49,14 @@ void ProgressBar::Finish() {
   enabled_ = false;
 }
 
+std::string Counted(uint64_t n, std::string_view noun) {
+  std::string out = fmt::format("{} {}", n, noun);
+  if (n == 1) return out;
+  const bool sibilant = noun.ends_with('s') || noun.ends_with('x') || noun.ends_with("ch") ||
+                        noun.ends_with("sh");
+  return out + (sibilant ? "es" : "s");
+}
+
 std::string HumanBytes(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double value = static_cast<double>(bytes);

@@ -28,6 +28,9 @@ class ProgressBar {
 
 // "1.5 GiB", "320 KiB", "17 B"
 std::string HumanBytes(uint64_t bytes);
+// "1 chunk", "2 chunks", "1 class", "0 classes": `noun` is the singular; nouns ending in s, x,
+// ch or sh take "es".
+std::string Counted(uint64_t n, std::string_view noun);
 // "1:02:03" / "2:03"
 std::string HumanDuration(double seconds);
 // Parses "65536", "64K", "64M", "1G", "64MiB" (binary multiples).

@@ -9,6 +9,8 @@
 // static linking could silently drop.
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "net/remote_storage.h"
 #include "net/uri.h"
 #include "stoker/storage.h"
@@ -31,7 +33,19 @@ Result<std::shared_ptr<Storage>> OpenStoreDirect(std::string_view uri) {
   if (uri.starts_with(net::kStokerScheme)) return net::OpenRemoteStorage(uri);
   if (uri.starts_with(s3::kS3Scheme)) return s3::OpenS3Storage(uri);
   constexpr std::string_view kFileScheme = "file://";
-  if (uri.starts_with(kFileScheme)) uri.remove_prefix(kFileScheme.size());
+  if (uri.starts_with(kFileScheme)) {
+    // RFC 8089: file:///path or file://localhost/path. A host is another machine's path (or a
+    // relative path written as a URI), which would otherwise open a local relative path.
+    const std::string_view original = uri;
+    uri.remove_prefix(kFileScheme.size());
+    if (uri.starts_with("localhost/")) uri.remove_prefix(std::string_view("localhost").size());
+    if (!uri.starts_with('/')) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "{}: a file:// URI names a path on this machine (file:///absolute/path or "
+          "file://localhost/absolute/path); for a relative path, give the path alone",
+          original)));
+    }
+  }
   const auto scheme_end = uri.find("://");
   if (scheme_end != std::string_view::npos) {
     return Err(Status::Unsupported("unsupported URI scheme '" +

@@ -40,6 +40,15 @@ def test_pack_human_summary_and_quiet(tmp_path, tree, stoker_cli):
     assert f"packed {len(files)} files" in proc.stdout and "version 1" in proc.stdout
     proc = stoker_cli("pack", "-q", src, tmp_path / "b", check=True)
     assert proc.stdout == "" and proc.stderr == ""
+    # Counts of one read as one ("1 chunks" was printed before).
+    one = tmp_path / "one" / "cat"
+    one.mkdir(parents=True)
+    (one / "x.jpg").write_bytes(b"x")
+    proc = stoker_cli("pack", tmp_path / "one", tmp_path / "c", check=True)
+    assert "packed 1 file (" in proc.stdout and "1 chunk added (1 total), 1 sample, 1 class," \
+        in proc.stdout, proc.stdout
+    proc = stoker_cli("verify", tmp_path / "c", check=True)
+    assert "1 file in 1 chunk" in proc.stdout, proc.stdout
 
 
 def test_ls(packed, stoker_cli):
@@ -278,7 +287,12 @@ def test_progress_bar_only_on_a_tty(tmp_path, tree, stoker_exe, stoker_cli):
 
 def test_usage_errors(tmp_path, stoker_cli):
     assert stoker_cli("pack", tmp_path).returncode == 2  # SRC... DST: one path is not enough
-    assert stoker_cli("frobnicate").returncode == 2
+    proc = stoker_cli("frobnicate")
+    assert proc.returncode == 2 and "did you mean" not in proc.stderr
+    for typo, meant in (("pakc", "pack"), ("verfy", "verify"), ("compcat", "compact")):
+        proc = stoker_cli(typo, tmp_path)
+        assert proc.returncode == 2
+        assert f"'{typo}' is not a command; did you mean '{meant}'?" in proc.stderr, proc.stderr
     proc = stoker_cli("pack", "--chunk-size", "big", tmp_path, tmp_path / "ds")
     assert proc.returncode == 2 and "chunk-size" in proc.stderr
     assert stoker_cli("--version", check=True).stdout.strip() == "stoker 0.1.0"
