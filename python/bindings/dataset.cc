@@ -293,6 +293,7 @@ void RegisterDataset(nb::module_& m) {
       .def_prop_ro("version", &PyDataset::version)
       .def_prop_ro("num_files", [](PyDataset& self) { return self.Get().file_count(); })
       .def_prop_ro("num_samples", [](PyDataset& self) { return self.Get().sample_count(); })
+      .def_prop_ro("num_chunks", [](PyDataset& self) { return self.Get().view().chunk_count(); })
       .def_prop_ro("classes", &PyDataset::Classes, "Class names; label i is classes[i].")
       .def_prop_ro("grouped", [](PyDataset& self) { return self.Get().view().grouped(); },
                    "True for tar-packed datasets, whose samples are groups of files.")

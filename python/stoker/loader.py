@@ -317,7 +317,8 @@ class _Stream:
         """The read pipeline's memory budget: `memory_budget` if given, else enough to read a
         whole window of chunks while the previous one is consumed (the read pipeline plans in
         segments of half its budget, docs/decisions/0004)."""
-        window = self._window if self._shuffle == "chunk" else 1
+        # A window holds at most every chunk: a dataset of 3 chunks needs no budget for 16.
+        window = min(self._window, max(1, ds.num_chunks)) if self._shuffle == "chunk" else 1
         whole_windows = 2 * window * ds.largest_chunk_bytes
         if memory_budget is None:
             return max(DEFAULT_MIN_BUDGET, whole_windows)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <list>
 #include <mutex>
@@ -83,7 +84,12 @@ class NodeLink {
     auto mapped = Fetch(id);
     std::lock_guard lock(mu_);
     if (!mapped) {
-      ++stats_.node_failures;
+      if (stats_.node_failures++ == 0) {
+        // Once per dataset: a daemon that is not there must not go unnoticed, nor flood the log.
+        std::fprintf(stderr, "stoker: warning: %s=%s: %s; reading from the store instead (every "
+                     "failure counts in stats()['node_failures'])\n", kNodeSocketEnv,
+                     path_.c_str(), mapped.error().ToString().c_str());
+      }
       retry_at_ = net::Clock::now() + kRetryAfter;
       // The daemon may have died: its connections are dead, and a restarted one needs the plan.
       idle_.clear();

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
+import os
 import pickle
 import random
 import re
+import subprocess
+import sys
 import tarfile
 from collections import Counter
 
@@ -399,6 +403,10 @@ def test_a_budget_smaller_than_two_windows_warns(tmp_path):
         list(stoker.Loader(str(dst), shuffle="chunk", window=4))
         list(stoker.Loader(str(dst), shuffle="chunk", window=4, memory_budget=small + 1))
         list(stoker.Loader(str(dst), shuffle="full", memory_budget=1 << 16))
+        # A window larger than the dataset: the budget for all of its chunks is enough.
+        all_chunks = 2 * ds.num_chunks * ds.largest_chunk_bytes
+        assert ds.num_chunks < 64
+        list(stoker.Loader(str(dst), shuffle="chunk", window=64, memory_budget=all_chunks))
 
 
 def test_loader_raises_corruption_naming_the_file(tmp_path):
@@ -531,3 +539,27 @@ def test_blocks_with_a_budget_smaller_than_a_block_and_a_window_larger_than_the_
         big = stoker.Loader(str(dst), window=10_000, batch_size=32)
     assert big.block_size == 0
     assert len([p for b in big for _, _, p in b]) == 800
+
+
+def test_a_node_daemon_that_is_not_there_is_named_once(tmp_path):
+    """STOKER_NODE pointing at no daemon: every sample still arrives (from the store), one
+    warning says why, and stats() counts the failures and the store reads."""
+    src, dst = tmp_path / "src", tmp_path / "ds"
+    make_tree(src, seed=5, classes=2, files_per_class=30, max_size=3000)
+    stoker.pack(str(src), str(dst), chunk_size=8 << 10)
+    script = (
+        "import json, stoker\n"
+        f"loader = stoker.Loader({str(dst)!r}, shuffle='chunk', seed=1)\n"
+        "n = sum(1 for _ in loader)\n"
+        "print(json.dumps({'n': n, **{k: v for k, v in loader.stats().items() "
+        "if k.startswith(('node', 'store'))}}))\n")
+    env = dict(os.environ, STOKER_NODE=str(tmp_path / "no-daemon.sock"))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["n"] == 60 and out["store_reads"] > 0 and out["node_reads"] == 0
+    assert out["node_failures"] >= 1
+    warnings = [line for line in proc.stderr.splitlines() if "STOKER_NODE" in line]
+    assert len(warnings) == 1 and "no-daemon.sock" in warnings[0] \
+        and "reading from the store instead" in warnings[0], proc.stderr
