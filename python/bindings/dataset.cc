@@ -37,6 +37,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "errors.h"
+#include "fs_path.h"
 #include "dataset/version_view.h"
 #include "node/node_storage.h"
 #include "stoker/dataset.h"
@@ -259,8 +260,8 @@ void RegisterDataset(nb::module_& m) {
                         "ds[i] -> (bytes, label, path); for tar-packed datasets "
                         "ds[i] -> ({ext: bytes}, label, key). Labels are -1 when absent.")
       .def("__init__",
-           [](PyDataset* self, std::string uri, std::optional<uint64_t> version) {
-             new (self) PyDataset(std::move(uri), version.value_or(0));
+           [](PyDataset* self, nb::handle uri, std::optional<uint64_t> version) {
+             new (self) PyDataset(FsPath(uri), version.value_or(0));
            },
            nb::arg("uri"), nb::arg("version") = nb::none(),
            "Opens a version (the newest by default) at a path or URI.")

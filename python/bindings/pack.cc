@@ -15,18 +15,12 @@
 #include "dataset/packer.h"
 #include "dataset/verify.h"
 #include "errors.h"
+#include "fs_path.h"
 
 namespace nb = nanobind;
 
 namespace stoker::python {
 namespace {
-
-using Sources = std::variant<std::string, std::vector<std::string>>;
-
-std::vector<std::string> SourceList(const Sources& src) {
-  if (const auto* one = std::get_if<std::string>(&src)) return {*one};
-  return std::get<std::vector<std::string>>(src);
-}
 
 Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
                                      const std::string& dst, dataset::PackOptions options,
@@ -52,8 +46,8 @@ uint64_t ByteSize(const std::variant<uint64_t, std::string>& size, const std::st
   return bytes;
 }
 
-nb::dict Pack(const Sources& src,
-              const std::string& dst, const std::variant<uint64_t, std::string>& chunk_size,
+nb::dict Pack(nb::handle src_arg, nb::handle dst_arg,
+              const std::variant<uint64_t, std::string>& chunk_size,
               bool append, const std::string& labels, int threads, const std::string& order,
               uint64_t order_seed, const std::variant<uint64_t, std::string>& mix_memory) {
   dataset::PackOptions options;
@@ -65,7 +59,8 @@ nb::dict Pack(const Sources& src,
   options.labels = labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
   options.append = append;
   const dataset::StorageOrder storage_order = ValueOrThrow(dataset::ParseStorageOrder(order));
-  const std::vector<std::string> sources = SourceList(src);
+  const std::vector<std::string> sources = FsPaths(src_arg);
+  const std::string dst = FsPath(dst_arg);
   Result<dataset::PackSummary> result = Err(Status::Internal("unset"));
   {
     nb::gil_scoped_release release;
@@ -93,7 +88,8 @@ nb::dict Pack(const Sources& src,
   return d;
 }
 
-nb::dict Verify(const std::string& uri) {
+nb::dict Verify(nb::handle uri_arg) {
+  const std::string uri = FsPath(uri_arg);
   Result<dataset::VerifyReport> result = Err(Status::Internal("unset"));
   {
     nb::gil_scoped_release release;

@@ -68,6 +68,20 @@ def test_round_trip(packed):
     assert ds.read(-1) == ds.read(ds.num_files - 1)
 
 
+def test_paths_may_be_pathlike_or_bytes(tmp_path, tree):
+    """Every path argument takes str, bytes or os.PathLike, as Python's own file APIs do."""
+    src, files = tree
+    summary = stoker.pack(Path(src), tmp_path / "ds")
+    assert summary["files"] == len(files)
+    assert stoker.pack([os.fsencode(src)], os.fsencode(tmp_path / "b"))["files"] == len(files)
+    for uri in (tmp_path / "ds", os.fsencode(tmp_path / "ds"), str(tmp_path / "ds")):
+        ds = stoker.Dataset(uri)
+        assert ds.num_files == len(files) and ds.uri == str(tmp_path / "ds")
+    assert stoker.verify(tmp_path / "b")["ok"]
+    with pytest.raises(TypeError):
+        stoker.Dataset(42)
+
+
 def test_listdir(packed):
     dst, files, _ = packed
     ds = stoker.Dataset(str(dst))
