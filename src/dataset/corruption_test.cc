@@ -18,6 +18,7 @@
 #include "format/version_record.h"
 #include "stoker/dataset.h"
 #include "storage/fault_storage.h"
+#include "storage/forwarding_storage.h"
 #include "storage/memory_storage.h"
 #include "testing/test_util.h"
 
@@ -103,6 +104,27 @@ class CorruptionTest : public ::testing::Test {
   const std::string record_path_ = format::VersionRecordPath(1);
   std::vector<Status> last_errors_;
 };
+
+// A chunk the store will not let us read is a permission problem, not corruption: verify fails
+// with PermissionDenied naming it (the CLI's exit 1), and reports nothing corrupt.
+TEST_F(CorruptionTest, AnUnreadableChunkIsPermissionDeniedNotCorruption) {
+  Pack(30, 16 << 10);
+  class Denying final : public storage::ForwardingStorage {
+   public:
+    using ForwardingStorage::ForwardingStorage;
+    Result<std::unique_ptr<RandomAccessFile>> OpenRead(std::string_view path) override {
+      if (path.starts_with("chunks/")) {
+        return Err(Status::FromErrno(EACCES, std::string(path)));
+      }
+      return ForwardingStorage::OpenRead(path);
+    }
+  };
+  Denying denying(store_);
+  auto report = dataset::Verify(denying);
+  ASSERT_FALSE(report.has_value());
+  EXPECT_EQ(report.error().code(), StatusCode::kPermissionDenied) << report.error().ToString();
+  EXPECT_TRUE(Contains(report.error().message(), "chunks/")) << report.error().ToString();
+}
 
 TEST_F(CorruptionTest, CleanDatasetVerifies) {
   Pack(1, 16 << 10);

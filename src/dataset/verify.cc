@@ -20,8 +20,11 @@ constexpr uint64_t kPieceBytes = 64ull << 20;
 
 using ChunkFiles = std::vector<std::pair<uint64_t, FileLocation>>;
 
+// Errors that say nothing about the data: the store cannot be reached, or will not let us read
+// (a permission problem is the operator's to fix, not corruption: exit 1, not 3).
 bool Unreachable(const Status& s) {
-  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kTimeout;
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kTimeout ||
+         s.code() == StatusCode::kPermissionDenied;
 }
 
 // The version to check, with every metadata block checked; nullptr, with the problem in the

@@ -25,8 +25,9 @@ struct VerifyReport {
 // Called after each chunk with (chunks done, chunk count, bytes done).
 using VerifyProgress = std::function<void(uint64_t, uint64_t, uint64_t)>;
 
-// Checks `version` (the newest if unset). Fails only if the storage cannot be reached or the
-// version does not exist; corruption is reported in the report.
+// Checks `version` (the newest if unset). Fails only if the storage cannot be reached, denies a
+// read (PermissionDenied, naming the file) or the version does not exist; corruption is
+// reported in the report.
 Result<VerifyReport> Verify(Storage& storage, const VerifyProgress& progress = {},
                             std::optional<uint64_t> version = std::nullopt);
 
