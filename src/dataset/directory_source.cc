@@ -32,12 +32,16 @@ namespace fs = std::filesystem;
 
 struct PlannedFile {
   std::string path;      // relative
-  std::string absolute;  // what to open
+  std::string absolute;  // what to open (symbolic links resolved)
   uint64_t size;
+  // What the walk saw there: the read must find the same file, unchanged (an inode number may
+  // be reused at once by a file created in place of a deleted one; its change time is not).
+  uint64_t device = 0, inode = 0, ctime_ns = 0;
 };
 
 // A planned file as the sorter holds it: u64 big-endian order key (0 in path order: then the
-// path decides), then varint-prefixed path and absolute path, then varint size.
+// path decides), then varint-prefixed path and absolute path, then varint size, device, inode,
+// change time.
 std::string EncodePlanned(uint64_t order_key, const PlannedFile& f) {
   std::string r;
   for (int b = 7; b >= 0; --b) r.push_back(static_cast<char>(order_key >> (8 * b)));
@@ -46,6 +50,9 @@ std::string EncodePlanned(uint64_t order_key, const PlannedFile& f) {
   varint::Put(&r, f.absolute.size());
   r.append(f.absolute);
   varint::Put(&r, f.size);
+  varint::Put(&r, f.device);
+  varint::Put(&r, f.inode);
+  varint::Put(&r, f.ctime_ns);
   return r;
 }
 
@@ -66,7 +73,15 @@ PlannedFile DecodePlanned(std::string_view r) {
   f.absolute = r.substr(0, absolute);
   r.remove_prefix(absolute);
   f.size = *varint::Get(&r);
+  f.device = *varint::Get(&r);
+  f.inode = *varint::Get(&r);
+  f.ctime_ns = *varint::Get(&r);
   return f;
+}
+
+uint64_t ChangeTimeNs(const struct stat& st) {
+  return static_cast<uint64_t>(st.st_ctim.tv_sec) * 1'000'000'000 +
+         static_cast<uint64_t>(st.st_ctim.tv_nsec);
 }
 
 std::string FileTypeName(mode_t mode) {
@@ -115,7 +130,9 @@ Status Walk(const std::string& root_real, const std::string& dir_abs, const std:
       STOKER_RETURN_IF_ERROR(Walk(root_real, abs, rel, out));
     } else if (S_ISREG(st.st_mode)) {
       if (Status s = format::ValidateRelativePath(rel); !s.ok()) return s.WithContext(abs);
-      STOKER_RETURN_IF_ERROR(out({rel, target, static_cast<uint64_t>(st.st_size)}));
+      STOKER_RETURN_IF_ERROR(out({rel, target, static_cast<uint64_t>(st.st_size),
+                                  static_cast<uint64_t>(st.st_dev),
+                                  static_cast<uint64_t>(st.st_ino), ChangeTimeNs(st)}));
     } else {
       return Status::InvalidArgument(fmt::format("{} is {}; only regular files can be packed", abs,
                                                  FileTypeName(st.st_mode)));
@@ -146,15 +163,28 @@ class FileStream final : public ItemStream {
   const std::string name_;
 };
 
-// Opens a planned file, refusing one that is no longer the regular file of the size the walk
-// saw (memory never follows a size that changed after the plan).
-Result<std::unique_ptr<FileStream>> OpenPlanned(const PlannedFile& f) {
-  const int fd = ::open(f.absolute.c_str(), O_RDONLY | O_CLOEXEC);
+// Opens a planned file, refusing one that is no longer the regular file the walk saw: a file
+// swapped for a symbolic link (which could lead out of the tree: a leak) or for a FIFO (a hang)
+// or another file, or one of another size (memory never follows a size that changed after the
+// plan). O_NOFOLLOW refuses a link in place of the file, O_NONBLOCK keeps a FIFO from blocking
+// the open, and the device and inode must be the walk's.
+Result<std::unique_ptr<FileStream>> OpenPlanned(const PlannedFile& f,
+                                                const std::function<void(const std::string&)>& hook) {
+  if (hook) hook(f.absolute);
+  const int fd = ::open(f.absolute.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0 && errno == ELOOP) {
+    return Err(Status::InvalidArgument(f.absolute + " became a symbolic link while being packed"));
+  }
   if (fd < 0) return Err(Status::FromErrno(errno, "open " + f.absolute));
   auto stream = std::make_unique<FileStream>(fd, f.absolute);
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     return Err(Status::InvalidArgument(f.absolute + " is no longer a regular file"));
+  }
+  if (static_cast<uint64_t>(st.st_dev) != f.device ||
+      static_cast<uint64_t>(st.st_ino) != f.inode || ChangeTimeNs(st) != f.ctime_ns) {
+    return Err(Status::InvalidArgument(
+        f.absolute + " was replaced or changed while being packed (not the file the walk saw)"));
   }
   if (static_cast<uint64_t>(st.st_size) != f.size) {
     return Err(Status::InvalidArgument(f.absolute + " changed size while being packed"));
@@ -163,8 +193,9 @@ Result<std::unique_ptr<FileStream>> OpenPlanned(const PlannedFile& f) {
 }
 
 // A planned file's item: its bytes, or, past kStreamedItemBytes, a stream of them.
-Result<SourceItem> ReadItem(const PlannedFile& f) {
-  STOKER_ASSIGN_OR_RETURN(auto stream, OpenPlanned(f));
+Result<SourceItem> ReadItem(const PlannedFile& f,
+                            const std::function<void(const std::string&)>& hook) {
+  STOKER_ASSIGN_OR_RETURN(auto stream, OpenPlanned(f, hook));
   if (f.size > kStreamedItemBytes) return SourceItem{{}, {}, std::move(stream), f.size};
   std::vector<std::byte> bytes(static_cast<size_t>(f.size));
   STOKER_RETURN_IF_ERROR(stream->ReadExactly(bytes));
@@ -255,7 +286,7 @@ class DirectorySource final : public PackSource {
       const uint64_t window = WindowBytes(file);
       window_used_ += window;
       lock.unlock();
-      Read read{ReadItem(file), file.size, window};
+      Read read{ReadItem(file, options_.before_open), file.size, window};
       if (read.item) read.item->path = std::move(file.path);
       lock.lock();
       ready_.emplace(index, std::move(read));

@@ -16,6 +16,7 @@
 #include "dataset/verify.h"
 #include "dataset/version_view.h"
 #include "stoker/dataset.h"
+#include "storage/memory_storage.h"
 #include "storage/posix_storage.h"
 #include "testing/test_util.h"
 
@@ -591,6 +592,48 @@ TEST_F(HostileTarTest, FreshPackLeavesNoChunkFiles) {
   EXPECT_TRUE(test::ChunkFiles(fresh.path()).empty());
   for (const char* dir : {"versions", "segments"}) {
     EXPECT_FALSE(fs::exists(fresh.Join(dir)) && !fs::is_empty(fresh.Join(dir))) << dir;
+  }
+}
+
+// The tree changing between the walk and the read: a file swapped for a symbolic link to a
+// file outside the tree (of the same size: a leak if followed), for a FIFO (a hang if opened
+// blocking) or for another file is refused by name, and nothing is published.
+TEST(DirectorySourceRace, AFileSwappedAfterTheWalkIsRefusedByName) {
+  const std::map<std::string, std::string> swaps = {
+      {"symlink", "became a symbolic link"},
+      {"fifo", "is no longer a regular file"},
+      {"other file", "was replaced or changed while being packed"}};
+  for (const auto& [swap, said] : swaps) {
+    test::TempDir src, outside;
+    std::filesystem::create_directories(src.Join("a"));
+    test::WriteStringToFile(src.Join("a/x.txt"), "twelve bytes");
+    test::WriteStringToFile(src.Join("a/y.txt"), "another file");
+    test::WriteStringToFile(outside.Join("secret"), "SECRET BYTES");  // the same size as x.txt
+    DirectorySourceOptions options;
+    bool swapped = false;
+    options.before_open = [&](const std::string& absolute) {
+      if (swapped || !absolute.ends_with("/x.txt")) return;
+      swapped = true;
+      ASSERT_EQ(::unlink(absolute.c_str()), 0);
+      if (swap == "symlink") {
+        ASSERT_EQ(::symlink(outside.Join("secret").c_str(), absolute.c_str()), 0);
+      } else if (swap == "fifo") {
+        ASSERT_EQ(::mkfifo(absolute.c_str(), 0600), 0);
+      } else {
+        test::WriteStringToFile(absolute, "SECRET BYTES");
+      }
+    };
+    auto source = OpenDirectorySource(src.path(), options);
+    ASSERT_TRUE(source.has_value()) << source.error().ToString();
+    auto storage = std::make_shared<storage::MemoryStorage>();
+    auto packed = Pack(**source, *storage, {});
+    EXPECT_TRUE(swapped) << swap;
+    ASSERT_FALSE(packed.has_value()) << swap;
+    EXPECT_EQ(packed.error().code(), StatusCode::kInvalidArgument) << packed.error().ToString();
+    EXPECT_NE(packed.error().message().find("a/x.txt"), std::string::npos)
+        << packed.error().ToString();
+    EXPECT_NE(packed.error().message().find(said), std::string::npos) << packed.error().ToString();
+    EXPECT_FALSE(Dataset::Open(storage).has_value()) << swap << ": a version was published";
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,6 +64,9 @@ struct DirectorySourceOptions {
   // The walk's list of files is sorted into that order on disk (a tree of any size packs in
   // the same memory).
   SortOptions sort;
+  // Tests: called with each file's path between the walk and its open (to change the tree
+  // there, deterministically).
+  std::function<void(const std::string& absolute)> before_open;
 };
 
 // Every regular file under `root`, in path order. Symlinks are followed only to regular files
