@@ -825,6 +825,7 @@ def main() -> int:
     payload = sum(f.stat().st_size for f in (args.dataset / "chunks").iterdir())
     secret = CACHE / "serve-secret"
     secret.write_text("benchmark-secret-0123456789abcdef\n")
+    secret.chmod(0o600)
     env = dict(os.environ, STOKER_SECRET_FILE=str(secret))
     env.pop("STOKER_NODE", None)
     hosts = ["storage", "cache"] + [f"n{i + 1}" for i in range(args.nodes)]

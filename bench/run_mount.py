@@ -440,6 +440,7 @@ def main() -> int:
         from testbed import Testbed, wait_for_port
         secret = CACHE / "serve-secret"
         secret.write_text("benchmark-secret-0123456789abcdef\n")
+        secret.chmod(0o600)
         env = dict(os.environ, STOKER_SECRET_FILE=str(secret))
         with Testbed("stk-bench-mount", ["storage", "node"], rate=a.rate) as tb:
             storage, node = tb["storage"], tb["node"]

@@ -56,6 +56,7 @@ def main() -> int:
     payload = sum(f.stat().st_size for f in (args.dataset / "chunks").iterdir())
     secret = CACHE / "serve-secret"
     secret.write_text("benchmark-secret-0123456789abcdef\n")
+    secret.chmod(0o600)
     env = dict(os.environ, STOKER_SECRET_FILE=str(secret))
     results = {"machine": benchlib.machine(), "rate": args.rate, "delay_ms": args.delay_ms,
                "chunk_bytes": payload, "runs": []}

@@ -1,5 +1,8 @@
 #include "net/auth.h"
 
+#include <sys/stat.h>
+
+#include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -64,6 +67,13 @@ Status CheckSecret(std::string_view secret, std::string_view where) {
 }
 
 Result<std::string> LoadSecretFile(const std::string& path) {
+  // As ssh does with private keys: a secret others can read is no secret.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "secret file {} is accessible by group or others (mode {:04o}): `chmod 600 {}`", path,
+        st.st_mode & 07777, path)));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Err(Status::InvalidArgument("cannot read secret file " + path));
   std::ostringstream ss;

@@ -66,6 +66,13 @@ TEST_F(ClientServerTest, OpenByUriTakesTheSecretFromTheEnvironment) {
   stoker::test::TempDir dir;
   stoker::test::WriteStringToFile(dir.Join("secret"), kSecret + "\n");
   ::setenv("STOKER_SECRET_FILE", dir.Join("secret").c_str(), 1);
+  // Readable by others (the umask's 0644): refused, as ssh refuses such a private key.
+  ASSERT_EQ(::chmod(dir.Join("secret").c_str(), 0644), 0);
+  auto exposed = Dataset::Open(uri_);
+  ASSERT_FALSE(exposed.has_value());
+  EXPECT_NE(exposed.error().message().find("chmod 600"), std::string::npos)
+      << exposed.error().ToString();
+  ASSERT_EQ(::chmod(dir.Join("secret").c_str(), 0600), 0);
   auto ds = Dataset::Open(uri_);
   ::unsetenv("STOKER_SECRET_FILE");
   ASSERT_TRUE(ds.has_value()) << ds.error().ToString();

@@ -151,6 +151,7 @@ def test_serve_exports_an_s3_dataset(s3_server, bucket, tree, tmp_path):
     stoker(s3_server, "pack", str(src), f"s3://{bucket}/served")
     secret = tmp_path / "secret"
     secret.write_text("s3-serve-test-secret-0123456789\n")
+    secret.chmod(0o600)
     server = subprocess.Popen([STOKER, "serve", "--listen", "127.0.0.1:0", "--dataset",
                                f"train=s3://{bucket}/served", "--secret-file", str(secret)],
                               env=env_for(s3_server), stderr=subprocess.PIPE, text=True)

@@ -28,6 +28,7 @@ def served(tmp_path, stoker_exe, monkeypatch):
     stoker.pack(str(tmp_path / "src"), str(tmp_path / "ds"), chunk_size=16_384)
     secret_file = tmp_path / "secret"
     secret_file.write_text(SECRET + "\n")
+    secret_file.chmod(0o600)
     metrics_port = free_port()
     proc = subprocess.Popen(
         [stoker_exe, "serve", "--listen", "127.0.0.1:0", "--dataset", f"mnist={tmp_path / 'ds'}",
@@ -81,9 +82,18 @@ def test_serve_refuses_bad_configurations(tmp_path, stoker_cli, served):
     uri, _, _, _ = served
     short = tmp_path / "short"
     short.write_text("too short")
+    short.chmod(0o600)
     proc = stoker_cli("serve", "--listen", "127.0.0.1:0", "--dataset", f"x={tmp_path / 'ds'}",
                       "--secret-file", short, timeout=30)
     assert proc.returncode != 0 and "at least 16" in proc.stderr
+    # A secret others can read is refused, as ssh refuses such a private key.
+    exposed = tmp_path / "exposed"
+    exposed.write_text(SECRET + "\n")
+    exposed.chmod(0o644)
+    proc = stoker_cli("serve", "--listen", "127.0.0.1:0", "--dataset", f"x={tmp_path / 'ds'}",
+                      "--secret-file", exposed, timeout=30)
+    assert proc.returncode != 0 and "accessible by group or others (mode 0644)" in proc.stderr \
+        and f"chmod 600 {exposed}" in proc.stderr, proc.stderr
     port = uri.split(":")[2].split("/")[0]
     proc = stoker_cli("serve", "--listen", f"127.0.0.1:{port}", "--dataset",
                       f"x={tmp_path / 'ds'}", "--secret-file", tmp_path / "secret", timeout=30)

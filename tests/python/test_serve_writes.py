@@ -100,6 +100,7 @@ def test_a_read_only_server_refuses_writes(tmp_path, stoker_cli, stoker_exe, mon
     stoker_cli("pack", "-q", tmp_path / "src", tmp_path / "ds", check=True)
     secret = tmp_path / "secret"
     secret.write_text(SECRET + "\n")
+    secret.chmod(0o600)
     proc = subprocess.Popen([stoker_exe, "serve", "--listen", "127.0.0.1:0", "--dataset",
                              f"ds={tmp_path / 'ds'}", "--secret-file", str(secret)],
                             stderr=subprocess.PIPE, text=True)
