@@ -264,7 +264,8 @@ void RegisterDataset(nb::module_& m) {
              new (self) PyDataset(FsPath(uri), version.value_or(0));
            },
            nb::arg("uri"), nb::arg("version") = nb::none(),
-           "Opens a version (the newest by default) at a path or URI.")
+           "Opens a version (the newest by default) at a path or URI: str, bytes or any "
+           "os.PathLike.")
       .def("__len__", [](PyDataset& self) { return self.Get().sample_count(); })
       .def("__getitem__", &PyDataset::GetItem, nb::arg("index"))
       .def("find", [](PyDataset& self, const std::string& path) {
