@@ -323,9 +323,10 @@ Result<SegmentChunk> Segment::chunk(uint64_t c) const {
   const uint64_t g = c / kBlockEntries;
   STOKER_ASSIGN_OR_RETURN(auto group, chunk_groups_.Get(g, [&]() -> Result<std::vector<SegmentChunk>> {
     const uint64_t count = std::min(kBlockEntries, info_.chunk_count - g * kBlockEntries);
-    STOKER_ASSIGN_OR_RETURN(
-        std::string bytes,
-        ReadBlockBytes(kSegChunks, g * kChunkGroupStride, count * kSegmentChunkRecordSize + 4));
+    // Not into the block cache: the parsed group is cached (chunk_groups_).
+    STOKER_ASSIGN_OR_RETURN(std::string bytes,
+                            ReadBlockBytes(kSegChunks, g * kChunkGroupStride,
+                                           count * kSegmentChunkRecordSize + 4, /*keep=*/false));
     std::vector<SegmentChunk> out;
     for (uint64_t i = 0; i < count; ++i) {
       const auto decoded =

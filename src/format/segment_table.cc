@@ -120,9 +120,11 @@ Result<std::shared_ptr<const Segment::Table::Refs>> Segment::Table::IndexBlock(
     uint64_t j) const {
   return index_blocks_.Get(j, [&]() -> Result<Refs> {
     const Top &at = top_[j], &next = top_[j + 1];
-    STOKER_ASSIGN_OR_RETURN(
-        std::string bytes,
-        segment_->ReadBlockBytes(index_kind_, at.index_offset, next.index_offset - at.index_offset));
+    // Not into the block cache: the parsed index block is cached (index_blocks_).
+    STOKER_ASSIGN_OR_RETURN(std::string bytes,
+                            segment_->ReadBlockBytes(index_kind_, at.index_offset,
+                                                     next.index_offset - at.index_offset,
+                                                     /*keep=*/false));
     const uint64_t count = std::min(kBlockEntries, blocks_ - j * kBlockEntries);
     auto entries = DecodeBlock(bytes, count, at.first_key);
     const Status bad = segment_->Corrupt(

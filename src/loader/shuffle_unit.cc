@@ -307,8 +307,13 @@ Result<std::optional<SampleLayout>> SampledLayout(const Dataset& dataset, uint64
     files.clear();
     samples.clear();
     STOKER_RETURN_IF_ERROR(view.ReadChunk(c, &files, view.grouped() ? &samples : nullptr));
-    if (!view.grouped()) {
-      for (const auto& [index, l] : files) samples.push_back({index, index, 1});
+    if (!view.grouped()) {  // each file is a sample
+      for (const auto& [index, l] : files) {
+        layout.labels.push_back(l.label);
+        layout.places.push_back({layout.chunk_count, l.offset, l.length});
+      }
+      ++layout.chunk_count;
+      continue;
     }
     std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const dataset::SampleRef& s : samples) {
