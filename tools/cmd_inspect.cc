@@ -10,21 +10,17 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/escape.h"
 #include "common/progress.h"
 #include "dataset/verify.h"
 #include "dataset/version_view.h"
 #include "format/versions.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace stoker::cli {
 namespace {
-
-int Fail(std::string_view command, const Status& status) {
-  std::fprintf(stderr, "stoker %.*s: %s\n", static_cast<int>(command.size()), command.data(),
-               status.ToString().c_str());
-  return status.IsCorruption() ? kExitCorrupt : kExitError;
-}
 
 nlohmann::json FileJson(const FileInfo& f, const Dataset& ds) {
   nlohmann::json j = {{"path", f.path}, {"index", f.index}, {"size", f.size},
@@ -75,16 +71,16 @@ int RunLs(const Common& a) {
     for (const auto& e : *entries) {
       out.push_back({{"name", e.name}, {"type", e.is_dir ? "dir" : "file"}, {"size", e.size}});
     }
-    std::cout << out.dump(2) << "\n";
+    PrintJson(out);
     return kExitOk;
   }
   std::string text;
   for (const auto& e : *entries) {
     if (a.long_format) {
-      text += e.is_dir ? fmt::format("d {:>12}  {}/\n", "-", e.name)
-                       : fmt::format("- {:>12}  {}\n", e.size, e.name);
+      text += e.is_dir ? fmt::format("d {:>12}  {}/\n", "-", TerminalSafe(e.name))
+                       : fmt::format("- {:>12}  {}\n", e.size, TerminalSafe(e.name));
     } else {
-      text += e.name + (e.is_dir ? "/\n" : "\n");
+      text += TerminalSafe(e.name) + (e.is_dir ? "/\n" : "\n");
     }
   }
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -99,9 +95,11 @@ int RunStat(const Common& a) {
     auto is_dir = (*ds)->IsDir(a.path);
     if (!is_dir) return Fail("stat", is_dir.error());
     if (*is_dir) {
-      std::cout << (a.json ? nlohmann::json{{"path", a.path}, {"type", "dir"}}.dump(2)
-                           : fmt::format("{}: directory", a.path))
-                << "\n";
+      if (a.json) {
+        PrintJson({{"path", a.path}, {"type", "dir"}});
+      } else {
+        std::cout << TerminalSafe(a.path) << ": directory\n";
+      }
       return kExitOk;
     }
     return Fail("stat", index.error());
@@ -110,10 +108,11 @@ int RunStat(const Common& a) {
   if (!info) return Fail("stat", info.error());
   const nlohmann::json j = FileJson(*info, **ds);
   if (a.json) {
-    std::cout << j.dump(2) << "\n";
+    PrintJson(j);
   } else {
     for (const auto& [k, v] : j.items()) {
-      std::cout << fmt::format("{:<10} {}\n", k + ":", v.is_string() ? v.get<std::string>() : v.dump());
+      std::cout << fmt::format("{:<10} {}\n", k + ":",
+                               TerminalSafe(v.is_string() ? v.get<std::string>() : v.dump()));
     }
   }
   return kExitOk;
@@ -157,7 +156,7 @@ int RunInfo(const Common& a) {
       {"metadata_bytes_per_file", per_file},
   };
   if (a.json) {
-    std::cout << j.dump(2) << "\n";
+    PrintJson(j);
     return kExitOk;
   }
   const std::time_t created = static_cast<std::time_t>(r.created_unix_seconds);
@@ -186,18 +185,16 @@ int RunVerify(const Common& a) {
   if (!report) return Fail("verify", report.error());
   const auto& r = *report;
   if (a.json) {
-    std::cout << nlohmann::json{{"dataset", a.dataset}, {"version", r.version}, {"ok", r.ok()},
+    PrintJson(nlohmann::json{{"dataset", a.dataset}, {"version", r.version}, {"ok", r.ok()},
                                 {"files_checked", r.files_checked},
                                 {"chunks_checked", r.chunks_checked},
                                 {"bytes_checked", r.bytes_checked}, {"problems", r.problems},
                                 {"corrupt_chunks", r.corrupt_chunks},
-                                {"corrupt_files", r.corrupt_files}}
-                     .dump(2)
-              << "\n";
+                                {"corrupt_files", r.corrupt_files}});
   } else {
-    for (const auto& p : r.problems) std::cout << "CORRUPT  " << p << "\n";
+    for (const auto& p : r.problems) std::cout << "CORRUPT  " << TerminalSafe(p) << "\n";
     for (const auto& c : r.corrupt_chunks) std::cout << "CORRUPT chunk  " << c << "\n";
-    for (const auto& f : r.corrupt_files) std::cout << "CORRUPT file   " << f << "\n";
+    for (const auto& f : r.corrupt_files) std::cout << "CORRUPT file   " << TerminalSafe(f) << "\n";
     std::cout << fmt::format("{}: version {}, {} in {} ({}) checked: {}\n", a.dataset,
                              r.version, Counted(r.files_checked, "file"),
                              Counted(r.chunks_checked, "chunk"), HumanBytes(r.bytes_checked),
@@ -245,7 +242,7 @@ int RunVersions(const Common& a) {
                         when, r->files, added, r->classes, r->chunks, r->segments.size());
   }
   if (a.json) {
-    std::cout << out.dump(2) << "\n";
+    PrintJson(out);
   } else {
     std::fwrite(text.data(), 1, text.size(), stdout);
   }

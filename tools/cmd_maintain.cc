@@ -13,6 +13,7 @@
 #include "dataset/parts.h"
 #include "dataset/upgrade.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace stoker::cli {
 namespace {
@@ -22,17 +23,14 @@ int RunUpgrade(const std::string& uri, bool json) {
   auto summary = storage ? dataset::Upgrade(**storage) : Result<dataset::UpgradeSummary>(
                                                             Err(storage.error()));
   if (!summary) {
-    std::fprintf(stderr, "stoker upgrade: %s\n", summary.error().ToString().c_str());
-    return summary.error().IsCorruption() ? kExitCorrupt : kExitError;
+    return Fail("upgrade", summary.error());
   }
   const auto& s = *summary;
   if (json) {
-    std::cout << nlohmann::json{{"dataset", uri}, {"version", s.version}, {"files", s.files},
+    PrintJson(nlohmann::json{{"dataset", uri}, {"version", s.version}, {"files", s.files},
                                 {"chunks", s.chunks}, {"classes", s.classes},
                                 {"segment_bytes", s.segment_bytes},
-                                {"indices_preserved", s.indices_preserved}}
-                     .dump(2)
-              << "\n";
+                                {"indices_preserved", s.indices_preserved}});
     return kExitOk;
   }
   std::cout << fmt::format(
@@ -87,7 +85,7 @@ std::vector<std::string> WriterNames(const std::vector<uint64_t>& writers) {
 
 int RunGc(const GcArgs& a) {
   auto fail = [](const Status& s) {
-    std::fprintf(stderr, "stoker gc: %s\n", s.ToString().c_str());
+    PrintError("gc", s);
     return s.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitError;
   };
   dataset::GcOptions o;
@@ -109,16 +107,14 @@ int RunGc(const GcArgs& a) {
   auto s = dataset::CollectGarbage(**storage, o);
   if (!s) return fail(s.error());
   if (a.json) {
-    std::cout << nlohmann::json{{"dataset", a.dataset}, {"dry_run", a.dry_run},
+    PrintJson(nlohmann::json{{"dataset", a.dataset}, {"dry_run", a.dry_run},
                                 {"versions_removed", s->versions_removed},
                                 {"versions_kept", s->versions_kept},
                                 {"files_removed", s->files_removed},
                                 {"files_pending", s->files_pending},
                                 {"files_held_for_writers", s->files_held_for_writers},
                                 {"writers_active", s->writers_active},
-                                {"writers_expired", WriterNames(s->writers_expired)}}
-                     .dump(2)
-              << "\n";
+                                {"writers_expired", WriterNames(s->writers_expired)}});
     return kExitOk;
   }
   std::cout << fmt::format(
@@ -139,17 +135,14 @@ int RunCommit(const std::string& uri, const dataset::CommitOptions& o, bool json
   auto storage = OpenStorage(uri);
   auto s = storage ? dataset::Commit(**storage, o) : Result<dataset::PackSummary>(Err(storage.error()));
   if (!s) {
-    std::fprintf(stderr, "stoker commit: %s\n", s.error().ToString().c_str());
-    return s.error().IsCorruption() ? kExitCorrupt : kExitError;
+    return Fail("commit", s.error());
   }
   if (json) {
-    std::cout << nlohmann::json{{"dataset", uri}, {"job", o.job}, {"version", s->version},
+    PrintJson(nlohmann::json{{"dataset", uri}, {"job", o.job}, {"version", s->version},
                                 {"files_added", s->files_added}, {"files", s->files_total},
                                 {"chunks", s->chunks_total}, {"classes", s->classes},
                                 {"classes_added", s->classes_added},
-                                {"publish_attempts", s->publish_attempts}}
-                     .dump(2)
-              << "\n";
+                                {"publish_attempts", s->publish_attempts}});
   } else {
     std::cout << fmt::format("committed the parts of job '{}' to {} as version {}: {} added "
                              "({} in all), {}\n",
@@ -164,11 +157,10 @@ int RunCompact(const std::string& uri, const dataset::CompactOptions& o, bool js
   auto s = storage ? dataset::Compact(**storage, o)
                    : Result<dataset::CompactSummary>(Err(storage.error()));
   if (!s) {
-    std::fprintf(stderr, "stoker compact: %s\n", s.error().ToString().c_str());
-    return s.error().IsCorruption() ? kExitCorrupt : kExitError;
+    return Fail("compact", s.error());
   }
   if (json) {
-    std::cout << nlohmann::json{{"dataset", uri},
+    PrintJson(nlohmann::json{{"dataset", uri},
                                 {"dry_run", o.dry_run},
                                 {"base_version", s->base_version},
                                 {"version", s->version},
@@ -178,9 +170,7 @@ int RunCompact(const std::string& uri, const dataset::CompactOptions& o, bool js
                                 {"files_merged", s->files_merged},
                                 {"bytes_read", s->bytes_read},
                                 {"bytes_written", s->bytes_written},
-                                {"publish_attempts", s->publish_attempts}}
-                     .dump(2)
-              << "\n";
+                                {"publish_attempts", s->publish_attempts}});
   } else if (s->segments_merged == 0) {
     std::cout << fmt::format("{}: version {} has {} segment(s); nothing to merge{}\n", uri,
                              s->base_version, s->segments_before,

@@ -19,6 +19,7 @@
 #include "fuse/fuse_fs.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace stoker::cli {
 namespace {
@@ -37,17 +38,12 @@ struct MountArgs {
   std::optional<uint64_t> version;  // the newest if unset
 };
 
-int Fail(const Status& status) {
-  std::fprintf(stderr, "stoker mount: %s\n", status.ToString().c_str());
-  return kExitError;
-}
-
 // `detach` runs once the mount is there, before the "mounted" line is printed.
 int RunMount(const MountArgs& a, const std::function<void()>& detach = {}) {
   DatasetOpenOptions open_options;
   open_options.version = a.version;
   auto ds = Dataset::Open(a.dataset, open_options);
-  if (!ds) return Fail(ds.error());
+  if (!ds) return Fail("mount", ds.error());
   fuse::MountOptions o;
   o.source = a.dataset;
   o.threads = a.threads;
@@ -61,7 +57,7 @@ int RunMount(const MountArgs& a, const std::function<void()>& detach = {}) {
     std::fprintf(stderr, "%s", fmt::format("mounted {} at {} ({})\n", a.dataset, a.mountpoint,
                                            Counted(files, "file")).c_str());
   };
-  if (Status s = fuse::Serve(**ds, a.mountpoint, o); !s.ok()) return Fail(s);
+  if (Status s = fuse::Serve(**ds, a.mountpoint, o); !s.ok()) return Fail("mount", s);
   return kExitOk;
 }
 
@@ -73,11 +69,11 @@ int RunMount(const MountArgs& a, const std::function<void()>& detach = {}) {
 int RunInBackground(const MountArgs& a) {
   const char* log_path = a.log_file.empty() ? "/dev/null" : a.log_file.c_str();
   const int log_fd = ::open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return Fail(Status::FromErrno(errno, std::string("open log file ") + log_path));
+  if (log_fd < 0) return Fail("mount", Status::FromErrno(errno, std::string("open log file ") + log_path));
   int ready[2];
-  if (::pipe2(ready, O_CLOEXEC) != 0) return Fail(Status::FromErrno(errno, "pipe"));
+  if (::pipe2(ready, O_CLOEXEC) != 0) return Fail("mount", Status::FromErrno(errno, "pipe"));
   const pid_t pid = ::fork();
-  if (pid < 0) return Fail(Status::FromErrno(errno, "fork"));
+  if (pid < 0) return Fail("mount", Status::FromErrno(errno, "fork"));
   if (pid > 0) {
     ::close(ready[1]);
     ::close(log_fd);

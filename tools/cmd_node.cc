@@ -12,6 +12,7 @@
 #include "node/node.h"
 #include "node/rendezvous.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace stoker::cli {
 namespace {
@@ -34,11 +35,6 @@ struct NodeArgs {
   size_t prefetch = 8;
   size_t prefetch_streams = 4;
 };
-
-int Fail(const Status& status) {
-  std::fprintf(stderr, "stoker node: %s\n", status.ToString().c_str());
-  return kExitError;
-}
 
 void LogLine(const std::string& line) {
   const std::time_t now = std::time(nullptr);
@@ -67,28 +63,28 @@ int RunNode(const NodeArgs& a) {
   o.job = a.job;
   o.store_uri = a.store;
   auto listen = net::ParseServerAddress(a.listen);
-  if (!listen) return Fail(listen.error().WithContext("--listen"));
+  if (!listen) return Fail("node", listen.error().WithContext("--listen"));
   o.listen = *listen;
   if (!a.advertise.empty()) {
     auto advertise = net::ParseServerAddress(a.advertise);
-    if (!advertise) return Fail(advertise.error().WithContext("--advertise"));
+    if (!advertise) return Fail("node", advertise.error().WithContext("--advertise"));
     o.advertise = *advertise;
   }
   auto peers = ParsePeers(a.peers);
-  if (!peers) return Fail(peers.error());
+  if (!peers) return Fail("node", peers.error());
   o.peers = std::move(*peers);
   if (!a.rendezvous.empty()) {
     if (!o.peers.empty() || a.expect == 0) {
-      return Fail(Status::InvalidArgument(
+      return Fail("node", Status::InvalidArgument(
           "--rendezvous FILE needs --expect N (the job's daemon count) and no --peers"));
     }
     const net::ServerAddress self = o.advertise.host.empty() ? o.listen : o.advertise;
-    if (self.port == 0) return Fail(Status::InvalidArgument("--rendezvous needs a fixed port"));
+    if (self.port == 0) return Fail("node", Status::InvalidArgument("--rendezvous needs a fixed port"));
     LogLine(fmt::format("waiting for {} daemon(s) in {}", a.expect, a.rendezvous));
     auto found = node::Rendezvous(a.rendezvous, self, a.expect,
                                   std::chrono::milliseconds(
                                       static_cast<int64_t>(a.rendezvous_timeout * 1000)));
-    if (!found) return Fail(found.error());
+    if (!found) return Fail("node", found.error());
     o.peers = std::move(*found);
   }
   o.socket_path = a.socket.empty() ? "/run/stoker/" + a.job + ".sock" : a.socket;
@@ -96,11 +92,11 @@ int RunNode(const NodeArgs& a) {
   o.disk_dir = a.disk_dir;
   o.disk_limit = a.disk_limit;
   if (!o.disk_dir.empty() && o.disk_limit == 0) {
-    return Fail(Status::InvalidArgument("--disk-dir needs --disk-limit (e.g. 500G)"));
+    return Fail("node", Status::InvalidArgument("--disk-dir needs --disk-limit (e.g. 500G)"));
   }
   auto secret = a.secret_file.empty() ? net::LoadSecretFromEnvironment()
                                       : net::LoadSecretFile(a.secret_file);
-  if (!secret) return Fail(secret.error());
+  if (!secret) return Fail("node", secret.error());
   o.secret = std::move(*secret);
   o.metrics_port = a.metrics_port;
   o.prefetch_depth = a.prefetch;
@@ -115,7 +111,7 @@ int RunNode(const NodeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto daemon = node::Node::Start(std::move(o));
-  if (!daemon) return Fail(daemon.error());
+  if (!daemon) return Fail("node", daemon.error());
   const node::NodeStats s = (*daemon)->stats();
   std::string line = fmt::format(
       "job {}: {} peer(s), cache {:.0f} MiB, peers on port {}, trainers on {}", a.job,

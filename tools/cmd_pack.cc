@@ -9,6 +9,7 @@
 #include "dataset/packer.h"
 #include "dataset/parts.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace stoker::cli {
 namespace {
@@ -91,7 +92,7 @@ int RunPack(const PackArgs& args) {
   }
   if (!args.attributes_file.empty()) {
     if (Status st = LoadAttributes(args.attributes_file, &options); !st.ok()) {
-      std::fprintf(stderr, "stoker pack: %s\n", st.ToString().c_str());
+      PrintError("pack", st);
       return kExitError;
     }
   }
@@ -99,7 +100,7 @@ int RunPack(const PackArgs& args) {
   if (!args.part.empty()) {
     auto part = ParsePart(args);
     if (!part) {
-      std::fprintf(stderr, "stoker pack: %s\n", part.error().ToString().c_str());
+      PrintError("pack", part.error());
       return kExitUsage;
     }
     options.part = *part;
@@ -112,12 +113,12 @@ int RunPack(const PackArgs& args) {
   dir_options.threads = args.threads;
   auto source = dataset::OpenPackSource(sources, dir_options, &options.tar_input);
   if (!source) {
-    std::fprintf(stderr, "stoker pack: %s\n", source.error().ToString().c_str());
+    PrintError("pack", source.error());
     return kExitError;
   }
   auto storage = OpenStorage(dst);
   if (!storage) {
-    std::fprintf(stderr, "stoker pack: %s\n", storage.error().ToString().c_str());
+    PrintError("pack", storage.error());
     return kExitError;
   }
   ProgressBar bar("pack", !args.quiet && !args.json);
@@ -131,17 +132,15 @@ int RunPack(const PackArgs& args) {
   auto summary = dataset::Pack(**source, **storage, options);
   bar.Finish();
   if (!summary) {
-    std::fprintf(stderr, "stoker pack: %s\n", summary.error().ToString().c_str());
+    PrintError("pack", summary.error());
     return kExitError;
   }
   const auto& s = *summary;
   if (!s.part_path.empty()) {
     if (args.json) {
-      std::cout << nlohmann::json{{"dataset", dst}, {"part", s.part_path},
+      PrintJson(nlohmann::json{{"dataset", dst}, {"part", s.part_path},
                                   {"files_added", s.files_added}, {"bytes_added", s.bytes_added},
-                                  {"chunks_added", s.chunks_added}, {"seconds", s.seconds}}
-                       .dump(2)
-                << "\n";
+                                  {"chunks_added", s.chunks_added}, {"seconds", s.seconds}});
     } else if (!args.quiet) {
       std::cout << fmt::format("packed {} ({}) as {} of {}; `stoker commit` publishes the parts\n",
                                Counted(s.files_added, "file"), HumanBytes(s.bytes_added),
@@ -166,7 +165,7 @@ int RunPack(const PackArgs& args) {
         {"files_per_second", s.seconds > 0 ? s.files_added / s.seconds : 0},
         {"mb_per_second", s.seconds > 0 ? s.bytes_added / s.seconds / 1e6 : 0},
     };
-    std::cout << j.dump(2) << "\n";
+    PrintJson(j);
   } else if (!args.quiet) {
     std::cout << fmt::format(
         "packed {} ({}) into {} as version {}: {} added ({} total), {}, {}, metadata {} "

@@ -11,6 +11,7 @@
 #include "server/server.h"
 #include "stoker/storage.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace stoker::cli {
 namespace {
@@ -26,16 +27,11 @@ struct ServeArgs {
   bool writable = false;
 };
 
-int Fail(const Status& status) {
-  std::fprintf(stderr, "stoker serve: %s\n", status.ToString().c_str());
-  return kExitError;
-}
-
 int RunServe(const ServeArgs& a) {
   server::ServerOptions o;
   const size_t colon = a.listen.rfind(':');
   if (colon == std::string::npos) {
-    return Fail(Status::InvalidArgument("--listen wants HOST:PORT, got '" + a.listen + "'"));
+    return Fail("serve", Status::InvalidArgument("--listen wants HOST:PORT, got '" + a.listen + "'"));
   }
   o.host = a.listen.substr(0, colon);
   if (o.host.starts_with('[') && o.host.ends_with(']')) o.host = o.host.substr(1, o.host.size() - 2);
@@ -44,7 +40,7 @@ int RunServe(const ServeArgs& a) {
     if (port < 0 || port > 65535) throw std::out_of_range("port");
     o.port = static_cast<uint16_t>(port);
   } catch (const std::exception&) {
-    return Fail(Status::InvalidArgument("bad port in --listen '" + a.listen + "'"));
+    return Fail("serve", Status::InvalidArgument("bad port in --listen '" + a.listen + "'"));
   }
   for (const std::string& spec : a.datasets) {
     // NAME=URI (s3://, stoker://): served through its storage; NAME=PATH: a local directory.
@@ -52,26 +48,26 @@ int RunServe(const ServeArgs& a) {
     if (eq != std::string::npos && spec.find("://", eq) != std::string::npos) {
       const std::string uri = spec.substr(eq + 1);
       auto storage = OpenStorage(uri);
-      if (!storage) return Fail(storage.error());
+      if (!storage) return Fail("serve", storage.error());
       auto versions = format::ListVersions(**storage);
-      if (!versions) return Fail(versions.error());
+      if (!versions) return Fail("serve", versions.error());
       if (versions->empty()) {
-        return Fail(Status::InvalidArgument(uri + " is not a stoker dataset (no versions/)"));
+        return Fail("serve", Status::InvalidArgument(uri + " is not a stoker dataset (no versions/)"));
       }
       o.storages.emplace(spec.substr(0, eq), std::move(*storage));
       continue;
     }
-    if (Status st = server::AddDatasetSpec(spec, &o.datasets); !st.ok()) return Fail(st);
+    if (Status st = server::AddDatasetSpec(spec, &o.datasets); !st.ok()) return Fail("serve", st);
   }
   if (!a.root.empty()) {
-    if (Status st = server::AddDatasetRoot(a.root, &o.datasets); !st.ok()) return Fail(st);
+    if (Status st = server::AddDatasetRoot(a.root, &o.datasets); !st.ok()) return Fail("serve", st);
   }
   if (o.datasets.empty() && o.storages.empty()) {
-    return Fail(Status::InvalidArgument("nothing to serve: give --dataset NAME=PATH or --root DIR "
+    return Fail("serve", Status::InvalidArgument("nothing to serve: give --dataset NAME=PATH or --root DIR "
                                         "(with dataset subdirectories)"));
   }
   auto secret = net::LoadSecretFile(a.secret_file);
-  if (!secret) return Fail(secret.error());
+  if (!secret) return Fail("serve", secret.error());
   o.secret = std::move(*secret);
   o.metrics_port = a.metrics_port;
   o.max_connections = a.max_connections;
@@ -89,7 +85,7 @@ int RunServe(const ServeArgs& a) {
   const size_t dataset_count = o.datasets.size() + o.storages.size();
   const std::string host = o.host;
   auto server = server::Server::Start(std::move(o));
-  if (!server) return Fail(server.error());
+  if (!server) return Fail("serve", server.error());
   std::string line = fmt::format("serving {} dataset(s) on {}:{}", dataset_count,
                                  host.find(':') != std::string::npos ? "[" + host + "]" : host,
                                  (*server)->port());

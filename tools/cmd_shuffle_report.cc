@@ -12,6 +12,7 @@
 #include "loader/shuffle_report.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace stoker::cli {
 namespace {
@@ -31,7 +32,7 @@ int RunReport(const ReportArgs& a) {
   open_options.version = a.version;
   auto ds = Dataset::Open(a.dataset, open_options);
   if (!ds) {
-    std::fprintf(stderr, "stoker shuffle-report: %s\n", ds.error().ToString().c_str());
+    PrintError("shuffle-report", ds.error());
     return kExitError;
   }
   const auto& snap = (*ds)->view();
@@ -42,7 +43,7 @@ int RunReport(const ReportArgs& a) {
   options.default_window = a.window;
   auto rows = loader::ShuffleReport(**ds, options);
   if (!rows) {
-    std::fprintf(stderr, "stoker shuffle-report: %s\n", rows.error().ToString().c_str());
+    PrintError("shuffle-report", rows.error());
     return kExitError;
   }
   auto name = [](const loader::OrderMetrics& m) {
@@ -73,7 +74,7 @@ int RunReport(const ReportArgs& a) {
       }
       out.push_back(row);
     }
-    std::cout << out.dump(2) << "\n";
+    PrintJson(out);
     return kExitOk;
   }
   std::cout << fmt::format(

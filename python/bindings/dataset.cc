@@ -27,13 +27,11 @@
 #include <optional>
 #include <string>
 #include <tuple>
-#include <variant>
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
-#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "errors.h"
@@ -46,8 +44,6 @@ namespace nb = nanobind;
 
 namespace stoker::python {
 namespace {
-
-using PathOrIndex = std::variant<int64_t, std::string>;
 
 class PyDataset {
  public:
@@ -98,17 +94,17 @@ class PyDataset {
     return Get().version();
   }
 
-  // A file index from a path, or a (possibly negative) file index checked against the count.
-  uint64_t FileIndex(const PathOrIndex& key) {
+  // A file index from a path (str, bytes or os.PathLike), or a (possibly negative) file index
+  // checked against the count.
+  uint64_t FileIndex(nb::handle key) {
     const Dataset& ds = Get();
-    if (const auto* path = std::get_if<std::string>(&key)) {
-      return ValueOrThrow(ds.Find(*path));
-    }
-    int64_t i = std::get<int64_t>(key);
+    if (!PyLong_Check(key.ptr())) return ValueOrThrow(ds.Find(FsPath(key)));
+    const int64_t original = nb::cast<int64_t>(key);
+    int64_t i = original;
     const int64_t n = ds.file_count();
     if (i < 0) i += n;
     if (i < 0 || i >= n) {
-      throw nb::index_error(("file index " + std::to_string(std::get<int64_t>(key)) +
+      throw nb::index_error(("file index " + std::to_string(original) +
                              " out of range (dataset has " + std::to_string(n) + " files)")
                                 .c_str());
     }
@@ -168,18 +164,18 @@ class PyDataset {
                        [this](uint64_t f) { return ReadBytes(f); });
   }
 
-  nb::dict StatDict(const PathOrIndex& key) {
+  nb::dict StatDict(nb::handle key) {
     const Dataset& ds = Get();
     const FileInfo info = ValueOrThrow(ds.Stat(FileIndex(key)));
     nb::dict d;
     d["index"] = info.index;
-    d["path"] = info.path;
+    d["path"] = FsName(info.path);
     d["size"] = info.size;
     d["crc32c"] = info.crc32c;
     d["label"] = info.label;
     if (info.label >= 0) {
       const std::string_view name = ds.ClassName(static_cast<uint32_t>(info.label));
-      d["class"] = nb::str(name.data(), name.size());
+      d["class"] = FsName(name);
     } else {
       d["class"] = nb::none();
     }
@@ -194,18 +190,17 @@ class PyDataset {
     return d;
   }
 
-  std::vector<std::string> ListDir(const std::string& path) {
-    auto entries = ValueOrThrow(Get().List(path));
-    std::vector<std::string> names;
-    names.reserve(entries.size());
-    for (auto& e : entries) names.push_back(std::move(e.name));
+  nb::list ListDir(nb::handle path) {
+    nb::list names;
+    for (const auto& e : ValueOrThrow(Get().List(FsPath(path)))) names.append(FsName(e.name));
     return names;
   }
 
-  std::vector<std::string> Classes() {
+  // Class names are directory names (or .cls texts): any bytes, like paths.
+  nb::list Classes() {
     const Dataset& ds = Get();
-    std::vector<std::string> out;
-    for (uint32_t c = 0; c < ds.class_count(); ++c) out.emplace_back(ds.ClassName(c));
+    nb::list out;
+    for (uint32_t c = 0; c < ds.class_count(); ++c) out.append(FsName(ds.ClassName(c)));
     return out;
   }
 
@@ -222,7 +217,7 @@ class PyDataset {
 nb::tuple SampleTuple(const Dataset& ds, uint64_t first, uint64_t count, int32_t label,
                       const std::function<nb::bytes(uint64_t)>& file_bytes) {
   if (!ds.view().grouped()) {
-    return nb::make_tuple(file_bytes(first), label, ValueOrThrow(ds.Path(first)));
+    return nb::make_tuple(file_bytes(first), label, FsName(ValueOrThrow(ds.Path(first))));
   }
   // WebDataset sample: {extension: bytes}, keyed by the text after the key's first '.'.
   nb::dict members;
@@ -233,9 +228,9 @@ nb::tuple SampleTuple(const Dataset& ds, uint64_t first, uint64_t count, int32_t
     const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
     if (key.empty()) key = path.substr(0, dot);
     const std::string ext = dot == std::string::npos ? std::string() : path.substr(dot + 1);
-    members[nb::str(ext.c_str())] = file_bytes(f);
+    members[FsName(ext)] = file_bytes(f);
   }
-  return nb::make_tuple(members, label, key);
+  return nb::make_tuple(members, label, FsName(key));
 }
 
 const Dataset& UnwrapDataset(nb::handle obj) {
@@ -268,15 +263,16 @@ void RegisterDataset(nb::module_& m) {
            "os.PathLike.")
       .def("__len__", [](PyDataset& self) { return self.Get().sample_count(); })
       .def("__getitem__", &PyDataset::GetItem, nb::arg("index"))
-      .def("find", [](PyDataset& self, const std::string& path) {
-            return ValueOrThrow(self.Get().Find(path));
-          }, nb::arg("path"), "File index of a path; FileNotFoundError if absent.")
+      .def("find", [](PyDataset& self, nb::handle path) {
+            return ValueOrThrow(self.Get().Find(FsPath(path)));
+          }, nb::arg("path"), "File index of a path (str, bytes or os.PathLike); "
+          "FileNotFoundError if absent.")
       .def("stat", &PyDataset::StatDict, nb::arg("path_or_index"),
            "dict(index, path, size, crc32c, label, class, chunk (id), chunk_index, offset, attributes)")
-      .def("read", [](PyDataset& self, const PathOrIndex& key) {
+      .def("read", [](PyDataset& self, nb::handle key) {
             return self.ReadBytes(self.FileIndex(key));
           }, nb::arg("path_or_index"), "A file's bytes (CRC-checked) by path or file index.")
-      .def("read_buffer", [](PyDataset& self, const PathOrIndex& key) {
+      .def("read_buffer", [](PyDataset& self, nb::handle key) {
             return self.ReadBuffer(self.FileIndex(key));
           }, nb::arg("path_or_index"),
            "Like read(), as a read-only memoryview over the C++ buffer (no copy into bytes).")
@@ -285,13 +281,13 @@ void RegisterDataset(nb::module_& m) {
       .def("sample_files", [](PyDataset& self, int64_t index) {
             const Dataset& ds = self.Get();
             const auto [first, count] = ValueOrThrow(ds.SampleFiles(self.SampleIndex(index)));
-            std::vector<std::string> paths;
+            nb::list paths;
             for (uint64_t f = first; f < first + count; ++f) {
-              paths.push_back(ValueOrThrow(ds.Path(f)));
+              paths.append(FsName(ValueOrThrow(ds.Path(f))));
             }
             return paths;
           }, nb::arg("index"), "Paths of the files making up sample `index`.")
-      .def_prop_ro("uri", &PyDataset::uri)
+      .def_prop_ro("uri", [](PyDataset& self) { return FsName(self.uri()); })
       .def_prop_ro("version", &PyDataset::version)
       .def_prop_ro("num_files", [](PyDataset& self) { return self.Get().file_count(); })
       .def_prop_ro("num_samples", [](PyDataset& self) { return self.Get().sample_count(); })
@@ -311,14 +307,15 @@ void RegisterDataset(nb::module_& m) {
           },
           "Size of the largest chunk file: sizes the read pipeline's memory for chunk shuffle.")
       .def("__repr__", [](PyDataset& self) {
-            return "stoker.Dataset('" + self.uri() + "', version=" +
-                   std::to_string(self.version()) + ")";
+            return nb::str("stoker.Dataset({!r}, version={})")
+                .format(FsName(self.uri()), self.version());
           })
       .def("__getstate__", [](PyDataset& self) {
-            return std::make_tuple(self.uri(), self.version());
+            return nb::make_tuple(FsName(self.uri()), self.version());
           })
-      .def("__setstate__", [](PyDataset& self, const std::tuple<std::string, uint64_t>& state) {
-            new (&self) PyDataset(std::get<0>(state), std::get<1>(state), PyDataset::Lazy{});
+      .def("__setstate__", [](PyDataset& self, const nb::tuple& state) {
+            new (&self) PyDataset(FsPath(state[0]), nb::cast<uint64_t>(state[1]),
+                                  PyDataset::Lazy{});
           });
 }
 

@@ -10,6 +10,8 @@
 
 #include <Python.h>
 
+#include "common/escape.h"
+
 namespace nb = nanobind;
 
 namespace stoker::python {
@@ -50,9 +52,12 @@ void RegisterErrors(nb::module_& m) {
 
 void ThrowStatus(const Status& status) {
   PyObject* type = ExceptionFor(status.code());
-  // Messages may quote damaged bytes (a corrupt version record): never let decoding them hide the error.
-  nb::object message = nb::steal(PyUnicode_DecodeUTF8(
-      status.message().data(), static_cast<Py_ssize_t>(status.message().size()), "replace"));
+  // Messages may quote damaged bytes (a corrupt version record), a name that is not UTF-8 or
+  // one with control characters: shown as the CLI shows them (\xNN), decoding cannot fail and
+  // printing the error cannot drive the terminal.
+  const std::string shown = TerminalSafe(status.message());
+  nb::object message =
+      nb::steal(PyUnicode_DecodeUTF8(shown.data(), static_cast<Py_ssize_t>(shown.size()), "strict"));
   if (!message.is_valid()) throw nb::python_error();
   nb::object exc = nb::steal(PyObject_CallOneArg(type, message.ptr()));
   if (!exc.is_valid()) throw nb::python_error();

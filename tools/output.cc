@@ -1,0 +1,66 @@
+#include "tools/output.h"
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/escape.h"
+#include "tools/commands.h"
+
+namespace stoker::cli {
+namespace {
+
+// Every string nlohmann::json cannot write as given — not UTF-8 — or that holds a NUL is swapped
+// for a placeholder "\0<n>\0" and kept in `held`. File names never hold NUL, so after the swap
+// no other string does, and each "\u0000" in the dumped text starts a placeholder.
+nlohmann::json HoldUnwritable(const nlohmann::json& value, std::vector<std::string>& held) {
+  const auto hold = [&](const std::string& s) -> std::string {
+    if (IsUtf8(s) && s.find('\0') == std::string::npos) return s;
+    held.push_back(s);
+    return std::string(1, '\0') + std::to_string(held.size() - 1) + '\0';
+  };
+  if (value.is_string()) return hold(value.get_ref<const std::string&>());
+  if (value.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& item : value) out.push_back(HoldUnwritable(item, held));
+    return out;
+  }
+  if (value.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [key, item] : value.items()) out[hold(key)] = HoldUnwritable(item, held);
+    return out;
+  }
+  return value;
+}
+
+}  // namespace
+
+void PrintError(std::string_view command, const Status& status) {
+  const std::string line = "stoker " + std::string(command) + ": " + TerminalSafe(status.ToString()) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+int Fail(std::string_view command, const Status& status) {
+  PrintError(command, status);
+  return status.IsCorruption() ? kExitCorrupt : kExitError;
+}
+
+void PrintJson(const nlohmann::json& value) {
+  std::vector<std::string> held;
+  const std::string text = HoldUnwritable(value, held).dump(2);
+  constexpr std::string_view kOpen = "\"\\u0000", kClose = "\\u0000\"";
+  std::string out;
+  size_t at = 0;
+  for (size_t open; (open = text.find(kOpen, at)) != std::string::npos;) {
+    const size_t digits = open + kOpen.size();
+    const size_t close = text.find(kClose, digits);
+    out.append(text, at, open - at);
+    out += JsonQuoted(held[std::stoul(text.substr(digits, close - digits))]);
+    at = close + kClose.size();
+  }
+  out.append(text, at);
+  std::cout << out << "\n";
+}
+
+}  // namespace stoker::cli

@@ -1,0 +1,24 @@
+// What every subcommand prints the same way: errors on stderr, JSON on stdout. Names inside
+// either may be any bytes (see common/escape.h): errors show them terminal-safe, JSON keeps
+// them losslessly.
+#pragma once
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "stoker/status.h"
+
+namespace stoker::cli {
+
+// "stoker <command>: <status>" on stderr, control characters and non-UTF-8 bytes as \xNN.
+void PrintError(std::string_view command, const Status& status);
+
+// PrintError, then the exit code: kExitCorrupt for corruption, kExitError otherwise.
+int Fail(std::string_view command, const Status& status);
+
+// `value` indented by 2 and a newline on stdout. Strings that are not UTF-8 (nlohmann::json
+// would throw on them) are written with common/escape.h's JsonQuoted.
+void PrintJson(const nlohmann::json& value);
+
+}  // namespace stoker::cli
