@@ -2,6 +2,7 @@
 // listings) and open files (ranges, CRC checks, both read paths). tests/python/test_mount.py
 // covers the mounted file system end to end.
 #include <fcntl.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -243,6 +244,49 @@ TEST_F(FuseTest, CorruptFileFailsAloneOnBothPaths) {
       EXPECT_EQ(ReadAll(other, 1 << 20), contents) << path;
     }
   }
+}
+
+TEST_F(FuseTest, BytesChangedAfterTheCheckAreRefusedOnTheStreamedPath) {
+  // A file several check pieces long, streamed (buffer limit 0), in a chunk on a local disk.
+  test::TempDir src, dst;
+  const std::string contents = test::RandomBytes(5, 3 * OpenFile::kCheckPiece + 1234);
+  test::Tree tree;
+  tree.files["big.bin"] = contents;
+  test::WriteTree(tree, src.path());
+  ASSERT_TRUE(test::PackDirectory(src.path(), *OpenStorage(dst.path()).value(), {}).has_value());
+  auto ds = Dataset::Open(dst.path());
+  ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
+  const FileInfo info = (*ds)->Stat(0).value();
+  OpenFile f(**ds, 0, /*buffer_limit=*/0);
+  std::vector<std::byte> scratch;
+  bool first = false;
+  auto head = f.Read(0, 100, scratch, &first);  // the first read checks the whole file
+  ASSERT_TRUE(head.has_value()) << head.error().ToString();
+
+  // The chunk changes in place after the check: one byte in the third piece.
+  const uint64_t victim = 2 * OpenFile::kCheckPiece + 77;
+  const std::string chunk = dst.Join(format::ChunkPath(info.chunk_id));
+  const int fd = ::open(chunk.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const char flipped = static_cast<char>(contents[victim] ^ 0x01);
+  ASSERT_EQ(::pwrite(fd, &flipped, 1, static_cast<off_t>(info.offset + victim)), 1);
+  ::close(fd);
+
+  // Bytes of untouched pieces are still served, checked again ...
+  auto early = f.Read(OpenFile::kCheckPiece, 4096, scratch, &first);
+  ASSERT_TRUE(early.has_value()) << early.error().ToString();
+  EXPECT_EQ(test::AsString(std::vector<std::byte>(early->begin(), early->end())),
+            contents.substr(OpenFile::kCheckPiece, 4096));
+  // ... but no byte of the changed piece, even far from the change: the read fails, naming
+  // the file, once, and stays failed.
+  auto changed = f.Read(2 * OpenFile::kCheckPiece + 60000, 10, scratch, &first);
+  ASSERT_FALSE(changed.has_value());
+  EXPECT_TRUE(changed.error().IsCorruption()) << changed.error().ToString();
+  EXPECT_NE(changed.error().message().find("big.bin"), std::string::npos);
+  EXPECT_TRUE(first);
+  auto again = f.Read(0, 10, scratch, &first);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_FALSE(first);
 }
 
 }  // namespace
