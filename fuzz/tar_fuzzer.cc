@@ -35,14 +35,14 @@ bool WriteInput(const uint8_t* data, size_t size) {
 }
 
 // Packs the shard once; false if the pack failed (which is fine: hostile input).
-bool PackAndVerify(bool tar_input) {
+bool PackAndVerify(bool group_samples) {
   using namespace stoker;
   auto source = dataset::OpenTarSource({"/proc/self/fd/" + std::to_string(InputFd())});
   if (!source) return false;
   storage::MemoryStorage storage;
   dataset::PackOptions options;
   options.chunk_bytes = 4096;  // several chunks even from a small input
-  options.tar_input = tar_input;
+  options.group_samples = group_samples;
   auto summary = dataset::Pack(**source, storage, options);
   if (!summary) return false;
   auto report = dataset::Verify(storage);
@@ -58,6 +58,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!WriteInput(data, size)) __builtin_trap();  // the harness itself is broken
   // WebDataset mode (samples grouped by key, .cls labels); for archives that pack, also the
   // directory-tree mode (labels from the first directory level), the builder's other path.
-  if (PackAndVerify(/*tar_input=*/true)) PackAndVerify(/*tar_input=*/false);
+  if (PackAndVerify(/*group_samples=*/true)) PackAndVerify(/*group_samples=*/false);
   return 0;
 }

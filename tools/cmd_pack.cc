@@ -24,6 +24,7 @@ struct PackArgs {
   bool quiet = false;
   std::string attributes_file;
   std::string order = "shuffled";
+  std::string layout = "auto";
   uint64_t order_seed = 0;
   std::string mix_memory = "2GiB";
   std::string part;  // "K/N", "K", or "env" (Slurm array / Kubernetes Indexed Job)
@@ -111,7 +112,8 @@ int RunPack(const PackArgs& args) {
   const auto order = dataset::ParseStorageOrder(args.order);  // CLI11 checked the name
   dataset::SetStorageOrder(*order, args.order_seed, &dir_options, &options);
   dir_options.threads = args.threads;
-  auto source = dataset::OpenPackSource(sources, dir_options, &options.tar_input);
+  dir_options.layout = *dataset::ParseDirectoryLayout(args.layout);  // CLI11 checked the name
+  auto source = dataset::OpenPackSource(sources, dir_options, &options.group_samples);
   if (!source) {
     PrintError("pack", source.error());
     return kExitError;
@@ -194,6 +196,12 @@ void RegisterPack(CLI::App& app, int& exit_code) {
   cmd->add_flag("--append", args->append, "add the files to DST as a new version");
   cmd->add_option("--labels", args->labels, "auto: from the first directory level or .cls members")
       ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--layout", args->layout,
+                  "a directory's samples: tree (a file each, labels from the first directory "
+                  "level), webdataset (files sharing a key form a sample labelled by its .cls, "
+                  "as in a tar), auto (webdataset when .cls members are there)")
+      ->check(CLI::IsMember({"auto", "tree", "webdataset"}))
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "parallel file reads (default: cores, min 2)");
   cmd->add_option("--order", args->order,

@@ -24,12 +24,8 @@ namespace {
 
 Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
                                      const std::string& dst, dataset::PackOptions options,
-                                     int threads, dataset::StorageOrder order,
-                                     uint64_t order_seed) {
-  dataset::DirectorySourceOptions dir_options;
-  dir_options.threads = threads;
-  dataset::SetStorageOrder(order, order_seed, &dir_options, &options);
-  auto source = dataset::OpenPackSource(sources, dir_options, &options.tar_input);
+                                     const dataset::DirectorySourceOptions& dir_options) {
+  auto source = dataset::OpenPackSource(sources, dir_options, &options.group_samples);
   if (!source) return Err(source.error());
   STOKER_ASSIGN_OR_RETURN(auto storage, OpenStorage(dst));
   return dataset::Pack(**source, *storage, options);
@@ -49,7 +45,8 @@ uint64_t ByteSize(const std::variant<uint64_t, std::string>& size, const std::st
 nb::dict Pack(nb::handle src_arg, nb::handle dst_arg,
               const std::variant<uint64_t, std::string>& chunk_size,
               bool append, const std::string& labels, int threads, const std::string& order,
-              uint64_t order_seed, const std::variant<uint64_t, std::string>& mix_memory) {
+              uint64_t order_seed, const std::variant<uint64_t, std::string>& mix_memory,
+              const std::string& layout) {
   dataset::PackOptions options;
   options.chunk_bytes = ByteSize(chunk_size, "chunk_size");
   options.mix_memory_bytes = ByteSize(mix_memory, "mix_memory");
@@ -58,13 +55,17 @@ nb::dict Pack(nb::handle src_arg, nb::handle dst_arg,
   }
   options.labels = labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
   options.append = append;
-  const dataset::StorageOrder storage_order = ValueOrThrow(dataset::ParseStorageOrder(order));
+  dataset::DirectorySourceOptions dir_options;
+  dir_options.threads = threads;
+  dir_options.layout = ValueOrThrow(dataset::ParseDirectoryLayout(layout));
+  dataset::SetStorageOrder(ValueOrThrow(dataset::ParseStorageOrder(order)), order_seed,
+                           &dir_options, &options);
   const std::vector<std::string> sources = FsPaths(src_arg);
   const std::string dst = FsPath(dst_arg);
   Result<dataset::PackSummary> result = Err(Status::Internal("unset"));
   {
     nb::gil_scoped_release release;
-    result = RunPack(sources, dst, options, threads, storage_order, order_seed);
+    result = RunPack(sources, dst, options, dir_options);
   }
   const dataset::PackSummary s = ValueOrThrow(std::move(result));
   nb::dict d;
@@ -117,8 +118,12 @@ void RegisterPack(nb::module_& m) {
         nb::arg("chunk_size") = std::string("64MiB"), nb::arg("append") = false,
         nb::arg("labels") = "auto", nb::arg("threads") = 0, nb::arg("order") = "shuffled",
         nb::arg("order_seed") = 0, nb::arg("mix_memory") = std::string("2GiB"),
+        nb::arg("layout") = "auto",
         "Packs a directory tree (labels from its first level) or a list of tar shards into the "
-        "dataset at `dst`, as a new version (append=True adds to an existing one). chunk_size "
+        "dataset at `dst`, as a new version (append=True adds to an existing one). A directory "
+        "holding .cls members is a WebDataset folder and packs as the same files in a tar "
+        "would (samples grouped by key, labelled by their .cls); layout='tree' or "
+        "'webdataset' says which instead of 'auto'. chunk_size "
         "is bytes or a string like '64MiB'. order='shuffled' (the default) places files in chunks "
         "in a random order (seeded by order_seed) so that every chunk mixes classes; "
         "order='path' keeps path (tree) or archive (tar) order. mix_memory: tar input to S3: "

@@ -21,16 +21,16 @@ namespace {
 
 // The flags of a new dataset, from its first pack.
 uint32_t FirstFlags(const Addition& add) {
-  uint32_t flags = add.tar_input ? format::kSegmentGrouped : 0;
+  uint32_t flags = add.group_samples ? format::kSegmentGrouped : 0;
   if (add.labels == LabelPolicy::kNone) return flags;
-  if (add.tar_input) return add.any_cls_label() ? flags | format::kSegmentLabelled : flags;
+  if (add.group_samples) return add.any_cls_label() ? flags | format::kSegmentLabelled : flags;
   const bool all_in_dirs = add.files->file_count() > 0 && !add.files->a_file_outside_dirs();
   return all_in_dirs ? flags | format::kSegmentLabelled | format::kSegmentLabelsFromDirs : flags;
 }
 
 // Checks that the addition fits the dataset it extends (same kind of input and labels).
 Status CheckCompatible(const Addition& add, uint32_t flags) {
-  if (((flags & format::kSegmentGrouped) != 0) != add.tar_input) {
+  if (((flags & format::kSegmentGrouped) != 0) != add.group_samples) {
     return Status::InvalidArgument(
         "cannot append a directory tree to a dataset packed from tar shards, or vice versa");
   }

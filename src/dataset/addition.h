@@ -19,7 +19,7 @@ struct Addition {
   // Its files (labels: from .cls members for tar input, else -1) and chunks, sealed; numbered
   // anew on each attempt to publish.
   std::unique_ptr<format::SegmentBuilder> files;
-  bool tar_input = false;  // samples group by key (WebDataset)
+  bool group_samples = false;  // samples group by key (WebDataset)
   LabelPolicy labels = LabelPolicy::kAuto;
   bool any_cls_label() const { return files->max_label() >= 0; }
 };

@@ -245,6 +245,7 @@ class DirectorySource final : public PackSource {
   uint64_t total_items() const override { return count_; }
   uint64_t total_bytes() const override { return total_bytes_; }
   uint64_t consumed_bytes() const override { return consumed_; }
+  bool permuted() const override { return options_.shuffle_seed.has_value(); }
 
  private:
   struct Read {
@@ -311,44 +312,64 @@ class DirectorySource final : public PackSource {
 
 }  // namespace
 
+Result<DirectoryLayout> ParseDirectoryLayout(std::string_view name) {
+  if (name == "auto") return DirectoryLayout::kAuto;
+  if (name == "tree") return DirectoryLayout::kTree;
+  if (name == "webdataset") return DirectoryLayout::kWebDataset;
+  return Err(Status::InvalidArgument(
+      fmt::format("layout '{}': expected auto, tree or webdataset", name)));
+}
+
 Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
-                                                        const DirectorySourceOptions& options) {
+                                                        const DirectorySourceOptions& options,
+                                                        bool* group_samples) {
   STOKER_ASSIGN_OR_RETURN(const std::string root_real, RealPath(root));
   struct stat st;
   if (::stat(root_real.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Err(Status::InvalidArgument(fmt::format("not a directory: {}", root)));
   }
   // The plan — every file, in the order it will be stored — is sorted on disk: path order, or
-  // a permutation seeded by shuffle_seed (files ordered by a hash of seed and path: the same
-  // layout everywhere, in bounded memory).
+  // a permutation seeded by shuffle_seed (files ordered by a hash of seed and sample key, then
+  // path: the same layout everywhere, in bounded memory, and a WebDataset sample's files
+  // together, as the packer groups only neighbours).
   ExternalSorter plan(options.sort, [](std::string_view a, std::string_view b) {
     return PlannedOrder(a) < PlannedOrder(b);
   });
-  uint64_t count = 0, total_bytes = 0;
+  uint64_t count = 0, total_bytes = 0, cls_members = 0;
   STOKER_RETURN_IF_ERROR(Walk(root_real, root_real, "", [&](const PlannedFile& f) {
     ++count;
     total_bytes += f.size;
+    const std::string_view sample = format::SampleKeyOf(f.path);
+    if (std::string_view(f.path).substr(sample.size()) == ".cls") ++cls_members;
     const uint64_t key = options.shuffle_seed
-                             ? Hash64(fmt::format("{:016x}/{}", *options.shuffle_seed, f.path))
+                             ? Hash64(fmt::format("{:016x}/{}", *options.shuffle_seed, sample))
                              : 0;
     return plan.Add(EncodePlanned(key, f));
   }));
   STOKER_ASSIGN_OR_RETURN(Spool spool, Spool::Create(options.sort.temp_dir));
   STOKER_RETURN_IF_ERROR(plan.Merge([&](std::string_view r) { return spool.AppendRecord(r); }));
   STOKER_RETURN_IF_ERROR(spool.Seal());
+  if (group_samples != nullptr) {
+    *group_samples = options.layout == DirectoryLayout::kWebDataset ||
+                     (options.layout == DirectoryLayout::kAuto && cls_members > 0);
+  }
   return std::make_unique<DirectorySource>(std::move(spool), count, total_bytes, options);
 }
 
 Result<std::unique_ptr<PackSource>> OpenPackSource(const std::vector<std::string>& sources,
                                                    const DirectorySourceOptions& options,
-                                                   bool* tar_input) {
+                                                   bool* group_samples) {
   auto is_directory = [](const std::string& path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   };
   if (sources.empty()) return Err(Status::InvalidArgument("no source given"));
-  *tar_input = !(sources.size() == 1 && is_directory(sources[0]));
-  if (!*tar_input) return OpenDirectorySource(sources[0], options);
+  *group_samples = !(sources.size() == 1 && is_directory(sources[0]));
+  if (!*group_samples) return OpenDirectorySource(sources[0], options, group_samples);
+  if (options.layout == DirectoryLayout::kTree) {
+    return Err(Status::InvalidArgument(
+        "tar shards always pack as WebDataset samples; the tree layout is for a directory"));
+  }
   for (const auto& s : sources) {
     if (is_directory(s)) {
       return Err(Status::InvalidArgument(

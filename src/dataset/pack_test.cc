@@ -124,6 +124,78 @@ TEST_F(PackTest, WebDatasetShardsBecomeLabelledSamples) {
   EXPECT_EQ(files, (*ds)->file_count());
 }
 
+// What a dataset says of its samples, independent of file indices: by sample key, the label
+// and every file's path and bytes; and the class names.
+struct SamplesByKey {
+  std::map<std::string, std::pair<int32_t, std::map<std::string, std::string>>> samples;
+  std::vector<std::string> classes;
+  bool operator==(const SamplesByKey&) const = default;
+};
+SamplesByKey ReadSamplesByKey(const std::string& dir) {
+  auto ds = Dataset::Open(dir).value();
+  SamplesByKey out;
+  for (uint64_t sample = 0; sample < ds->sample_count(); ++sample) {
+    const auto [first, count] = ds->SampleFiles(sample).value();
+    auto& [label, files] = out.samples[std::string(format::SampleKeyOf(ds->FilePath(first)))];
+    label = ds->SampleLabel(sample).value();
+    for (uint64_t f = first; f < first + count; ++f) {
+      files[ds->FilePath(f)] = std::string(AsString(ds->ReadFile(f).value()));
+    }
+  }
+  for (uint32_t c = 0; c < ds->class_count(); ++c) out.classes.emplace_back(ds->ClassName(c));
+  return out;
+}
+
+TEST_F(PackTest, AWebDatasetFolderPacksAsTheSameMembersInATar) {
+  // k.jpg, k.cls, k.json (and some k.seg.png) as plain files, flat and in a subdirectory.
+  auto samples = test::RandomWdsSamples(3, 60, 5, "");
+  for (size_t i = 40; i < samples.size(); ++i) samples[i].key = "sub/" + samples[i].key;
+  const auto members = test::WdsMembers(samples);
+  for (const auto& m : members) {
+    fs::create_directories(fs::path(src_.Join(m.name)).parent_path());
+    test::WriteStringToFile(src_.Join(m.name), m.data);
+  }
+  test::WriteTar(tars_.Join("same.tar"), members);
+  test::TempDir from_tar;
+  ASSERT_TRUE(test::PackTars({tars_.Join("same.tar")}, *storage::NewPosixStorage(from_tar.path()),
+                             Opts(16 << 10)).has_value());
+
+  for (const DirectoryLayout layout : {DirectoryLayout::kAuto, DirectoryLayout::kWebDataset}) {
+    for (const StorageOrder order : {StorageOrder::kMixed, StorageOrder::kInput}) {
+      test::TempDir dst;
+      DirectorySourceOptions source_options;
+      source_options.layout = layout;
+      PackOptions options = Opts(16 << 10);
+      SetStorageOrder(order, 9, &source_options, &options);
+      auto source = OpenPackSource({src_.path()}, source_options, &options.group_samples);
+      ASSERT_TRUE(source.has_value()) << source.error().ToString();
+      EXPECT_TRUE(options.group_samples);
+      auto summary = Pack(**source, *storage::NewPosixStorage(dst.path()), options);
+      ASSERT_TRUE(summary.has_value()) << summary.error().ToString();
+      EXPECT_EQ(summary->samples, samples.size());
+      EXPECT_EQ(summary->open_chunks, 1u);  // the source permutes samples: no mixer needed
+      const SamplesByKey got = ReadSamplesByKey(dst.path());
+      EXPECT_TRUE(got == ReadSamplesByKey(from_tar.path()));
+      EXPECT_EQ(got.samples.size(), samples.size());
+      EXPECT_EQ(got.samples.at(samples[0].key).first, samples[0].label);
+    }
+  }
+
+  // Told it is a tree, the same folder is not grouped (a sample per file).
+  DirectorySourceOptions as_tree;
+  as_tree.layout = DirectoryLayout::kTree;
+  bool grouped = true;
+  ASSERT_TRUE(OpenPackSource({src_.path()}, as_tree, &grouped).has_value());
+  EXPECT_FALSE(grouped);
+  // A tree without .cls members stays a tree; tar shards cannot be packed as one.
+  test::TempDir plain;
+  test::WriteStringToFile(plain.Join("a.jpg"), "a");
+  DirectorySourceOptions automatic;
+  ASSERT_TRUE(OpenPackSource({plain.path()}, automatic, &grouped).has_value());
+  EXPECT_FALSE(grouped);
+  ExpectInvalid(OpenPackSource({tars_.Join("same.tar")}, as_tree, &grouped), {"tree"});
+}
+
 // Class-ordered shards (sorted by label, as ImageNet's are class by class), packed in each
 // storage order: returns the mean number of labels per chunk, after checking every sample.
 double LabelsPerChunk(const test::TempDir& tars, const std::string& dst, StorageOrder order) {

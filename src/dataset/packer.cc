@@ -43,8 +43,9 @@ uint64_t OpenDescriptors() {
 // How many chunks to fill at once: what the options ask, within the memory the destination's
 // write buffers take (S3 holds parts in memory) and the file descriptors left to the process
 // (local chunk files hold one each; the soft limit is raised as far as the hard one allows).
-uint32_t OpenChunks(const PackOptions& options, const Storage& dst) {
-  if (!options.tar_input) return 1;  // a tree's files come permuted by the source already
+uint32_t OpenChunks(const PackOptions& options, const PackSource& source, const Storage& dst) {
+  // A tree's files come permuted by the source already (grouped or not).
+  if (!options.group_samples || source.permuted()) return 1;
   uint64_t open = std::max(1u, options.open_chunks);
   if (const uint64_t buffer = dst.WriteBufferBytes(); buffer > 0) {
     open = std::min(open, std::max<uint64_t>(1, options.mix_memory_bytes / buffer));
@@ -212,7 +213,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
     if (!item) break;
     // A tar sample's files (key.jpg, key.cls, ...) arrive together and stay in one chunk.
     bool same_sample = false;
-    if (options.tar_input) {
+    if (options.group_samples) {
       const std::string_view sample = format::SampleKeyOf(item->path);
       same_sample = summary->files_added > 0 && sample == previous_sample;
       previous_sample = sample;
@@ -226,7 +227,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
                    : chunks.Add(item->bytes, remaining, same_sample, &chunk_number, &entry);
     if (!ref) return ref.error().WithContext(item->path);
     int32_t label = format::kNoLabel;
-    if (options.tar_input && options.labels == LabelPolicy::kAuto && !item->stream) {
+    if (options.group_samples && options.labels == LabelPolicy::kAuto && !item->stream) {
       label = LabelFromClsMember(item->path, item->bytes);
     }
     std::span<const format::Attribute> attributes;
@@ -257,7 +258,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
   STOKER_RETURN_IF_ERROR(chunks.FinishAll());
   // A tar sample's label is its .cls member's: every file of the sample carries it.
   const Status sealed = add->files->Seal(
-      chunks.finished(), !options.tar_input ? format::Grouping::kFiles
+      chunks.finished(), !options.group_samples ? format::Grouping::kFiles
                                             : format::Grouping::kSamplesSharingLabels);
   if (!sealed.ok() && add->files->duplicate_path()) {
     return Status::InvalidArgument(
@@ -320,7 +321,7 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   // Before the first chunk: gc holds back what a writer with a lease writes.
   STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(dst));
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(kChunksDir));
-  const uint32_t open_chunks = OpenChunks(options, dst);
+  const uint32_t open_chunks = OpenChunks(options, source, dst);
   const uint64_t next_version = latest ? latest->version + 1 : 1;
   ChunkSet chunks(dst, options.chunk_bytes, open_chunks,
                   DeriveSeed({options.mix_seed, next_version}));
@@ -330,7 +331,7 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   std::string segment_path;
   Status read = ReadInput(source, options, chunks, &add, &summary);
   if (read.ok()) read = dst.SyncDir(kChunksDir);
-  add.tar_input = options.tar_input;
+  add.group_samples = options.group_samples;
   add.labels = options.labels;
   Result<PackSummary> result = Err(read);
   if (read.ok() && options.part) {

@@ -49,9 +49,9 @@ struct PackOptions {
   // window of a few dozen chunks fits in memory.
   uint64_t chunk_bytes = 64ull << 20;
   bool append = false;  // add to the existing dataset as a new version that reuses its chunks
-  bool tar_input = false;  // group files sharing a basename into samples (WebDataset)
+  bool group_samples = false;  // group files sharing a basename into samples (WebDataset)
   LabelPolicy labels = LabelPolicy::kAuto;
-  // Mixed storage order for streamed input (tar_input): this many chunks are filled at once,
+  // Mixed storage order for streamed input (group_samples): this many chunks are filled at once,
   // each sample going to a random one (dataset/chunk_mixer.h), so that a chunk holds many
   // classes even when the input comes class by class. 1: input order. Directory trees are
   // permuted by their source instead (DirectorySourceOptions::shuffle_seed).

@@ -146,12 +146,12 @@ Status ForEachFileWithLocation(
 // stream from the parts' segments into a SegmentBuilder, so memory does not grow with them.
 Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage) {
   Addition add;
-  add.tar_input = parts.front().segment->grouped();
+  add.group_samples = parts.front().segment->grouped();
   add.files = std::make_unique<format::SegmentBuilder>();
   std::vector<format::ChunkInfo> chunks;
   for (const Part& part : parts) {
     const format::Segment& seg = *part.segment;
-    if (seg.grouped() != add.tar_input) {
+    if (seg.grouped() != add.group_samples) {
       return Err(Status::InvalidArgument(fmt::format(
           "{} and {} mix tar shards and directory trees", storage.Describe(parts[0].path),
           storage.Describe(part.path))));
@@ -179,7 +179,7 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
     STOKER_RETURN_IF_ERROR(added);
   }
   const Status sealed = add.files->Seal(
-      std::move(chunks), add.tar_input ? format::Grouping::kSamples : format::Grouping::kFiles);
+      std::move(chunks), add.group_samples ? format::Grouping::kSamples : format::Grouping::kFiles);
   if (!sealed.ok() && add.files->duplicate_path()) {
     // Name both parts that hold it.
     const std::string& path = *add.files->duplicate_path();
@@ -259,7 +259,7 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
   }
   // Unnumbered: Commit numbers the union. Only .cls labels are the input's own.
   format::SegmentNumbering numbering;
-  numbering.flags = add.tar_input ? format::kSegmentGrouped : 0;
+  numbering.flags = add.group_samples ? format::kSegmentGrouped : 0;
   if (add.any_cls_label() && add.labels == LabelPolicy::kAuto) {
     numbering.flags |= format::kSegmentLabelled;
     numbering.labels = format::LabelSource::kInput;

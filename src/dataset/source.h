@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/external_sorter.h"
@@ -51,7 +52,19 @@ class PackSource {
   virtual uint64_t total_bytes() const = 0;
   // Bytes of input consumed so far (tar: compressed bytes), for progress against total_bytes.
   virtual uint64_t consumed_bytes() const = 0;
+  // True when the items come permuted already (a directory source with a shuffle seed), so
+  // the packer need not spread them over many open chunks to mix them.
+  virtual bool permuted() const { return false; }
 };
+
+// How a directory's files become samples.
+//   kTree: one sample per file; labels from the first directory level (ImageFolder).
+//   kWebDataset: files sharing a key (directory and name up to the first '.') form one sample,
+//     labelled by its .cls member, exactly as the same files would in a tar shard.
+//   kAuto: kWebDataset when some file is a .cls member (its name after the key is "cls"),
+//     kTree otherwise.
+enum class DirectoryLayout : uint8_t { kAuto, kTree, kWebDataset };
+Result<DirectoryLayout> ParseDirectoryLayout(std::string_view name);  // auto | tree | webdataset
 
 struct DirectorySourceOptions {
   int threads = 0;                        // parallel file reads; 0: the cores, at least 2
@@ -60,7 +73,9 @@ struct DirectorySourceOptions {
   // each chunk one class), or a random permutation from this seed, so that every chunk mixes
   // classes and chunk-wise shuffle needs only a small window. Sample indices and paths are the
   // same either way: the metadata is always in path order.
+  // (A WebDataset folder is permuted by sample, so that a sample's files stay together.)
   std::optional<uint64_t> shuffle_seed;
+  DirectoryLayout layout = DirectoryLayout::kAuto;
   // The walk's list of files is sorted into that order on disk (a tree of any size packs in
   // the same memory).
   SortOptions sort;
@@ -70,18 +85,21 @@ struct DirectorySourceOptions {
 };
 
 // Every regular file under `root`, in path order. Symlinks are followed only to regular files
-// inside `root`.
+// inside `root`. Sets *group_samples (if given) when the layout is, or is found to be, a
+// WebDataset folder.
 Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
-                                                        const DirectorySourceOptions& options);
+                                                        const DirectorySourceOptions& options,
+                                                        bool* group_samples = nullptr);
 
 // The regular-file members of the given tar archives (any compression libarchive reads), shard
 // by shard, in archive order.
 Result<std::unique_ptr<PackSource>> OpenTarSource(std::vector<std::string> tar_paths);
 
 // What `stoker pack SRC... DST` packs: one directory tree, or any number of tar files (mixing
-// them is an InvalidArgument). Sets *tar_input for tar files (their samples group by key).
+// them is an InvalidArgument). Sets *group_samples for tar files and WebDataset folders (their
+// samples group by key).
 Result<std::unique_ptr<PackSource>> OpenPackSource(const std::vector<std::string>& sources,
                                                    const DirectorySourceOptions& options,
-                                                   bool* tar_input);
+                                                   bool* group_samples);
 
 }  // namespace stoker::dataset

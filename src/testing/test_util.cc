@@ -243,7 +243,7 @@ Result<dataset::PackSummary> PackDirectory(const std::string& src, Storage& dst,
 
 Result<dataset::PackSummary> PackTars(std::vector<std::string> tars, Storage& dst,
                                       dataset::PackOptions options) {
-  options.tar_input = true;
+  options.group_samples = true;
   STOKER_ASSIGN_OR_RETURN(auto source, dataset::OpenTarSource(std::move(tars)));
   return dataset::Pack(*source, dst, options);
 }

@@ -98,7 +98,7 @@ void WriteFormat1(Storage& storage, const Tree& tree, format::LabelMode labels);
 // Pack a directory into `dst` with OpenDirectorySource, as `stoker pack SRC DST` does.
 Result<dataset::PackSummary> PackDirectory(const std::string& src, Storage& dst,
                                            const dataset::PackOptions& options = {});
-// Pack tar shards into `dst` (tar_input is set for you).
+// Pack tar shards into `dst` (group_samples is set for you).
 Result<dataset::PackSummary> PackTars(std::vector<std::string> tars, Storage& dst,
                                       dataset::PackOptions options = {});
 

@@ -183,6 +183,27 @@ def test_duplicate_member_across_shards(tmp_path, stoker_cli):
     assert "duplicate" in proc.stderr
 
 
+def test_webdataset_folder_packs_as_labelled_samples(tmp_path, stoker_cli):
+    # key.jpg + key.cls as plain files, not in a tar: samples labelled by their .cls, as in a tar.
+    src = tmp_path / "flat"
+    src.mkdir()
+    for i in range(6):
+        (src / f"k{i}.jpg").write_bytes(b"jpeg %d" % i)
+        (src / f"k{i}.cls").write_text(f"{i % 3}\n")
+    stoker_cli("pack", src, tmp_path / "ds", check=True)
+    info = json.loads(stoker_cli("info", "--json", tmp_path / "ds", check=True).stdout)
+    assert (info["samples"], info["files"], info["classes"]) == (6, 12, 3)
+    assert info["labels"] == "from .cls members"
+    ds = stoker.Dataset(str(tmp_path / "ds"))
+    assert sorted((key, label, members["jpg"]) for members, label, key in
+                  (ds[i] for i in range(len(ds)))) == [
+        (f"k{i}", i % 3, b"jpeg %d" % i) for i in range(6)]
+    # --layout tree: a file per sample, no labels (the files are in the root).
+    stoker_cli("pack", "--layout", "tree", src, tmp_path / "tree", check=True)
+    info = json.loads(stoker_cli("info", "--json", tmp_path / "tree", check=True).stdout)
+    assert (info["samples"], info["classes"]) == (12, 0)
+
+
 def test_append_duplicate_leaves_version(packed, tmp_path, stoker_cli):
     dst, files, _ = packed
     before = {"metadata": metadata_files(dst), "chunks": chunk_files(dst)}
