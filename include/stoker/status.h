@@ -19,12 +19,12 @@ enum class StatusCode : uint8_t {
   kNotFound = 1,
   kCorruption = 2,        // stored bytes fail a checksum or a structural check
   kInvalidArgument = 3,   // bad input from the caller or a user (paths, options, source trees)
-  kIOError = 4,           // the storage said no (EIO, ENOSPC, short read …)
+  kIOError = 4,           // the storage said no (EIO, short read …)
   kAlreadyExists = 5,
   kUnavailable = 6,       // transient: a server or peer is down, try again
   kTimeout = 7,
   kPermissionDenied = 8,
-  kResourceExhausted = 9, // a hard limit (memory budget, frame size, pixel count) was hit
+  kResourceExhausted = 9, // a hard limit (memory budget, frame size, pixel count, a full disk: ENOSPC) was hit
   kUnsupported = 10,      // a newer format version, a feature this build lacks
   kInternal = 11,         // a bug in stoker
   kCancelled = 12,

@@ -126,7 +126,10 @@ class PyDataset {
   // The file's bytes in a new bytes object, filled with the GIL released (no second copy).
   nb::bytes ReadBytes(uint64_t file) {
     const Dataset& ds = Get();
-    const uint64_t size = ValueOrThrow(ds.Stat(file)).size;
+    const FileInfo info = ValueOrThrow(ds.Stat(file));
+    // The chunk first (its real size checked): the metadata's size alone never sizes a buffer.
+    ValueOrThrow(ds.ChunkFile(info.chunk));
+    const uint64_t size = info.size;
     PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
     if (raw == nullptr) throw nb::python_error();
     nb::bytes out = nb::steal<nb::bytes>(raw);

@@ -77,7 +77,7 @@ format::SegmentNumbering Number(const format::SegmentBuilder& files, const Versi
   } else if (flags & format::kSegmentLabelled) {
     // .cls labels are the input's own: they never change, the class list only grows to hold them.
     n.labels = format::LabelSource::kInput;
-    for (int64_t k = n.first_label; k <= files.max_label(); ++k) n.classes.push_back(std::to_string(k));
+    n.classes = ClsClassNames(static_cast<int32_t>(n.first_label), files.max_label());
   }
   return n;
 }
@@ -112,6 +112,12 @@ Result<std::vector<std::string>> PathsHeld(const format::SegmentBuilder& files,
 constexpr int kMaxPublishAttempts = 1000;
 
 }  // namespace
+
+std::vector<std::string> ClsClassNames(int32_t first, int32_t max_label) {
+  std::vector<std::string> names;
+  for (int64_t k = first; k <= max_label; ++k) names.push_back(std::to_string(k));
+  return names;
+}
 
 Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy policy,
                                     WriterLease& lease, PackSummary summary,

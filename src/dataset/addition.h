@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dataset/packer.h"
 #include "dataset/writer_lease.h"
@@ -23,6 +24,15 @@ struct Addition {
   LabelPolicy labels = LabelPolicy::kAuto;
   bool any_cls_label() const { return files->max_label() >= 0; }
 };
+
+// The largest label a .cls member may hold. Labels of .cls members name classes "0" .. max, so
+// the class list follows the largest label: the limit keeps one hostile member from asking for
+// billions of classes (~300 MB of class names at the limit; 4.2 M classes is above the largest
+// labelled datasets, face identities at ~4 M).
+inline constexpr int32_t kMaxClsLabel = (1 << 22) - 1;
+
+// The class names of .cls labels `first` .. `max_label`: "first", ..., "max_label".
+std::vector<std::string> ClsClassNames(int32_t first, int32_t max_label);
 
 enum class PublishPolicy : uint8_t {
   kFresh,   // the first version: AlreadyExists if the dataset exists (or appears meanwhile)

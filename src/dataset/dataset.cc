@@ -183,6 +183,11 @@ Status Dataset::ReadFileInto(uint64_t file, std::span<std::byte> dst) const {
 Result<std::vector<std::byte>> Dataset::ReadFile(uint64_t file) const {
   STOKER_RETURN_IF_ERROR(CheckIndex(file));
   STOKER_ASSIGN_OR_RETURN(const dataset::FileLocation r, impl_->view->Location(file));
+  // The chunk first: its real size must be the metadata's, so the length below is backed by
+  // bytes that exist before it sizes an allocation.
+  if (auto chunk = impl_->Chunk(r.chunk); !chunk) {
+    return Err(chunk.error().WithContext(fmt::format("reading {}", FilePath(file))));
+  }
   std::vector<std::byte> out(r.length);
   STOKER_RETURN_IF_ERROR(ReadFileInto(file, out));
   return out;

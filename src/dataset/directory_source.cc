@@ -340,7 +340,7 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
     ++count;
     total_bytes += f.size;
     const std::string_view sample = format::SampleKeyOf(f.path);
-    if (std::string_view(f.path).substr(sample.size()) == ".cls") ++cls_members;
+    if (f.path.ends_with(".cls")) ++cls_members;  // what gives a label (packer.cc)
     const uint64_t key = options.shuffle_seed
                              ? Hash64(fmt::format("{:016x}/{}", *options.shuffle_seed, sample))
                              : 0;

@@ -18,6 +18,7 @@
 #include "stoker/dataset.h"
 #include "storage/memory_storage.h"
 #include "storage/posix_storage.h"
+#include "dataset/addition.h"
 #include "testing/test_util.h"
 
 namespace stoker::dataset {
@@ -194,6 +195,22 @@ TEST_F(PackTest, AWebDatasetFolderPacksAsTheSameMembersInATar) {
   ASSERT_TRUE(OpenPackSource({plain.path()}, automatic, &grouped).has_value());
   EXPECT_FALSE(grouped);
   ExpectInvalid(OpenPackSource({tars_.Join("same.tar")}, as_tree, &grouped), {"tree"});
+}
+
+TEST_F(PackTest, AClsLabelAboveTheLimitIsRefusedNotAllocated) {
+  // Classes are "0" .. the largest label: one member saying 2^31 - 1 asked for 2^31 classes.
+  for (const std::string huge : {"2147483647", "99999999999999999999", "4194304"}) {
+    test::WriteTar(tars_.Join("huge.tar"), {test::File("a/x.jpg", "jpeg"),
+                                            test::File("a/x.cls", huge + "\n")});
+    test::TempDir dst;
+    ExpectInvalid(test::PackTars({tars_.Join("huge.tar")}, *storage::NewPosixStorage(dst.path())),
+                  {"a/x.cls", huge});
+  }
+  static_assert(kMaxClsLabel == 4194303);
+  test::WriteTar(tars_.Join("fine.tar"), {test::File("a/x.jpg", "jpeg"),
+                                          test::File("a/x.cls", "999")});
+  ASSERT_TRUE(test::PackTars({tars_.Join("fine.tar")}, *Dst()).has_value());
+  EXPECT_EQ(Dataset::Open(dst_.path()).value()->class_count(), 1000u);
 }
 
 // Class-ordered shards (sorted by label, as ImageNet's are class by class), packed in each

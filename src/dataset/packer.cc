@@ -66,17 +66,24 @@ uint32_t OpenChunks(const PackOptions& options, const PackSource& source, const 
   return static_cast<uint32_t>(std::max<uint64_t>(1, open));
 }
 
-// WebDataset class labels: a ".cls" member holding a decimal integer.
-int32_t LabelFromClsMember(std::string_view path, const std::vector<std::byte>& bytes) {
+// WebDataset class labels: a ".cls" member holding a decimal integer (other text: no label).
+// A label above kMaxClsLabel is refused, naming the member.
+Result<int32_t> LabelFromClsMember(std::string_view path, const std::vector<std::byte>& bytes) {
   if (!path.ends_with(".cls")) return format::kNoLabel;
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) {
     text.remove_suffix(1);
   }
-  int32_t label = format::kNoLabel;
+  int64_t label = format::kNoLabel;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), label);
-  if (ec != std::errc() || ptr != text.data() + text.size() || label < 0) return format::kNoLabel;
-  return label;
+  if (ec == std::errc::result_out_of_range && !text.starts_with('-')) label = INT64_MAX;
+  else if (ec != std::errc() || ptr != text.data() + text.size() || label < 0) return format::kNoLabel;
+  if (label > kMaxClsLabel) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "{}: label {} is above the largest a .cls member may hold ({}; classes are named "
+        "\"0\" up to the largest label)", path, text, kMaxClsLabel)));
+  }
+  return static_cast<int32_t>(label);
 }
 
 // Refuses to pack into a directory that holds anything but (leftovers of) a stoker dataset, so
@@ -228,7 +235,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
     if (!ref) return ref.error().WithContext(item->path);
     int32_t label = format::kNoLabel;
     if (options.group_samples && options.labels == LabelPolicy::kAuto && !item->stream) {
-      label = LabelFromClsMember(item->path, item->bytes);
+      STOKER_ASSIGN_OR_RETURN(label, LabelFromClsMember(item->path, item->bytes));
     }
     std::span<const format::Attribute> attributes;
     if (auto it = options.attributes.find(item->path); it != options.attributes.end()) {

@@ -263,9 +263,7 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
   if (add.any_cls_label() && add.labels == LabelPolicy::kAuto) {
     numbering.flags |= format::kSegmentLabelled;
     numbering.labels = format::LabelSource::kInput;
-    for (int32_t k = 0; k <= add.files->max_label(); ++k) {
-      numbering.classes.push_back(std::to_string(k));
-    }
+    numbering.classes = ClsClassNames(0, add.files->max_label());
   }
   // A part's name is fixed, so it is created exclusively from bytes in memory (a part packed
   // twice is refused); a part's segment is ~30 bytes per file.

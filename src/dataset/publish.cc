@@ -27,9 +27,16 @@ Result<std::unique_ptr<format::Snapshot>> OpenSnapshot(Storage& storage,
                                                        const format::Manifest& manifest,
                                                        bool verify_checksum) {
   const std::string name = storage.Describe(manifest.snapshot_path);
+  // The size before the bytes: mapping (or, remotely, reading) a file of the wrong size — a
+  // sparse terabyte — would cost its size before the check.
+  STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(manifest.snapshot_path));
+  if (file->Size() != manifest.snapshot_bytes) {
+    return Err(Status::Corruption(fmt::format("snapshot {}: {} bytes, MANIFEST says {}", name,
+                                              file->Size(), manifest.snapshot_bytes)));
+  }
   STOKER_ASSIGN_OR_RETURN(auto bytes, storage.Map(manifest.snapshot_path));
   const auto data = bytes->bytes();
-  if (data.size() != manifest.snapshot_bytes) {
+  if (data.size() != manifest.snapshot_bytes) {  // replaced in between
     return Err(Status::Corruption(fmt::format("snapshot {}: {} bytes, MANIFEST says {}", name,
                                               data.size(), manifest.snapshot_bytes)));
   }

@@ -61,8 +61,7 @@ class PackSource {
 //   kTree: one sample per file; labels from the first directory level (ImageFolder).
 //   kWebDataset: files sharing a key (directory and name up to the first '.') form one sample,
 //     labelled by its .cls member, exactly as the same files would in a tar shard.
-//   kAuto: kWebDataset when some file is a .cls member (its name after the key is "cls"),
-//     kTree otherwise.
+//   kAuto: kWebDataset when some file's name ends in ".cls" (a label member), kTree otherwise.
 enum class DirectoryLayout : uint8_t { kAuto, kTree, kWebDataset };
 Result<DirectoryLayout> ParseDirectoryLayout(std::string_view name);  // auto | tree | webdataset
 

@@ -1,5 +1,7 @@
 // `stoker upgrade`: a format-1 dataset (written here the way stoker 0.1's packer wrote it)
 // becomes a format-2 one with the same files, bytes, labels and classes, and keeps its chunks.
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +14,7 @@
 #include "format/snapshot_builder.h"
 #include "stoker/dataset.h"
 #include "storage/memory_storage.h"
+#include "storage/posix_storage.h"
 #include "testing/test_util.h"
 
 namespace stoker::dataset {
@@ -93,6 +96,23 @@ TEST(Upgrade, ANestedTreeSaysWhetherIndicesMoved) {
   }
   EXPECT_EQ(ds->FileAttributes(ds->Find("top.x").value()).value(),
             (std::vector<std::pair<std::string, std::string>>{{"kind", "x"}}));
+}
+
+TEST(Upgrade, ASnapshotOfTheWrongSizeIsRefusedBeforeItIsRead) {
+  // On a local disk: the snapshot grown (sparse) to 64 GiB. Mapping it before the size check
+  // faulted in 64 GiB; now the size is compared with the MANIFEST's first.
+  test::TempDir dir;
+  auto store = storage::NewPosixStorage(dir.path());
+  test::Tree tree;
+  tree.files["c/a.jpg"] = "a";
+  test::WriteFormat1(*store, tree, format::LabelMode::kFirstDirectory);
+  const format::Manifest manifest = ReadCurrentVersion(*store).value().value();
+  ASSERT_EQ(::truncate(dir.Join(manifest.snapshot_path).c_str(), off_t{64} << 30), 0);
+  auto opened = OpenSnapshot(*store, manifest, true);
+  ASSERT_FALSE(opened.has_value());
+  EXPECT_TRUE(opened.error().IsCorruption()) << opened.error().ToString();
+  EXPECT_NE(opened.error().message().find("68719476736 bytes, MANIFEST says"), std::string::npos)
+      << opened.error().ToString();
 }
 
 TEST(Upgrade, NothingToUpgradeIsNotFound) {

@@ -188,15 +188,22 @@ void ReadPipeline::State::Schedule() {
         ++ranges_in_flight;
       }
       const uint64_t length = range.length;
+      // The chunk is opened (its real size checked against the metadata's) before the buffer
+      // is allocated: a length the metadata alone states never sizes an allocation.
+      auto file = dataset->ChunkFile(range.chunk);
+      const bool readable = file && range.offset + length <= (*file)->Size();
       // The buffer gives its bytes back to the budget when the last sample using it is gone.
-      std::shared_ptr<std::byte[]> buffer(new std::byte[length],
+      std::shared_ptr<std::byte[]> buffer(readable ? new std::byte[length] : nullptr,
                                           [weak, length](std::byte* p) {
                                             delete[] p;
                                             Release(weak, length);
                                           });
-      auto file = dataset->ChunkFile(range.chunk);
-      if (!file) {
-        Complete(range, std::move(buffer), file.error());
+      if (!readable) {
+        Complete(range, std::move(buffer),
+                 file ? Status::Corruption(fmt::format("{}: bytes {}..{} are past its end ({})",
+                                                       dataset->view().ChunkName(range.chunk), range.offset,
+                                                       range.offset + length, (*file)->Size()))
+                      : file.error());
         continue;
       }
       auto shared_range = std::make_shared<Range>(std::move(range));

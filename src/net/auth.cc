@@ -1,6 +1,8 @@
 #include "net/auth.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
@@ -10,8 +12,6 @@
 
 #include <array>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "net/payload.h"
 
@@ -67,18 +67,42 @@ Status CheckSecret(std::string_view secret, std::string_view where) {
 }
 
 Result<std::string> LoadSecretFile(const std::string& path) {
-  // As ssh does with private keys: a secret others can read is no secret.
+  // Checked on the open file (no swap in between): a regular file of at most 64 KiB (a secret
+  // is tens of bytes; /dev/zero or a FIFO must not fill memory or hang), and, as ssh does with
+  // private keys, readable by its owner alone: a secret others can read is no secret.
+  constexpr size_t kMaxSecretFileBytes = 64 << 10;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return Err(Status::FromErrno(errno, "cannot read secret file " + path));
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    return Err(Status::InvalidArgument(fmt::format(
+  Status refused;
+  if (::fstat(fd, &st) != 0) {
+    refused = Status::FromErrno(errno, "cannot read secret file " + path);
+  } else if (!S_ISREG(st.st_mode)) {
+    refused = Status::InvalidArgument(fmt::format("secret file {} is not a regular file", path));
+  } else if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    refused = Status::InvalidArgument(fmt::format(
         "secret file {} is accessible by group or others (mode {:04o}): `chmod 600 {}`", path,
-        st.st_mode & 07777, path)));
+        st.st_mode & 07777, path));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Err(Status::InvalidArgument("cannot read secret file " + path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string secret = ss.str();
+  std::string secret;
+  if (refused.ok()) {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        refused = Status::FromErrno(errno, "cannot read secret file " + path);
+        break;
+      }
+      secret.append(buf, static_cast<size_t>(n));
+      if (secret.size() > kMaxSecretFileBytes) {
+        refused = Status::InvalidArgument(fmt::format(
+            "secret file {} is over {} bytes: not a secret", path, kMaxSecretFileBytes));
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (!refused.ok()) return Err(refused);
   if (!secret.empty() && secret.back() == '\n') secret.pop_back();
   if (!secret.empty() && secret.back() == '\r') secret.pop_back();
   STOKER_RETURN_IF_ERROR(CheckSecret(secret, "secret file " + path));

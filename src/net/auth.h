@@ -11,7 +11,8 @@
 
 namespace stoker::net {
 
-// Reads a secret file: the whole file, minus one trailing newline (echo adds it). InvalidArgument
+// Reads a secret file: the whole file, minus one trailing LF and then one trailing CR (echo adds
+// the LF, an editor on Windows the CR; docs/protocol.md, "The secret's bytes"). InvalidArgument
 // naming the file if it is shorter than kMinSecretBytes.
 Result<std::string> LoadSecretFile(const std::string& path);
 // The client's secret: $STOKER_SECRET_FILE, else $STOKER_SECRET; InvalidArgument if neither is

@@ -93,8 +93,15 @@ class RemoteStorage final : public Storage {
 
   Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override {
     STOKER_ASSIGN_OR_RETURN(const uint64_t size, client_->Stat(path));
-    std::vector<std::byte> bytes(size);
-    STOKER_RETURN_IF_ERROR(client_->Read(path, 0, bytes));
+    // Grown as the bytes arrive, not allocated from the size the server states.
+    constexpr uint64_t kPiece = 16 << 20;
+    std::vector<std::byte> bytes;
+    for (uint64_t done = 0; done < size;) {
+      const uint64_t n = std::min(kPiece, size - done);
+      bytes.resize(static_cast<size_t>(done + n));
+      STOKER_RETURN_IF_ERROR(client_->Read(path, done, std::span(bytes).subspan(done)));
+      done += n;
+    }
     return std::make_shared<HeapBytes>(std::move(bytes));
   }
 

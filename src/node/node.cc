@@ -210,12 +210,14 @@ Status Node::State::Fill(uint32_t index, std::span<std::byte> dst, bool from_pee
 Status Node::State::ProbePeer(size_t peer) {
   net::Client& client = *peer_probe[peer];
   STOKER_ASSIGN_OR_RETURN(const uint64_t size, client.Stat(format::kManifestPath));
-  std::string theirs(size, '\0');
+  // The size first: a peer's answer never sizes an allocation.
+  std::string theirs;
   if (size == manifest.size()) {
+    theirs.resize(size);
     STOKER_RETURN_IF_ERROR(client.Read(format::kManifestPath, 0,
                                        std::as_writable_bytes(std::span(theirs))));
   }
-  if (theirs != manifest) {
+  if (size != manifest.size() || theirs != manifest) {
     return Status::InvalidArgument(fmt::format(
         "peer {} serves another version of the dataset", client.Describe("")));
   }

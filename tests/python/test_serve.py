@@ -1,6 +1,7 @@
 """`stoker serve` as a subprocess, read through stoker:// URIs from the Python API."""
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
@@ -94,6 +95,19 @@ def test_serve_refuses_bad_configurations(tmp_path, stoker_cli, served):
                       "--secret-file", exposed, timeout=30)
     assert proc.returncode != 0 and "accessible by group or others (mode 0644)" in proc.stderr \
         and f"chmod 600 {exposed}" in proc.stderr, proc.stderr
+    # A FIFO must not hang the server, a huge file must not fill its memory.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)
+    proc = stoker_cli("serve", "--listen", "127.0.0.1:0", "--dataset", f"x={tmp_path / 'ds'}",
+                      "--secret-file", fifo, timeout=30)
+    assert proc.returncode != 0 and "not a regular file" in proc.stderr, proc.stderr
+    huge = tmp_path / "huge"
+    with open(huge, "wb") as f:
+        f.truncate(8 << 30)  # sparse: 8 GiB of zeros
+    huge.chmod(0o600)
+    proc = stoker_cli("serve", "--listen", "127.0.0.1:0", "--dataset", f"x={tmp_path / 'ds'}",
+                      "--secret-file", huge, timeout=30)
+    assert proc.returncode != 0 and "over 65536 bytes" in proc.stderr, proc.stderr
     port = uri.split(":")[2].split("/")[0]
     proc = stoker_cli("serve", "--listen", f"127.0.0.1:{port}", "--dataset",
                       f"x={tmp_path / 'ds'}", "--secret-file", tmp_path / "secret", timeout=30)
