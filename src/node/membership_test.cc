@@ -2,9 +2,12 @@
 #include "node/rendezvous.h"
 #include "testing/test_util.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -133,6 +136,30 @@ TEST(RendezvousTest, DaemonsStartedApartAgreeOnOnePeerList) {
   ASSERT_FALSE(lonely.has_value());
   EXPECT_EQ(lonely.error().code(), StatusCode::kTimeout);
   EXPECT_NE(lonely.error().message().find("1 of 2"), std::string::npos);
+}
+
+TEST(RendezvousTest, AStrayHugeFileIsRefusedWithoutReadingItAll) {
+  stoker::test::TempDir dir;
+  // One 2 GiB line (sparse: zeros) was read whole into memory before it was judged.
+  const std::string file = dir.Join("huge.peers");
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, off_t{2} << 30), 0);
+  ::close(fd);
+  auto huge = Rendezvous(file, Peers(1)[0], 1, std::chrono::seconds(1));
+  ASSERT_FALSE(huge.has_value());
+  EXPECT_NE(huge.error().message().find("a line over 300 bytes"), std::string::npos)
+      << huge.error().ToString();
+  // Many lines: reading stops at the first daemon too many.
+  const std::string many = dir.Join("many.peers");
+  {
+    std::ofstream out(many);
+    for (int i = 0; i < 100000; ++i) out << "10.1." << i / 250 << "." << i % 250 << ":7171\n";
+  }
+  auto crowded = Rendezvous(many, Peers(1)[0], 2, std::chrono::seconds(1));
+  ASSERT_FALSE(crowded.has_value());
+  EXPECT_NE(crowded.error().message().find("names 3 daemons, more than the 2"), std::string::npos)
+      << crowded.error().ToString();
 }
 
 }  // namespace

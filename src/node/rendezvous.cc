@@ -24,20 +24,35 @@ Result<std::vector<net::ServerAddress>> Rendezvous(const std::string& path,
   ::close(fd);
   if (!written) return Err(Status::FromErrno(write_errno, "append to rendezvous file " + path));
 
+  // A line is "host:port" (a host name is at most 253 bytes): anything longer is not one, and
+  // is refused without reading on, so a stray huge file cannot fill memory.
+  constexpr size_t kMaxLine = 300;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     std::map<std::string, net::ServerAddress> seen;  // sorted by "host:port"
     std::ifstream in(path);
     std::string entry;
-    while (std::getline(in, entry)) {
-      if (entry.empty()) continue;
+    const auto take_line = [&]() -> Status {
+      if (entry.empty()) return Status::OK();
       auto address = net::ParseServerAddress(entry);
       if (!address) {
-        return Err(Status::InvalidArgument(
-            fmt::format("rendezvous file {}: bad line '{}'", path, entry)));
+        return Status::InvalidArgument(fmt::format("rendezvous file {}: bad line '{}'", path, entry));
       }
       seen.emplace(address->ToString(), *address);
+      entry.clear();
+      return Status::OK();
+    };
+    for (char c; seen.size() <= expected && in.get(c);) {
+      if (c == '\n') {
+        STOKER_RETURN_IF_ERROR(take_line());
+      } else if (entry.size() == kMaxLine) {
+        return Err(Status::InvalidArgument(fmt::format(
+            "rendezvous file {}: a line over {} bytes: not host:port", path, kMaxLine)));
+      } else {
+        entry += c;
+      }
     }
+    if (seen.size() <= expected) STOKER_RETURN_IF_ERROR(take_line());  // one without a newline
     if (seen.size() > expected) {
       return Err(Status::InvalidArgument(fmt::format(
           "rendezvous file {} names {} daemons, more than the {} expected (a file left from "
