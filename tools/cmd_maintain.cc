@@ -45,28 +45,6 @@ int RunUpgrade(const std::string& uri, bool json) {
   return kExitOk;
 }
 
-// "90", "90s", "15m", "36h", "7d" -> seconds.
-Result<std::chrono::seconds> ParseDuration(const std::string& text) {
-  size_t end = 0;
-  uint64_t n = 0;
-  try {
-    n = std::stoull(text, &end);
-  } catch (const std::exception&) {
-    end = 0;
-  }
-  const std::string unit = end > 0 ? text.substr(end) : "?";
-  const uint64_t scale = unit.empty() || unit == "s" ? 1
-                         : unit == "m"               ? 60
-                         : unit == "h"               ? 3600
-                         : unit == "d"               ? 86400
-                                                     : 0;
-  if (scale == 0) {
-    return Err(Status::InvalidArgument(
-        fmt::format("'{}' is not a duration (a number with s, m, h or d)", text)));
-  }
-  return std::chrono::seconds(n * scale);
-}
-
 struct GcArgs {
   std::string dataset;
   uint64_t keep = 1;

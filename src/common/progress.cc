@@ -93,4 +93,21 @@ bool ParseByteSize(std::string_view text, uint64_t* out) {
   return true;
 }
 
+Result<std::chrono::seconds> ParseDuration(std::string_view text) {
+  uint64_t n = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  const std::string_view unit = ec == std::errc() ? std::string_view(ptr, text.data() + text.size())
+                                                  : std::string_view("?");
+  const uint64_t scale = unit.empty() || unit == "s" ? 1
+                         : unit == "m"               ? 60
+                         : unit == "h"               ? 3600
+                         : unit == "d"               ? 86400
+                                                     : 0;
+  if (scale == 0 || n > UINT32_MAX) {
+    return Err(Status::InvalidArgument(
+        fmt::format("'{}' is not a duration (a number with s, m, h or d)", text)));
+  }
+  return std::chrono::seconds(n * scale);
+}
+
 }  // namespace stoker

@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
+
+#include "stoker/status.h"
 
 namespace stoker {
 
@@ -35,5 +38,7 @@ std::string Counted(uint64_t n, std::string_view noun);
 std::string HumanDuration(double seconds);
 // Parses "65536", "64K", "64M", "1G", "64MiB" (binary multiples).
 bool ParseByteSize(std::string_view text, uint64_t* out);
+// Parses "90", "90s", "15m", "36h", "7d" into seconds; InvalidArgument naming the text.
+Result<std::chrono::seconds> ParseDuration(std::string_view text);
 
 }  // namespace stoker

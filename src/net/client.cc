@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include "net/client.h"
 
 #include <algorithm>
@@ -106,13 +108,32 @@ std::vector<size_t> Client::ServerOrder(std::string_view path) const {
 
 namespace {
 
+// The request's deadline, pushed back by `silence` each time bytes arrive.
+struct ProgressDeadline {
+  std::chrono::milliseconds silence;
+  Deadline at;
+  void Progressed() { at = After(silence); }
+};
+
+// RecvExact in pieces, each piece that arrives pushing the deadline back.
+Status RecvWithProgress(Socket& socket, std::span<std::byte> dst, ProgressDeadline& deadline) {
+  constexpr size_t kPiece = 1 << 20;
+  for (size_t done = 0; done < dst.size();) {
+    const size_t n = std::min(kPiece, dst.size() - done);
+    STOKER_RETURN_IF_ERROR(socket.RecvExact(dst.subspan(done, n), deadline.at));
+    deadline.Progressed();
+    done += n;
+  }
+  return Status::OK();
+}
+
 // Reads the answer to request `id`. A DATA answer of exactly data_into.size() bytes is received
 // straight into data_into (no copy); everything else into frame.payload.
-Status ReadAnswer(Connection& c, uint32_t id, std::span<std::byte> data_into, Deadline deadline,
-                  Frame* frame, bool* data_filled) {
+Status ReadAnswer(Connection& c, uint32_t id, std::span<std::byte> data_into,
+                  ProgressDeadline& deadline, Frame* frame, bool* data_filled) {
   *data_filled = false;
   std::array<std::byte, kHeaderSize> raw;
-  STOKER_RETURN_IF_ERROR(c.socket.RecvExact(raw, deadline));
+  STOKER_RETURN_IF_ERROR(RecvWithProgress(c.socket, raw, deadline));
   STOKER_ASSIGN_OR_RETURN(const FrameHeader h, DecodeHeader(raw, kMaxAnswerFrame));
   if (h.request_id != id) {
     return Status::Corruption("answer for request " + std::to_string(h.request_id) +
@@ -121,7 +142,7 @@ Status ReadAnswer(Connection& c, uint32_t id, std::span<std::byte> data_into, De
   frame->type = h.type;
   frame->request_id = h.request_id;
   if (frame->message_type() == MessageType::kData && h.length == data_into.size()) {
-    STOKER_RETURN_IF_ERROR(c.socket.RecvExact(data_into, deadline));
+    STOKER_RETURN_IF_ERROR(RecvWithProgress(c.socket, data_into, deadline));
     if (crc32c::Value(data_into) != h.payload_crc) {
       return Status::Corruption("DATA payload CRC mismatch (" + std::to_string(h.length) +
                                 " bytes)");
@@ -129,8 +150,8 @@ Status ReadAnswer(Connection& c, uint32_t id, std::span<std::byte> data_into, De
     *data_filled = true;
   } else {
     frame->payload.resize(h.length);
-    STOKER_RETURN_IF_ERROR(c.socket.RecvExact(
-        std::as_writable_bytes(std::span(frame->payload.data(), frame->payload.size())),
+    STOKER_RETURN_IF_ERROR(RecvWithProgress(
+        c.socket, std::as_writable_bytes(std::span(frame->payload.data(), frame->payload.size())),
         deadline));
     STOKER_RETURN_IF_ERROR(CheckPayload(h, frame->payload));
   }
@@ -150,7 +171,8 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
   Answer out;
   out.server = static_cast<int>(server);
   Status last;
-  for (int attempt = 0; attempt <= options_.retries; ++attempt) {
+  ProgressDeadline deadline{options_.request_timeout, After(options_.request_timeout)};
+  for (int attempt = 0; attempt <= options_.retries && Clock::now() < deadline.at; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(options_.retry_backoff * (1 << (attempt - 1)));
     // The first try may reuse an idle connection; retries always connect afresh, since the
     // failure suggests the idle ones are stale too (e.g. the server restarted).
@@ -163,9 +185,9 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
       }
     }
     if (conn == nullptr) {
-      const Deadline deadline = After(options_.connect_timeout);
-      auto socket = Connect(pool.address.host, pool.address.port, deadline);
-      Status st = socket ? ClientHandshake(*socket, secret_, deadline) : socket.error();
+      const Deadline connected_by = std::min(After(options_.connect_timeout), deadline.at);
+      auto socket = Connect(pool.address.host, pool.address.port, connected_by);
+      Status st = socket ? ClientHandshake(*socket, secret_, connected_by) : socket.error();
       if (!st.ok()) {
         // A wrong secret or version will not fix itself: no retry, no failover.
         if (!IsConnectionError(st.code())) {
@@ -180,8 +202,7 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
       conn->socket = std::move(*socket);
     }
     const uint32_t id = conn->next_id++;
-    const Deadline deadline = After(options_.request_timeout);
-    Status st = WriteFrame(conn->socket, type, id, payload, deadline);
+    Status st = WriteFrame(conn->socket, type, id, payload, deadline.at);
     const bool sent = st.ok();
     if (st.ok()) st = ReadAnswer(*conn, id, data_into, deadline, &out.frame, &out.data_filled);
     if (!st.ok()) {
@@ -204,8 +225,10 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
   out.connection_failure = true;
   out.status = Status(last.code() == StatusCode::kTimeout ? StatusCode::kTimeout
                                                           : StatusCode::kUnavailable,
-                      "server " + pool.name + " failed " + std::to_string(options_.retries + 1) +
-                          " tries: " + last.message());
+                      fmt::format("server {} failed every try (deadline: {:g} s without an "
+                                  "answer's bytes): {}",
+                                  pool.name, options_.request_timeout.count() / 1000.0,
+                                  last.message()));
   return out;
 }
 

@@ -24,9 +24,15 @@ namespace stoker::net {
 
 struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};  // TCP connect + handshake
-  std::chrono::milliseconds request_timeout{60000}; // one request: send until the whole answer
+  // The one deadline of every request (docs/protocol.md, "Deadlines"): a request fails with
+  // Timeout once the server has sent nothing for this long — counted from the request's start,
+  // and while a large answer streams in, from its latest bytes (a big read that progresses is
+  // never cut off). Retries share it. $STOKER_TIMEOUT ("30s", "2m", seconds) sets it for
+  // stoker:// URIs opened from the environment.
+  std::chrono::milliseconds request_timeout{30000};
   // A request that fails for connection reasons (reset, EOF, timeout, a broken frame) is tried
-  // again on a fresh connection this many times, after retry_backoff, doubling each time.
+  // again on a fresh connection this many times, after retry_backoff, doubling each time, while
+  // its deadline lasts.
   int retries = 3;
   std::chrono::milliseconds retry_backoff{10};
   // After a server failed every try, it is tried last for this long (others go first).

@@ -1,7 +1,11 @@
 #include "net/remote_storage.h"
 
+#include <cstdlib>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "common/progress.h"
 #include "common/unique_id.h"
 #include "net/auth.h"
 
@@ -163,7 +167,17 @@ Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri) {
   STOKER_ASSIGN_OR_RETURN(StokerUri parsed, ParseStokerUri(uri));  // bad URIs first
   auto secret = LoadSecretFromEnvironment();
   if (!secret) return Err(secret.error().WithContext("cannot open " + parsed.ToString()));
-  STOKER_ASSIGN_OR_RETURN(auto client, Client::Create(std::move(parsed), std::move(*secret)));
+  ClientOptions options;
+  if (const char* timeout = std::getenv("STOKER_TIMEOUT"); timeout != nullptr && *timeout != '\0') {
+    auto parsed_timeout = ParseDuration(timeout);
+    if (!parsed_timeout || parsed_timeout->count() == 0) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "$STOKER_TIMEOUT '{}': expected a positive duration such as 30s or 2m", timeout)));
+    }
+    options.request_timeout = *parsed_timeout;
+  }
+  STOKER_ASSIGN_OR_RETURN(auto client,
+                          Client::Create(std::move(parsed), std::move(*secret), options));
   return NewRemoteStorage(std::move(client));
 }
 

@@ -6,6 +6,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -82,6 +83,30 @@ def test_idle_metrics_clients_do_not_hold_up_a_scrape(served):
     finally:
         for s in idle:
             s.close()
+
+
+def test_a_frozen_server_times_out_at_the_one_deadline(served, tmp_path):
+    # SIGSTOP: connections are accepted by the kernel, nothing is answered. A client waited
+    # 4 tries x 60 s; now every request has one deadline ($STOKER_TIMEOUT, default 30 s) that
+    # its retries share.
+    uri, tree, proc, _ = served
+    path = sorted(tree)[0]
+    script = ("import stoker, sys\n"
+              "try:\n"
+              f"    stoker.Dataset({uri!r}).read({path!r})\n"
+              "except TimeoutError as e:\n"
+              "    print('TimeoutError', e); sys.exit(3)\n")
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        client = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                timeout=90, env={**os.environ, "STOKER_TIMEOUT": "2s"})
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    assert client.returncode == 3, client.stdout + client.stderr
+    assert "deadline: 2 s" in client.stdout
+    bad = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=90, env={**os.environ, "STOKER_TIMEOUT": "soon"})
+    assert "$STOKER_TIMEOUT 'soon'" in bad.stderr
 
 
 def test_wrong_or_missing_secret(served, monkeypatch):
