@@ -88,7 +88,9 @@ Flags ParseFlags(int argc, char** argv) {
       } else if (name == "epoch") {
         f.epoch = std::stoull(value);
       } else if (name == "budget") {
-        if (!ParseByteSize(value, &f.budget)) Die(fmt::format("bad --budget '{}'", value));
+        auto budget = ParseByteSize(value);
+        if (!budget) Die("--budget: " + budget.error().message());
+        f.budget = *budget;
       } else if (name == "io_depth") {
         f.io_depth = static_cast<uint32_t>(std::stoul(value));
       } else if (name == "engine") {
@@ -185,7 +187,9 @@ EpochResult RunDataset(const Flags& f) {
   uint64_t block = 0;
   if (f.block == "auto") {
     block = loader::ChooseShuffleUnit(*dataset, f.window, 256).value().block_bytes;
-  } else if (!ParseByteSize(f.block, &block)) {
+  } else if (auto size = ParseByteSize(f.block); size) {
+    block = *size;
+  } else {
     Die(fmt::format("bad --block '{}' (auto, 0, or a size)", f.block));
   }
   sampler_options.window_chunks = f.window;

@@ -139,7 +139,7 @@ void RegisterMount(CLI::App& app, int& exit_code) {
   cmd->add_option("--buffer-limit", args->buffer_limit,
                   "files up to this size are read whole into memory on their first read; "
                   "larger ones are checked by streaming, then read in place (e.g. 64MiB)")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(ByteSize())
       ->capture_default_str();
   cmd->add_option("-o", args->fuse_options,
                   "more FUSE mount options, as for mount -o (e.g. -o debug); repeatable");

@@ -156,13 +156,13 @@ void RegisterNode(CLI::App& app, int& exit_code) {
                   "unix socket for the trainers (default /run/stoker/JOB.sock)");
   cmd->add_option("--memory-limit", args->memory_limit,
                   "hard cap on cached chunk bytes (e.g. 8G)")
-      ->transform(CLI::AsSizeValue(false))
+      ->transform(ByteSize())
       ->capture_default_str();
   cmd->add_option("--disk-dir", args->disk_dir,
                   "local directory for a disk tier below the memory cache (chunks are kept in "
                   "DIR/JOB and survive a daemon restart)");
   cmd->add_option("--disk-limit", args->disk_limit, "bytes the disk tier may hold (e.g. 500G)")
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(ByteSize());
   cmd->add_option("--secret-file", args->secret_file,
                   "file holding the shared secret (default: $STOKER_SECRET_FILE or "
                   "$STOKER_SECRET)");

@@ -16,7 +16,7 @@ namespace {
 
 struct PackArgs {
   std::vector<std::string> paths;  // SRC... DST
-  std::string chunk_size = "64MiB";
+  uint64_t chunk_bytes = uint64_t{64} << 20;
   bool append = false;
   std::string labels = "auto";
   int threads = 0;
@@ -26,7 +26,7 @@ struct PackArgs {
   std::string order = "shuffled";
   std::string layout = "auto";
   uint64_t order_seed = 0;
-  std::string mix_memory = "2GiB";
+  uint64_t mix_memory_bytes = uint64_t{2} << 30;
   std::string part;  // "K/N", "K", or "env" (Slurm array / Kubernetes Indexed Job)
   std::string job;
 };
@@ -82,15 +82,9 @@ int RunPack(const PackArgs& args) {
   const std::string dst = args.paths.back();
   const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
   dataset::PackOptions options;
-  if (!ParseByteSize(args.chunk_size, &options.chunk_bytes)) {
-    std::fprintf(stderr, "stoker pack: bad --chunk-size '%s' (e.g. 64MiB)\n", args.chunk_size.c_str());
-    return kExitUsage;
-  }
+  options.chunk_bytes = args.chunk_bytes;
   options.append = args.append;
-  if (!ParseByteSize(args.mix_memory, &options.mix_memory_bytes)) {
-    std::fprintf(stderr, "stoker pack: bad --mix-memory '%s' (e.g. 8GiB)\n", args.mix_memory.c_str());
-    return kExitUsage;
-  }
+  options.mix_memory_bytes = args.mix_memory_bytes;
   if (!args.attributes_file.empty()) {
     if (Status st = LoadAttributes(args.attributes_file, &options); !st.ok()) {
       PrintError("pack", st);
@@ -124,13 +118,7 @@ int RunPack(const PackArgs& args) {
     return kExitError;
   }
   ProgressBar bar("pack", !args.quiet && !args.json);
-  options.progress = [&](const dataset::PackProgress& p) {
-    if (p.files_total > 0) {
-      bar.Update(p.files_done, p.files_total, p.bytes_done);
-    } else {
-      bar.Update(p.source_bytes_done >> 20, p.source_bytes_total >> 20, p.bytes_done, "MiB read");
-    }
-  };
+  options.progress = dataset::ShowProgressOn(bar);
   auto summary = dataset::Pack(**source, **storage, options);
   bar.Finish();
   if (!summary) {
@@ -191,8 +179,8 @@ void RegisterPack(CLI::App& app, int& exit_code) {
   cmd->add_option("paths", args->paths, "SRC... DST: one directory, or tar files; then the dataset")
       ->required()
       ->expected(2, -1);
-  cmd->add_option("--chunk-size", args->chunk_size, "target chunk file size")
-      ->capture_default_str();
+  cmd->add_option("--chunk-size", args->chunk_bytes, "target chunk file size (default 64MiB)")
+      ->transform(ByteSize());
   cmd->add_flag("--append", args->append, "add the files to DST as a new version");
   cmd->add_option("--labels", args->labels, "auto: from the first directory level or .cls members")
       ->check(CLI::IsMember({"auto", "none"}))
@@ -212,10 +200,10 @@ void RegisterPack(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--order-seed", args->order_seed, "seed of --order shuffled")
       ->capture_default_str();
-  cmd->add_option("--mix-memory", args->mix_memory,
+  cmd->add_option("--mix-memory", args->mix_memory_bytes,
                   "tar input to S3, --order shuffled: memory for the part buffers of the chunks "
-                  "filled at once (32 MiB each; 2GiB: 64 chunks, 8GiB: 256)")
-      ->capture_default_str();
+                  "filled at once (32 MiB each; default 2GiB: 64 chunks, 8GiB: 256)")
+      ->transform(ByteSize());
   cmd->add_option("--attributes", args->attributes_file,
                   "JSON Lines file of per-file attributes: {\"path\": ..., \"key\": \"value\"}");
   cmd->add_option("--part", args->part,

@@ -122,7 +122,8 @@ void RegisterServe(CLI::App& app, int& exit_code) {
                 "accept writes into the --dataset/--root directories (pack, --append, commit, "
                 "compact, gc over stoker://); a --dataset directory may then be empty");
   cmd->add_option("--memory-limit", args->memory_limit,
-                  "bytes of answer buffers over all connections")
+                  "answer buffers over all connections (e.g. 1GiB)")
+      ->transform(ByteSize())
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = RunServe(*args); });
 }

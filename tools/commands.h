@@ -2,7 +2,12 @@
 // set the process exit code through `exit_code`. Mains stay thin: the work is in the libraries.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include <CLI/CLI.hpp>
+
+#include "common/progress.h"
 
 namespace stoker::cli {
 
@@ -11,6 +16,20 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;    // the operation failed (message on stderr)
 inline constexpr int kExitUsage = 2;    // bad command line
 inline constexpr int kExitCorrupt = 3;  // verify found corruption
+
+// The one syntax of sizes on the command line, as everywhere (common/progress.h ParseByteSize):
+// plain bytes or a binary multiple, "65536", "64K", "64MiB", "48G", "2T". Turns the option's
+// text into plain bytes for the uint64_t it fills.
+inline CLI::Validator ByteSize() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const Result<uint64_t> bytes = ParseByteSize(text);
+        if (!bytes) return bytes.error().message();
+        text = std::to_string(*bytes);
+        return {};
+      },
+      "SIZE");
+}
 
 void RegisterPack(CLI::App& app, int& exit_code);
 void RegisterUpgrade(CLI::App& app, int& exit_code);  // cmd_maintain.cc

@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import importlib
 
-from ._core import CorruptionError, Dataset, Sampler, pack, shuffle_report, shuffle_unit, verify
+from ._core import (CorruptionError, Dataset, Sampler, byte_size, pack, shuffle_report,
+                    shuffle_unit, verify)
 from .image_loader import ImageLoader
 from .loader import Loader
 
 __version__ = "0.1.0"
-__all__ = ["CorruptionError", "Dataset", "ImageLoader", "Loader", "Sampler", "pack", "shuffle_report", "shuffle_unit", "verify",
-           "__version__"]
+__all__ = ["CorruptionError", "Dataset", "ImageLoader", "Loader", "Sampler", "byte_size", "pack",
+           "shuffle_report", "shuffle_unit", "verify", "__version__"]
 
 
 def __getattr__(name: str):

@@ -47,6 +47,17 @@ def _triple(value: Sequence[float], name: str) -> tuple[float, float, float]:
     return float(value[0]), float(value[1]), float(value[2])
 
 
+def _require_torch() -> None:
+    """Batches are torch tensors: without PyTorch, say so when the loader is made, not at its
+    first batch."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            "stoker.ImageLoader yields torch tensors and needs PyTorch: "
+            "pip install 'stoker[torch]' (or a torch build of your choice, e.g. for CUDA)") from e
+
+
 class ImageLoader(_Stream):
     """Batches of (images, labels) torch tensors from one rank's share of a packed image dataset.
 
@@ -103,10 +114,11 @@ class ImageLoader(_Stream):
                  threads: int | None = None, prefetch_batches: int = 2,
                  on_error: str = "raise", dct_scaling: bool = True,
                  max_pixels: int = 1 << 26, rank: int | None = None,
-                 world_size: int | None = None, memory_budget: int | None = None,
+                 world_size: int | None = None, memory_budget: int | str | None = None,
                  io_depth: int = 8, pin_memory: bool | None = None,
                  batch_transform: Callable[[Any, Any], Any] | None = None,
                  block_size: int | None = None) -> None:
+        _require_torch()
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if on_error not in _ON_ERROR:

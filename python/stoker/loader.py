@@ -27,7 +27,7 @@ import os
 import warnings
 from typing import Any, Callable, Iterator
 
-from ._core import Dataset, ReadPipeline, Sampler, shuffle_unit
+from ._core import Dataset, ReadPipeline, Sampler, byte_size, shuffle_unit
 
 _MODES = ("sequential", "full", "chunk")
 # Keys of state_dict() that decide the epoch's order: a state is only meaningful for a loader
@@ -313,10 +313,13 @@ class _Stream:
         self._explicit_epoch = False
         self._pass += 1
 
-    def _read_budget(self, ds: Dataset, memory_budget: int | None) -> int:
-        """The read pipeline's memory budget: `memory_budget` if given, else enough to read a
-        whole window of chunks while the previous one is consumed (the read pipeline plans in
-        segments of half its budget, docs/decisions/0004)."""
+    def _read_budget(self, ds: Dataset, memory_budget: int | str | None) -> int:
+        """The read pipeline's memory budget: `memory_budget` if given (bytes, or text like
+        "512MiB" as the CLI takes sizes), else enough to read a whole window of chunks while the
+        previous one is consumed (the read pipeline plans in segments of half its budget,
+        docs/decisions/0004)."""
+        if memory_budget is not None:
+            memory_budget = byte_size(memory_budget, "memory_budget")
         # A window holds at most every chunk: a dataset of 3 chunks needs no budget for 16.
         window = min(self._window, max(1, ds.num_chunks)) if self._shuffle == "chunk" else 1
         whole_windows = 2 * window * ds.largest_chunk_bytes
@@ -392,7 +395,7 @@ class Loader(_Stream):
                  batch_size: int | None = None, shuffle: str = "chunk", seed: int = 0,
                  window: int = 16, drop_last: bool = False, transform: Callable | None = None,
                  collate: Callable | None = None, rank: int | None = None,
-                 world_size: int | None = None, memory_budget: int | None = None,
+                 world_size: int | None = None, memory_budget: int | str | None = None,
                  io_depth: int = 8, block_size: int | None = None) -> None:
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be at least 1 (or None for single samples)")

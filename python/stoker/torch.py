@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 import torch.utils.data
 
 from .loader import _identity, _Stream, reopen_dataset
-from ._core import Dataset, ReadPipeline
+from ._core import Dataset, ReadPipeline, byte_size
 
 
 def _worker() -> tuple[int, int]:
@@ -73,7 +73,7 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
                  seed: int = 0, window: int = 16, drop_last: bool = False,
                  transform: Callable | None = None, rank: int | None = None,
                  world_size: int | None = None, loader_batch_size: int = 1,
-                 memory_budget: int = 256 << 20, block_size: int | None = None) -> None:
+                 memory_budget: int | str = 256 << 20, block_size: int | None = None) -> None:
         if loader_batch_size < 1:
             raise ValueError("loader_batch_size must be at least 1")
         _Stream.__init__(self, uri, shuffle=shuffle, seed=seed, window=window,
@@ -81,7 +81,7 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
                          world_size=world_size, block_size=block_size)
         self._block = int(loader_batch_size)
         # Per DataLoader worker: each worker runs its own read pipeline over its share.
-        self._memory_budget = int(memory_budget)
+        self._memory_budget = byte_size(memory_budget, "memory_budget")
         self._worker_skip = 0  # samples of its own share a worker skips (per-worker resume)
 
     def __len__(self) -> int:

@@ -74,7 +74,9 @@ std::string HumanDuration(double seconds) {
   return h > 0 ? fmt::format("{}:{:02}:{:02}", h, m, s) : fmt::format("{}:{:02}", m, s);
 }
 
-bool ParseByteSize(std::string_view text, uint64_t* out) {
+namespace {
+
+bool ParseSizeText(std::string_view text, uint64_t* out) {
   uint64_t value = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr == text.data()) return false;
@@ -87,10 +89,23 @@ bool ParseByteSize(std::string_view text, uint64_t* out) {
   else if (suffix == "K") shift = 10;
   else if (suffix == "M") shift = 20;
   else if (suffix == "G") shift = 30;
+  else if (suffix == "T") shift = 40;
   else return false;
   if (shift > 0 && value > (UINT64_MAX >> shift)) return false;
   *out = value << shift;
   return true;
+}
+
+}  // namespace
+
+Result<uint64_t> ParseByteSize(std::string_view text) {
+  uint64_t bytes = 0;
+  if (!ParseSizeText(text, &bytes)) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "'{}' is not a size (bytes, or a whole number with K, M, G or T: 65536, 64MiB, 48G)",
+        text)));
+  }
+  return bytes;
 }
 
 Result<std::chrono::seconds> ParseDuration(std::string_view text) {

@@ -36,8 +36,9 @@ std::string HumanBytes(uint64_t bytes);
 std::string Counted(uint64_t n, std::string_view noun);
 // "1:02:03" / "2:03"
 std::string HumanDuration(double seconds);
-// Parses "65536", "64K", "64M", "1G", "64MiB" (binary multiples).
-bool ParseByteSize(std::string_view text, uint64_t* out);
+// Parses "65536", "64K", "64M", "1G", "64MiB", "2T" (binary multiples; "MB" is MiB too): the
+// one syntax of sizes in the CLI and the Python API. InvalidArgument naming the text.
+Result<uint64_t> ParseByteSize(std::string_view text);
 // Parses "90", "90s", "15m", "36h", "7d" into seconds; InvalidArgument naming the text.
 Result<std::chrono::seconds> ParseDuration(std::string_view text);
 

@@ -285,6 +285,16 @@ Result<StorageOrder> ParseStorageOrder(std::string_view name) {
       fmt::format("order must be 'shuffled' (mixed, the default) or 'path', not '{}'", name)));
 }
 
+std::function<void(const PackProgress&)> ShowProgressOn(ProgressBar& bar) {
+  return [&bar](const PackProgress& p) {
+    if (p.files_total > 0) {
+      bar.Update(p.files_done, p.files_total, p.bytes_done);
+    } else {
+      bar.Update(p.source_bytes_done >> 20, p.source_bytes_total >> 20, p.bytes_done, "MiB read");
+    }
+  };
+}
+
 void SetStorageOrder(StorageOrder order, uint64_t seed, DirectorySourceOptions* source,
                      PackOptions* pack) {
   const bool mixed = order == StorageOrder::kMixed;

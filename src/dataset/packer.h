@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/external_sorter.h"
+#include "common/progress.h"
 #include "dataset/source.h"
 #include "stoker/storage.h"
 
@@ -90,6 +91,10 @@ struct PackSummary {
 };
 
 Result<PackSummary> Pack(PackSource& source, Storage& destination, const PackOptions& options);
+
+// PackOptions::progress for a terminal (`stoker pack`, `stoker.pack`): `bar` shows files packed
+// of the total when known, else MiB of input read (tar shards).
+std::function<void(const PackProgress&)> ShowProgressOn(ProgressBar& bar);
 
 // Where files land in chunks (`stoker pack --order`; the CLI's and stoker.pack's default is
 // kMixed; PackOptions and DirectorySourceOptions alone give input order).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import pty
 import random
 import shutil
 import signal
@@ -102,6 +103,28 @@ def metadata_files(dataset: Path) -> dict[str, dict[str, bytes]]:
         d = dataset / sub
         out[sub] = {p.name: p.read_bytes() for p in sorted(d.iterdir())} if d.is_dir() else {}
     return out
+
+
+def run_on_pty(argv: list[str]) -> tuple[int, str]:
+    """Runs argv with stderr on a pseudo-terminal; returns (exit code, what the terminal got)."""
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=follower)
+    finally:
+        os.close(follower)
+    out = b""
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    os.close(leader)
+    proc.stdout.read()
+    return proc.wait(timeout=120), out.decode(errors="replace")
 
 
 class Runner:

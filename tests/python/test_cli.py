@@ -4,7 +4,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import pty
 import subprocess
 from pathlib import Path
 
@@ -12,7 +11,8 @@ import pytest
 
 import stoker
 
-from conftest import chunk_files, dataset_contents, make_tree, metadata_files, write_tar
+from conftest import (chunk_files, dataset_contents, make_tree, metadata_files, run_on_pty,
+                      write_tar)
 
 EXIT_ERROR, EXIT_CORRUPT = 1, 3
 
@@ -265,28 +265,6 @@ def test_append_keeps_old_chunks_byte_identical(packed, tmp_path, stoker_cli):
     for path, data in [*files.items()][::9] + [*more.items()][::5]:
         assert stoker_cli("cat", dst, path, binary=True, check=True).stdout == data
     assert json.loads(stoker_cli("verify", dst, "--json", check=True).stdout)["ok"]
-
-
-def run_on_pty(argv: list[str]) -> tuple[int, str]:
-    """Runs argv with stderr on a pseudo-terminal; returns (exit code, what the terminal got)."""
-    leader, follower = pty.openpty()
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=follower)
-    finally:
-        os.close(follower)
-    out = b""
-    while True:
-        try:
-            data = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        out += data
-    os.close(leader)
-    proc.stdout.read()
-    return proc.wait(timeout=120), out.decode(errors="replace")
 
 
 def test_progress_bar_only_on_a_tty(tmp_path, tree, stoker_exe, stoker_cli):
