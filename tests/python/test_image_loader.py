@@ -120,6 +120,43 @@ def test_pixels_match_torchvision_semantics(photos, train):
     print("max abs difference vs PIL:", worst)
 
 
+def torchvision_validation(data: bytes, resize: int, size: tuple[int, int]) -> np.ndarray:
+    """torchvision's Resize(resize) + CenterCrop(size) with the PIL backend, as they compute it:
+    the whole image resized, then a crop of whole pixels."""
+    im = Image.open(io.BytesIO(data)).convert("RGB")
+    w, h = im.size
+    if w <= h:
+        rw, rh = resize, int(resize * h / w)
+    else:
+        rw, rh = int(resize * w / h), resize
+    resized = im.resize((rw, rh), Image.BILINEAR)
+    top, left = int(round((rh - size[0]) / 2.0)), int(round((rw - size[1]) / 2.0))
+    return np.asarray(resized.crop((left, top, left + size[1], top + size[0])))
+
+
+def test_validation_differs_from_resize_then_center_crop_by_at_most_one_level(photos):
+    # What docs/augment.md states: validation resamples only the centre crop's box of the
+    # source (PIL's resize with a float box), not the whole image; the box's corners are
+    # rounded to float, so a few filter windows shift by a fraction of a pixel's width and
+    # some values move by one level, never more.
+    uri, _ = photos
+    ds = stoker.Dataset(uri)
+    loader = stoker.ImageLoader(uri, batch_size=8, train=False, size=(48, 64), resize=72,
+                                dtype="uint8", layout="NHWC", shuffle="sequential",
+                                dct_scaling=False)
+    images, _ = all_batches(loader)
+    order = sorted(range(len(ds)), key=lambda i: (ds.stat(i)["chunk_index"], i))
+    differing = total = 0
+    for position, sample in enumerate(order):
+        expected = torchvision_validation(ds[sample][0], 72, (48, 64))
+        diff = np.abs(images[position].astype(int) - expected.astype(int))
+        assert diff.max() <= 1, f"{ds[sample][2]}: max diff {diff.max()}"
+        differing += int((diff > 0).sum())
+        total += diff.size
+    print(f"values differing from Resize+CenterCrop by one level: {differing / total:.4%}")
+    assert differing / total < 0.01
+
+
 def test_float_output_is_the_normalized_uint8(photos):
     uri, _ = photos
     common = dict(batch_size=10, size=40, shuffle="sequential", seed=1)
