@@ -1,9 +1,11 @@
 #include "s3/s3_client.h"
 
+#include <charconv>
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -200,6 +202,11 @@ S3ClientStats S3Client::stats() const {
 
 namespace {
 
+constexpr size_t kMaxErrorBody = 1 << 20;
+// Answers without a Content-Length are listings (a page of 1,000 keys is ~300 KB); objects
+// always come with one.
+constexpr uint64_t kMaxUndeclaredBody = 64ull << 20;
+
 // What the curl callbacks fill in.
 struct Transfer {
   CURL* curl = nullptr;
@@ -218,8 +225,24 @@ size_t OnData(char* data, size_t size, size_t n, void* user) {
   const size_t len = size * n;
   long status = 0;
   curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
-  if (!t->has_into || status >= 300) {
-    if (t->body.size() < (64u << 20) || t->has_into == false) t->body.append(data, len);
+  if (status >= 300) {  // an error body: its first MiB names the error, the rest is dropped
+    if (t->body.size() < kMaxErrorBody) t->body.append(data, std::min(len, kMaxErrorBody - t->body.size()));
+    return len;
+  }
+  if (!t->has_into) {
+    // Grown as the bytes arrive, and never past what the answer declared (or, undeclared, a
+    // listing's or small file's worth): an endpoint that streams on forever is cut off.
+    auto declared = t->headers.find("content-length");
+    uint64_t limit = kMaxUndeclaredBody;
+    if (declared != t->headers.end()) {
+      (void)std::from_chars(declared->second.data(),
+                            declared->second.data() + declared->second.size(), limit);
+    }
+    if (t->body.size() + len > limit) {
+      t->overflow = true;
+      return 0;  // aborts the transfer
+    }
+    t->body.append(data, len);
     return len;
   }
   if (t->received + len > t->into.size()) {
@@ -353,8 +376,11 @@ Result<S3Client::Response> S3Client::CallOnce(const Request& r, bool* retryable)
   }
   ReturnHandle(curl);
   if (t.overflow) {
-    return Err(Status::IOError(fmt::format("{}: the server sent more than the {} bytes asked for",
-                                           where, r.into.size())));
+    return Err(Status::IOError(
+        t.has_into ? fmt::format("{}: the server sent more than the {} bytes asked for", where,
+                                 r.into.size())
+                   : fmt::format("{}: the server sent more than it declared (Content-Length), "
+                                 "or over {} bytes undeclared", where, kMaxUndeclaredBody)));
   }
   Response response{status, std::move(t.body), std::move(t.headers)};
   if (status >= 300 || (status == 200 && r.body.size() > 0 && r.method == "POST" &&
@@ -441,7 +467,14 @@ Result<uint64_t> S3Client::HeadObject(const std::string& bucket, const std::stri
   if (it == response.headers.end()) {
     return Err(Status::IOError(fmt::format("HEAD s3://{}/{}: no Content-Length", bucket, key)));
   }
-  return std::stoull(it->second);
+  uint64_t size = 0;
+  const std::string& text = it->second;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), size);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    return Err(Status::IOError(fmt::format("HEAD s3://{}/{}: Content-Length '{}' is not a size",
+                                           bucket, key, text)));
+  }
+  return size;
 }
 
 Status S3Client::PutObject(const std::string& bucket, const std::string& key,
@@ -532,7 +565,13 @@ Result<ObjectListing> S3Client::List(const std::string& bucket, const std::strin
     if (!delimiter.empty()) r.query.emplace_back("delimiter", delimiter);
     if (!token.empty()) r.query.emplace_back("continuation-token", token);
     STOKER_ASSIGN_OR_RETURN(Response response, Call(r));
-    STOKER_ASSIGN_OR_RETURN(token, ParseListPage(response.body, &out));
+    STOKER_ASSIGN_OR_RETURN(std::string next, ParseListPage(response.body, &out));
+    if (!next.empty() && next == token) {  // it would never end (and never stop growing)
+      return Err(Status::IOError(fmt::format(
+          "listing s3://{}/{}: the endpoint repeats its continuation token '{}'", bucket, prefix,
+          next)));
+    }
+    token = std::move(next);
   } while (!token.empty());
   return out;
 }
