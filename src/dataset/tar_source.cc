@@ -101,8 +101,16 @@ class TarSource final : public PackSource {
         return std::optional<SourceItem>(
             SourceItem{std::move(path), {}, std::move(stream), static_cast<uint64_t>(size)});
       }
-      SourceItem item{std::move(path), std::vector<std::byte>(static_cast<size_t>(size)), nullptr, 0};
-      STOKER_RETURN_IF_ERROR(stream->ReadExactly(item.bytes));
+      // Smaller ones are held in memory, grown as their bytes arrive (a 100-byte .tar.gz may
+      // declare a 64 MiB member): what is allocated is what the archive really holds.
+      SourceItem item{std::move(path), {}, nullptr, 0};
+      constexpr uint64_t kPiece = 1 << 20;
+      for (uint64_t done = 0; done < static_cast<uint64_t>(size);) {
+        const uint64_t n = std::min<uint64_t>(kPiece, static_cast<uint64_t>(size) - done);
+        item.bytes.resize(static_cast<size_t>(done + n));
+        STOKER_RETURN_IF_ERROR(stream->ReadExactly(std::span(item.bytes).subspan(done)));
+        done += n;
+      }
       return std::optional<SourceItem>(std::move(item));
     }
   }

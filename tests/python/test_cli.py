@@ -1,10 +1,13 @@
 """End-to-end tests of the installed `stoker` CLI: pack, ls, stat, cat, info, verify."""
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
 import subprocess
+import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -172,6 +175,27 @@ def test_hostile_tar_member_names(tmp_path, stoker_cli, member):
     proc = stoker_cli("pack", shard, tmp_path / "ds")
     assert_rejected(proc, member, tmp_path / "ds")
     assert str(shard) in proc.stderr
+
+
+def test_a_member_that_declares_more_than_the_archive_holds(tmp_path, stoker_exe):
+    # 10 bytes of a member that declares 60 MiB, gzipped to ~100 bytes: the pack fails naming
+    # it, and its memory follows the bytes that exist, not the declared size (it used to
+    # allocate and zero all 60 MiB first).
+    info = tarfile.TarInfo("s/big.jpg")
+    info.size = 60 << 20
+    shard = tmp_path / "liar.tar.gz"
+    shard.write_bytes(gzip.compress(info.tobuf() + b"0123456789"))
+    probe = ("import resource, subprocess, sys\n"
+             "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+             "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+             "print(p.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", probe, stoker_exe, "pack", str(shard),
+                          str(tmp_path / "ds")], capture_output=True, text=True, timeout=120)
+    first, stderr = out.stdout.split("\n", 1)
+    rc, peak_kib = map(int, first.split())
+    assert rc == 1 and "s/big.jpg" in stderr, stderr
+    assert peak_kib < 40 * 1024, f"stoker pack peaked at {peak_kib} KiB"
+    assert not (tmp_path / "ds" / "versions").exists()
 
 
 def test_duplicate_member_across_shards(tmp_path, stoker_cli):
