@@ -182,6 +182,14 @@ Status Segment::Load() {
                                  sections_[kind].present ? "is unexpected" : "is missing"));
     }
   }
+  // Every file costs at least 7 bytes of location (§3.2: varint position, varint length, CRC,
+  // varint label) and 3 of its files-table entry: a footer that counts more files than its
+  // sections could hold is refused here, before anything is sized by the count.
+  if (sections_[kSegLocations].size / 7 < info_.file_count ||
+      sections_[kSegFiles].size / 3 < info_.file_count) {
+    return Corrupt(fmt::format("the footer counts {} files, more than its sections could hold",
+                               info_.file_count));
+  }
   for (std::string* key : {&info_.first_key, &info_.last_key}) {
     const auto n = c.Fixed<uint32_t>();
     key->assign(c.Bytes(n));

@@ -24,6 +24,10 @@ inline constexpr uint64_t kSegmentSectionRecordSize = 32;
 // Entries per block in every block table, index block and group: small enough that a lookup
 // decodes ~4 KiB, large enough that a top index holds one record per 65,536 entries.
 inline constexpr uint64_t kBlockEntries = 256;
+// The longest key of a keyed table (§3.3, §7): paths (at most 4,096 bytes, as Linux's PATH_MAX)
+// and attribute keys (8 bytes + the name). Readers refuse longer ones before building them, so a
+// block of B entries decodes to at most B × 64 KiB however its prefixes are shared.
+inline constexpr uint64_t kMaxKeyBytes = 65536;
 // Format 2's index record: u64 block offset, u32 key offset, u32 key length.
 inline constexpr uint64_t kIndexRecordSize = 16;
 // Format 3's top index of a keyed table: per index block, u64 its offset, u64 the offset of its

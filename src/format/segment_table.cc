@@ -25,7 +25,10 @@ std::optional<std::vector<Segment::Table::Entry>> DecodeBlock(std::string_view b
     const std::string_view suffix = c.Bytes(unshared);
     const uint64_t value_size = c.Varint();
     const std::string_view value = c.Bytes(value_size);
-    if (!c.ok || (i == 0 ? shared != 0 : shared > out[i - 1].key.size())) return std::nullopt;
+    if (!c.ok || (i == 0 ? shared != 0 : shared > out[i - 1].key.size()) ||
+        shared + suffix.size() > kMaxKeyBytes) {
+      return std::nullopt;
+    }
     if (i > 0) out[i].key.assign(out[i - 1].key, 0, shared);
     out[i].key.append(suffix);
     out[i].value.assign(value);

@@ -288,6 +288,27 @@ TEST(Segment, DamageInAnyFormat3GroupIsCaught) {
   EXPECT_EQ(flipped, 6);
 }
 
+TEST(Segment, AFooterCountingMoreFilesThanItsSectionsHoldIsRefusedAtOpen) {
+  const std::string original = BuildSegment(SpecFor(TreePaths(300), 3)).value();
+  ASSERT_NE(OpenOrDie(&original), nullptr);
+  // The same segment whose footer says 65,536 files (still one top-index record), its CRC
+  // recomputed. (The location index's size, tied to the count, caught this one before too; the
+  // check at open also holds when a crafted segment has a location index to match.)
+  std::string bytes = original;
+  const uint64_t footer_offset = coding::DecodeFixed<uint64_t>(bytes.data() + bytes.size() - 32);
+  const uint64_t footer_size = coding::DecodeFixed<uint64_t>(bytes.data() + bytes.size() - 24);
+  for (const size_t field : {16, 32}) {  // file count, sample count
+    coding::EncodeFixed<uint64_t>(bytes.data() + footer_offset + field, 65536);
+  }
+  coding::EncodeFixed<uint32_t>(bytes.data() + bytes.size() - 16,
+                                crc32c::Value(bytes.data() + footer_offset, footer_size));
+  auto seg = Segment::Open(std::make_shared<StringFile>(&bytes), "inflated.seg");
+  ASSERT_FALSE(seg.has_value());
+  EXPECT_TRUE(seg.error().IsCorruption()) << seg.error().ToString();
+  EXPECT_NE(seg.error().message().find("counts 65536 files"), std::string::npos)
+      << seg.error().ToString();
+}
+
 // Each location names its sample and, on the sample's first file, its file count, as the
 // samples section says; each chunk record counts the samples whose first file it holds.
 void ExpectLocationsSayTheirSamples(const Segment& seg) {
@@ -405,6 +426,19 @@ TEST(SegmentBuilder, StreamsThroughSortedRunsToTheSameBytes) {
   numbering.dir_labels = {7, 3, 9};  // no class 9: first_label 7 + 2 classes
   InMemorySegmentSink bad;
   EXPECT_EQ(builder.Write(numbering, bad).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SegmentBuilder, KeysOverTheLimitAreRefused) {
+  // An attribute key is 8 bytes + the name: a name of 64 KiB would make a key readers refuse.
+  SegmentBuilder builder(SortOptions{DefaultSpoolDir(), 1 << 20});
+  const std::vector<Attribute> attributes = {{std::string(kMaxKeyBytes, 'k'), "v"}};
+  ASSERT_TRUE(builder.Add({"a", 0, 0, 1, 0, -1, attributes}).ok());
+  std::vector<ChunkInfo> chunks(1);
+  chunks[0].entry_count = 1;
+  chunks[0].file_size = kChunkHeaderSize + 1 + kChunkFooterSize + kChunkIndexEntrySize;
+  const Status sealed = builder.Seal(chunks, Grouping::kFiles);
+  ASSERT_EQ(sealed.code(), StatusCode::kInvalidArgument) << sealed.ToString();
+  EXPECT_NE(sealed.message().find("at most 65536"), std::string::npos) << sealed.ToString();
 }
 
 TEST(SegmentBuilder, NamesADuplicateFoundWhileMergingRuns) {

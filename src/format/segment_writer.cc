@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/varint.h"
@@ -147,6 +149,10 @@ Status KeyedTableWriter::CreateSpools() {
 }
 
 Status KeyedTableWriter::Add(std::string_view key, std::string_view value) {
+  if (key.size() > kMaxKeyBytes) {
+    return Status::InvalidArgument(fmt::format("a key of {} bytes (at most {}): {}...", key.size(),
+                                               kMaxKeyBytes, key.substr(0, 64)));
+  }
   if (block_.count() == kBlockEntries) STOKER_RETURN_IF_ERROR(EndBlock());
   block_.Add(key, value);
   ++count_;

@@ -17,6 +17,7 @@ namespace stoker::format {
 namespace {
 
 constexpr size_t kMaxComponent = 255;
+constexpr size_t kMaxPath = 4096;  // Linux's PATH_MAX
 constexpr size_t kMaxString = 0xFFFF;
 
 std::string_view ParentOf(std::string_view path) {
@@ -105,6 +106,10 @@ Status ValidateRelativePath(std::string_view path) {
   if (path.front() == '/') return Status::InvalidArgument(fmt::format("absolute path: {}", path));
   if (path.find('\0') != std::string_view::npos) {
     return Status::InvalidArgument("path contains a NUL byte");
+  }
+  if (path.size() > kMaxPath) {
+    return Status::InvalidArgument(
+        fmt::format("path of {} bytes (at most {}): {}...", path.size(), kMaxPath, path.substr(0, 64)));
   }
   size_t start = 0;
   while (start <= path.size()) {

@@ -44,7 +44,7 @@ struct SnapshotSpec {
 Result<std::string> BuildSnapshot(SnapshotSpec spec);
 
 // Checks a relative path as stored in a dataset: non-empty '/'-separated components, none of
-// them "", "." or "..", no NUL, no leading '/', each at most 255 bytes.
+// them "", "." or "..", no NUL, no leading '/', each at most 255 bytes, 4,096 in all.
 Status ValidateRelativePath(std::string_view path);
 
 // The sample a file belongs to in a grouped (tar) dataset: its directory and its name up to

@@ -347,6 +347,12 @@ TEST(Snapshot, UnsafePathsAreRejected) {
     EXPECT_TRUE(ValidateRelativePath(good).ok()) << good;
   }
   EXPECT_TRUE(ValidateRelativePath(std::string(255, 'n')).ok());
+  // 4,096 bytes in all, as Linux's PATH_MAX: a longer path could not come from a directory, and
+  // keys (§7) stay short enough that a keyed block cannot decode to gigabytes.
+  std::string deep;
+  while (deep.size() < 4096) deep += (deep.empty() ? "" : "/") + std::string(127, 'd');
+  EXPECT_TRUE(ValidateRelativePath(deep.substr(0, 4096 - 2) + "/x").ok());
+  EXPECT_EQ(ValidateRelativePath(deep + "/x").code(), StatusCode::kInvalidArgument);
 }
 
 TEST(Snapshot, UnderOneHundredBytesPerImageNetFile) {
