@@ -128,7 +128,13 @@ class PyDataset {
     const Dataset& ds = Get();
     const FileInfo info = ValueOrThrow(ds.Stat(file));
     // The chunk first (its real size checked): the metadata's size alone never sizes a buffer.
-    ValueOrThrow(ds.ChunkFile(info.chunk));
+    // Opening may block (a network round trip, a FIFO put in a chunk's place): without the GIL.
+    Status opened;
+    {
+      nb::gil_scoped_release release;
+      if (auto chunk = ds.ChunkFile(info.chunk); !chunk) opened = chunk.error();
+    }
+    ThrowIfError(opened);
     const uint64_t size = info.size;
     PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
     if (raw == nullptr) throw nb::python_error();
