@@ -319,6 +319,23 @@ TEST_F(NodeTest, MalformedTrainerMessagesAreRefused) {
   ASSERT_TRUE(missing.has_value());
   EXPECT_EQ(static_cast<StatusCode>((*missing)[0]), StatusCode::kNotFound);
   EXPECT_EQ(fd, -1);
+  // A plan of more entries than the dataset has files (each entry reads at least one): PLAN
+  // pieces kept arriving and the daemon kept growing the plan, and rebuilding it, for each.
+  uint64_t files = 0;
+  for (uint32_t c = 0; c < ChunkCount(); ++c) {
+    files += (*Dataset::Open(packed_->dir.path()))->view().chunk(c).value().entry_count;
+  }
+  std::optional<StatusCode> plan_answer;
+  for (uint64_t sent = 0; sent <= files + ChunkCount() && !plan_answer; sent += 1000) {
+    net::PayloadWriter plan;
+    plan.U8(3).U8(sent == 0 ? 1 : 0).U32(1000);
+    for (int i = 0; i < 1000; ++i) plan.U64(0xdeadbeefdeadbeefull).U32(0);
+    ASSERT_TRUE(SendMessage(*socket, plan.data(), -1, net::After(std::chrono::seconds(2))).ok());
+    auto answer = ReceiveMessage(*socket, &fd, net::After(std::chrono::seconds(5)));
+    ASSERT_TRUE(answer.has_value());
+    if ((*answer)[0] != 0) plan_answer = static_cast<StatusCode>((*answer)[0]);
+  }
+  EXPECT_EQ(plan_answer, StatusCode::kInvalidArgument);
   ReadAllThrough(0);  // still serving
   EXPECT_GT(daemons_[0]->stats().trainer_gets, 0u);
 }

@@ -100,6 +100,11 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
   const uint64_t plan = cache->AddPlan();
   std::vector<ChunkCache::PlannedChunk> order;
   uint32_t plan_entries = 0;  // entries received for the current plan, known chunks or not
+  // A plan visits each read unit (a chunk, or a block of whole files) once per epoch, so it
+  // never has more entries than the dataset has files: a longer one is refused, not stored.
+  uint64_t max_plan_entries = chunks.size();
+  for (const format::ChunkInfo& chunk : chunks) max_plan_entries += chunk.entry_count;
+  max_plan_entries = std::min<uint64_t>(max_plan_entries, UINT32_MAX);
   bool greeted = false;
   while (true) {
     int passed = -1;
@@ -159,6 +164,8 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
         order.clear();
         plan_entries = 0;
       }
+      const bool too_long = ok && plan_entries + uint64_t{*count} > max_plan_entries;
+      ok = ok && !too_long;
       for (uint32_t i = 0; ok && i < *count; ++i) {
         auto id = r.U64();
         auto until = r.U32();
@@ -171,7 +178,10 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
         }
       }
       if (!ok || !r.ExpectEnd().ok()) {
-        reply = net::EncodeErrorPayload(Status::InvalidArgument("malformed PLAN"));
+        reply = net::EncodeErrorPayload(Status::InvalidArgument(
+            too_long ? fmt::format("PLAN of more than {} entries: the dataset has no more read "
+                                   "units", max_plan_entries)
+                     : std::string("malformed PLAN")));
         close_after = true;
       } else {
         cache->SetPlan(plan, order);
