@@ -186,11 +186,11 @@ int RunVerify(const Common& a) {
   const auto& r = *report;
   if (a.json) {
     PrintJson(nlohmann::json{{"dataset", a.dataset}, {"version", r.version}, {"ok", r.ok()},
-                                {"files_checked", r.files_checked},
-                                {"chunks_checked", r.chunks_checked},
-                                {"bytes_checked", r.bytes_checked}, {"problems", r.problems},
-                                {"corrupt_chunks", r.corrupt_chunks},
-                                {"corrupt_files", r.corrupt_files}});
+                             {"files_checked", r.files_checked},
+                             {"chunks_checked", r.chunks_checked},
+                             {"bytes_checked", r.bytes_checked}, {"problems", r.problems},
+                             {"corrupt_chunks", r.corrupt_chunks},
+                             {"corrupt_files", r.corrupt_files}});
   } else {
     for (const auto& p : r.problems) std::cout << "CORRUPT  " << TerminalSafe(p) << "\n";
     for (const auto& c : r.corrupt_chunks) std::cout << "CORRUPT chunk  " << c << "\n";

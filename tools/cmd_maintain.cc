@@ -28,9 +28,9 @@ int RunUpgrade(const std::string& uri, bool json) {
   const auto& s = *summary;
   if (json) {
     PrintJson(nlohmann::json{{"dataset", uri}, {"version", s.version}, {"files", s.files},
-                                {"chunks", s.chunks}, {"classes", s.classes},
-                                {"segment_bytes", s.segment_bytes},
-                                {"indices_preserved", s.indices_preserved}});
+                             {"chunks", s.chunks}, {"classes", s.classes},
+                             {"segment_bytes", s.segment_bytes},
+                             {"indices_preserved", s.indices_preserved}});
     return kExitOk;
   }
   std::cout << fmt::format(
@@ -86,13 +86,13 @@ int RunGc(const GcArgs& a) {
   if (!s) return fail(s.error());
   if (a.json) {
     PrintJson(nlohmann::json{{"dataset", a.dataset}, {"dry_run", a.dry_run},
-                                {"versions_removed", s->versions_removed},
-                                {"versions_kept", s->versions_kept},
-                                {"files_removed", s->files_removed},
-                                {"files_pending", s->files_pending},
-                                {"files_held_for_writers", s->files_held_for_writers},
-                                {"writers_active", s->writers_active},
-                                {"writers_expired", WriterNames(s->writers_expired)}});
+                             {"versions_removed", s->versions_removed},
+                             {"versions_kept", s->versions_kept},
+                             {"files_removed", s->files_removed},
+                             {"files_pending", s->files_pending},
+                             {"files_held_for_writers", s->files_held_for_writers},
+                             {"writers_active", s->writers_active},
+                             {"writers_expired", WriterNames(s->writers_expired)}});
     return kExitOk;
   }
   std::cout << fmt::format(
@@ -117,10 +117,10 @@ int RunCommit(const std::string& uri, const dataset::CommitOptions& o, bool json
   }
   if (json) {
     PrintJson(nlohmann::json{{"dataset", uri}, {"job", o.job}, {"version", s->version},
-                                {"files_added", s->files_added}, {"files", s->files_total},
-                                {"chunks", s->chunks_total}, {"classes", s->classes},
-                                {"classes_added", s->classes_added},
-                                {"publish_attempts", s->publish_attempts}});
+                             {"files_added", s->files_added}, {"files", s->files_total},
+                             {"chunks", s->chunks_total}, {"classes", s->classes},
+                             {"classes_added", s->classes_added},
+                             {"publish_attempts", s->publish_attempts}});
   } else {
     std::cout << fmt::format("committed the parts of job '{}' to {} as version {}: {} added "
                              "({} in all), {}\n",
@@ -139,16 +139,16 @@ int RunCompact(const std::string& uri, const dataset::CompactOptions& o, bool js
   }
   if (json) {
     PrintJson(nlohmann::json{{"dataset", uri},
-                                {"dry_run", o.dry_run},
-                                {"base_version", s->base_version},
-                                {"version", s->version},
-                                {"segments_before", s->segments_before},
-                                {"segments_after", s->segments_after},
-                                {"segments_merged", s->segments_merged},
-                                {"files_merged", s->files_merged},
-                                {"bytes_read", s->bytes_read},
-                                {"bytes_written", s->bytes_written},
-                                {"publish_attempts", s->publish_attempts}});
+                             {"dry_run", o.dry_run},
+                             {"base_version", s->base_version},
+                             {"version", s->version},
+                             {"segments_before", s->segments_before},
+                             {"segments_after", s->segments_after},
+                             {"segments_merged", s->segments_merged},
+                             {"files_merged", s->files_merged},
+                             {"bytes_read", s->bytes_read},
+                             {"bytes_written", s->bytes_written},
+                             {"publish_attempts", s->publish_attempts}});
   } else if (s->segments_merged == 0) {
     std::cout << fmt::format("{}: version {} has {} segment(s); nothing to merge{}\n", uri,
                              s->base_version, s->segments_before,

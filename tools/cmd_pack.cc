@@ -129,8 +129,8 @@ int RunPack(const PackArgs& args) {
   if (!s.part_path.empty()) {
     if (args.json) {
       PrintJson(nlohmann::json{{"dataset", dst}, {"part", s.part_path},
-                                  {"files_added", s.files_added}, {"bytes_added", s.bytes_added},
-                                  {"chunks_added", s.chunks_added}, {"seconds", s.seconds}});
+                               {"files_added", s.files_added}, {"bytes_added", s.bytes_added},
+                               {"chunks_added", s.chunks_added}, {"seconds", s.seconds}});
     } else if (!args.quiet) {
       std::cout << fmt::format("packed {} ({}) as {} of {}; `stoker commit` publishes the parts\n",
                                Counted(s.files_added, "file"), HumanBytes(s.bytes_added),
