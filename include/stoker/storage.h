@@ -1,15 +1,19 @@
 // Storage: the one interface between stoker and wherever a dataset's files live.
 //
 // Every path is relative to the storage's root (a dataset directory, a bucket prefix …) and uses
-// '/' separators. Implementations: POSIX directories (src/storage/posix_storage.cc), an
-// in-memory fake and a fault-injecting wrapper for tests; S3 and network stores come later.
+// '/' separators. Implementations: POSIX directories (src/storage/posix_storage.cc), a `stoker
+// serve` server (src/net/remote_storage.cc), S3 (src/s3/s3_storage.cc), a node daemon in front of
+// any of them (src/node_client/node_storage.cc), and an in-memory fake and a fault-injecting
+// wrapper for tests. OpenStorage (src/storage_uri/) picks one by the URI's scheme.
 // Thread-safety: every method of Storage and RandomAccessFile may be called concurrently.
 // A WritableFile is used by one thread at a time.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -90,11 +94,36 @@ class Storage {
   virtual uint64_t WriteBufferBytes() const { return 0; }
 };
 
-// Opens the storage for a dataset location: a local path, a file:// URI or a stoker:// URI. The
-// directory need not exist yet (pack creates it). With $STOKER_NODE set (the socket of this
-// machine's node daemon, docs/cache.md), chunk files are read through the daemon when it answers.
-Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri);
-// The same, never through a node daemon (what the daemon itself reads).
-Result<std::shared_ptr<Storage>> OpenStoreDirect(std::string_view uri);
+// How OpenStorage reaches a dataset. A field left unset comes from the environment, as the CLI
+// and Python read it, so a program passes only what it wants to decide itself.
+struct StorageOptions {
+  // stoker://: the server's shared secret, as key bytes (docs/protocol.md, "The secret's bytes"). Unset: the
+  // file $STOKER_SECRET_FILE names, else $STOKER_SECRET.
+  std::optional<std::string> secret;
+  // stoker://: the deadline of one request (docs/protocol.md, "Deadlines"). Unset:
+  // $STOKER_TIMEOUT ("30s", "2m"), else 30 seconds.
+  std::optional<std::chrono::milliseconds> request_timeout;
+  // The socket of this machine's node daemon (docs/cache.md): chunk files are read through it
+  // while it answers. Unset: $STOKER_NODE; empty: never (what the daemon itself reads).
+  std::optional<std::string> node_socket;
+  // s3://: keys; unset: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the
+  // profile in ~/.aws/credentials (src/s3/s3_config.h).
+  struct S3Keys {
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::string session_token;  // empty unless the keys are temporary
+  };
+  std::optional<S3Keys> s3_keys;
+  // s3://: an S3-compatible store's URL ("http://127.0.0.1:7480") and region. Unset:
+  // AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL and AWS_REGION, else the profile's, else AWS itself.
+  std::optional<std::string> s3_endpoint;
+  std::optional<std::string> s3_region;
+};
+
+// Opens the storage for a dataset location: a local path, a file:// URI (file:///abs or
+// file://localhost/abs), a stoker:// URI or an s3:// URI. The directory need not exist yet (pack
+// creates it). InvalidArgument for a malformed location or setting, Unsupported for an unknown
+// scheme.
+Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri, const StorageOptions& options = {});
 
 }  // namespace stoker

@@ -37,7 +37,7 @@
 #include "errors.h"
 #include "fs_path.h"
 #include "dataset/version_view.h"
-#include "node/node_storage.h"
+#include "node_client/node_storage.h"
 #include "stoker/dataset.h"
 
 namespace nb = nanobind;

@@ -85,6 +85,39 @@ TEST_F(ClientServerTest, OpenByUriTakesTheSecretFromTheEnvironment) {
   EXPECT_EQ(too_short.error().code(), StatusCode::kInvalidArgument);
 }
 
+// A program that holds the secret itself passes it (and a deadline) as options, whatever the
+// environment says; a bad option is refused by name.
+TEST_F(ClientServerTest, OpenStorageTakesTheSecretAndDeadlineAsOptions) {
+  ::unsetenv("STOKER_SECRET_FILE");
+  ::setenv("STOKER_SECRET", "this-is-not-the-server-secret-at-all!", 1);
+  ::setenv("STOKER_TIMEOUT", "not-a-duration", 1);
+  StorageOptions options;
+  options.secret = kSecret;
+  options.request_timeout = std::chrono::seconds(5);
+  auto storage = OpenStorage(uri_, options);
+  ASSERT_TRUE(storage.has_value()) << storage.error().ToString();
+  auto ds = Dataset::Open(*storage);
+  ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
+  test::ExpectSameFiles(**ds, packed_->tree);
+
+  // Unset options come from the environment: here a bad $STOKER_TIMEOUT, named.
+  options.request_timeout.reset();
+  auto bad_timeout = OpenStorage(uri_, options);
+  ASSERT_FALSE(bad_timeout.has_value());
+  EXPECT_NE(bad_timeout.error().message().find("STOKER_TIMEOUT"), std::string::npos);
+  ::unsetenv("STOKER_TIMEOUT");
+  options.request_timeout = std::chrono::milliseconds(0);
+  EXPECT_EQ(OpenStorage(uri_, options).error().code(), StatusCode::kInvalidArgument);
+  // The environment's (wrong) secret when the options give none: connections are made on the
+  // first request, whose handshake fails.
+  options.request_timeout.reset();
+  options.secret.reset();
+  auto wrong = OpenStorage(uri_, options);
+  ASSERT_TRUE(wrong.has_value()) << wrong.error().ToString();
+  EXPECT_FALSE(Dataset::Open(*wrong).has_value());
+  ::unsetenv("STOKER_SECRET");
+}
+
 TEST_F(ClientServerTest, ReadPipelineUsesTheThreadEngine) {
   auto opened = Dataset::Open(Open());
   ASSERT_TRUE(opened.has_value());

@@ -163,22 +163,32 @@ Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri, std::st
   return NewRemoteStorage(std::move(client));
 }
 
-Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri) {
+Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri,
+                                                   const StorageOptions& options) {
   STOKER_ASSIGN_OR_RETURN(StokerUri parsed, ParseStokerUri(uri));  // bad URIs first
-  auto secret = LoadSecretFromEnvironment();
-  if (!secret) return Err(secret.error().WithContext("cannot open " + parsed.ToString()));
-  ClientOptions options;
-  if (const char* timeout = std::getenv("STOKER_TIMEOUT"); timeout != nullptr && *timeout != '\0') {
+  std::string secret;
+  if (options.secret) {
+    secret = *options.secret;
+  } else {
+    auto loaded = LoadSecretFromEnvironment();
+    if (!loaded) return Err(loaded.error().WithContext("cannot open " + parsed.ToString()));
+    secret = std::move(*loaded);
+  }
+  ClientOptions client_options;
+  if (options.request_timeout) {
+    if (options.request_timeout->count() <= 0) {
+      return Err(Status::InvalidArgument("the request timeout must be positive"));
+    }
+    client_options.request_timeout = *options.request_timeout;
+  } else if (const char* timeout = std::getenv("STOKER_TIMEOUT"); timeout != nullptr && *timeout != '\0') {
     auto parsed_timeout = ParseDuration(timeout);
     if (!parsed_timeout || parsed_timeout->count() == 0) {
       return Err(Status::InvalidArgument(fmt::format(
           "$STOKER_TIMEOUT '{}': expected a positive duration such as 30s or 2m", timeout)));
     }
-    options.request_timeout = *parsed_timeout;
+    client_options.request_timeout = *parsed_timeout;
   }
-  STOKER_ASSIGN_OR_RETURN(auto client,
-                          Client::Create(std::move(parsed), std::move(*secret), options));
-  return NewRemoteStorage(std::move(client));
+  return OpenRemoteStorage(parsed.ToString(), std::move(secret), client_options);
 }
 
 }  // namespace stoker::net

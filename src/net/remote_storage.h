@@ -15,8 +15,10 @@
 
 namespace stoker::net {
 
-// The secret comes from $STOKER_SECRET_FILE or $STOKER_SECRET (InvalidArgument if missing).
-Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri);
+// What OpenStorage opens a stoker:// URI with: options.secret and options.request_timeout, each
+// from the environment when unset (include/stoker/storage.h); InvalidArgument if no secret exists.
+Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri,
+                                                   const StorageOptions& options);
 Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri, std::string secret,
                                                    const ClientOptions& options);
 // Over an existing client (tests inspect its counters).

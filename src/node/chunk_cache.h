@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "node/cached_chunk.h"
+#include "node_client/cached_chunk.h"
 #include "stoker/status.h"
 
 namespace stoker::node {

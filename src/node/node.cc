@@ -249,11 +249,10 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   const NodeOptions& o = s.options;
 
   // The store, never through a node daemon (this is the daemon).
-  if (o.store_uri.starts_with(net::kStokerScheme)) {
-    STOKER_ASSIGN_OR_RETURN(s.store, net::OpenRemoteStorage(o.store_uri, o.secret, {}));
-  } else {
-    STOKER_ASSIGN_OR_RETURN(s.store, OpenStoreDirect(o.store_uri));
-  }
+  StorageOptions store_options;
+  store_options.secret = o.secret;
+  store_options.node_socket = "";
+  STOKER_ASSIGN_OR_RETURN(s.store, OpenStorage(o.store_uri, store_options));
   STOKER_ASSIGN_OR_RETURN(s.dataset, Dataset::Open(s.store));
   // The version's identity: its record (trainers and peers must present the same).
   s.manifest = format::EncodeVersionRecord(s.dataset->view().record());

@@ -15,8 +15,8 @@
 #include "dataset/version_view.h"
 #include "net/net_test_util.h"
 #include "net/payload.h"
-#include "node/node_storage.h"
-#include "node/trainer_protocol.h"
+#include "node_client/node_storage.h"
+#include "node_client/trainer_protocol.h"
 #include "storage/memory_storage.h"
 #include "storage/posix_storage.h"
 

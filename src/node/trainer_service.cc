@@ -14,7 +14,7 @@
 #include "format/version_record.h"
 #include "net/payload.h"
 #include "node/node_state.h"
-#include "node/trainer_protocol.h"
+#include "node_client/trainer_protocol.h"
 
 namespace stoker::node {
 namespace {

@@ -165,7 +165,7 @@ Result<S3Config> LoadS3Config(const std::map<std::string, std::string>& env,
   return c;
 }
 
-Result<S3Config> LoadS3ConfigFromEnvironment() {
+Result<S3Config> LoadS3ConfigFromEnvironment(const std::map<std::string, std::string>& overrides) {
   std::map<std::string, std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view kv(*e);
@@ -173,6 +173,7 @@ Result<S3Config> LoadS3ConfigFromEnvironment() {
     const size_t eq = kv.find('=');
     if (eq != std::string_view::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
   }
+  for (const auto& [name, value] : overrides) env[name] = value;
   const char* home = std::getenv("HOME");
   return LoadS3Config(env, home != nullptr ? home : "");
 }

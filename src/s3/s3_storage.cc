@@ -1,6 +1,7 @@
 #include "s3/s3_storage.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -176,9 +177,22 @@ std::shared_ptr<Storage> NewS3Storage(std::shared_ptr<S3Client> client, S3Locati
   return std::make_shared<S3Storage>(std::move(client), std::move(location));
 }
 
-Result<std::shared_ptr<Storage>> OpenS3Storage(std::string_view uri) {
+Result<std::shared_ptr<Storage>> OpenS3Storage(std::string_view uri, const StorageOptions& options) {
   STOKER_ASSIGN_OR_RETURN(S3Location location, ParseS3Uri(uri));
-  STOKER_ASSIGN_OR_RETURN(S3Config config, LoadS3ConfigFromEnvironment());
+  // The options stand in for the AWS settings they name, so one set of rules reads both.
+  std::map<std::string, std::string> overrides;
+  if (options.s3_keys) {
+    overrides["AWS_ACCESS_KEY_ID"] = options.s3_keys->access_key_id;
+    overrides["AWS_SECRET_ACCESS_KEY"] = options.s3_keys->secret_access_key;
+    overrides["AWS_SESSION_TOKEN"] = options.s3_keys->session_token;
+  }
+  if (options.s3_endpoint) {
+    overrides["AWS_ENDPOINT_URL_S3"] = *options.s3_endpoint;
+  }
+  if (options.s3_region) {
+    overrides["AWS_REGION"] = *options.s3_region;
+  }
+  STOKER_ASSIGN_OR_RETURN(S3Config config, LoadS3ConfigFromEnvironment(overrides));
   STOKER_ASSIGN_OR_RETURN(auto client, S3Client::Create(std::move(config)));
   return NewS3Storage(std::move(client), std::move(location));
 }

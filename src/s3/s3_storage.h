@@ -19,8 +19,9 @@ namespace stoker::s3 {
 
 inline constexpr uint64_t kPartBytes = 16ull << 20;
 
-// Configuration from the environment and ~/.aws (s3_config.h).
-Result<std::shared_ptr<Storage>> OpenS3Storage(std::string_view uri);
+// What OpenStorage opens an s3:// URI with: the options' keys, endpoint and region, and for what
+// they leave unset the environment and ~/.aws (s3_config.h).
+Result<std::shared_ptr<Storage>> OpenS3Storage(std::string_view uri, const StorageOptions& options);
 std::shared_ptr<Storage> NewS3Storage(std::shared_ptr<S3Client> client, S3Location location);
 
 }  // namespace stoker::s3

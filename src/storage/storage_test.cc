@@ -200,29 +200,6 @@ INSTANTIATE_TEST_SUITE_P(
         Backend{"Memory", [](const std::string&) { return std::make_shared<MemoryStorage>(); }}),
     [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
 
-TEST(PosixStorage, OpenStorageAcceptsPathsAndFileUris) {
-  test::TempDir dir;
-  auto plain = OpenStorage(dir.path());
-  ASSERT_TRUE(plain.has_value());
-  Write(**plain, "x", "via path");
-  auto uri = OpenStorage("file://" + dir.path());
-  ASSERT_TRUE(uri.has_value());
-  EXPECT_EQ(ReadAll(**uri, "x"), "via path");
-  EXPECT_EQ(test::ReadFileToString(dir.Join("x")), "via path");
-  auto localhost = OpenStorage("file://localhost" + dir.path());
-  ASSERT_TRUE(localhost.has_value());
-  EXPECT_EQ(ReadAll(**localhost, "x"), "via path");
-  // A host (or a relative path written as a URI) is refused, not read as a local relative path.
-  for (const char* other : {"file://otherhost/data/ds", "file://relative/ds"}) {
-    auto refused = OpenStorage(other);
-    ASSERT_FALSE(refused.has_value()) << other;
-    EXPECT_EQ(refused.error().code(), StatusCode::kInvalidArgument) << other;
-    EXPECT_NE(refused.error().message().find("file:///absolute/path"), std::string::npos);
-  }
-  EXPECT_EQ(OpenStorage("gs://bucket/x").error().code(), StatusCode::kUnsupported);
-  EXPECT_EQ(OpenStorage("").error().code(), StatusCode::kInvalidArgument);
-}
-
 TEST(MemoryStorage, TestHooksReplaceContentsForNewReaders) {
   MemoryStorage s;
   Write(s, "f", "original");

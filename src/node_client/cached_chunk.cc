@@ -1,4 +1,4 @@
-#include "node/cached_chunk.h"
+#include "node_client/cached_chunk.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "node/trainer_protocol.h"
+#include "node_client/trainer_protocol.h"
 
 #include <poll.h>
 #include <sys/types.h>

@@ -1,4 +1,4 @@
-#include "node/node_storage.h"
+#include "node_client/node_storage.h"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -16,8 +16,8 @@
 #include "format/chunk.h"
 #include "format/versions.h"
 #include "net/payload.h"
-#include "node/cached_chunk.h"
-#include "node/trainer_protocol.h"
+#include "node_client/cached_chunk.h"
+#include "node_client/trainer_protocol.h"
 #include "storage/forwarding_storage.h"
 
 namespace stoker::node {

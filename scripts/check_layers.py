@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Fails when a lower layer includes a higher one.
+
+The layers are the libraries of src/CMakeLists.txt: each `stoker_library(NAME SOURCES ... DEPS
+...)` owns the folder its sources are in, and may include headers only from its own folder, from
+the folders of the stoker libraries it depends on (directly or not), and the public headers
+(include/stoker/). So `storage/` (stoker_storage, which depends on stoker_common alone) may not
+include `net/`, `node/` or `s3/`, and the CMake graph and the includes cannot drift apart. The
+graph itself must have no cycle. Tests (`*_test.cc`, `*test_util.h`) and `testing/` are exempt:
+a test may use anything below the top.
+
+    python3 scripts/check_layers.py [REPO]      # exit 1 listing every offending include
+    python3 scripts/check_layers.py --self-test # shows the check fails on a planted violation
+"""
+import pathlib
+import re
+import sys
+import tempfile
+
+LIBRARY = re.compile(r"stoker_library\(\s*(\w+)(.*?)\)", re.S)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+EXEMPT_FOLDERS = {"testing"}
+
+
+def libraries(cmake_text):
+    """{name: (folder, [stoker deps])} from the stoker_library calls."""
+    out = {}
+    for name, body in LIBRARY.findall(cmake_text):
+        words = body.split()
+        sources, deps, current = [], [], None
+        for word in words:
+            if word in ("SOURCES", "DEPS"):
+                current = word
+            elif current == "SOURCES":
+                sources.append(word)
+            elif current == "DEPS" and word.startswith("stoker_"):
+                deps.append(word)
+        folders = {str(pathlib.PurePosixPath(s).parent) for s in sources}
+        if len(folders) != 1:
+            raise SystemExit(f"{name}: sources in several folders {sorted(folders)}; "
+                             "one library, one folder")
+        out[name] = (folders.pop(), deps)
+    return out
+
+
+def closure(libs):
+    """{name: set of libraries it depends on, directly or not}; exits on a cycle."""
+    done, result = set(), {}
+
+    def visit(name, path):
+        if name in path:
+            raise SystemExit("dependency cycle: " + " -> ".join(path + [name]))
+        if name in done:
+            return result[name]
+        below = set()
+        for dep in libs[name][1]:
+            if dep in libs:
+                below |= {dep} | visit(dep, path + [name])
+        done.add(name)
+        result[name] = below
+        return below
+
+    for name in libs:
+        visit(name, [])
+    return result
+
+
+def folder_of(include, folders):
+    """The library folder a quoted include names (the longest matching folder), or None."""
+    best = None
+    for folder in folders:
+        if include.startswith(folder + "/") and (best is None or len(folder) > len(best)):
+            best = folder
+    return best
+
+
+def check(repo):
+    repo = pathlib.Path(repo)
+    libs = libraries((repo / "src/CMakeLists.txt").read_text())
+    below = closure(libs)
+    owner = {folder: name for name, (folder, _) in libs.items()}
+    problems = []
+    for name, (folder, _) in libs.items():
+        allowed = {folder} | {libs[dep][0] for dep in below[name]}
+        for path in sorted((repo / "src" / folder).glob("*")):
+            if path.suffix not in (".h", ".cc") or path.name.endswith(("_test.cc", "test_util.h")):
+                continue
+            for include in INCLUDE.findall(path.read_text(errors="replace")):
+                if include.startswith("stoker/"):
+                    continue
+                target = folder_of(include, owner)
+                if target is None:
+                    if include.split("/")[0] in EXEMPT_FOLDERS:
+                        problems.append(f"src/{folder}/{path.name}: includes test helper {include}")
+                    continue  # a header beside the file, or a third-party one
+                if target not in allowed:
+                    problems.append(f"src/{folder}/{path.name} ({name}) includes {include}, "
+                                    f"which belongs to {owner[target]}: a library it does not "
+                                    "depend on")
+    for path in sorted((repo / "include/stoker").glob("*.h")):
+        for include in INCLUDE.findall(path.read_text()):
+            if not include.startswith("stoker/"):
+                problems.append(f"include/stoker/{path.name}: a public header includes "
+                                f"internal {include}")
+    return problems
+
+
+def self_test():
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        (root / "src/storage").mkdir(parents=True)
+        (root / "src/net").mkdir()
+        (root / "include/stoker").mkdir(parents=True)
+        (root / "src/CMakeLists.txt").write_text(
+            "stoker_library(stoker_storage SOURCES storage/a.cc DEPS fmt::fmt)\n"
+            "stoker_library(stoker_net SOURCES net/b.cc DEPS stoker_storage)\n")
+        (root / "src/net/b.cc").write_text('#include "storage/a.h"\n')
+        (root / "src/storage/a.cc").write_text('#include "stoker/status.h"\n')
+        assert check(root) == [], check(root)
+        (root / "src/storage/a.cc").write_text('#include "net/b.h"\n')
+        problems = check(root)
+        assert len(problems) == 1 and "net/b.h" in problems[0], problems
+        (root / "include/stoker/api.h").write_text('#include "storage/a.h"\n')
+        assert len(check(root)) == 2, check(root)
+    print("check_layers self-test: a planted violation is found")
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return 0
+    repo = sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent
+    problems = check(repo)
+    for problem in problems:
+        print(problem)
+    if problems:
+        return 1
+    print("layers: every include follows the library graph of src/CMakeLists.txt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
