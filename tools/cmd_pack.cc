@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/parse_number.h"
 #include "common/progress.h"
 #include "dataset/packer.h"
 #include "dataset/parts.h"
@@ -37,19 +38,18 @@ Result<dataset::PartSpec> ParsePart(const PackArgs& args) {
   if (args.part == "env") {
     STOKER_ASSIGN_OR_RETURN(part, dataset::PartFromEnvironment());
   } else {
-    const size_t slash = args.part.find('/');
-    try {
-      size_t used = 0;
-      part.index = static_cast<uint32_t>(std::stoul(args.part.substr(0, slash), &used));
-      if (used != (slash == std::string::npos ? args.part.size() : slash)) throw std::exception();
-      if (slash != std::string::npos) {
-        part.count = static_cast<uint32_t>(std::stoul(args.part.substr(slash + 1), &used));
-        if (used != args.part.size() - slash - 1) throw std::exception();
-      }
-    } catch (const std::exception&) {
+    const std::string_view text = args.part;
+    const size_t slash = text.find('/');
+    const auto index = ParseUnsigned<uint32_t>(text.substr(0, slash));
+    const auto count = slash == std::string_view::npos
+                           ? std::optional<uint32_t>(part.count)
+                           : ParseUnsigned<uint32_t>(text.substr(slash + 1));
+    if (!index || !count) {
       return Err(Status::InvalidArgument(fmt::format(
           "--part '{}': expected K/N (parts count from 0: 0/4 .. 3/4), K, or env", args.part)));
     }
+    part.index = *index;
+    part.count = *count;
   }
   if (!args.job.empty()) part.job = args.job;
   return part;

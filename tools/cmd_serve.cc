@@ -8,6 +8,7 @@
 
 #include "format/versions.h"
 #include "net/auth.h"
+#include "net/uri.h"
 #include "server/server.h"
 #include "stoker/storage.h"
 #include "tools/commands.h"
@@ -29,19 +30,10 @@ struct ServeArgs {
 
 int RunServe(const ServeArgs& a) {
   server::ServerOptions o;
-  const size_t colon = a.listen.rfind(':');
-  if (colon == std::string::npos) {
-    return Fail("serve", Status::InvalidArgument("--listen wants HOST:PORT, got '" + a.listen + "'"));
-  }
-  o.host = a.listen.substr(0, colon);
-  if (o.host.starts_with('[') && o.host.ends_with(']')) o.host = o.host.substr(1, o.host.size() - 2);
-  try {
-    const int port = std::stoi(a.listen.substr(colon + 1));
-    if (port < 0 || port > 65535) throw std::out_of_range("port");
-    o.port = static_cast<uint16_t>(port);
-  } catch (const std::exception&) {
-    return Fail("serve", Status::InvalidArgument("bad port in --listen '" + a.listen + "'"));
-  }
+  auto listen = net::ParseServerAddress(a.listen);
+  if (!listen) return Fail("serve", listen.error().WithContext("--listen"));
+  o.host = listen->host;
+  o.port = listen->port;
   for (const std::string& spec : a.datasets) {
     // NAME=URI (s3://, stoker://): served through its storage; NAME=PATH: a local directory.
     const size_t eq = spec.find('=');
@@ -83,12 +75,10 @@ int RunServe(const ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const size_t dataset_count = o.datasets.size() + o.storages.size();
-  const std::string host = o.host;
   auto server = server::Server::Start(std::move(o));
   if (!server) return Fail("serve", server.error());
-  std::string line = fmt::format("serving {} dataset(s) on {}:{}", dataset_count,
-                                 host.find(':') != std::string::npos ? "[" + host + "]" : host,
-                                 (*server)->port());
+  std::string line = fmt::format("serving {} dataset(s) on {}", dataset_count,
+                                 net::ServerAddress{listen->host, (*server)->port()}.ToString());
   if ((*server)->metrics_port() >= 0) {
     line += fmt::format(", metrics on port {}", (*server)->metrics_port());
   }

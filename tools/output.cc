@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/escape.h"
+#include "common/parse_number.h"
 #include "tools/commands.h"
 
 namespace stoker::cli {
@@ -56,7 +57,7 @@ void PrintJson(const nlohmann::json& value) {
     const size_t digits = open + kOpen.size();
     const size_t close = text.find(kClose, digits);
     out.append(text, at, open - at);
-    out += JsonQuoted(held[std::stoul(text.substr(digits, close - digits))]);
+    out += JsonQuoted(held[ParseUnsigned<size_t>(std::string_view(text).substr(digits, close - digits)).value()]);
     at = close + kClose.size();
   }
   out.append(text, at);

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/parse_number.h"
 #include "common/random.h"
 #include "common/unique_id.h"
 #include "dataset/addition.h"
@@ -371,8 +372,8 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
     // chunks stay if one lists this pack's segment.
     bool listed = false;
     if (!segment_path.empty()) {
-      const uint64_t id = std::stoull(segment_path.substr(format::kSegmentsDir.size() + 1, 16),
-                                      nullptr, 16);
+      const uint64_t id = ParseUnsigned<uint64_t>(
+          std::string_view(segment_path).substr(format::kSegmentsDir.size() + 1, 16), 16).value_or(0);
       auto now = format::ReadLatestVersion(dst);
       if (!now) {
         listed = true;  // cannot tell: keep everything rather than break a published version

@@ -12,6 +12,7 @@
 #include "common/spool.h"
 #include "format/chunk.h"
 #include "format/segment.h"
+#include "common/parse_number.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
 #include "format/snapshot_builder.h"
@@ -20,12 +21,7 @@
 namespace stoker::dataset {
 namespace {
 
-std::optional<uint32_t> ParseIndex(std::string_view s) {
-  uint32_t v = 0;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
-}
+std::optional<uint32_t> ParseIndex(std::string_view s) { return ParseUnsigned<uint32_t>(s); }
 
 // (K, N) of "part-<K>-of-<N>.seg"; nullopt for other names.
 std::optional<std::pair<uint32_t, uint32_t>> ParsePartName(std::string_view name) {

@@ -45,7 +45,9 @@ class JpegCodec {
   std::unique_ptr<JpegSession> session_;
 };
 
-// PNG through libpng's simplified API: always the whole image (scale 1, origin 0).
+// PNG through libpng's low-level read API (png_decoder.cc; not the simplified png_image_* API,
+// which applies gAMA and rounds 16-bit samples where PIL does neither), to 8-bit RGB as PIL's
+// convert("RGB") gives it: always the whole image (scale 1, origin 0).
 Result<ImageInfo> ReadPngInfo(std::span<const std::byte> bytes, const DecodeLimits& limits);
 Result<DecodedRegion> DecodePng(std::span<const std::byte> bytes, const DecodeLimits& limits,
                                 Image& out);

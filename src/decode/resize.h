@@ -3,7 +3,8 @@
 // pixel centres, over a floating-point source box — so crop and resize are one pass, and a crop
 // that DCT scaling put between pixels is still exact.
 //
-// Results agree with PIL's Image.resize(size, filter, box) to within ±1 per channel value.
+// Results equal PIL's Image.resize(size, filter, box) (Pillow >= 13) value for value
+// (tests/python/test_transform_pixels.py).
 // Thread-safety: use one Resizer per thread (it keeps coefficient and row buffers).
 #pragma once
 

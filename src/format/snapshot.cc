@@ -77,9 +77,17 @@ Result<std::unique_ptr<Snapshot>> Snapshot::Open(std::shared_ptr<const FileBytes
 
 // Checks everything an accessor will later trust. O(files + dirs + attrs + slots).
 Status Snapshot::Validate(const std::string& name) {
-  auto corrupt = [&](std::string why) {
-    return Status::Corruption(fmt::format("snapshot {}: {}", name, why));
-  };
+  for (auto step : {&Snapshot::CheckSections, &Snapshot::CheckDirectories, &Snapshot::CheckFiles,
+                    &Snapshot::CheckSamplesClassesAndAttributes, &Snapshot::CheckHashTables}) {
+    if (std::string why = (this->*step)(); !why.empty()) {
+      return Status::Corruption(fmt::format("snapshot {}: {}", name, why));
+    }
+  }
+  return Status::OK();
+}
+
+// Section sizes as the counts say, in bounds and aligned; flags and counts consistent.
+std::string Snapshot::CheckSections() const {
   const uint64_t body_end = bytes_->bytes().size() - kSnapshotTrailerSize;
   const Counts& c = counts_;
   const bool grouped = flags_ & kFlagGroupedSamples;
@@ -96,88 +104,107 @@ Status Snapshot::Validate(const std::string& name) {
   };
   for (uint32_t s = 0; s < kSectionCount; ++s) {
     const uint64_t off = section_offset_[s], sz = section_size_[s];
-    if (sz != expected_size[s]) return corrupt(fmt::format("section {} has the wrong size", s));
+    if (sz != expected_size[s]) return fmt::format("section {} has the wrong size", s);
     if (off % 8 != 0 || off < kSnapshotHeaderSize || off > body_end || sz > body_end - off) {
-      return corrupt(fmt::format("section {} out of bounds", s));
+      return fmt::format("section {} out of bounds", s);
     }
   }
-  if (flags_ & ~(kFlagGroupedSamples | kFlagLabelled | kFlagLabelsFromDirectories)) return corrupt("unknown flags");
-  if (!grouped && c.samples != c.files) return corrupt("sample count differs from file count");
-  if (c.dirs == 0) return corrupt("no root directory");
+  if (flags_ & ~(kFlagGroupedSamples | kFlagLabelled | kFlagLabelsFromDirectories)) return "unknown flags";
+  if (!grouped && c.samples != c.files) return "sample count differs from file count";
+  if (c.dirs == 0) return "no root directory";
   if (!IsPowerOfTwo(c.file_slots) || c.file_slots <= c.files || !IsPowerOfTwo(c.dir_slots) ||
       c.dir_slots <= c.dirs) {
-    return corrupt("bad hash table size");
+    return "bad hash table size";
   }
-  if (section_size_[kSectionStrings] > 0xFFFFFFFFull) return corrupt("strings section too big");
-
+  if (section_size_[kSectionStrings] > 0xFFFFFFFFull) return "strings section too big";
   for (uint32_t i = 0; i < c.chunks; ++i) {
-    if (chunk(i).file_size < kChunkHeaderSize + kChunkFooterSize) return corrupt(fmt::format("chunk {} too small", i));
+    if (chunk(i).file_size < kChunkHeaderSize + kChunkFooterSize) return fmt::format("chunk {} too small", i);
   }
-  // Directories: breadth-first, so every child comes after its parent (no cycles), and the
-  // children and files of each directory are contiguous ranges that tile the tables.
+  return "";
+}
+
+// Breadth-first, so every child comes after its parent (no cycles), and the children and files
+// of each directory are contiguous ranges that tile the tables.
+std::string Snapshot::CheckDirectories() const {
+  const Counts& c = counts_;
   uint32_t next_child = 1, next_file = 0;
   for (uint32_t d = 0; d < c.dirs; ++d) {
     const DirRecord r = dir(d);
-    if (!ValidString(r.name) || !ValidString(r.path)) return corrupt("bad directory name");
+    if (!ValidString(r.name) || !ValidString(r.path)) return "bad directory name";
     if ((d == 0) != (r.parent == kNoParent) || (d > 0 && r.parent >= d)) {
-      return corrupt(fmt::format("directory {} has a bad parent", d));
+      return fmt::format("directory {} has a bad parent", d);
     }
-    if (r.child_count > 0 && r.first_child != next_child) return corrupt("bad directory children");
-    if (r.child_count > c.dirs - next_child) return corrupt("directory children out of range");
+    if (r.child_count > 0 && r.first_child != next_child) return "bad directory children";
+    if (r.child_count > c.dirs - next_child) return "directory children out of range";
     for (uint32_t k = 0; k < r.child_count; ++k) {
-      if (dir(next_child + k).parent != d) return corrupt("child directory has another parent");
+      if (dir(next_child + k).parent != d) return "child directory has another parent";
     }
     next_child += r.child_count;
-    if (r.file_count > 0 && r.first_file != next_file) return corrupt("bad directory files");
-    if (r.file_count > c.files - next_file) return corrupt("directory files out of range");
+    if (r.file_count > 0 && r.first_file != next_file) return "bad directory files";
+    if (r.file_count > c.files - next_file) return "directory files out of range";
     next_file += r.file_count;
   }
-  if (next_child != c.dirs || next_file != c.files) return corrupt("directories do not tile");
+  if (next_child != c.dirs || next_file != c.files) return "directories do not tile";
+  return "";
+}
+
+// Every file in its directory's range, its extent inside its chunk, its label a class.
+std::string Snapshot::CheckFiles() const {
+  const Counts& c = counts_;
   uint32_t previous_dir = 0;
   for (uint32_t i = 0; i < c.files; ++i) {
     const FileRecord f = file(i);
-    if (f.dir >= c.dirs || f.dir < previous_dir) return corrupt(fmt::format("file {}: bad dir", i));
+    if (f.dir >= c.dirs || f.dir < previous_dir) return fmt::format("file {}: bad dir", i);
     const DirRecord d = dir(f.dir);
     if (i < d.first_file || i - d.first_file >= d.file_count) {
-      return corrupt(fmt::format("file {} outside its directory's range", i));
+      return fmt::format("file {} outside its directory's range", i);
     }
     previous_dir = f.dir;
-    if (!ValidString(f.name)) return corrupt(fmt::format("file {}: bad name", i));
-    if (f.chunk >= c.chunks) return corrupt(fmt::format("file {}: bad chunk", i));
+    if (!ValidString(f.name)) return fmt::format("file {}: bad name", i);
+    if (f.chunk >= c.chunks) return fmt::format("file {}: bad chunk", i);
     const ChunkRecord ch = chunk(f.chunk);
     const uint64_t data_end = ch.file_size - kChunkFooterSize;
     if (f.offset < kChunkHeaderSize || f.offset > data_end ||
         f.length > data_end - f.offset) {
-      return corrupt(fmt::format("file {}: extent outside its chunk", i));
+      return fmt::format("file {}: extent outside its chunk", i);
     }
     if (f.label != kNoLabel && (f.label < 0 || static_cast<uint32_t>(f.label) >= c.classes)) {
-      return corrupt(fmt::format("file {}: bad label", i));
+      return fmt::format("file {}: bad label", i);
     }
   }
-  if (grouped) {
+  return "";
+}
+
+std::string Snapshot::CheckSamplesClassesAndAttributes() const {
+  const Counts& c = counts_;
+  if (flags_ & kFlagGroupedSamples) {
     uint32_t prev = Load<uint32_t>(kSectionSamples, 0);
-    if (prev != 0) return corrupt("samples table does not start at 0");
+    if (prev != 0) return "samples table does not start at 0";
     for (uint32_t s = 1; s <= c.samples; ++s) {
       const uint32_t first = Load<uint32_t>(kSectionSamples, s);
-      if (first <= prev || first > c.files) return corrupt("samples table not increasing");
+      if (first <= prev || first > c.files) return "samples table not increasing";
       prev = first;
     }
-    if (prev != c.files) return corrupt("samples table does not cover the files");
+    if (prev != c.files) return "samples table does not cover the files";
   }
   for (uint32_t k = 0; k < c.classes; ++k) {
-    if (!ValidString(Load<uint32_t>(kSectionClasses, k))) return corrupt("bad class name");
+    if (!ValidString(Load<uint32_t>(kSectionClasses, k))) return "bad class name";
   }
   uint32_t previous_attr_file = 0;
   for (uint32_t a = 0; a < c.attrs; ++a) {
     const AttrRecord r = Load<AttrRecord>(kSectionAttrs, a);
     if (r.file >= c.files || r.file < previous_attr_file || !ValidString(r.key) ||
         !ValidString(r.value)) {
-      return corrupt(fmt::format("attribute {} is bad", a));
+      return fmt::format("attribute {} is bad", a);
     }
     previous_attr_file = r.file;
   }
-  // Every slot in range, and at least one empty slot so that every probe ends early.
-  auto check_table = [&](Section s, uint32_t slots, uint32_t count) {
+  return "";
+}
+
+// Every slot in range, and at least one empty slot so that every probe ends early.
+std::string Snapshot::CheckHashTables() const {
+  auto sound = [&](Section s, uint32_t slots, uint32_t count) {
     bool has_empty = false;
     for (uint32_t k = 0; k < slots; ++k) {
       const auto index_plus_one = static_cast<uint32_t>(Load<uint64_t>(s, k));
@@ -186,11 +213,11 @@ Status Snapshot::Validate(const std::string& name) {
     }
     return has_empty;
   };
-  if (!check_table(kSectionFileHash, c.file_slots, c.files) ||
-      !check_table(kSectionDirHash, c.dir_slots, c.dirs)) {
-    return corrupt("hash table entry out of range");
+  if (!sound(kSectionFileHash, counts_.file_slots, counts_.files) ||
+      !sound(kSectionDirHash, counts_.dir_slots, counts_.dirs)) {
+    return "hash table entry out of range";
   }
-  return Status::OK();
+  return "";
 }
 
 bool Snapshot::ValidString(uint32_t strref) const {

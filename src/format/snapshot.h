@@ -80,6 +80,12 @@ class Snapshot {
   };
   Snapshot() = default;
   Status Validate(const std::string& name);
+  // Validate's steps; each returns the reason for Corruption, or "" when its part is sound.
+  std::string CheckSections() const;
+  std::string CheckDirectories() const;
+  std::string CheckFiles() const;
+  std::string CheckSamplesClassesAndAttributes() const;
+  std::string CheckHashTables() const;
   std::string_view String(uint32_t strref) const;
   bool ValidString(uint32_t strref) const;
   template <typename T>

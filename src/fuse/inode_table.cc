@@ -76,7 +76,10 @@ Result<std::shared_ptr<const InodeTable::Listing>> InodeTable::Entries(uint64_t 
   uint64_t parent = kRootInode;
   {
     std::lock_guard lock(mu_);
-    const Dir& d = dirs_.at(dir_ino - 1);
+    if (dir_ino == 0 || dir_ino > dirs_.size()) {
+      return Err(Status::NotFound(fmt::format("no directory with inode {}", dir_ino)));
+    }
+    const Dir& d = dirs_[dir_ino - 1];
     if (d.listing) return d.listing;
     path = d.path;
     parent = d.parent;

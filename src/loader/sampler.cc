@@ -214,11 +214,4 @@ std::vector<uint32_t> SampleChunks(const Dataset& dataset) {
   return chunks;
 }
 
-SamplerState Sampler::Advance(const SamplerState& from, uint32_t world_size,
-                              uint64_t samples_per_rank) {
-  SamplerState next = from;
-  next.position += samples_per_rank * std::max(1u, world_size);
-  return next;
-}
-
 }  // namespace stoker::loader

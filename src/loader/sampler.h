@@ -107,10 +107,6 @@ class Sampler {
   };
   Result<RankPlan> PlanRank(const SamplerState& state, uint32_t world_size, uint32_t rank) const;
 
-  // The state after every rank of `world_size` has read `samples_per_rank` samples from `from`.
-  static SamplerState Advance(const SamplerState& from, uint32_t world_size,
-                              uint64_t samples_per_rank);
-
  private:
   Sampler(std::shared_ptr<const UnitSource> units, uint32_t sample_count,
           uint64_t dataset_version, SamplerOptions options)

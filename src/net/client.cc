@@ -58,8 +58,7 @@ Status ClientOptions::Validate() const {
   if (connect_timeout.count() <= 0 || request_timeout.count() <= 0) {
     return Status::InvalidArgument("client timeouts must be positive");
   }
-  if (retries < 0) return Status::InvalidArgument("retries must be >= 0");
-  return Status::OK();
+  return retry.Validate();
 }
 
 Client::Client(StokerUri uri, std::string secret, ClientOptions options)
@@ -158,11 +157,6 @@ Status ReadAnswer(Connection& c, uint32_t id, std::span<std::byte> data_into,
   return Status::OK();
 }
 
-bool IsConnectionError(StatusCode code) {
-  return code == StatusCode::kUnavailable || code == StatusCode::kTimeout ||
-         code == StatusCode::kIOError;
-}
-
 }  // namespace
 
 Client::Answer Client::CallServer(size_t server, MessageType type, const std::string& payload,
@@ -172,12 +166,12 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
   out.server = static_cast<int>(server);
   Status last;
   ProgressDeadline deadline{options_.request_timeout, After(options_.request_timeout)};
-  for (int attempt = 0; attempt <= options_.retries && Clock::now() < deadline.at; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(options_.retry_backoff * (1 << (attempt - 1)));
+  Retry retry(options_.retry);
+  while (retry.Next(last, deadline.at)) {
     // The first try may reuse an idle connection; retries always connect afresh, since the
     // failure suggests the idle ones are stale too (e.g. the server restarted).
     std::unique_ptr<Connection> conn;
-    if (attempt == 0) {
+    if (retry.attempt() == 1) {
       std::lock_guard lock(pool.mu);
       if (!pool.idle.empty()) {
         conn = std::move(pool.idle.back());
@@ -190,7 +184,7 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
       Status st = socket ? ClientHandshake(*socket, secret_, connected_by) : socket.error();
       if (!st.ok()) {
         // A wrong secret or version will not fix itself: no retry, no failover.
-        if (!IsConnectionError(st.code())) {
+        if (!IsRetryable(st.code())) {
           out.status = st;
           return out;
         }
@@ -206,7 +200,9 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
     const bool sent = st.ok();
     if (st.ok()) st = ReadAnswer(*conn, id, data_into, deadline, &out.frame, &out.data_filled);
     if (!st.ok()) {
-      last = st;
+      // Whatever broke the exchange (a reset, a stall, a frame damaged on the wire), a fresh
+      // connection may succeed: every such failure is retryable.
+      last = IsRetryable(st.code()) ? st : Status(StatusCode::kIOError, st.message());
       out.resent = out.resent || sent;
       pool.DropIdle();
       continue;

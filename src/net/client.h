@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/retry.h"
 #include "net/frame.h"
 #include "net/socket.h"
 #include "net/uri.h"
@@ -30,11 +31,10 @@ struct ClientOptions {
   // never cut off). Retries share it. $STOKER_TIMEOUT ("30s", "2m", seconds) sets it for
   // stoker:// URIs opened from the environment.
   std::chrono::milliseconds request_timeout{30000};
-  // A request that fails for connection reasons (reset, EOF, timeout, a broken frame) is tried
-  // again on a fresh connection this many times, after retry_backoff, doubling each time, while
-  // its deadline lasts.
-  int retries = 3;
-  std::chrono::milliseconds retry_backoff{10};
+  // A request that fails for connection reasons (reset, EOF, timeout, a broken frame: the
+  // retryable codes) is tried again on a fresh connection by this policy, while its deadline
+  // lasts (src/common/retry.h).
+  RetryPolicy retry{.max_attempts = 4, .base_backoff = std::chrono::milliseconds(10)};
   // After a server failed every try, it is tried last for this long (others go first).
   std::chrono::milliseconds down_penalty{2000};
   size_t max_idle_connections = 64;  // per server

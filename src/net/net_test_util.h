@@ -76,7 +76,7 @@ inline ClientOptions TestClientOptions() {
   ClientOptions o;
   o.connect_timeout = std::chrono::milliseconds(2000);
   o.request_timeout = std::chrono::milliseconds(5000);
-  o.retry_backoff = std::chrono::milliseconds(1);
+  o.retry.base_backoff = std::chrono::milliseconds(1);
   return o;
 }
 

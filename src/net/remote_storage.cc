@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "common/progress.h"
+#include "common/retry.h"
 #include "common/unique_id.h"
 #include "net/auth.h"
 
@@ -175,19 +175,7 @@ Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri,
     secret = std::move(*loaded);
   }
   ClientOptions client_options;
-  if (options.request_timeout) {
-    if (options.request_timeout->count() <= 0) {
-      return Err(Status::InvalidArgument("the request timeout must be positive"));
-    }
-    client_options.request_timeout = *options.request_timeout;
-  } else if (const char* timeout = std::getenv("STOKER_TIMEOUT"); timeout != nullptr && *timeout != '\0') {
-    auto parsed_timeout = ParseDuration(timeout);
-    if (!parsed_timeout || parsed_timeout->count() == 0) {
-      return Err(Status::InvalidArgument(fmt::format(
-          "$STOKER_TIMEOUT '{}': expected a positive duration such as 30s or 2m", timeout)));
-    }
-    client_options.request_timeout = *parsed_timeout;
-  }
+  STOKER_ASSIGN_OR_RETURN(client_options.request_timeout, RequestTimeout(options.request_timeout));
   return OpenRemoteStorage(parsed.ToString(), std::move(secret), client_options);
 }
 

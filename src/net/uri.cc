@@ -1,6 +1,6 @@
 #include "net/uri.h"
 
-#include <charconv>
+#include "common/parse_number.h"
 
 namespace stoker::net {
 
@@ -45,13 +45,9 @@ Result<ServerAddress> ParseServerAddress(std::string_view text) {
     if (!ok) return bad("the host may hold only letters, digits and . - _ (IPv6: [addr])");
   }
   if (!port_text.empty()) {
-    unsigned value = 0;
-    const auto [end, ec] =
-        std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-    if (ec != std::errc() || end != port_text.data() + port_text.size() || value > 65535) {
-      return bad("port must be a number from 0 to 65535");
-    }
-    a.port = static_cast<uint16_t>(value);
+    const auto port = ParseUnsigned<uint16_t>(port_text);
+    if (!port) return bad("port must be a number from 0 to 65535");
+    a.port = *port;
   }
   return a;
 }

@@ -17,7 +17,9 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::string dir, uint64_t limit
   std::filesystem::create_directories(chunks, ec);
   if (ec) return Err(Status::FromErrno(ec.value(), "create disk tier " + dir));
   std::unique_ptr<DiskTier> tier(new DiskTier(storage::NewPosixStorage(dir), limit_bytes));
-  for (const auto& entry : std::filesystem::directory_iterator(chunks, ec)) {
+  std::filesystem::directory_iterator it(chunks, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const auto& entry = *it;
     const auto id = format::ParseChunkPath("chunks/" + entry.path().filename().string());
     const uint64_t size = entry.is_regular_file(ec) ? entry.file_size(ec) : 0;
     if (id && wanted.contains(*id) && tier->bytes_ + size <= limit_bytes) {

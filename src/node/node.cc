@@ -302,11 +302,11 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   net::ClientOptions data_options;
   data_options.connect_timeout = std::max(o.probe_timeout, std::chrono::milliseconds(1000));
   data_options.request_timeout = o.peer_timeout;
-  data_options.retries = 1;
+  data_options.retry.max_attempts = 2;
   net::ClientOptions probe_options;
   probe_options.connect_timeout = o.probe_timeout;
   probe_options.request_timeout = o.probe_timeout;
-  probe_options.retries = 0;
+  probe_options.retry.max_attempts = 1;
   probe_options.max_idle_connections = 1;
   for (size_t i = 0; i < s.membership->size(); ++i) {
     if (i == s.membership->self()) {

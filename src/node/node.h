@@ -3,7 +3,7 @@
 // The daemons of a job pool their memory into one chunk cache. Each chunk has an owner (HRW
 // placement over the live peers, membership.h); the owner fetches it from the store once and
 // keeps it; other daemons fetch it from the owner, whole, when a local trainer asks. Trainers
-// on this machine connect over a unix socket (trainer_protocol.h) and get chunks as sealed
+// on this machine connect over a unix socket (node_client/trainer_protocol.h) and get chunks as sealed
 // memfds. Every chunk is checked against the metadata (header, index, data CRC32C) before it is
 // cached or handed on, wherever it came from: a cache never launders corruption.
 //
@@ -28,7 +28,7 @@ namespace stoker::node {
 
 struct NodeOptions {
   std::string job;        // namespaces everything: the name peers export and ask for
-  std::string store_uri;  // where the dataset lives (a path, file://, stoker://)
+  std::string store_uri;  // where the dataset lives: what OpenStorage opens (path, file://, stoker://, s3://)
   net::ServerAddress listen{"127.0.0.1", 7171};  // peer-facing TCP (port 0: ephemeral)
   // This daemon's identity in `peers` (host:port); empty host: `listen` as bound.
   net::ServerAddress advertise{"", 0};

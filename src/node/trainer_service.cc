@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/threads.h"
 #include "format/version_record.h"
 #include "net/payload.h"
 #include "node/node_state.h"
@@ -86,11 +87,13 @@ void Node::State::AcceptTrainers() {
       auto c = std::make_unique<TrainerConnection>();
       c->socket = net::Socket(fd, options.socket_path);
       TrainerConnection* raw = c.get();
-      trainers.push_back(std::move(c));
-      raw->thread = std::thread([this, raw] {
+      auto thread = StartThread([this, raw] {
         ServeTrainer(*raw);
         raw->done.store(true);
       });
+      if (!thread) continue;  // the trainer sees the socket close and reads from the store
+      raw->thread = std::move(*thread);
+      trainers.push_back(std::move(c));
     }
   }
 }

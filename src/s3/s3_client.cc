@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
+#include "common/parse_number.h"
+#include "common/retry.h"
 
 namespace stoker::s3 {
 
@@ -97,7 +99,7 @@ std::string UrlDecode(std::string_view s) {
       out.push_back(' ');
     } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
                std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      out.push_back(static_cast<char>(*ParseUnsigned<uint8_t>(s.substr(i + 1, 2), 16)));
       i += 2;
     } else {
       out.push_back(s[i]);
@@ -196,10 +198,6 @@ void S3Client::ReturnHandle(void* handle) {
   }
 }
 
-S3ClientStats S3Client::stats() const {
-  return {requests_.load(), retries_.load(), received_.load(), sent_.load()};
-}
-
 namespace {
 
 constexpr size_t kMaxErrorBody = 1 << 20;
@@ -283,8 +281,14 @@ size_t OnRead(char* buffer, size_t size, size_t n, void* user) {
 
 }  // namespace
 
-Result<S3Client::Response> S3Client::CallOnce(const Request& r, bool* retryable) {
-  *retryable = false;
+// One attempt's URL, header lines and signature (signed afresh each attempt: x-amz-date).
+struct S3Client::Signed {
+  std::string url;
+  std::string where;  // "GET s3://bucket/key", for messages
+  std::vector<std::string> header_lines;
+};
+
+S3Client::Signed S3Client::Sign(const Request& r) const {
   const Endpoint ep = SplitEndpoint(config_.endpoint);
   std::string host = ep.host, path;
   if (config_.path_style) {
@@ -295,8 +299,9 @@ Result<S3Client::Response> S3Client::CallOnce(const Request& r, bool* retryable)
   }
   const std::string encoded_path = UriEncodePath(path);
   const std::string query = CanonicalQuery(r.query);
-  const std::string url = ep.scheme + "://" + host + encoded_path + (query.empty() ? "" : "?" + query);
-  const std::string where = fmt::format("{} s3://{}/{}", r.method, r.bucket, r.key);
+  Signed out;
+  out.url = ep.scheme + "://" + host + encoded_path + (query.empty() ? "" : "?" + query);
+  out.where = fmt::format("{} s3://{}/{}", r.method, r.bucket, r.key);
 
   SigningRequest s;
   s.method = r.method;
@@ -316,8 +321,43 @@ Result<S3Client::Response> S3Client::CallOnce(const Request& r, bool* retryable)
   if (!config_.credentials.session_token.empty()) {
     s.headers.emplace_back("x-amz-security-token", config_.credentials.session_token);
   }
-  const std::string authorization = Authorization(s, config_.credentials, date, config_.region);
+  for (const auto& [name, value] : s.headers) {
+    if (name == "host") continue;  // curl sends the URL's host
+    out.header_lines.push_back(name + ": " + value);
+  }
+  out.header_lines.push_back("Authorization: " +
+                             Authorization(s, config_.credentials, date, config_.region));
+  out.header_lines.push_back("Expect:");  // no 100-continue round trip
+  out.header_lines.push_back("Content-Type:");
+  return out;
+}
 
+namespace {
+
+// The status of an HTTP answer that is an error (>= 300, or an <Error> inside a 200 to a POST,
+// as CompleteMultipartUpload may answer). Throttling and server errors say nothing about the
+// data: the store is unavailable (retryable). Other refusals are final.
+Status ErrorOfAnswer(long status, const std::string& body, const std::string& where) {
+  const std::string code = First(body, "Code");
+  const std::string message = First(body, "Message");
+  // HEAD answers carry no body: name the status then.
+  const std::string what = !code.empty() ? code
+                           : status == 403 ? "Forbidden (wrong credentials, or no permission)"
+                           : status == 404 ? "Not Found"
+                                           : "";
+  const std::string text = fmt::format("{}: HTTP {} {}{}{}", where, status, what,
+                                       message.empty() ? "" : ": ", message);
+  if (RetryableStatus(status, code) || status == 200) return Status(StatusCode::kUnavailable, text);
+  if (status == 404) return Status::NotFound(text);
+  // Only conditional requests get 412: If-None-Match found the key taken.
+  if (status == 412) return Status::AlreadyExists(text);
+  if (status == 403) return Status(StatusCode::kPermissionDenied, text);
+  return Status::InvalidArgument(text);  // the store refused the request as it was made
+}
+
+}  // namespace
+
+Result<S3Client::Response> S3Client::Perform(const Request& r, const Signed& signed_request) {
   CURL* curl = static_cast<CURL*>(TakeHandle());
   if (curl == nullptr) return Err(Status::Internal("curl_easy_init failed"));
   curl_easy_reset(curl);  // options only: the connection stays alive for the next request
@@ -327,22 +367,20 @@ Result<S3Client::Response> S3Client::CallOnce(const Request& r, bool* retryable)
   t.has_into = r.has_into;
   t.upload = r.body;
   curl_slist* headers = nullptr;
-  for (const auto& [name, value] : s.headers) {
-    if (name == "host") continue;  // curl sends the URL's host
-    headers = curl_slist_append(headers, (name + ": " + value).c_str());
+  for (const std::string& line : signed_request.header_lines) {
+    headers = curl_slist_append(headers, line.c_str());
   }
-  headers = curl_slist_append(headers, ("Authorization: " + authorization).c_str());
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-  headers = curl_slist_append(headers, "Content-Type:");
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  const long timeout_s = std::max<long>(1, static_cast<long>((config_.request_timeout.count() + 999) / 1000));
+  curl_easy_setopt(curl, CURLOPT_URL, signed_request.url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-  // A stalled transfer (under 1 KiB/s for 30 s) fails and is retried; there is no overall
-  // limit, since a large object over a slow link legitimately takes long.
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 30L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(std::min<int64_t>(10000, config_.request_timeout.count())));
+  // The one deadline of docs/protocol.md, "Deadlines": a transfer that moves no byte for the
+  // request timeout fails (and is retried); a large object that keeps moving is never cut off.
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, timeout_s);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnData);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
@@ -361,18 +399,18 @@ Result<S3Client::Response> S3Client::CallOnce(const Request& r, bool* retryable)
   } else if (r.method != "GET") {
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, r.method.c_str());
   }
-  requests_.fetch_add(1);
   const CURLcode rc = curl_easy_perform(curl);
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   curl_slist_free_all(headers);
-  received_.fetch_add(t.received + t.body.size());
-  sent_.fetch_add(t.uploaded);
+  const std::string& where = signed_request.where;
   if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t.overflow)) {
     curl_easy_cleanup(curl);  // the connection is in an unknown state
-    *retryable = rc != CURLE_URL_MALFORMAT && rc != CURLE_UNSUPPORTED_PROTOCOL;
-    return Err(Status(StatusCode::kUnavailable,
-                      fmt::format("{}: {} ({})", where, curl_easy_strerror(rc), url)));
+    const std::string text = fmt::format("{}: {} ({})", where, curl_easy_strerror(rc), signed_request.url);
+    if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
+      return Err(Status::InvalidArgument(text));
+    }
+    return Err(Status(rc == CURLE_OPERATION_TIMEDOUT ? StatusCode::kTimeout : StatusCode::kUnavailable, text));
   }
   ReturnHandle(curl);
   if (t.overflow) {
@@ -382,61 +420,39 @@ Result<S3Client::Response> S3Client::CallOnce(const Request& r, bool* retryable)
                    : fmt::format("{}: the server sent more than it declared (Content-Length), "
                                  "or over {} bytes undeclared", where, kMaxUndeclaredBody)));
   }
-  Response response{status, std::move(t.body), std::move(t.headers)};
-  if (status >= 300 || (status == 200 && r.body.size() > 0 && r.method == "POST" &&
-                        response.body.find("<Error>") != std::string::npos)) {
-    const std::string code = First(response.body, "Code");
-    const std::string message = First(response.body, "Message");
-    *retryable = RetryableStatus(status, code) || status == 200;
-    // HEAD answers carry no body: name the status then.
-    const std::string what = !code.empty() ? code
-                             : status == 403 ? "Forbidden (wrong credentials, or no permission)"
-                             : status == 404 ? "Not Found"
-                                             : "";
-    const std::string text = fmt::format("{}: HTTP {} {}{}{}", where, status, what,
-                                         message.empty() ? "" : ": ", message);
-    if (status == 404) return Err(Status::NotFound(text));
-    // Only conditional requests get 412: If-None-Match found the key taken.
-    if (status == 412) return Err(Status::AlreadyExists(text));
-    if (status == 403) return Err(Status(StatusCode::kPermissionDenied, text));
-    // Throttling and server errors say nothing about the data: the store is unavailable.
-    if (*retryable) return Err(Status(StatusCode::kUnavailable, text));
-    return Err(Status::IOError(text));
-  }
   if (r.has_into) {
-    if (r.ranged && status != 206 && !(status == 200 && r.into.size() > 0 &&
-                                       response.headers["content-length"] ==
-                                           std::to_string(r.into.size()))) {
+    if (r.ranged && status != 206 && status < 300 &&
+        !(status == 200 && r.into.size() > 0 &&
+          t.headers["content-length"] == std::to_string(r.into.size()))) {
       return Err(Status::IOError(fmt::format("{}: the server ignored the Range header (HTTP {})",
                                              where, status)));
     }
-    if (t.received != r.into.size()) {
-      *retryable = true;  // a short body is never a success
+    if (status < 300 && t.received != r.into.size()) {  // a short body is never a success
       return Err(Status::IOError(fmt::format("{}: short body, {} of {} bytes", where, t.received,
                                              r.into.size())));
     }
   }
-  return response;
+  return Response{status, std::move(t.body), std::move(t.headers)};
 }
 
 Result<S3Client::Response> S3Client::Call(const Request& r) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  for (int attempt = 1;; ++attempt) {
-    bool retryable = false;
-    auto response = CallOnce(r, &retryable);
-    if (response || !retryable || attempt >= config_.max_attempts) {
-      if (!response && attempt > 1) {
-        return Err(response.error().WithContext(fmt::format("after {} attempts", attempt)));
-      }
-      return response;
+  Retry retry(RetryPolicy{.max_attempts = config_.max_attempts,
+                          .base_backoff = std::chrono::milliseconds(100),
+                          .max_backoff = std::chrono::milliseconds(20000)});
+  Status last;
+  while (retry.Next(last)) {
+    const Signed signed_request = Sign(r);
+    auto response = Perform(r, signed_request);
+    if (response && (response->status >= 300 ||
+                     (response->status == 200 && r.body.size() > 0 && r.method == "POST" &&
+                      response->body.find("<Error>") != std::string::npos))) {
+      response = Err(ErrorOfAnswer(response->status, response->body, signed_request.where));
     }
-    retries_.fetch_add(1);
-    // Exponential backoff with full jitter, as the AWS SDKs: up to 100 ms × 2^(attempt-1),
-    // capped at 20 s.
-    const double cap = std::min(20000.0, 100.0 * static_cast<double>(1ull << (attempt - 1)));
-    std::uniform_real_distribution<double> jitter(0.0, cap);
-    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(jitter(rng) * 1000)));
+    if (response) return response;
+    last = response.error();
   }
+  if (retry.attempt() > 1) return Err(last.WithContext(fmt::format("after {} attempts", retry.attempt())));
+  return Err(last);
 }
 
 Status S3Client::GetRange(const std::string& bucket, const std::string& key, uint64_t offset,

@@ -1,7 +1,8 @@
 // A minimal S3 REST client over libcurl: the calls a dataset needs (ranged GET, HEAD, PUT,
 // multipart upload, copy, delete, ListObjectsV2), each signed with SigV4 (sigv4.h) and retried
 // as the AWS SDKs do (AWS_MAX_ATTEMPTS, exponential backoff with full jitter on throttling,
-// 5xx, connection failures and short bodies). A body shorter than promised is never a success.
+// 5xx, connection failures and short bodies: the retryable status codes). A body shorter than
+// promised is never a success.
 //
 // Connections are kept alive: curl handles are pooled and reused, so concurrent calls from many
 // reader threads each keep their own connection. Thread-safe.
@@ -28,10 +29,6 @@ struct ObjectListing {
 // Parses one ListObjectsV2 answer page (encoding-type=url): appends to `out`, returns the
 // continuation token ("" on the last page). Corruption on malformed XML.
 Result<std::string> ParseListPage(std::string_view xml, ObjectListing* out);
-
-struct S3ClientStats {
-  uint64_t requests = 0, retries = 0, bytes_received = 0, bytes_sent = 0;
-};
 
 class S3Client {
  public:
@@ -68,22 +65,23 @@ class S3Client {
   Result<ObjectListing> List(const std::string& bucket, const std::string& prefix,
                              const std::string& delimiter, int max_keys = 1000);
 
-  S3ClientStats stats() const;
-
   struct Request;
   struct Response;
 
  private:
   explicit S3Client(S3Config config);
+  struct Signed;
+  // A request with its retries (src/common/retry.h: AWS_MAX_ATTEMPTS tries, backoff from
+  // 100 ms with full jitter, capped at 20 s); its steps: sign, then perform one attempt.
   Result<Response> Call(const Request& request);
-  Result<Response> CallOnce(const Request& request, bool* retryable);
+  Signed Sign(const Request& request) const;
+  Result<Response> Perform(const Request& request, const Signed& signed_request);
   void* TakeHandle();
   void ReturnHandle(void* handle);
 
   const S3Config config_;
   std::mutex mu_;
   std::vector<void*> idle_;  // CURL* easy handles with their live connections
-  std::atomic<uint64_t> requests_{0}, retries_{0}, received_{0}, sent_{0};
 };
 
 }  // namespace stoker::s3

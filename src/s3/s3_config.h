@@ -8,6 +8,7 @@
 // Values; thread-safe.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <string_view>
@@ -35,6 +36,9 @@ struct S3Config {
   bool path_style = false;  // true for configured endpoints (virtual hosts need DNS)
   int max_attempts = 3;     // total tries of one request, the first included
   std::string retry_mode = "standard";
+  // A transfer that moves no byte for this long fails (and is retried): the deadline of
+  // docs/protocol.md, "Deadlines", from StorageOptions or $STOKER_TIMEOUT.
+  std::chrono::milliseconds request_timeout{30000};
 };
 
 // Reads the configuration from `env` (name -> value) and the AWS files under `home`.

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "common/retry.h"
+
 namespace stoker::s3 {
 namespace {
 
@@ -193,6 +195,7 @@ Result<std::shared_ptr<Storage>> OpenS3Storage(std::string_view uri, const Stora
     overrides["AWS_REGION"] = *options.s3_region;
   }
   STOKER_ASSIGN_OR_RETURN(S3Config config, LoadS3ConfigFromEnvironment(overrides));
+  STOKER_ASSIGN_OR_RETURN(config.request_timeout, RequestTimeout(options.request_timeout));
   STOKER_ASSIGN_OR_RETURN(auto client, S3Client::Create(std::move(config)));
   return NewS3Storage(std::move(client), std::move(location));
 }

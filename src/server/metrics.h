@@ -20,7 +20,7 @@ class ServerMetrics {
 
   std::atomic<int64_t> connections_open{0};
   std::atomic<uint64_t> connections_accepted{0};
-  std::atomic<uint64_t> connections_rejected{0};  // over --max-connections
+  std::atomic<uint64_t> connections_rejected{0};  // over --max-connections, or no thread could be started
   std::atomic<uint64_t> auth_failures{0};         // spoke the protocol, wrong secret
   std::atomic<uint64_t> handshake_failures{0};    // anything else before WELCOME
   std::atomic<uint64_t> protocol_errors{0};       // bad frames, slow frames: connection dropped

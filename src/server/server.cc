@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/threads.h"
 #include "format/manifest.h"
 #include "format/version_record.h"
 #include "net/auth.h"
@@ -76,11 +77,10 @@ Status AddDatasetRoot(const std::string& root, std::map<std::string, std::string
   std::filesystem::directory_iterator it(root, ec);
   if (ec) return Status::FromErrno(ec.value(), "list dataset root " + root);
   std::vector<std::filesystem::path> dirs;
-  for (const auto& entry : it) {
-    if (entry.is_directory(ec) && HoldsDataset(entry.path())) {
-      dirs.push_back(entry.path());
-    }
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (it->is_directory(ec) && HoldsDataset(it->path())) dirs.push_back(it->path());
   }
+  if (ec) return Status::FromErrno(ec.value(), "list dataset root " + root);
   std::sort(dirs.begin(), dirs.end());
   for (const auto& d : dirs) {
     STOKER_RETURN_IF_ERROR(AddDataset(d.filename().string(), d.string(), datasets));
@@ -175,11 +175,18 @@ void Server::State::AcceptLoop() {
       auto c = std::make_unique<Connection>();
       c->socket = std::move(*accepted);
       Connection* raw = c.get();
-      connections.push_back(std::move(c));
-      raw->thread = std::thread([this, raw] {
+      auto thread = StartThread([this, raw] {
         Serve(*raw);
         raw->done.store(true);
       });
+      if (!thread) {  // the client is told, and may come back
+        metrics.connections_rejected.fetch_add(1);
+        (void)net::WriteFrame(raw->socket, net::MessageType::kError, 0,
+                              net::EncodeErrorPayload(thread.error()), net::Clock::now());
+        continue;
+      }
+      raw->thread = std::move(*thread);
+      connections.push_back(std::move(c));
     }
   }
   listener.Close();  // stop accepting: new connections are refused by the kernel

@@ -1,8 +1,9 @@
 // `stoker serve`: exports dataset directories over the stoker wire protocol
 // (docs/protocol.md). One acceptor thread, one thread per connection (requests on a connection
 // are answered in order, so pipelined requests simply wait in the socket), and an optional
-// Prometheus /metrics endpoint on its own thread. Files are read through Storage
-// (NewPosixStorage), one per dataset.
+// Prometheus /metrics endpoint on its own thread. Files are read through one Storage per
+// dataset: a local directory's PosixStorage, or any storage given in ServerOptions::storages
+// (a NAME=s3://… export, the node daemon's cache).
 //
 // Thread-safety: Start/Shutdown/Abort may be called from any thread; metrics() is safe to read
 // at any time.
