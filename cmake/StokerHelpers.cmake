@@ -21,7 +21,9 @@ function(stoker_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# stoker_test(NAME SOURCES ... DEPS ...) — a GoogleTest binary registered with ctest.
+# stoker_test(NAME SOURCES ... DEPS ...) — a GoogleTest binary registered with ctest, in the
+# quick tier (`ctest -L quick`: unit tests, seconds; CONTRIBUTING.md). Tests that install,
+# build or start whole programs carry the label `full` instead.
 function(stoker_test name)
   if(NOT STOKER_TESTS)
     return()
@@ -32,5 +34,5 @@ function(stoker_test name)
   # Tests that read committed data (tests/data, fuzz/corpus) find it here.
   target_compile_definitions(${name} PRIVATE STOKER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} stoker_testing GTest::gtest GTest::gtest_main)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS quick)
 endfunction()

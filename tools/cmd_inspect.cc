@@ -134,7 +134,7 @@ int RunCat(const Common& a) {
 int RunInfo(const Common& a) {
   auto ds = OpenForLookups(a);
   if (!ds) return Fail("info", ds.error());
-  const dataset::VersionView& v = (*ds)->view();
+  const dataset::VersionView& v = dataset::ViewOf(**ds);
   const format::VersionRecord& r = v.record();
   uint64_t metadata_bytes = 0;
   for (const auto& ref : r.segments) metadata_bytes += ref.bytes;

@@ -35,7 +35,7 @@ int RunReport(const ReportArgs& a) {
     PrintError("shuffle-report", ds.error());
     return kExitError;
   }
-  const auto& snap = (*ds)->view();
+  const auto& snap = dataset::ViewOf(**ds);
   loader::ShuffleReportOptions options;
   options.batch_size = a.batch_size;
   options.windows = a.windows;

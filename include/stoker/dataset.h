@@ -22,9 +22,9 @@
 
 namespace stoker {
 
-namespace dataset {
-class VersionView;
-}
+// Stoker's own readers (loader, mount, node) reach the version's metadata through it
+// (dataset::ViewOf in src/dataset/version_view.h); it is not part of the API.
+struct DatasetAccess;
 
 struct FileInfo {
   uint64_t index = 0;
@@ -105,11 +105,10 @@ class Dataset {
   // of the whole dataset (loaders, mount) need; a dataset opened with read_locations has them.
   Status LoadLocations() const;
 
-  // The version's metadata, for readers of the whole dataset (file locations, chunks).
-  const dataset::VersionView& view() const;
   Storage& storage() const;
 
  private:
+  friend struct DatasetAccess;
   struct Impl;
   Status CheckIndex(uint64_t file) const;
   explicit Dataset(std::unique_ptr<Impl> impl);

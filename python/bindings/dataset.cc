@@ -225,7 +225,7 @@ class PyDataset {
 
 nb::tuple SampleTuple(const Dataset& ds, uint64_t first, uint64_t count, int32_t label,
                       const std::function<nb::bytes(uint64_t)>& file_bytes) {
-  if (!ds.view().grouped()) {
+  if (!dataset::ViewOf(ds).grouped()) {
     return nb::make_tuple(file_bytes(first), label, FsName(ValueOrThrow(ds.Path(first))));
   }
   // WebDataset sample: {extension: bytes}, keyed by the text after the key's first '.'.
@@ -300,14 +300,14 @@ void RegisterDataset(nb::module_& m) {
       .def_prop_ro("version", &PyDataset::version)
       .def_prop_ro("num_files", [](PyDataset& self) { return self.Get().file_count(); })
       .def_prop_ro("num_samples", [](PyDataset& self) { return self.Get().sample_count(); })
-      .def_prop_ro("num_chunks", [](PyDataset& self) { return self.Get().view().chunk_count(); })
+      .def_prop_ro("num_chunks", [](PyDataset& self) { return dataset::ViewOf(self.Get()).chunk_count(); })
       .def_prop_ro("classes", &PyDataset::Classes, "Class names; label i is classes[i].")
-      .def_prop_ro("grouped", [](PyDataset& self) { return self.Get().view().grouped(); },
+      .def_prop_ro("grouped", [](PyDataset& self) { return dataset::ViewOf(self.Get()).grouped(); },
                    "True for tar-packed datasets, whose samples are groups of files.")
       .def_prop_ro(
           "largest_chunk_bytes",
           [](PyDataset& self) {
-            const auto& snap = self.Get().view();
+            const auto& snap = dataset::ViewOf(self.Get());
             uint64_t largest = 0;
             for (uint32_t c = 0; c < snap.chunk_count(); ++c) {
               largest = std::max(largest, ValueOrThrow(snap.chunk(c)).file_size);

@@ -191,7 +191,7 @@ TEST(ConcurrentFreshPack, OneWinsAndTheOtherLeavesNothing) {
     // Only the winner's chunks and segment remain.
     auto ds = Dataset::Open(store).value();
     EXPECT_EQ(ds->file_count(), WriterTree(winner).files.size());
-    EXPECT_EQ(store->List("chunks").value().size(), ds->view().chunk_count());
+    EXPECT_EQ(store->List("chunks").value().size(), dataset::ViewOf(*ds).chunk_count());
     EXPECT_EQ(store->List("segments").value().size(), 1u);
   }
 }

@@ -46,7 +46,7 @@ class CorruptionTest : public ::testing::Test {
     auto ds = Dataset::Open(store_);
     ASSERT_TRUE(ds.has_value());
     for (uint32_t f = 0; f < (*ds)->file_count(); ++f) info_.push_back((*ds)->Stat(f).value());
-    segment_path_ = format::SegmentPath((*ds)->view().record().segments.at(0).id);
+    segment_path_ = format::SegmentPath(dataset::ViewOf(**ds).record().segments.at(0).id);
   }
 
   // Reads every file through a freshly opened dataset; each read must be exact or an error.
@@ -386,7 +386,7 @@ TEST_F(CorruptionTest, SegmentSwappedForAnotherValidOne) {
   options.chunk_bytes = 16 << 10;
   ASSERT_TRUE(dataset::Pack(*source, *other, options).has_value());
   const auto other_segment =
-      format::SegmentPath((*Dataset::Open(other))->view().record().segments.at(0).id);
+      format::SegmentPath(dataset::ViewOf(**Dataset::Open(other)).record().segments.at(0).id);
   const std::string swapped = other->GetContents(other_segment).value();
   ASSERT_EQ(swapped.size(), Get(segment_path_).size());
   Set(segment_path_, swapped);

@@ -110,7 +110,13 @@ uint32_t Dataset::class_count() const { return impl_->view->class_count(); }
 std::string_view Dataset::ClassName(uint32_t label) const {
   return impl_->view->class_name(label);
 }
-const dataset::VersionView& Dataset::view() const { return *impl_->view; }
+struct DatasetAccess {
+  static const dataset::VersionView& View(const Dataset& dataset) { return *dataset.impl_->view; }
+};
+
+const dataset::VersionView& dataset::ViewOf(const Dataset& dataset) {
+  return DatasetAccess::View(dataset);
+}
 Status Dataset::LoadLocations() const { return impl_->view->LoadLocations(); }
 Result<std::shared_ptr<RandomAccessFile>> Dataset::ChunkFile(uint32_t chunk) const {
   if (chunk >= impl_->view->chunk_count()) {

@@ -127,7 +127,7 @@ TEST_P(RoundTripTest, EveryByteAndPathSurvives) {
   ExpectDatasetEqualsTree(**ds, tree);
 
   // Chunks respect the size limit unless a single file is bigger than it.
-  const auto& snap = (*ds)->view();
+  const auto& snap = dataset::ViewOf(**ds);
   EXPECT_EQ(snap.chunk_count(), summary->chunks_total);
   for (uint32_t k = 0; k < snap.chunk_count(); ++k) {
     const auto rec = snap.chunk(k).value();
@@ -212,7 +212,7 @@ TEST_F(DatasetApiTest, ListingAndLabels) {
   EXPECT_EQ(ds_->class_count(), 2u);
   EXPECT_EQ(ds_->Stat(ds_->Find("dogs/x/c.jpg").value())->label, 1);
   EXPECT_EQ(ds_->ReadFile(ds_->Find("cats/b.jpg").value())->size(), 0u);
-  EXPECT_EQ(ds_->view().segment_count(), 1u);
+  EXPECT_EQ(dataset::ViewOf(*ds_).segment_count(), 1u);
   EXPECT_TRUE(ds_->FileAttributes(0).value().empty());
 }
 

@@ -237,7 +237,7 @@ double LabelsPerChunk(const test::TempDir& tars, const std::string& dst, Storage
   EXPECT_TRUE(summary.has_value()) << summary.error().ToString();
   auto ds = Dataset::Open(dst);
   EXPECT_TRUE(ds.has_value());
-  const auto& snap = (*ds)->view();
+  const auto& snap = dataset::ViewOf(**ds);
   EXPECT_EQ(snap.sample_count(), samples.size());
   std::map<uint32_t, std::set<int32_t>> labels;
   uint32_t split_samples = 0;
@@ -563,8 +563,8 @@ TEST_F(PackTest, AFileOverTheStreamingThresholdGetsAChunkOfItsOwn) {
   auto ds = Dataset::Open(Dst()).value();
   const FileInfo info = ds->Stat(ds->Find("a/big.bin").value()).value();
   EXPECT_EQ(info.size, big.size());
-  EXPECT_EQ(ds->view().chunk(info.chunk).value().entry_count, 1u);
-  EXPECT_FALSE(ds->view().chunk(info.chunk).value().wide_index);  // under 4 GiB: a narrow index
+  EXPECT_EQ(dataset::ViewOf(*ds).chunk(info.chunk).value().entry_count, 1u);
+  EXPECT_FALSE(dataset::ViewOf(*ds).chunk(info.chunk).value().wide_index);  // under 4 GiB: a narrow index
   EXPECT_TRUE(AsString(ds->ReadFile(info.index).value()) == big);
   EXPECT_TRUE(Verify(*Dst()).value().ok());
 }

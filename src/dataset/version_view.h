@@ -173,4 +173,8 @@ class VersionView {
   mutable std::shared_ptr<const KeptLocations> kept_;  // guarded by kept_mu_
 };
 
+// The metadata of an open Dataset's version, for stoker's own readers of the whole dataset
+// (file locations, chunks); the public API (include/stoker/dataset.h) does not expose it.
+const VersionView& ViewOf(const Dataset& dataset);
+
 }  // namespace stoker::dataset

@@ -124,7 +124,7 @@ void OnStatfs(fuse_req_t req, fuse_ino_t /*ino*/) {
   const Fs& fs = FsOf(req);
   struct statvfs st {};
   st.f_bsize = st.f_frsize = 4096;
-  st.f_blocks = (fs.dataset.view().total_bytes() + 4095) / 4096;
+  st.f_blocks = (dataset::ViewOf(fs.dataset).total_bytes() + 4095) / 4096;
   st.f_files = fs.inodes.inode_count();
   st.f_namemax = 255;
   fuse_reply_statfs(req, &st);  // nothing free: a dataset version is read-only

@@ -116,7 +116,7 @@ TEST_F(FuseTest, LookupAndAttrMatchTheTree) {
     EXPECT_EQ(st.st_ino, *ino);
     EXPECT_EQ(st.st_uid, 1000u);
     EXPECT_EQ(st.st_gid, 2000u);
-    EXPECT_EQ(st.st_mtim.tv_sec, static_cast<time_t>(ds_->view().record().created_unix_seconds));
+    EXPECT_EQ(st.st_mtim.tv_sec, static_cast<time_t>(dataset::ViewOf(*ds_).record().created_unix_seconds));
     // Nothing lives below a file; near-misses are not found.
     EXPECT_FALSE(Look(t, *ino, "x"));
     EXPECT_FALSE(Resolve(t, path + "~"));

@@ -30,7 +30,7 @@ InodeTable::InodeTable(const Dataset& dataset, uid_t uid, gid_t gid)
       files_(dataset.file_count()),
       uid_(uid),
       gid_(gid),
-      mtime_(static_cast<int64_t>(dataset.view().record().created_unix_seconds)) {
+      mtime_(static_cast<int64_t>(dataset::ViewOf(dataset).record().created_unix_seconds)) {
   Register("", kRootInode);
 }
 
@@ -110,7 +110,7 @@ Status InodeTable::Attr(uint64_t ino, struct stat* st) const {
     st->st_mode = S_IFDIR | 0555;
     st->st_nlink = subdirs;  // 2 + subdirectories: the listing holds "." and ".." too
   } else if (IsFile(ino)) {
-    const uint64_t size = dataset_.view().file(FileIndex(ino)).length;
+    const uint64_t size = dataset::ViewOf(dataset_).file(FileIndex(ino)).length;
     st->st_mode = S_IFREG | 0444;
     st->st_nlink = 1;
     st->st_size = static_cast<off_t>(size);

@@ -19,7 +19,7 @@ constexpr size_t kStreamPiece = 4 << 20;
 OpenFile::OpenFile(const Dataset& dataset, uint64_t file, uint64_t buffer_limit)
     : dataset_(dataset),
       file_(file),
-      size_(dataset.view().file(file).length),
+      size_(dataset::ViewOf(dataset).file(file).length),
       whole_(size_ <= buffer_limit) {}
 
 Result<std::span<const std::byte>> OpenFile::Read(uint64_t offset, size_t size,
@@ -86,7 +86,7 @@ Status OpenFile::ReadChecked(uint64_t offset, size_t n, std::vector<std::byte>& 
 }
 
 Status OpenFile::PieceMismatch(uint64_t piece, uint32_t read_crc) const {
-  const dataset::VersionView& snap = dataset_.view();
+  const dataset::VersionView& snap = dataset::ViewOf(dataset_);
   const dataset::FileLocation r = snap.file(file_);
   return Status::Corruption(fmt::format(
       "{}: bytes {}..{} changed since they were checked (CRC32C {:08x}, read {:08x}) in {}",
@@ -106,7 +106,7 @@ Status OpenFile::LoadWhole() {
 }
 
 Status OpenFile::StreamCheck() {
-  const dataset::VersionView& snap = dataset_.view();
+  const dataset::VersionView& snap = dataset::ViewOf(dataset_);
   const dataset::FileLocation r = snap.file(file_);
   auto chunk = dataset_.ChunkFile(r.chunk);
   if (!chunk) return chunk.error().WithContext(fmt::format("reading {}", dataset_.FilePath(file_)));

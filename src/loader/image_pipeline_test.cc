@@ -49,7 +49,7 @@ ImageSet MakeImageSet(int count, const std::map<std::string, std::string>& extra
   set.dataset = std::shared_ptr<const Dataset>(std::move(*ds));
   std::vector<uint32_t> chunks;
   for (uint32_t s = 0; s < set.dataset->sample_count(); ++s) {
-    chunks.push_back(set.dataset->view().file(set.dataset->SampleFiles(s).value().first).chunk);
+    chunks.push_back(dataset::ViewOf(*set.dataset).file(set.dataset->SampleFiles(s).value().first).chunk);
   }
   SamplerOptions so;
   so.mode = ShuffleMode::kFull;

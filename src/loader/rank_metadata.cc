@@ -15,7 +15,7 @@ class ChunkUnits final : public UnitSource {
  public:
   // nullptr when a chunk record does not say its samples (a tar-grouped format-2 segment).
   static Result<std::shared_ptr<const UnitSource>> Create(const Dataset& dataset) {
-    const dataset::VersionView& view = dataset.view();
+    const dataset::VersionView& view = dataset::ViewOf(dataset);
     std::vector<uint32_t> counts(view.chunk_count());
     for (uint32_t c = 0; c < view.chunk_count(); ++c) {
       STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, view.chunk(c));
@@ -28,7 +28,7 @@ class ChunkUnits final : public UnitSource {
   std::span<const uint32_t> counts() const override { return counts_; }
 
   Status Prepare(std::span<const uint32_t> units) const override {
-    const dataset::VersionView& view = dataset_.view();
+    const dataset::VersionView& view = dataset::ViewOf(dataset_);
     // Half the chunks or more (one rank, a whole order): one pass over every location is
     // cheaper than chunk by chunk, and the in-memory units serve every later plan.
     if (view.has_locations() || units.size() * 2 >= units_with_samples_) {
@@ -47,7 +47,7 @@ class ChunkUnits final : public UnitSource {
       std::lock_guard lock(mu_);
       if (all_) return all_->Members(unit);
     }
-    const dataset::VersionView& view = dataset_.view();
+    const dataset::VersionView& view = dataset::ViewOf(dataset_);
     const auto kept = view.kept_locations();
     std::vector<uint32_t> samples;
     if (view.grouped()) {
@@ -99,7 +99,7 @@ Result<std::shared_ptr<const UnitSource>> DatasetUnits(const Dataset& dataset,
 
 Result<PlanLocations> PlanLocations::For(const Dataset& dataset, std::span<const uint32_t> plan) {
   STOKER_RETURN_IF_ERROR(CheckLoadable(dataset));
-  const dataset::VersionView& view = dataset.view();
+  const dataset::VersionView& view = dataset::ViewOf(dataset);
   if (!view.has_locations()) {
     auto kept = view.kept_locations();
     const auto holds = [&](uint32_t s) {

@@ -93,7 +93,7 @@ SamplerOptions ChunkMode(uint64_t seed) {
 // only those chunks' locations: the same samples, bytes and labels as with every location.
 TEST(RankMetadataTest, RankPlansAndReadsWithItsOwnChunksLocations) {
   TwoOpenings t = Pack();
-  const dataset::VersionView& view = t.lazy->view();
+  const dataset::VersionView& view = dataset::ViewOf(*t.lazy);
   ASSERT_GT(view.chunk_count(), 100u);
   auto lazy_sampler = CreateSampler(*t.lazy, ChunkMode(3), 0);
   ASSERT_TRUE(lazy_sampler.has_value()) << lazy_sampler.error().ToString();
@@ -124,10 +124,10 @@ TEST(RankMetadataTest, PlanOutsideTheKeptChunksReadsEveryLocation) {
   ASSERT_TRUE(sampler.has_value());
   const auto mine = sampler->PlanRank({0, 0, 8}, 8, 0).value().samples;
   ASSERT_TRUE(sampler->PlanRank({0, 0, 8}, 8, 5).has_value());  // keeps rank 5's chunks
-  EXPECT_FALSE(t.lazy->view().has_locations());
+  EXPECT_FALSE(dataset::ViewOf(*t.lazy).has_locations());
   auto pipe = ReadPipeline::Start(t.lazy, mine, {});
   ASSERT_TRUE(pipe.has_value()) << pipe.error().ToString();
-  EXPECT_TRUE(t.lazy->view().has_locations());
+  EXPECT_TRUE(dataset::ViewOf(*t.lazy).has_locations());
   for (uint32_t expected : mine) {
     auto item = (*pipe)->Next();
     ASSERT_TRUE(item.has_value() && item->has_value());
@@ -145,7 +145,7 @@ TEST(RankMetadataTest, WholeChunksJudgedFromASampleOfChunks) {
   ASSERT_TRUE(sampled.has_value()) << sampled.error().ToString();
   EXPECT_EQ(sampled->block_bytes, 0u);
   EXPECT_TRUE(sampled->mixes_well);
-  EXPECT_FALSE(t.lazy->view().has_locations());
+  EXPECT_FALSE(dataset::ViewOf(*t.lazy).has_locations());
   // The sample's estimate is close to the one from every label.
   const auto exact = ChooseShuffleUnit(*t.full, 4, 32);
   ASSERT_TRUE(exact.has_value());
@@ -174,7 +174,7 @@ TwoOpenings PackTar() {
 // reads exactly what the reference plan built from every location gives.
 TEST(RankMetadataTest, TarSamplesPlanAndReadWithTheirChunksLocations) {
   TwoOpenings t = PackTar();
-  const dataset::VersionView& view = t.lazy->view();
+  const dataset::VersionView& view = dataset::ViewOf(*t.lazy);
   ASSERT_TRUE(view.grouped());
   ASSERT_GT(view.chunk_count(), 60u);
   // The loader's default unit: whole chunks, judged from the samples of a sample of chunks.

@@ -201,7 +201,7 @@ void ReadPipeline::State::Schedule() {
       if (!readable) {
         Complete(range, std::move(buffer),
                  file ? Status::Corruption(fmt::format("{}: bytes {}..{} are past its end ({})",
-                                                       dataset->view().ChunkName(range.chunk), range.offset,
+                                                       dataset::ViewOf(*dataset).ChunkName(range.chunk), range.offset,
                                                        range.offset + length, (*file)->Size()))
                       : file.error());
         continue;
@@ -218,7 +218,7 @@ void ReadPipeline::State::Schedule() {
 
 void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte[]> buffer,
                                    Status status) {
-  const auto& snap = dataset->view();
+  const auto& snap = dataset::ViewOf(*dataset);
   // Check CRCs outside the lock: this is the expensive part and runs on I/O threads.
   std::vector<Status> results(range.extents.size());
   for (size_t i = 0; i < range.extents.size(); ++i) {
@@ -274,7 +274,7 @@ namespace {
 // rather than the past.
 void AdviseChunkOrder(const Dataset& dataset, const std::vector<uint32_t>& plan,
                       const PlanLocations& locations) {
-  const dataset::VersionView& snap = dataset.view();
+  const dataset::VersionView& snap = dataset::ViewOf(dataset);
   std::vector<int64_t> entry_of(snap.chunk_count(), -1);
   std::vector<PlannedFile> order;
   for (uint32_t sample : plan) {

@@ -42,7 +42,7 @@ Packed PackRandom(uint64_t seed, std::shared_ptr<Storage> storage, uint64_t chun
 std::vector<uint32_t> Plan(const Dataset& ds, ShuffleMode mode, uint64_t seed) {
   std::vector<uint32_t> chunks;
   for (uint32_t s = 0; s < ds.sample_count(); ++s) {
-    chunks.push_back(ds.view().file(ds.SampleFiles(s).value().first).chunk);
+    chunks.push_back(dataset::ViewOf(ds).file(ds.SampleFiles(s).value().first).chunk);
   }
   SamplerOptions o;
   o.mode = mode;
@@ -116,7 +116,7 @@ TEST(ReadPipelineCoalescing, ChunkModeReadsLargeRanges) {
     }
   }
   // A window's whole chunks fit in a segment: a handful of reads. One per file without segments.
-  EXPECT_LE((*sequential)->stats().ranges, p.dataset->view().chunk_count() * 2);
+  EXPECT_LE((*sequential)->stats().ranges, dataset::ViewOf(*p.dataset).chunk_count() * 2);
   // (An empty file shares its offset with a neighbour, so it may ride along in its range.)
   size_t empty = 0;
   for (const auto& [path, bytes] : p.tree.files) empty += bytes.empty();

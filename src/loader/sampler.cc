@@ -206,7 +206,7 @@ Status CheckLoadable(const Dataset& dataset) {
 }
 
 std::vector<uint32_t> SampleChunks(const Dataset& dataset) {
-  const dataset::VersionView& view = dataset.view();
+  const dataset::VersionView& view = dataset::ViewOf(dataset);
   std::vector<uint32_t> chunks(view.sample_count());
   for (uint64_t s = 0; s < view.sample_count(); ++s) {
     chunks[s] = view.file(view.SampleFiles(s).first).chunk;

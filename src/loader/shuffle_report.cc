@@ -104,7 +104,7 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const std::vector<int32_t>& labe
 Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
                                                 const ShuffleReportOptions& options) {
   STOKER_RETURN_IF_ERROR(PrepareToLoad(dataset));
-  const auto& snap = dataset.view();
+  const auto& snap = dataset::ViewOf(dataset);
   const SampleLayout layout = LayoutOf(dataset);
   const std::vector<uint32_t> sample_chunks = SampleUnits(layout.places, layout.chunk_count, 0);
   std::vector<uint64_t> chunk_bytes(snap.chunk_count());

@@ -55,7 +55,7 @@ constexpr uint64_t kEstimateSeed = 0x6d6978696e67;  // "mixing": any fixed value
 }  // namespace
 
 std::vector<int32_t> SampleLabels(const Dataset& dataset) {
-  const auto& snap = dataset.view();
+  const auto& snap = dataset::ViewOf(dataset);
   std::vector<int32_t> labels(snap.sample_count());
   for (uint64_t s = 0; s < snap.sample_count(); ++s) labels[s] = snap.sample_label(s);
   return labels;
@@ -63,7 +63,7 @@ std::vector<int32_t> SampleLabels(const Dataset& dataset) {
 
 std::vector<uint32_t> SampleUnits(const Dataset& dataset, uint64_t block_bytes) {
   if (block_bytes == 0) return SampleChunks(dataset);
-  const auto& snap = dataset.view();
+  const auto& snap = dataset::ViewOf(dataset);
   return SampleUnits(SamplePlaces(snap), snap.chunk_count(), block_bytes);
 }
 
@@ -140,7 +140,7 @@ uint32_t UnitsPerWindow(uint64_t total, uint32_t chunks, uint32_t window_chunks,
 }  // namespace
 
 uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t block_bytes) {
-  const auto& snap = dataset.view();
+  const auto& snap = dataset::ViewOf(dataset);
   return UnitsPerWindow(snap.total_bytes(), snap.chunk_count(), window_chunks, block_bytes);
 }
 
@@ -156,7 +156,7 @@ Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options,
 }
 
 SampleLayout LayoutOf(const Dataset& dataset) {
-  const auto& snap = dataset.view();
+  const auto& snap = dataset::ViewOf(dataset);
   return {SampleLabels(dataset), SamplePlaces(snap), snap.chunk_count()};
 }
 
@@ -263,7 +263,7 @@ ShuffleUnit ChooseShuffleUnit(const SampleLayout& layout, uint32_t window_chunks
 }
 
 Status ValidateBlockSize(const Dataset& dataset, uint64_t block_bytes) {
-  const auto& snap = dataset.view();
+  const auto& snap = dataset::ViewOf(dataset);
   const uint64_t mean_sample = snap.total_bytes() / std::max<uint64_t>(1, snap.sample_count());
   if (block_bytes != 0 && block_bytes < mean_sample) {
     return Status::InvalidArgument(fmt::format(
@@ -280,7 +280,7 @@ namespace {
 // every location: the chunks it needs (about limit / mean samples per chunk) must be at most
 // half of them — a dataset of a few huge chunks is judged from every label, read once.
 bool WorthSampling(const Dataset& dataset, uint64_t limit) {
-  const double chunks = dataset.view().chunk_count(), samples = dataset.sample_count();
+  const double chunks = dataset::ViewOf(dataset).chunk_count(), samples = dataset.sample_count();
   if (samples <= static_cast<double>(limit)) return false;
   return std::ceil(static_cast<double>(limit) * chunks / samples) * 2 <= chunks;
 }
@@ -290,7 +290,7 @@ bool WorthSampling(const Dataset& dataset, uint64_t limit) {
 // ...): read chunk by chunk. nullopt if a chunk record does not say its samples (a tar-grouped
 // segment of format 2): such a version is judged from every label.
 Result<std::optional<SampleLayout>> SampledLayout(const Dataset& dataset, uint64_t limit) {
-  const dataset::VersionView& view = dataset.view();
+  const dataset::VersionView& view = dataset::ViewOf(dataset);
   std::vector<uint32_t> chunks;
   for (uint32_t c = 0; c < view.chunk_count(); ++c) {
     STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, view.chunk(c));

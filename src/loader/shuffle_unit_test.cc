@@ -76,7 +76,7 @@ TEST(ShuffleUnitTest, BlocksAreContiguousRunsOfAChunkInStorageOrder) {
   test::TempDir src, dst;
   auto ds = PackClasses(src, dst, 4, 30, 12, dataset::StorageOrder::kMixed);
   EXPECT_EQ(SampleUnits(*ds, 0), SampleChunks(*ds));
-  const auto& snap = ds->view();
+  const auto& snap = dataset::ViewOf(*ds);
   // 12 samples per chunk, blocks of 3 samples' bytes: 4 blocks of 3 samples per chunk.
   const auto units = SampleUnits(*ds, 3 * kSampleBytes);
   std::map<uint32_t, std::vector<uint64_t>> offsets;  // unit -> its samples' offsets

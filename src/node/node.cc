@@ -255,8 +255,8 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   STOKER_ASSIGN_OR_RETURN(s.store, OpenStorage(o.store_uri, store_options));
   STOKER_ASSIGN_OR_RETURN(s.dataset, Dataset::Open(s.store));
   // The version's identity: its record (trainers and peers must present the same).
-  s.manifest = format::EncodeVersionRecord(s.dataset->view().record());
-  const dataset::VersionView& snap = s.dataset->view();
+  s.manifest = format::EncodeVersionRecord(dataset::ViewOf(*s.dataset).record());
+  const dataset::VersionView& snap = dataset::ViewOf(*s.dataset);
   uint64_t largest = 0;
   for (uint32_t i = 0; i < snap.chunk_count(); ++i) {
     STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, snap.chunk(i));

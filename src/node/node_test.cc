@@ -92,7 +92,7 @@ class NodeTest : public ::testing::Test {
 
   uint32_t ChunkCount() {
     auto ds = Dataset::Open(packed_->dir.path());
-    return (*ds)->view().chunk_count();
+    return dataset::ViewOf(**ds).chunk_count();
   }
 
   uint64_t StoreFills() {
@@ -230,9 +230,9 @@ TEST_F(NodeTest, ACacheSmallerThanTheDatasetStaysUnderItsLimit) {
   uint64_t largest = 0, total = 0;
   {
     auto ds = Dataset::Open(packed_->dir.path());
-    for (uint32_t i = 0; i < (*ds)->view().chunk_count(); ++i) {
-      largest = std::max(largest, (*ds)->view().chunk(i).value().file_size);
-      total += (*ds)->view().chunk(i).value().file_size;
+    for (uint32_t i = 0; i < dataset::ViewOf(**ds).chunk_count(); ++i) {
+      largest = std::max(largest, dataset::ViewOf(**ds).chunk(i).value().file_size);
+      total += dataset::ViewOf(**ds).chunk(i).value().file_size;
     }
   }
   const uint64_t limit = 3 * largest;
@@ -250,8 +250,8 @@ TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
   uint64_t largest = 0;
   {
     auto ds = Dataset::Open(packed_->dir.path());
-    for (uint32_t i = 0; i < (*ds)->view().chunk_count(); ++i) {
-      largest = std::max(largest, (*ds)->view().chunk(i).value().file_size);
+    for (uint32_t i = 0; i < dataset::ViewOf(**ds).chunk_count(); ++i) {
+      largest = std::max(largest, dataset::ViewOf(**ds).chunk(i).value().file_size);
     }
   }
   addresses_.push_back({"127.0.0.1", FreePort()});
@@ -263,8 +263,8 @@ TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
   // A restarted daemon (same disk) reads nothing from the store; a damaged file is a miss.
   daemons_[0].reset();
   const std::string some_chunk =
-      disk.path() + "/job1/" + format::ChunkPath((*Dataset::Open(packed_->dir.path()))
-                                                     ->view().chunk(0).value().id);
+      disk.path() + "/job1/" + format::ChunkPath(
+          dataset::ViewOf(**Dataset::Open(packed_->dir.path())).chunk(0).value().id);
   std::string bytes = stoker::test::ReadFileToString(some_chunk);
   bytes[bytes.size() / 2] ^= 1;
   stoker::test::WriteStringToFile(some_chunk, bytes);
@@ -323,7 +323,7 @@ TEST_F(NodeTest, MalformedTrainerMessagesAreRefused) {
   // pieces kept arriving and the daemon kept growing the plan, and rebuilding it, for each.
   uint64_t files = 0;
   for (uint32_t c = 0; c < ChunkCount(); ++c) {
-    files += (*Dataset::Open(packed_->dir.path()))->view().chunk(c).value().entry_count;
+    files += dataset::ViewOf(**Dataset::Open(packed_->dir.path())).chunk(c).value().entry_count;
   }
   std::optional<StatusCode> plan_answer;
   for (uint64_t sent = 0; sent <= files + ChunkCount() && !plan_answer; sent += 1000) {
