@@ -1,0 +1,193 @@
+"""stoker C++ core: datasets, pack, verify and the sampler"""
+
+from collections.abc import Sequence
+from typing import Annotated
+
+import numpy
+from numpy.typing import NDArray
+
+from stoker import CorruptionError as CorruptionError
+from stoker._core import image as image
+
+
+class Dataset:
+    """
+    A packed dataset (one version), map-style: len(ds) samples, ds[i] -> (bytes, label, path); for tar-packed datasets ds[i] -> ({ext: bytes}, label, key). Labels are -1 when absent.
+    """
+
+    def __init__(self, uri: object, version: int | None = None) -> None:
+        """
+        Opens a version (the newest by default) at a path or URI: str, bytes or any os.PathLike.
+        """
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> tuple: ...
+
+    def find(self, path: object) -> int:
+        """
+        File index of a path (str, bytes or os.PathLike); FileNotFoundError if absent.
+        """
+
+    def stat(self, path_or_index: object) -> dict:
+        """
+        dict(index, path, size, crc32c, label, class, chunk (id), chunk_index, offset, attributes)
+        """
+
+    def read(self, path_or_index: object) -> bytes:
+        """A file's bytes (CRC-checked) by path or file index."""
+
+    def read_buffer(self, path_or_index: object) -> Annotated[memoryview, dict(dtype='uint8', shape=(None,), writable=False)]:
+        """
+        Like read(), as a read-only memoryview over the C++ buffer (no copy into bytes).
+        """
+
+    def listdir(self, path: object = '') -> list:
+        """Names in a directory: subdirectories first, then files, each sorted."""
+
+    def sample_files(self, index: int) -> list:
+        """Paths of the files making up sample `index`."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def num_files(self) -> int: ...
+
+    @property
+    def num_samples(self) -> int: ...
+
+    @property
+    def num_chunks(self) -> int: ...
+
+    @property
+    def classes(self) -> list:
+        """Class names; label i is classes[i]."""
+
+    @property
+    def grouped(self) -> bool:
+        """True for tar-packed datasets, whose samples are groups of files."""
+
+    @property
+    def largest_chunk_bytes(self) -> int:
+        """
+        Size of the largest chunk file: sizes the read pipeline's memory for chunk shuffle.
+        """
+
+    def __repr__(self) -> str: ...
+
+    def __getstate__(self) -> tuple: ...
+
+    def __setstate__(self, arg: tuple, /) -> None: ...
+
+def image_sample_params(options: dict, width: int, height: int, sample: int) -> dict:
+    """
+    The augmentation parameters sample `sample` (an image of width x height) gets under `options` (as ImagePipeline's, with 'epoch'): box (x0, y0, x1, y1) in source pixels, clip_to_box, flip, angle, zoom.
+    """
+
+class ImagePipeline:
+    """
+    Decodes and transforms `plan` into batches in C++ threads; iterating yields (images, labels, samples, consumed, errors).
+    """
+
+    def __init__(self, dataset: object, plan: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)], options: dict) -> None: ...
+
+    def __iter__(self) -> object: ...
+
+    def __next__(self) -> tuple: ...
+
+    def stats(self) -> dict:
+        """
+        Counters: samples, batches, skipped, threads, read_wait_seconds, decode_seconds, resize_seconds, output_seconds, idle_seconds, consumer_wait_seconds, bytes_read, ranges, peak_bytes_held.
+        """
+
+    def close(self) -> None:
+        """Stops the threads; delivered batches stay valid."""
+
+def pack(src: object, dst: object, *, chunk_size: int | str = '64MiB', append: bool = False, labels: str = 'auto', threads: int = 0, order: str = 'shuffled', order_seed: int = 0, mix_memory: int | str = '2GiB', layout: str = 'auto', progress: bool = True) -> dict:
+    """
+    Packs a directory tree (labels from its first level) or a list of tar shards into the dataset at `dst`, as a new version (append=True adds to an existing one). A directory holding .cls members is a WebDataset folder and packs as the same files in a tar would (samples grouped by key, labelled by their .cls); layout='tree' or 'webdataset' says which instead of 'auto'. progress: the CLI's progress bar on stderr when it is a terminal. chunk_size is bytes or a string like '64MiB'. order='shuffled' (the default) places files in chunks in a random order (seeded by order_seed) so that every chunk mixes classes; order='path' keeps path (tree) or archive (tar) order. mix_memory: tar input to S3: memory for the part buffers of the chunks filled at once (32 MiB each). Returns a summary dict (open_chunks: how many chunks were filled at once).
+    """
+
+def byte_size(size: int | str, name: str = 'size') -> int:
+    """
+    A size as bytes: an int, or text like '64MiB', '48G' or '65536' (binary multiples), as the CLI takes it. ValueError naming `name` otherwise.
+    """
+
+def verify(uri: object) -> dict:
+    """
+    Re-reads the current version and checks every CRC. Returns a report dict with 'ok', 'problems', 'corrupt_chunks' and 'corrupt_files'; raises only if the dataset cannot be read at all.
+    """
+
+class ReadPipeline:
+    """
+    Reads `plan` (sample indices) ahead of the consumer with coalesced, CRC-checked range reads under a memory budget; iterating yields what ds[i] yields, in plan order.
+    """
+
+    def __init__(self, dataset: object, plan: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)], memory_budget: int = 1073741824, io_depth: int = 8, engine: str = 'auto') -> None: ...
+
+    def __iter__(self) -> object: ...
+
+    def __next__(self) -> tuple: ...
+
+    def stats(self) -> dict:
+        """
+        Counters: samples, ranges, bytes_read, payload_bytes, consumer_waits, consumer_wait_seconds (time spent waiting for data), peak_bytes_held, engine.
+        """
+
+    def close(self) -> None:
+        """Stops reading ahead and frees the buffers."""
+
+class Sampler:
+    """
+    Which samples each rank reads, in which order, every epoch (docs/sampler.md). Immutable; orders are uint32 memoryviews.
+    """
+
+    def __init__(self, dataset: object, *, mode: str = 'chunk', seed: int = 0, window: int = 16, drop_last: bool = False, block_size: int = 0) -> None:
+        """
+        A sampler over a stoker.Dataset's samples. mode: 'sequential', 'full' or 'chunk'; window: chunks per shuffle window (chunk mode); block_size: the shuffle unit in bytes (blocks of a chunk, docs/sampler.md), 0 for whole chunks. The window then holds W chunks' worth of blocks (the `window` property counts units).
+        """
+
+    @staticmethod
+    def from_chunks(sample_chunks: Sequence[int], dataset_version: int, *, mode: str = 'chunk', seed: int = 0, window: int = 16, drop_last: bool = False) -> Sampler:
+        """
+        A sampler over synthetic samples: sample_chunks[s] is sample s's chunk.
+        """
+
+    @property
+    def num_samples(self) -> int: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def window(self) -> int: ...
+
+    @property
+    def drop_last(self) -> bool: ...
+
+    def global_order(self, epoch: int, world_size: int = 1) -> Annotated[memoryview, dict(dtype='uint32', shape=(None,), writable=False)]:
+        """
+        The epoch's global order G, planned for world_size ranks: a permutation of range(num_samples).
+        """
+
+    def plan_rank(self, epoch: int, position: int, planned_world_size: int, world_size: int, rank: int) -> tuple:
+        """
+        What `rank` of `world_size` reads from `position` of the epoch's order (built for planned_world_size ranks) to the epoch's end: (samples, padded, dropped).
+        """
+
+def shuffle_unit(dataset: object, window: int = 16, batch_size: int = 256, block_size: int | None = None) -> dict:
+    """
+    The shuffle unit chunk mode uses on `dataset` (docs/sampler.md): with block_size None, whole chunks when they mix classes within `target` of a full shuffle, else the largest block of a chunk that does; with an int, that block size (0: whole chunks). Returns {block_size, units_per_window, mixes_well, target, whole_chunks, chosen}, the last two with the expected distinct classes per batch and a full shuffle's.
+    """
+
+def shuffle_report(dataset: object, batch_size: int = 256, windows: Sequence[int] = [1, 4, 16, 64], seed: int = 0, epoch: int = 0, default_window: int = 16) -> list:
+    """
+    How random each order is on `dataset` (a stoker.Dataset): one dict per order — sequential, full, chunk mode per window (whole chunks), then the loader's default (loader_default: chunk mode, window default_window, the shuffle unit stoker.Loader picks: block_bytes, expected classes per batch vs a full shuffle's) — with per-batch label entropy (bits; NaN without labels) and distinct classes, mean displacement, rank correlation with storage order, the fraction of same-chunk neighbours, the window's memory, and reads per epoch with their mean size. See `stoker shuffle-report`.
+    """
