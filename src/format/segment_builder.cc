@@ -103,6 +103,22 @@ constexpr uint64_t kMaxLocationRecord = 6 * varint::kMaxBytes + 4;
 
 }  // namespace
 
+// What Seal's steps share while it runs (SegmentBuilder::State::Seal*).
+struct SealWork {
+  SealWork(const SortOptions& sort, size_t chunk_count)
+      : by_location(sort, [](std::string_view a, std::string_view b) {
+          return a.substr(0, 8) < b.substr(0, 8);  // big-endian ordinals: byte order is numeric
+        }),
+        entries(chunk_count),
+        payload(chunk_count) {}
+  ExternalSorter by_location;              // ordinal | LocationRecord, for WriteLocations
+  std::vector<uint64_t> entries, payload;  // per chunk: the files and payload bytes seen
+  std::unordered_map<std::string, int64_t> dir_class_of;  // first component -> first-seen rank
+  std::vector<std::string> dir_class_names;               // by first-seen rank
+  std::vector<KeyRecord> sample;  // the files of the sample being read
+  std::string scratch;
+};
+
 struct SegmentBuilder::State {
   explicit State(SortOptions options)
       : sort(std::move(options)),
@@ -130,6 +146,16 @@ struct SegmentBuilder::State {
   std::optional<Spool> locations;  // LocationRecord, in ordinal order
   std::optional<Spool> file_blocks, samples_section, attr_blocks;
   std::unique_ptr<KeyedTableWriter> file_table, attr_table;
+
+  // Seal's steps, in order.
+  Status OpenOutputs();
+  Status ReadKeys(SealWork& w, Grouping grouping);
+  Status FlushSample(SealWork& w, Grouping grouping);
+  Status FinishKeyOrder(SealWork& w, Grouping grouping);
+  Status CheckChunksAreFilled(const SealWork& w) const;
+  Status CheckNoPathIsFileAndDirectory() const;
+  Status WriteLocations(SealWork& w);
+  Status ForEachKey(const std::function<Status(std::string_view)>& fn) const;
 };
 
 SegmentBuilder::SegmentBuilder(SortOptions sort) : s_(std::make_unique<State>(std::move(sort))) {}
@@ -168,166 +194,184 @@ Status SegmentBuilder::Add(const SegmentEntry& e) {
 
 Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
   State& s = *s_;
-  const bool grouped = grouping != Grouping::kFiles;
   if (s.sealed) return Status::Internal("SegmentBuilder::Seal twice");
   s.sealed = true;
-  s.grouped = grouped;
+  s.grouped = grouping != Grouping::kFiles;
   s.chunks = std::move(chunks);
   s.first_location.assign(s.chunks.size() + 1, 0);
   s.chunk_samples.assign(s.chunks.size(), 0);
   for (size_t c = 0; c < s.chunks.size(); ++c) {
     s.first_location[c + 1] = s.first_location[c] + s.chunks[c].entry_count;
   }
-  STOKER_ASSIGN_OR_RETURN(s.keys, Spool::Create(s.sort.temp_dir));
-  STOKER_ASSIGN_OR_RETURN(s.file_blocks, Spool::Create(s.sort.temp_dir));
-  STOKER_ASSIGN_OR_RETURN(s.samples_section, Spool::Create(s.sort.temp_dir));
-  STOKER_ASSIGN_OR_RETURN(s.attr_blocks, Spool::Create(s.sort.temp_dir));
-  s.file_table = std::make_unique<KeyedTableWriter>(
-      [&s](std::string_view b) { return s.file_blocks->Append(b); }, s.sort.temp_dir);
-  s.attr_table = std::make_unique<KeyedTableWriter>(
-      [&s](std::string_view b) { return s.attr_blocks->Append(b); }, s.sort.temp_dir);
-  ExternalSorter by_location(s.sort, [](std::string_view a, std::string_view b) {
-    return a.substr(0, 8) < b.substr(0, 8);  // big-endian ordinals: byte order is numeric
-  });
-  std::vector<uint64_t> entries(s.chunks.size()), payload(s.chunks.size());
-  std::unordered_map<std::string, int64_t> dir_class_of;  // first component -> first-seen rank
-  std::vector<std::string> dir_class_names;               // by first-seen rank
-  std::vector<KeyRecord> sample;  // the files of the sample being read
-  std::string scratch;
+  STOKER_RETURN_IF_ERROR(s.OpenOutputs());
+  SealWork work(s.sort, s.chunks.size());
+  STOKER_RETURN_IF_ERROR(s.ReadKeys(work, grouping));
+  STOKER_RETURN_IF_ERROR(s.FinishKeyOrder(work, grouping));
+  STOKER_RETURN_IF_ERROR(s.CheckChunksAreFilled(work));
+  STOKER_RETURN_IF_ERROR(s.CheckNoPathIsFileAndDirectory());
+  return s.WriteLocations(work);
+}
 
-  // Everything about the files of one sample (one file unless grouped), in key order.
-  const auto flush_sample = [&]() -> Status {
-    if (sample.empty()) return Status::OK();
-    if (grouped) {
-      scratch.clear();
-      coding::PutFixed<uint64_t>(&scratch, s.files);
-      STOKER_RETURN_IF_ERROR(s.samples_section->Append(scratch));
-      if (grouping == Grouping::kSamplesSharingLabels) {
-        int32_t label = -1;
-        for (const KeyRecord& r : sample) label = std::max(label, r.label);
-        for (KeyRecord& r : sample) r.label = label;
-      }
-    }
-    // A sample's unit is the chunk of its first file (loader::SampleChunks).
-    ++s.chunk_samples[sample.front().chunk];
-    const uint64_t sample_index = s.samples++;
-    for (const KeyRecord& r : sample) {
-      const uint64_t p = s.files++;
-      const std::string path = *PathOfFileKey(r.key);
-      AddToDirTable(s.dirs, path, p);
-      LocationRecord l{p, r.length, r.crc32c, r.label, -1, sample_index,
-                       &r == &sample.front() ? sample.size() : 0};
-      if (const size_t slash = path.find('/'); slash != std::string::npos) {
-        auto [cls, fresh] = dir_class_of.try_emplace(path.substr(0, slash),
-                                                     static_cast<int64_t>(dir_class_names.size()));
-        if (fresh) dir_class_names.push_back(path.substr(0, slash));
-        l.dir_class = cls->second;
-      } else if (!s.outside) {
-        s.outside = path;
-      }
-      s.max_label = std::max(s.max_label, r.label);
-      s.total_bytes += r.length;
-      const uint64_t ordinal = s.first_location[r.chunk] + r.entry;
-      scratch.clear();
-      varint::Put(&scratch, ordinal);
-      STOKER_RETURN_IF_ERROR(s.file_table->Add(r.key, scratch));
-      STOKER_RETURN_IF_ERROR(s.keys->AppendRecord(r.key));
-      for (const auto& [name, value] : r.attributes) {
-        scratch.clear();
-        PutBigEndian64(&scratch, p);  // byte order of keys is (position, name) order
-        scratch.append(name);
-        STOKER_RETURN_IF_ERROR(s.attr_table->Add(scratch, value));
-      }
-      scratch.clear();
-      PutBigEndian64(&scratch, ordinal);
-      PutLocationRecord(&scratch, l);
-      STOKER_RETURN_IF_ERROR(by_location.Add(scratch));
-      if (p == 0) s.first_key = r.key;
-    }
-    s.last_key = sample.back().key;
-    sample.clear();
-    return Status::OK();
-  };
+Status SegmentBuilder::State::OpenOutputs() {
+  STOKER_ASSIGN_OR_RETURN(keys, Spool::Create(sort.temp_dir));
+  STOKER_ASSIGN_OR_RETURN(file_blocks, Spool::Create(sort.temp_dir));
+  STOKER_ASSIGN_OR_RETURN(samples_section, Spool::Create(sort.temp_dir));
+  STOKER_ASSIGN_OR_RETURN(attr_blocks, Spool::Create(sort.temp_dir));
+  file_table = std::make_unique<KeyedTableWriter>(
+      [this](std::string_view b) { return file_blocks->Append(b); }, sort.temp_dir);
+  attr_table = std::make_unique<KeyedTableWriter>(
+      [this](std::string_view b) { return attr_blocks->Append(b); }, sort.temp_dir);
+  return Status::OK();
+}
 
+// The files in key order, a sample at a time (one file unless grouped): checks each against its
+// chunk and counts what every chunk holds.
+Status SegmentBuilder::State::ReadKeys(SealWork& w, Grouping grouping) {
   std::string previous;
-  const Status by_key = s.by_key.Merge([&](std::string_view bytes) -> Status {
+  return by_key.Merge([&](std::string_view bytes) -> Status {
     KeyRecord r = DecodeKeyRecord(bytes);
-    if (s.files + sample.size() > 0 && r.key == previous) {
-      s.duplicate = *PathOfFileKey(r.key);
-      return Status::InvalidArgument("duplicate path: " + *s.duplicate);
+    if (files + w.sample.size() > 0 && r.key == previous) {
+      duplicate = *PathOfFileKey(r.key);
+      return Status::InvalidArgument("duplicate path: " + *duplicate);
     }
-    if (r.chunk >= s.chunks.size()) return Status::Internal("a file names a missing chunk");
-    if (r.entry >= s.chunks[r.chunk].entry_count) {
+    if (r.chunk >= chunks.size()) return Status::Internal("a file names a missing chunk");
+    if (r.entry >= chunks[r.chunk].entry_count) {
       return Status::InvalidArgument(fmt::format(
           "{}: entry {} of chunk {:016x}, which has {} entries", *PathOfFileKey(r.key), r.entry,
-          s.chunks[r.chunk].id, s.chunks[r.chunk].entry_count));
+          chunks[r.chunk].id, chunks[r.chunk].entry_count));
     }
-    ++entries[r.chunk];
-    payload[r.chunk] += r.length;
-    if (!grouped || (!sample.empty() && SampleKeyOfKey(sample.back().key) != SampleKeyOfKey(r.key))) {
-      STOKER_RETURN_IF_ERROR(flush_sample());
+    ++w.entries[r.chunk];
+    w.payload[r.chunk] += r.length;
+    if (!grouped ||
+        (!w.sample.empty() && SampleKeyOfKey(w.sample.back().key) != SampleKeyOfKey(r.key))) {
+      STOKER_RETURN_IF_ERROR(FlushSample(w, grouping));
     }
     previous = r.key;
-    sample.push_back(std::move(r));
+    w.sample.push_back(std::move(r));
     return Status::OK();
   });
-  if (!by_key.ok()) return by_key;
-  STOKER_RETURN_IF_ERROR(flush_sample());
-  if (s.dirs.empty()) s.dirs[""];  // the root, also of an empty segment
+}
+
+// Everything about the files of one sample, in key order: the samples section, the directory
+// table, the file and attribute tables, and a location record per file (sorted later).
+Status SegmentBuilder::State::FlushSample(SealWork& w, Grouping grouping) {
+  std::vector<KeyRecord>& sample = w.sample;
+  std::string& scratch = w.scratch;
+  if (sample.empty()) return Status::OK();
   if (grouped) {
     scratch.clear();
-    coding::PutFixed<uint64_t>(&scratch, s.files);
-    STOKER_RETURN_IF_ERROR(s.samples_section->Append(scratch));
-  } else {
-    s.samples = s.files;
+    coding::PutFixed<uint64_t>(&scratch, files);
+    STOKER_RETURN_IF_ERROR(samples_section->Append(scratch));
+    if (grouping == Grouping::kSamplesSharingLabels) {
+      int32_t label = -1;
+      for (const KeyRecord& r : sample) label = std::max(label, r.label);
+      for (KeyRecord& r : sample) r.label = label;
+    }
   }
-  STOKER_RETURN_IF_ERROR(s.file_table->Finish());
-  STOKER_RETURN_IF_ERROR(s.attr_table->Finish());
-  for (auto* spool : {&*s.keys, &*s.file_blocks, &*s.samples_section, &*s.attr_blocks}) {
+  // A sample's unit is the chunk of its first file (loader::SampleChunks).
+  ++chunk_samples[sample.front().chunk];
+  const uint64_t sample_index = samples++;
+  for (const KeyRecord& r : sample) {
+    const uint64_t p = files++;
+    const std::string path = *PathOfFileKey(r.key);
+    AddToDirTable(dirs, path, p);
+    LocationRecord l{p, r.length, r.crc32c, r.label, -1, sample_index,
+                     &r == &sample.front() ? sample.size() : 0};
+    if (const size_t slash = path.find('/'); slash != std::string::npos) {
+      auto [cls, fresh] = w.dir_class_of.try_emplace(
+          path.substr(0, slash), static_cast<int64_t>(w.dir_class_names.size()));
+      if (fresh) w.dir_class_names.push_back(path.substr(0, slash));
+      l.dir_class = cls->second;
+    } else if (!outside) {
+      outside = path;
+    }
+    max_label = std::max(max_label, r.label);
+    total_bytes += r.length;
+    const uint64_t ordinal = first_location[r.chunk] + r.entry;
+    scratch.clear();
+    varint::Put(&scratch, ordinal);
+    STOKER_RETURN_IF_ERROR(file_table->Add(r.key, scratch));
+    STOKER_RETURN_IF_ERROR(keys->AppendRecord(r.key));
+    for (const auto& [name, value] : r.attributes) {
+      scratch.clear();
+      PutBigEndian64(&scratch, p);  // byte order of keys is (position, name) order
+      scratch.append(name);
+      STOKER_RETURN_IF_ERROR(attr_table->Add(scratch, value));
+    }
+    scratch.clear();
+    PutBigEndian64(&scratch, ordinal);
+    PutLocationRecord(&scratch, l);
+    STOKER_RETURN_IF_ERROR(w.by_location.Add(scratch));
+    if (p == 0) first_key = r.key;
+  }
+  last_key = sample.back().key;
+  sample.clear();
+  return Status::OK();
+}
+
+// The last sample, the samples section's end, and every key-ordered output sealed.
+Status SegmentBuilder::State::FinishKeyOrder(SealWork& w, Grouping grouping) {
+  STOKER_RETURN_IF_ERROR(FlushSample(w, grouping));
+  if (dirs.empty()) dirs[""];  // the root, also of an empty segment
+  if (grouped) {
+    w.scratch.clear();
+    coding::PutFixed<uint64_t>(&w.scratch, files);
+    STOKER_RETURN_IF_ERROR(samples_section->Append(w.scratch));
+  } else {
+    samples = files;
+  }
+  STOKER_RETURN_IF_ERROR(file_table->Finish());
+  STOKER_RETURN_IF_ERROR(attr_table->Finish());
+  for (auto* spool : {&*keys, &*file_blocks, &*samples_section, &*attr_blocks}) {
     STOKER_RETURN_IF_ERROR(spool->Seal());
   }
+  return Status::OK();
+}
 
-  // Payloads lie back to back, so the files of a chunk must fill it exactly.
-  for (size_t c = 0; c < s.chunks.size(); ++c) {
-    const ChunkInfo& info = s.chunks[c];
-    if (entries[c] != info.entry_count || info.file_size != payload[c] + info.fixed_bytes() ||
+// Payloads lie back to back, so the files of a chunk must fill it exactly.
+Status SegmentBuilder::State::CheckChunksAreFilled(const SealWork& w) const {
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const ChunkInfo& info = chunks[c];
+    if (w.entries[c] != info.entry_count || info.file_size != w.payload[c] + info.fixed_bytes() ||
         info.entry_count >= kChunkRecordWideIndex) {
       return Status::InvalidArgument(fmt::format(
           "chunk {:016x}: {} files of {} payload bytes do not fill its {} entries and {} bytes",
-          info.id, entries[c], payload[c], info.entry_count, info.file_size));
+          info.id, w.entries[c], w.payload[c], info.entry_count, info.file_size));
     }
   }
+  return Status::OK();
+}
 
-  // A path that is a file and a directory: every directory's key as a file, against the keys.
-  {
-    std::vector<std::string> dir_keys;
-    for (const auto& [dir, files] : s.dirs) {
-      if (!dir.empty()) dir_keys.push_back(FileKeyOf(dir));
+// A path that is a file and a directory: every directory's key as a file, against the keys.
+Status SegmentBuilder::State::CheckNoPathIsFileAndDirectory() const {
+  std::vector<std::string> dir_keys;
+  for (const auto& [dir, dir_files] : dirs) {
+    if (!dir.empty()) dir_keys.push_back(FileKeyOf(dir));
+  }
+  std::sort(dir_keys.begin(), dir_keys.end());
+  size_t d = 0;
+  return ForEachKey([&](std::string_view key) -> Status {
+    while (d < dir_keys.size() && dir_keys[d] < key) ++d;
+    if (d < dir_keys.size() && dir_keys[d] == key) {
+      return Status::InvalidArgument(
+          fmt::format("{} is both a file and a directory", *PathOfFileKey(key)));
     }
-    std::sort(dir_keys.begin(), dir_keys.end());
-    size_t d = 0;
-    const Status checked = ForEachKey([&](std::string_view key) -> Status {
-      while (d < dir_keys.size() && dir_keys[d] < key) ++d;
-      if (d < dir_keys.size() && dir_keys[d] == key) {
-        return Status::InvalidArgument(
-            fmt::format("{} is both a file and a directory", *PathOfFileKey(key)));
-      }
-      return Status::OK();
-    });
-    if (!checked.ok()) return checked;
-  }
+    return Status::OK();
+  });
+}
 
-  // Class directories by name; locations in storage order, each ordinal exactly once.
-  s.first_dirs = dir_class_names;
-  std::sort(s.first_dirs.begin(), s.first_dirs.end());
-  std::vector<int64_t> sorted_class(dir_class_names.size());
-  for (size_t k = 0; k < dir_class_names.size(); ++k) {
-    sorted_class[k] = std::lower_bound(s.first_dirs.begin(), s.first_dirs.end(),
-                                       dir_class_names[k]) - s.first_dirs.begin();
+// Class directories by name; locations in storage order, each ordinal exactly once.
+Status SegmentBuilder::State::WriteLocations(SealWork& w) {
+  first_dirs = w.dir_class_names;
+  std::sort(first_dirs.begin(), first_dirs.end());
+  std::vector<int64_t> sorted_class(w.dir_class_names.size());
+  for (size_t k = 0; k < w.dir_class_names.size(); ++k) {
+    sorted_class[k] = std::lower_bound(first_dirs.begin(), first_dirs.end(),
+                                       w.dir_class_names[k]) - first_dirs.begin();
   }
-  STOKER_ASSIGN_OR_RETURN(s.locations, Spool::Create(s.sort.temp_dir));
+  STOKER_ASSIGN_OR_RETURN(locations, Spool::Create(sort.temp_dir));
   uint64_t expected = 0;
-  const Status by_ordinal = by_location.Merge([&](std::string_view bytes) -> Status {
+  const Status by_ordinal = w.by_location.Merge([&](std::string_view bytes) -> Status {
     if (GetBigEndian64(bytes) != expected) {
       return Status::InvalidArgument(fmt::format(
           "two files are given the same place in a chunk (location {})", GetBigEndian64(bytes)));
@@ -336,12 +380,22 @@ Status SegmentBuilder::Seal(std::vector<ChunkInfo> chunks, Grouping grouping) {
     std::string_view in = bytes.substr(8);
     LocationRecord l = TakeLocationRecord(&in);
     if (l.dir_class >= 0) l.dir_class = sorted_class[l.dir_class];
-    scratch.clear();
-    PutLocationRecord(&scratch, l);
-    return s.locations->Append(scratch);
+    w.scratch.clear();
+    PutLocationRecord(&w.scratch, l);
+    return locations->Append(w.scratch);
   });
   if (!by_ordinal.ok()) return by_ordinal;
-  return s.locations->Seal();
+  return locations->Seal();
+}
+
+Status SegmentBuilder::State::ForEachKey(const std::function<Status(std::string_view)>& fn) const {
+  if (!keys) return Status::Internal("SegmentBuilder::ForEachKey before Seal");
+  Spool::Reader reader(*keys, 1 << 20);
+  while (true) {
+    STOKER_ASSIGN_OR_RETURN(auto key, reader.NextRecord());
+    if (!key) return Status::OK();
+    STOKER_RETURN_IF_ERROR(fn(*key));
+  }
 }
 
 const std::optional<std::string>& SegmentBuilder::duplicate_path() const {
@@ -357,13 +411,7 @@ const std::optional<std::string>& SegmentBuilder::a_file_outside_dirs() const {
 int32_t SegmentBuilder::max_label() const { return s_->max_label; }
 
 Status SegmentBuilder::ForEachKey(const std::function<Status(std::string_view)>& fn) const {
-  if (!s_->keys) return Status::Internal("SegmentBuilder::ForEachKey before Seal");
-  Spool::Reader reader(*s_->keys, 1 << 20);
-  while (true) {
-    STOKER_ASSIGN_OR_RETURN(auto key, reader.NextRecord());
-    if (!key) return Status::OK();
-    STOKER_RETURN_IF_ERROR(fn(*key));
-  }
+  return s_->ForEachKey(fn);
 }
 
 Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const {
