@@ -24,6 +24,7 @@
 
 #include "dataset.h"
 #include "errors.h"
+#include "loader/epoch_cursor.h"
 #include "loader/sampler.h"
 #include "loader/shuffle_report.h"
 #include "loader/shuffle_unit.h"
@@ -241,6 +242,48 @@ void RegisterSampler(nb::module_& m) {
       "label entropy (bits; NaN without labels) and distinct classes, mean displacement, rank "
       "correlation with storage order, the fraction of same-chunk neighbours, the window's "
       "memory, and reads per epoch with their mean size. See `stoker shuffle-report`.");
+
+  using loader::EpochCursor;
+  nb::class_<EpochCursor>(
+      m, "EpochCursor",
+      "Where one rank's reading stands in its epochs (src/loader/epoch_cursor.h): the loaders "
+      "count what they yield with the token of the pass they run in; it moves the epoch and "
+      "position on a pass's start and end, set_epoch and load.")
+      .def(nb::init<uint64_t, uint32_t, bool>(), nb::arg("num_samples"), nb::arg("world_size"),
+           nb::arg("drop_last"))
+      .def_prop_ro("epoch", &EpochCursor::epoch)
+      .def_prop_ro("position", &EpochCursor::position)
+      .def_prop_ro("planned_world_size", &EpochCursor::planned_world_size)
+      .def_prop_ro("yielded", &EpochCursor::yielded)
+      .def_prop_ro("pass_token", &EpochCursor::pass)
+      .def("set_epoch", [](EpochCursor& c, int64_t epoch) { ThrowIfError(c.SetEpoch(epoch)); },
+           nb::arg("epoch"))
+      .def("begin_pass", &EpochCursor::BeginPass, "Starts a pass; returns its token.")
+      .def("end_pass", &EpochCursor::EndPass, nb::arg("token"))
+      .def("add_yielded", &EpochCursor::AddYielded, nb::arg("token"), nb::arg("count"))
+      .def("set_yielded", &EpochCursor::SetYielded, nb::arg("count"))
+      .def("consumed_position", &EpochCursor::ConsumedPosition, nb::arg("consumed"))
+      .def("pass_samples", &EpochCursor::PassSamples)
+      .def("load",
+           [](EpochCursor& c, int64_t epoch, int64_t position, int64_t planned_world_size) {
+             ThrowIfError(c.Load(epoch, position, planned_world_size));
+           },
+           nb::arg("epoch"), nb::arg("position"), nb::arg("planned_world_size"))
+      .def("__getstate__",
+           [](const EpochCursor& c) {
+             const EpochCursor::State s = c.Save();
+             return nb::make_tuple(s.num_samples, s.epoch, s.position, s.yielded, s.pass,
+                                   s.world_size, s.planned, s.drop_last, s.explicit_epoch);
+           })
+      .def("__setstate__", [](EpochCursor& c, const nb::tuple& t) {
+        if (t.size() != 9) ThrowStatus(Status::InvalidArgument("bad EpochCursor state"));
+        EpochCursor::State s{nb::cast<uint64_t>(t[0]), nb::cast<uint64_t>(t[1]),
+                             nb::cast<uint64_t>(t[2]), nb::cast<uint64_t>(t[3]),
+                             nb::cast<uint64_t>(t[4]), nb::cast<uint32_t>(t[5]),
+                             nb::cast<uint32_t>(t[6]), nb::cast<bool>(t[7]),
+                             nb::cast<bool>(t[8])};
+        new (&c) EpochCursor(ValueOrThrow(EpochCursor::Restore(s)));
+      });
 }
 
 }  // namespace stoker::python

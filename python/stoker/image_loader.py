@@ -187,13 +187,13 @@ class ImageLoader(_Stream):
         return -(-samples // self._batch_size)
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
-        token = self._begin_pass()
+        token = self._cursor.begin_pass()
         plan, _, _ = self._plan()
         return self._generate(plan, token)
 
     def _generate(self, plan, token: int) -> Iterator[tuple[Any, Any]]:
         ds, _ = self._handles()
-        options = dict(self._options, epoch=self._epoch,
+        options = dict(self._options, epoch=self._cursor.epoch,
                        memory_budget=self._read_budget(ds, self._memory_budget))
         pin = self._pin_memory
         if pin is None:
@@ -209,8 +209,7 @@ class ImageLoader(_Stream):
                     if self._on_error == "log":
                         for _, _, message in errors:
                             log.warning("stoker: skipped a sample: %s", message)
-                if token == self._pass:
-                    self._yielded += consumed
+                self._cursor.add_yielded(token, consumed)
                 if pin:
                     images = images.pin_memory()
                 if self._batch_transform is not None:
@@ -223,14 +222,14 @@ class ImageLoader(_Stream):
             self._stats["images_per_second"] = (self._stats["samples"] / elapsed
                                                 if elapsed > 0 else 0.0)
             pipe.close()
-        self._end_pass(token)
+        self._cursor.end_pass(token)
 
     def sample_params(self, sample: int, width: int, height: int,
                       epoch: int | None = None) -> dict[str, Any]:
         """The augmentation sample `sample` (an image of width x height) gets in `epoch`
         (default: the current one): box (x0, y0, x1, y1) in source pixels, clip_to_box, flip,
         angle, zoom — what the C++ threads draw, for inspection and tests."""
-        options = dict(self._options, epoch=self._epoch if epoch is None else int(epoch),
+        options = dict(self._options, epoch=self.epoch if epoch is None else int(epoch),
                        memory_budget=DEFAULT_MIN_BUDGET)
         return image_sample_params(options, int(width), int(height), int(sample))
 
@@ -245,7 +244,7 @@ class ImageLoader(_Stream):
 
     def state_dict(self) -> dict[str, Any]:
         """As stoker.Loader.state_dict(): the position in the epoch's global order."""
-        return self._state(self._yielded)
+        return self._state(self._cursor.yielded)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """As stoker.Loader.load_state_dict(): continues exactly, with any world size."""
@@ -255,4 +254,4 @@ class ImageLoader(_Stream):
         o = self._options
         return (f"stoker.ImageLoader('{self._uri}', train={o['train']}, size={o['size']}, "
                 f"batch_size={self._batch_size}, shuffle='{self._shuffle}', "
-                f"rank={self._rank}, world_size={self._world_size}, epoch={self._epoch})")
+                f"rank={self._rank}, world_size={self._world_size}, epoch={self.epoch})")

@@ -27,7 +27,7 @@ import os
 import warnings
 from typing import Any, Callable, Iterator
 
-from ._core import Dataset, ReadPipeline, Sampler, byte_size, shuffle_unit
+from ._core import Dataset, EpochCursor, ReadPipeline, Sampler, byte_size, shuffle_unit
 
 _MODES = ("sequential", "full", "chunk")
 # Keys of state_dict() that decide the epoch's order: a state is only meaningful for a loader
@@ -121,8 +121,10 @@ class _Stream:
     """What Loader and stoker.torch.StokerIterableDataset share: the options, the per-process
     Dataset and Sampler, and the position in the epoch.
 
-    The state is (epoch, position, planned_world_size) — where the current (or next) pass over
-    this rank's share starts — plus `_yielded`, the samples yielded by this process since then.
+    Where the reading stands — (epoch, position, planned_world_size), where the current (or
+    next) pass over this rank's share starts, and the samples yielded since — is the C++
+    EpochCursor's (src/loader/epoch_cursor.h), which also decides how a pass's start and end,
+    set_epoch and load move it; this class only counts what it yields, with its pass's token.
     """
 
     def __init__(self, dataset: str | os.PathLike | Dataset, *, shuffle: str, seed: int,
@@ -154,12 +156,7 @@ class _Stream:
         self._pid = os.getpid()
         if self._block_size:
             self._handles()  # a bad explicit block_size fails here, not at the first pass
-        self._epoch = 0
-        self._position = 0
-        self._planned = self._world_size
-        self._yielded = 0
-        self._explicit_epoch = False
-        self._pass = 0  # bumped by every new pass, set_epoch and load_state_dict
+        self._cursor = EpochCursor(self._num_samples, self._world_size, self._drop_last)
 
     # -- per-process handles ----------------------------------------------------------------
 
@@ -190,7 +187,7 @@ class _Stream:
 
     @property
     def epoch(self) -> int:
-        return self._epoch
+        return self._cursor.epoch
 
     @property
     def block_size(self) -> int:
@@ -213,69 +210,25 @@ class _Stream:
         """Reads epoch `epoch` next. A different epoch than the current one starts at its
         beginning; the current one keeps its position (so set_epoch(e) after loading a state
         saved in epoch e continues that epoch instead of restarting it)."""
-        epoch = int(epoch)
-        if epoch < 0:
-            raise ValueError("epoch must be >= 0")
-        self._commit()
-        if epoch != self._epoch:
-            self._epoch, self._position, self._planned = epoch, 0, self._world_size
-        self._explicit_epoch = True
-        self._pass += 1
-
-    def _consumed_position(self, consumed: int) -> int:
-        return min(self._num_samples, self._position + consumed * self._world_size)
-
-    def _commit(self) -> None:
-        """Folds the samples yielded so far into the position (a new pass continues there)."""
-        self._position = self._consumed_position(self._yielded)
-        self._yielded = 0
-
-    def _rank_count(self, position: int, world_size: int) -> int:
-        remaining = max(0, self._num_samples - position)
-        if self._drop_last:
-            return remaining // world_size
-        return -(-remaining // world_size)
-
-    def _rolls_over(self) -> bool:
-        """Whether the next pass starts the next epoch: nothing of this one is left for this
-        rank, and set_epoch did not ask for this epoch."""
-        return (not self._explicit_epoch and self._num_samples > 0 and
-                self._rank_count(self._position, self._world_size) == 0)
+        self._cursor.set_epoch(int(epoch))
 
     def _pass_samples(self) -> int:
         """Samples this rank reads in the pass under way, or else in the next one."""
-        if self._yielded == 0 and self._rolls_over():
-            return self._rank_count(0, self._world_size)
-        return self._rank_count(self._position, self._world_size)
-
-    def _begin_pass(self) -> int:
-        """Commits the previous pass, starts the next epoch if nothing of this one is left for
-        this rank (unless set_epoch chose this epoch), and returns the new pass's token."""
-        self._commit()
-        if self._rolls_over():
-            self._epoch, self._position, self._planned = self._epoch + 1, 0, self._world_size
-        self._explicit_epoch = False
-        self._pass += 1
-        return self._pass
-
-    def _end_pass(self, token: int) -> None:
-        """A pass ran to its end: the next one reads the next epoch, planned for this world."""
-        if token == self._pass:
-            self._epoch, self._position, self._planned = self._epoch + 1, 0, self._world_size
-            self._yielded = 0
+        return self._cursor.pass_samples()
 
     def _plan(self):
         """This rank's samples from the current position to the end of the epoch (uint32
         memoryview), plus the counts of padded and dropped samples."""
         _, sampler = self._handles()
-        return sampler.plan_rank(self._epoch, self._position, self._planned, self._world_size,
+        c = self._cursor
+        return sampler.plan_rank(c.epoch, c.position, c.planned_world_size, self._world_size,
                                  self._rank)
 
     def _state(self, consumed: int) -> dict[str, Any]:
         return {
-            "epoch": self._epoch,
-            "position": self._consumed_position(consumed),
-            "planned_world_size": self._planned,
+            "epoch": self._cursor.epoch,
+            "position": self._cursor.consumed_position(consumed),
+            "planned_world_size": self._cursor.planned_world_size,
             "samples_yielded": consumed,
             "world_size": self._world_size,
             "rank": self._rank,
@@ -303,15 +256,8 @@ class _Stream:
                     f"the state was saved with {key}={state[key]!r}, this loader has "
                     f"{key}={mine[key]!r}: the epoch's order would differ, so the position "
                     "would name other samples")
-        epoch, position, planned = (int(state["epoch"]), int(state["position"]),
-                                    int(state["planned_world_size"]))
-        if epoch < 0 or position < 0 or planned < 1:
-            raise ValueError(f"bad loader state: epoch={epoch} position={position} "
-                             f"planned_world_size={planned}")
-        self._epoch, self._position, self._planned = epoch, position, planned
-        self._yielded = 0
-        self._explicit_epoch = False
-        self._pass += 1
+        self._cursor.load(int(state["epoch"]), int(state["position"]),
+                          int(state["planned_world_size"]))
 
     def _read_budget(self, ds: Dataset, memory_budget: int | str | None) -> int:
         """The read pipeline's memory budget: `memory_budget` if given (bytes, or text like
@@ -427,7 +373,7 @@ class Loader(_Stream):
         return -(-samples // self._batch_size)
 
     def __iter__(self) -> Iterator[Any]:
-        token = self._begin_pass()
+        token = self._cursor.begin_pass()
         plan, _, _ = self._plan()
         return self._generate(plan, token)
 
@@ -442,8 +388,7 @@ class Loader(_Stream):
             if self._batch_size is None:
                 for sample in pipe:
                     item = transform(sample)
-                    if token == self._pass:
-                        self._yielded += 1
+                    self._cursor.add_yielded(token, 1)
                     yield item
             else:
                 size = self._batch_size
@@ -453,14 +398,12 @@ class Loader(_Stream):
                     if self._drop_last and count < size:
                         break
                     batch = collate([transform(next(pipe)) for _ in range(count)])
-                    if token == self._pass:
-                        self._yielded += count
+                    self._cursor.add_yielded(token, count)
                     yield batch
         finally:
             self._stats = pipe.stats()
             pipe.close()
-        self._end_pass(token)
-
+        self._cursor.end_pass(token)
 
     def stats(self) -> dict[str, Any]:
         """Read-pipeline counters of the last pass: samples, ranges, bytes_read, payload_bytes,
@@ -473,7 +416,7 @@ class Loader(_Stream):
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is: see the class docstring. Plain ints, strs and bools."""
-        return self._state(self._yielded)
+        return self._state(self._cursor.yielded)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continues from `state` (from any world size): the next pass reads the rest of its
@@ -485,4 +428,4 @@ class Loader(_Stream):
         return (f"stoker.Loader('{self._uri}', version={self._version}, "
                 f"shuffle='{self._shuffle}', block_size={self._block_size}, "
                 f"batch_size={self._batch_size}, "
-                f"rank={self._rank}, world_size={self._world_size}, epoch={self._epoch})")
+                f"rank={self._rank}, world_size={self._world_size}, epoch={self.epoch})")

@@ -95,8 +95,8 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
             # A (persistent) worker's count is not a rank position, and the main process may
             # not have taken all it produced: a pass abandoned there restarts, as DataLoader's
             # passes do, instead of continuing like the single-process case.
-            self._yielded = 0
-        token = self._begin_pass()
+            self._cursor.set_yielded(0)
+        token = self._cursor.begin_pass()
         plan, _, _ = self._plan()
         return self._generate(plan, worker, workers, skip, token)
 
@@ -105,8 +105,8 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
         ds, _ = self._handles()
         transform = self._transform or _identity
         block = self._block
-        if token == self._pass:
-            self._yielded = skip  # a resumed worker's count includes what it read before
+        if token == self._cursor.pass_token:
+            self._cursor.set_yielded(skip)  # a resumed worker's count includes what it read before
         # This worker's share of the rank's plan, read ahead by the C++ read pipeline.
         mine = array.array("I")
         for begin in range(worker * block, len(plan), workers * block):
@@ -115,23 +115,22 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
         try:
             for sample in pipe:
                 item = transform(sample)
-                if token == self._pass:
-                    self._yielded += 1
+                self._cursor.add_yielded(token, 1)
                 yield item
         finally:
             pipe.close()
-        self._end_pass(token)
+        self._cursor.end_pass(token)
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
         """See the class docstring: rank-level in the main process, per-worker in a worker."""
         worker, workers = _worker()
         if workers > 1:
             state = self._state(0)
-            state["samples_yielded"] = self._yielded
-            state["worker"] = {"id": worker, "num_workers": workers, "yielded": self._yielded,
+            state["samples_yielded"] = self._cursor.yielded
+            state["worker"] = {"id": worker, "num_workers": workers, "yielded": self._cursor.yielded,
                                "loader_batch_size": self._block}
             return state
-        consumed = self._yielded if samples_consumed is None else int(samples_consumed)
+        consumed = self._cursor.yielded if samples_consumed is None else int(samples_consumed)
         if consumed < 0:
             raise ValueError("samples_consumed must be >= 0")
         return self._state(consumed)

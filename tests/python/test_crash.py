@@ -26,6 +26,8 @@ import pytest
 import stoker
 from conftest import dataset_contents, make_tree, metadata_files
 
+pytestmark = pytest.mark.slow
+
 CHUNK = "128KiB"
 RUNS_PER_MODE = 12  # per fresh / append; a third of them aimed at the publish step
 

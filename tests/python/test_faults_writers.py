@@ -313,6 +313,7 @@ def gc_removes_exactly_the_leftovers(exe: str, ds: Path, history: dict[int, dict
     return leftovers
 
 
+@pytest.mark.slow
 def test_c_writers_killed_at_random_moments_publish_all_or_nothing(tmp_path, stoker_exe):
     """Rounds of 4 `pack --append` writers at once; in each, 2 are SIGKILLed at seeded random
     moments within the time a round takes (round 0, with no kill, measures it): while writing
@@ -366,6 +367,7 @@ def test_c_writers_killed_at_random_moments_publish_all_or_nothing(tmp_path, sto
     gc_removes_exactly_the_leftovers(exe, ds, history)
 
 
+@pytest.mark.system
 @needs_strace
 def test_c_writers_killed_just_before_their_record_leave_only_garbage(tmp_path, stoker_exe):
     """Deterministic: 2 of 4 concurrent writers are SIGKILLed on entering link(2) of their version
@@ -406,6 +408,7 @@ def test_c_writers_killed_just_before_their_record_leave_only_garbage(tmp_path, 
 
 # --- (d) gc racing writers ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_d_gc_looping_beside_appending_writers(tmp_path, stoker_exe):
     """`stoker gc --grace 0s` runs back to back while rounds of 4 `pack --append` writers run.
     The writers' leases hold their files back from gc whatever the grace period, so each writer
@@ -499,6 +502,7 @@ def version_verifies(exe: str, ds: Path, v: int, contents: dict[str, bytes]) -> 
     return None
 
 
+@pytest.mark.system
 @needs_strace
 def test_d_gc_that_began_before_a_publish_keeps_what_it_publishes(tmp_path, stoker_exe):
     """Deterministic: gc --grace 0s is stopped after it has read the versions (on its second
@@ -525,6 +529,7 @@ def test_d_gc_that_began_before_a_publish_keeps_what_it_publishes(tmp_path, stok
            f"gc removed {sorted(removed)} while version 2 was published: {problem}")
 
 
+@pytest.mark.system
 @needs_strace
 def test_d_writer_held_up_before_publishing_keeps_its_files_through_gc(tmp_path, stoker_exe):
     """Deterministic: the writer is stopped after its check that its chunks still exist, on
@@ -693,6 +698,8 @@ def test_f_verify_of_a_corrupt_record_reports_the_version_asked_for(tmp_path, st
 
 # --- (g) concurrent appends to one s3:// dataset --------------------------------------------
 
+@pytest.mark.s3
+@pytest.mark.slow
 @s3_skip
 def test_g_concurrent_appends_to_s3_all_land(s3_server, s3, bucket, tmp_path, stoker_exe,
                                              monkeypatch):

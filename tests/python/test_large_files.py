@@ -10,6 +10,8 @@ import subprocess
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 GiB = 1 << 30
 SIZE = 4 * GiB + 12345
 

@@ -37,8 +37,8 @@ def _fuse_unavailable() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_fuse_unavailable() is not None,
-                                reason=_fuse_unavailable() or "")
+pytestmark = [pytest.mark.mount, pytest.mark.skipif(_fuse_unavailable() is not None,
+                                                     reason=_fuse_unavailable() or "")]
 
 EXIT_ERROR = 1
 BIG = 6_000_000  # bytes of the large file: several read requests, many pages
@@ -519,6 +519,7 @@ def _torchvision_python() -> str | None:
     return None
 
 
+@pytest.mark.system
 def test_torchvision_imagefolder_dataloader(image_dataset, cli, tmp_path):
     """Unchanged torchvision code over the mount: ImageFolder + a shuffling DataLoader with
     worker processes gives the same classes, samples and pixels as on the original tree."""

@@ -32,7 +32,7 @@ from conftest import STOKER, make_tree  # noqa: E402
 
 
 _REASON = netns_unavailable()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def _node_unavailable() -> str | None:
 
 
 _REASON = netns_unavailable() or _node_unavailable()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
 
 def _sha(data: bytes) -> str:
@@ -474,6 +474,7 @@ def _recovery_seconds(trainers: list[Trainer], t_kill: float, t_end: float) -> t
     return pre, (0.0 if not dipped else None)
 
 
+@pytest.mark.slow
 def test_kill_node_daemons_during_epoch(tmp_path):
     seed = int(os.environ.get("STOKER_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
     rng = random.Random(seed)
@@ -766,6 +767,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_bad_peers_against_daemon(tmp_path):
     # ~60 MB in 1 MiB chunks, through a daemon capped at 24 MiB: it must evict as it goes.
     data = Packed(tmp_path, seed=7070, classes=4, files_per_class=60, min_size=150_000,

@@ -23,7 +23,8 @@ import pytest
 
 from conftest import STOKER, make_tree, s3_skip
 
-pytestmark = [s3_skip, pytest.mark.skipif(STOKER is None, reason="stoker CLI not installed")]
+pytestmark = [pytest.mark.s3, s3_skip,
+              pytest.mark.skipif(STOKER is None, reason="stoker CLI not installed")]
 
 
 def env_for(s3_server, **overrides) -> dict[str, str]:

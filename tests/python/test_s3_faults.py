@@ -45,7 +45,7 @@ import rgw  # noqa: E402
 from conftest import STOKER as _STOKER, s3_skip, temporary_bucket  # noqa: E402
 from fault_proxy import FaultProxy, Rule  # noqa: E402
 
-pytestmark = s3_skip
+pytestmark = [pytest.mark.s3, s3_skip]
 
 STOKER = _STOKER or str(Path(sys.executable).with_name("stoker"))   # conftest's, as the CLI tests
 MiB = 1 << 20
@@ -566,6 +566,7 @@ def test_failed_append_keeps_the_previous_version(s3_server, s3, bucket, src, ex
     _assert_all_right(_load(uri, src, env), src)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["reset", "error"])
 def test_lost_version_record_reply_publishes_once(s3_server, s3, bucket, src, extra_src,
                                                    tmp_path, proxy, fault):

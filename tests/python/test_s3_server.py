@@ -28,7 +28,7 @@ import rgw  # noqa: E402
 
 from conftest import s3_skip  # noqa: E402
 
-pytestmark = s3_skip
+pytestmark = [pytest.mark.s3, s3_skip]
 
 MiB = 1 << 20
 

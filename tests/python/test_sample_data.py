@@ -21,10 +21,10 @@ SOURCE_DIRS = ("/usr/share/wallpapers", "/usr/share/backgrounds")
 
 IMAGES, CLASSES, SEED = 40, 4, 7
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.skipif(
     not any(os.path.isdir(d) for d in SOURCE_DIRS),
     reason="source photos missing: apt-get install plasma-workspace-wallpapers gnome-backgrounds",
-)
+)]
 
 
 @pytest.fixture(scope="module")

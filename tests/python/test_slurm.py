@@ -32,6 +32,8 @@ import cluster  # noqa: E402
 
 SLURM_UNAVAILABLE = cluster.available()
 REQUIRED = os.environ.get("STOKER_REQUIRE_SLURM", "") not in ("", "0")
+pytestmark = pytest.mark.slurm
+
 TASKS = 4
 JOB_TIMEOUT = 60  # seconds for an array to finish (it takes ~2 s)
 

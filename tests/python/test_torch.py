@@ -56,7 +56,7 @@ def rank_plan(packed, world, rank, epoch=0, shuffle="chunk", seed=0, position=0,
 
 
 @pytest.mark.parametrize("workers,context", [(0, None), (2, "fork"), (3, "fork"),
-                                             (2, "spawn")])
+                                             pytest.param(2, "spawn", marks=pytest.mark.slow)])
 def test_dataloader_every_sample_once(packed, index_of, workers, context):
     n = len(index_of)
     world = 2
