@@ -55,8 +55,8 @@ Result<Opened> OpenAll(Storage& storage, const std::vector<std::string>& names) 
 }
 
 // Reader costs of one version made of `names`, as JSON.
-Result<std::string> Measure(Storage& storage, const std::vector<std::string>& names,
-                            uint64_t total, uint64_t lookups) {
+Result<std::string> Measure(Storage& storage, const std::vector<std::string>& names, uint64_t total,
+                            uint64_t lookups) {
   auto start = std::chrono::steady_clock::now();
   STOKER_ASSIGN_OR_RETURN(Opened o, OpenAll(storage, names));
   const double open_s = Seconds(start);
@@ -139,7 +139,7 @@ Result<uint64_t> MergeInChild(const std::string& dir, const std::vector<std::str
     ::_exit(sink.Flush().ok() && (*file)->Close().ok() ? 0 : 5);
   }
   int status = 0;
-  struct rusage usage {};
+  struct rusage usage{};
   if (::wait4(pid, &status, 0, &usage) < 0) return Err(Status::FromErrno(errno, "wait4"));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return Err(Status::Internal(fmt::format("the merge failed (status {})", status)));
@@ -166,8 +166,8 @@ int Run(uint64_t files, uint64_t appends, uint64_t append_files, uint64_t lookup
   start = std::chrono::steady_clock::now();
   for (uint64_t j = 0; j < appends; ++j) {
     names.push_back(fmt::format("{}-append{}.seg", prefix, j));
-    auto size = WriteSyntheticSegment(*storage, names.back(), dir, files + j * append_files,
-                                      append_files);
+    auto size =
+        WriteSyntheticSegment(*storage, names.back(), dir, files + j * append_files, append_files);
     if (!size) return fail(size.error());
     append_bytes += *size;
   }
@@ -218,11 +218,16 @@ int main(int argc, char** argv) {
     const auto value = [&](std::string_view flag) {
       return std::stoull(std::string(a.substr(flag.size())));
     };
-    if (a.starts_with("--files=")) files = value("--files=");
-    else if (a.starts_with("--appends=")) appends = value("--appends=");
-    else if (a.starts_with("--append-files=")) append_files = value("--append-files=");
-    else if (a.starts_with("--lookups=")) lookups = value("--lookups=");
-    else if (a.starts_with("--dir=")) dir = a.substr(6);
+    if (a.starts_with("--files="))
+      files = value("--files=");
+    else if (a.starts_with("--appends="))
+      appends = value("--appends=");
+    else if (a.starts_with("--append-files="))
+      append_files = value("--append-files=");
+    else if (a.starts_with("--lookups="))
+      lookups = value("--lookups=");
+    else if (a.starts_with("--dir="))
+      dir = a.substr(6);
     else {
       std::fprintf(stderr,
                    "usage: compaction_scale [--files=N] [--appends=K] [--append-files=M] "

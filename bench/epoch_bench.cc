@@ -196,7 +196,9 @@ EpochResult RunDataset(const Flags& f) {
   auto sampler = loader::CreateSampler(*dataset, sampler_options, block);
   if (!sampler) Die(sampler.error().ToString());
   std::vector<uint32_t> plan =
-      sampler->PlanRank({.epoch = f.epoch, .position = 0, .planned_world_size = 1}, 1, 0).value().samples;
+      sampler->PlanRank({.epoch = f.epoch, .position = 0, .planned_world_size = 1}, 1, 0)
+          .value()
+          .samples;
   r.planned = plan.size();
   r.variant = *mode == loader::ShuffleMode::kChunk
                   ? fmt::format("chunk W={}{}", f.window,

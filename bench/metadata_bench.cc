@@ -52,14 +52,14 @@ struct Flags {
   std::string fs_tree;         // empty: no file-system benchmarks
   std::string create_fs_tree;  // set: only create this tree, then exit
   uint32_t files = kImageNetTrainFiles;
-  bool cold = false;            // drop caches (needs root) for the cold variants
+  bool cold = false;              // drop caches (needs root) for the cold variants
   uint32_t cold_lookups = 20000;  // per cold iteration: a small sample, so most of it is cold
 };
 Flags g_flags;
 
 // Everything the benchmarks share, prepared once in main() before any of them runs.
 struct Shared {
-  std::vector<std::string> paths;    // in generation (class, file) order
+  std::vector<std::string> paths;  // in generation (class, file) order
   std::vector<int32_t> labels;
   std::vector<std::string> lookups;  // every path once, in a random order
   format::SnapshotSpec spec;         // what BuildSnapshot gets (copied per iteration)
@@ -67,7 +67,7 @@ struct Shared {
   std::unique_ptr<format::Snapshot> dataset;  // opened once for the lookup benchmarks
   // The same snapshot copied into anonymous memory: [0] 4 KiB pages, [1] transparent huge pages.
   std::unique_ptr<format::Snapshot> anon[2];
-  int fs_root = -1;                  // directory fd of --fs_tree
+  int fs_root = -1;  // directory fd of --fs_tree
 };
 Shared* g = nullptr;
 
@@ -194,8 +194,7 @@ void CreateFsTree(const std::string& root) {
   }
   ::sync();
   std::ofstream(root + "/" + kTreeStamp) << "files=" << g->paths.size() << "\n";
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "created %zu files under %s in %.1f s\n", g->paths.size(), root.c_str(), s);
 }
 
@@ -371,36 +370,76 @@ void BM_SnapshotFindFileAfterColdOpen(benchmark::State& state) {
 void RegisterAll() {
   using benchmark::kMillisecond;
   benchmark::RegisterBenchmark("BuildSnapshot", BM_BuildSnapshot)
-      ->Unit(kMillisecond)->Iterations(3)->UseRealTime();
+      ->Unit(kMillisecond)
+      ->Iterations(3)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("DatasetOpen/warm/verify_crc", BM_DatasetOpen)
-      ->Args({1, 0})->Unit(kMillisecond)->MinTime(2.0)->UseRealTime();
+      ->Args({1, 0})
+      ->Unit(kMillisecond)
+      ->MinTime(2.0)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("DatasetOpen/warm/no_crc", BM_DatasetOpen)
-      ->Args({0, 0})->Unit(kMillisecond)->MinTime(2.0)->UseRealTime();
+      ->Args({0, 0})
+      ->Unit(kMillisecond)
+      ->MinTime(2.0)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("SnapshotFindFiles/batch64", BM_SnapshotFindFilesBatched)
-      ->Threads(1)->Threads(2)->MinTime(3.0)->UseRealTime();
+      ->Threads(1)
+      ->Threads(2)
+      ->MinTime(3.0)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("SnapshotFindFile/mmap", BM_SnapshotFindFile)
-      ->Arg(0)->Threads(1)->Threads(2)->MinTime(3.0)->UseRealTime();
+      ->Arg(0)
+      ->Threads(1)
+      ->Threads(2)
+      ->MinTime(3.0)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("SnapshotFindFile/anon_4k", BM_SnapshotFindFile)
-      ->Arg(1)->Threads(1)->MinTime(3.0)->UseRealTime();
+      ->Arg(1)
+      ->Threads(1)
+      ->MinTime(3.0)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("SnapshotFindFile/anon_thp", BM_SnapshotFindFile)
-      ->Arg(2)->Threads(1)->Threads(2)->MinTime(3.0)->UseRealTime();
+      ->Arg(2)
+      ->Threads(1)
+      ->Threads(2)
+      ->MinTime(3.0)
+      ->UseRealTime();
   if (!g_flags.fs_tree.empty()) {
     benchmark::RegisterBenchmark("FsLookupWarm/stat", BM_FsLookupWarm)
-        ->Arg(0)->Threads(1)->Threads(2)->MinTime(3.0)->UseRealTime();
+        ->Arg(0)
+        ->Threads(1)
+        ->Threads(2)
+        ->MinTime(3.0)
+        ->UseRealTime();
     benchmark::RegisterBenchmark("FsLookupWarm/stat_open_close", BM_FsLookupWarm)
-        ->Arg(1)->Threads(1)->Threads(2)->MinTime(3.0)->UseRealTime();
+        ->Arg(1)
+        ->Threads(1)
+        ->Threads(2)
+        ->MinTime(3.0)
+        ->UseRealTime();
   }
   if (g_flags.cold) {  // last: they leave the caches empty
     benchmark::RegisterBenchmark("DatasetOpen/cold/verify_crc", BM_DatasetOpen)
-        ->Args({1, 1})->Unit(kMillisecond)->Iterations(10)->UseRealTime();
+        ->Args({1, 1})
+        ->Unit(kMillisecond)
+        ->Iterations(10)
+        ->UseRealTime();
     benchmark::RegisterBenchmark("SnapshotFindFile/after_cold_open",
                                  BM_SnapshotFindFileAfterColdOpen)
-        ->Iterations(3)->UseRealTime();
+        ->Iterations(3)
+        ->UseRealTime();
     if (!g_flags.fs_tree.empty()) {
       benchmark::RegisterBenchmark("FsLookupCold/stat", BM_FsLookupCold)
-          ->Arg(0)->Unit(kMillisecond)->Iterations(3)->UseRealTime();
+          ->Arg(0)
+          ->Unit(kMillisecond)
+          ->Iterations(3)
+          ->UseRealTime();
       benchmark::RegisterBenchmark("FsLookupCold/stat_open_close", BM_FsLookupCold)
-          ->Arg(1)->Unit(kMillisecond)->Iterations(3)->UseRealTime();
+          ->Arg(1)
+          ->Unit(kMillisecond)
+          ->Iterations(3)
+          ->UseRealTime();
     }
   }
 }

@@ -20,8 +20,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <numeric>
 #include <filesystem>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -52,7 +52,8 @@ int Run(uint64_t files, uint64_t lookups, bool format1, const std::string& dir) 
     const auto start = std::chrono::steady_clock::now();
     auto size = bench::WriteSyntheticSegment(*storage, name, dir, 0, files);
     if (!size) {
-      std::fprintf(stderr, "metadata_scale: building failed: %s\n", size.error().ToString().c_str());
+      std::fprintf(stderr, "metadata_scale: building failed: %s\n",
+                   size.error().ToString().c_str());
       return 1;
     }
     v2_size = *size;
@@ -133,10 +134,14 @@ int main(int argc, char** argv) {
   std::string dir = "/var/tmp";
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (a.starts_with("--files=")) files = std::stoull(std::string(a.substr(8)));
-    else if (a.starts_with("--lookups=")) lookups = std::stoull(std::string(a.substr(10)));
-    else if (a.starts_with("--format1=")) format1 = a.substr(10) == "1";
-    else if (a.starts_with("--dir=")) dir = a.substr(6);
+    if (a.starts_with("--files="))
+      files = std::stoull(std::string(a.substr(8)));
+    else if (a.starts_with("--lookups="))
+      lookups = std::stoull(std::string(a.substr(10)));
+    else if (a.starts_with("--format1="))
+      format1 = a.substr(10) == "1";
+    else if (a.starts_with("--dir="))
+      dir = a.substr(6);
     else {
       std::fprintf(stderr,
                    "usage: metadata_scale [--files=N] [--lookups=N] [--format1=0|1] [--dir=D]\n");

@@ -101,9 +101,8 @@ struct Row {
 
 Row Measure(const std::string& storage, const loader::SampleLayout& layout, uint32_t window,
             uint32_t batch, std::optional<uint64_t> block, bool full_shuffle = false) {
-  const loader::ShuffleUnit unit =
-      block ? loader::FixedShuffleUnit(layout, window, batch, *block)
-            : loader::ChooseShuffleUnit(layout, window, batch);
+  const loader::ShuffleUnit unit = block ? loader::FixedShuffleUnit(layout, window, batch, *block)
+                                         : loader::ChooseShuffleUnit(layout, window, batch);
   const std::vector<uint32_t> units =
       loader::SampleUnits(layout.places, layout.chunk_count, unit.block_bytes);
   loader::SamplerOptions o;
@@ -112,7 +111,8 @@ Row Measure(const std::string& storage, const loader::SampleLayout& layout, uint
   auto sampler = loader::Sampler::Create(units, 1, o).value();
   std::vector<uint32_t> chunks(layout.places.size());
   for (size_t s = 0; s < chunks.size(); ++s) chunks[s] = layout.places[s].chunk;
-  const auto m = loader::MeasureOrder(sampler.GlobalOrder(0, 1).value(), layout.labels, chunks, batch);
+  const auto m =
+      loader::MeasureOrder(sampler.GlobalOrder(0, 1).value(), layout.labels, chunks, batch);
   Row r;
   r.storage = storage;
   r.chunks = layout.chunk_count;
@@ -120,14 +120,15 @@ Row Measure(const std::string& storage, const loader::SampleLayout& layout, uint
   r.unit = full_shuffle ? "full shuffle (reference)"
            : block      ? (*block ? fmt::format("blocks of {} KiB", *block >> 10) : "whole chunks")
                         : fmt::format("loader default: {}",
-                                      unit.block_bytes
+                                 unit.block_bytes
                                           ? fmt::format("blocks of {} KiB", unit.block_bytes >> 10)
                                           : "whole chunks");
   std::vector<uint32_t> distinct(units);
   std::sort(distinct.begin(), distinct.end());
-  r.reads = full_shuffle ? layout.places.size()
-                         : static_cast<uint64_t>(std::unique(distinct.begin(), distinct.end()) -
-                                                 distinct.begin());
+  r.reads =
+      full_shuffle
+          ? layout.places.size()
+          : static_cast<uint64_t>(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
   r.measured = m.batch_distinct_classes;
   r.expected = full_shuffle ? unit.chosen.full_classes_per_batch : unit.chosen.classes_per_batch;
   r.full = unit.chosen.full_classes_per_batch;
@@ -142,9 +143,12 @@ int main(int argc, char** argv) {
   std::string json_path;
   uint32_t window = 16, batch = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--json")) json_path = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--window")) window = static_cast<uint32_t>(std::stoul(argv[i + 1]));
-    else if (!std::strcmp(argv[i], "--batch")) batch = static_cast<uint32_t>(std::stoul(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--json"))
+      json_path = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--window"))
+      window = static_cast<uint32_t>(std::stoul(argv[i + 1]));
+    else if (!std::strcmp(argv[i], "--batch"))
+      batch = static_cast<uint32_t>(std::stoul(argv[i + 1]));
   }
   const std::vector<Sample> samples = ClassOrderedSamples();
   uint64_t total = 0;
@@ -175,9 +179,10 @@ int main(int argc, char** argv) {
     rows.push_back(Measure(name, tar, window, batch, std::nullopt));
   }
 
-  std::printf("| storage order | chunks | shuffle unit (W = %u chunks' worth) | classes / batch of %u "
-              "(measured) | expected | of full shuffle | reads / epoch | mean read |\n",
-              window, batch);
+  std::printf(
+      "| storage order | chunks | shuffle unit (W = %u chunks' worth) | classes / batch of %u "
+      "(measured) | expected | of full shuffle | reads / epoch | mean read |\n",
+      window, batch);
   std::printf("|---|---|---|---|---|---|---|---|\n");
   nlohmann::json out = nlohmann::json::array();
   for (const Row& r : rows) {
@@ -187,9 +192,13 @@ int main(int argc, char** argv) {
                 fmt::format("{:L}", r.reads).c_str(),
                 mean_read >= 1 << 20 ? fmt::format("{:.1f} MiB", mean_read / (1 << 20)).c_str()
                                      : fmt::format("{:.0f} KiB", mean_read / 1024).c_str());
-    out.push_back({{"storage", r.storage}, {"unit", r.unit}, {"chunks", r.chunks},
-                   {"block_bytes", r.block_bytes}, {"reads_per_epoch", r.reads},
-                   {"classes_per_batch", r.measured}, {"expected_classes_per_batch", r.expected},
+    out.push_back({{"storage", r.storage},
+                   {"unit", r.unit},
+                   {"chunks", r.chunks},
+                   {"block_bytes", r.block_bytes},
+                   {"reads_per_epoch", r.reads},
+                   {"classes_per_batch", r.measured},
+                   {"expected_classes_per_batch", r.expected},
                    {"full_shuffle_classes_per_batch", r.full}});
   }
   if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";

@@ -112,7 +112,6 @@ std::vector<format::ChunkInfo> Place(uint64_t first, uint64_t count, Fn&& fn) {
   return chunks;
 }
 
-
 // Streams the segment of files [first, first + count) into `name`, as `stoker pack` builds
 // one (external sort on disk); `first` is also its first file index. Returns its size.
 inline Result<uint64_t> WriteSyntheticSegment(Storage& storage, const std::string& name,
@@ -120,11 +119,13 @@ inline Result<uint64_t> WriteSyntheticSegment(Storage& storage, const std::strin
                                               uint64_t count) {
   format::SegmentBuilder builder(SortOptions{temp_dir, 64ull << 20});
   Status added;
-  const auto chunks = Place(first, count, [&](uint64_t i, uint32_t chunk, uint64_t entry, uint64_t) {
-    if (!added.ok()) return;
-    const std::string path = PathOf(i);
-    added = builder.Add({path, chunk, entry, LengthOf(i), static_cast<uint32_t>(Mix(i)), -1, {}});
-  });
+  const auto chunks =
+      Place(first, count, [&](uint64_t i, uint32_t chunk, uint64_t entry, uint64_t) {
+        if (!added.ok()) return;
+        const std::string path = PathOf(i);
+        added =
+            builder.Add({path, chunk, entry, LengthOf(i), static_cast<uint32_t>(Mix(i)), -1, {}});
+      });
   STOKER_RETURN_IF_ERROR(added);
   STOKER_RETURN_IF_ERROR(builder.Seal(chunks, format::Grouping::kFiles));
   format::SegmentNumbering numbering;

@@ -77,8 +77,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (uint32_t limit : {kMaxHandshakeFrame, kMaxAnswerFrame}) {
     size_t pos = 0;
     while (size - pos >= kHeaderSize) {
-      std::span<const std::byte, kHeaderSize> bytes(
-          reinterpret_cast<const std::byte*>(data + pos), kHeaderSize);
+      std::span<const std::byte, kHeaderSize> bytes(reinterpret_cast<const std::byte*>(data + pos),
+                                                    kHeaderSize);
       auto header = DecodeHeader(bytes, limit);
       if (!header) break;
       FUZZ_CHECK(header->length <= limit);
@@ -89,8 +89,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!CheckPayload(*header, payload).ok()) continue;
       ReadAsEveryMessage(payload);
       // Round trip: a valid frame re-encodes to the same header fields.
-      const std::string frame = EncodeFrame(static_cast<MessageType>(header->type),
-                                            header->request_id, payload);
+      const std::string frame =
+          EncodeFrame(static_cast<MessageType>(header->type), header->request_id, payload);
       auto back = DecodeHeader(std::span<const std::byte, kHeaderSize>(
                                    reinterpret_cast<const std::byte*>(frame.data()), kHeaderSize),
                                limit);

@@ -4,10 +4,10 @@
 
 #include <cstdio>
 
-#define FUZZ_CHECK(cond)                                                           \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
+#define FUZZ_CHECK(cond)                                                                 \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       std::fprintf(stderr, "%s:%d: FUZZ_CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      __builtin_trap();                                                            \
-    }                                                                              \
+      __builtin_trap();                                                                  \
+    }                                                                                    \
   } while (0)

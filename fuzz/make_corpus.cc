@@ -24,8 +24,8 @@
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
 #include "format/segment_merge.h"
-#include "format/version_record.h"
 #include "format/snapshot_builder.h"
+#include "format/version_record.h"
 #include "storage/memory_storage.h"
 
 namespace {
@@ -89,10 +89,11 @@ std::string MakeSnapshot(const std::vector<File>& files, size_t per_chunk, forma
   };
   for (size_t i = 0; i < files.size(); ++i) {
     if (writer && writer->entry_count() == per_chunk) finish();
-    if (!writer) writer = Check(format::ChunkWriter::Create(storage, 100 + spec.chunks.size()), "chunk");
+    if (!writer)
+      writer = Check(format::ChunkWriter::Create(storage, 100 + spec.chunks.size()), "chunk");
     const auto& f = files[i];
-    const auto ref = Check(writer->Add({reinterpret_cast<const std::byte*>(f.bytes.data()),
-                                        f.bytes.size()}), "add");
+    const auto ref = Check(
+        writer->Add({reinterpret_cast<const std::byte*>(f.bytes.data()), f.bytes.size()}), "add");
     format::SnapshotEntry e;
     e.path = f.path;
     e.chunk = static_cast<uint32_t>(spec.chunks.size());
@@ -238,16 +239,20 @@ void SegmentsAndVersions() {
     const std::string a = MakeSegment(many, flags), b = MakeSegment(second, flags, 7 + 300, 3);
     storage::MemoryStorage store;
     auto open = [&store](std::string_view name, const std::string& bytes) {
-      Check(store.CreateExclusive(name, {reinterpret_cast<const std::byte*>(bytes.data()),
-                                         bytes.size()}).ok() ? Result<bool>(true) : Err(Status::IOError(std::string(name))), "store");
+      Check(store.CreateExclusive(name,
+                                  {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()})
+                    .ok()
+                ? Result<bool>(true)
+                : Err(Status::IOError(std::string(name))),
+            "store");
       auto file = Check(store.OpenRead(name), "open");
       return Check(format::Segment::Open(std::move(file), std::string(name)), "merge input");
     };
     auto x = open("a.seg", a);
     auto y = open("b.seg", b);
     format::InMemorySegmentSink sink;
-    const Status merged = format::MergeSegments(
-        std::vector<const format::Segment*>{x.get(), y.get()}, {}, sink);
+    const Status merged =
+        format::MergeSegments(std::vector<const format::Segment*>{x.get(), y.get()}, {}, sink);
     Check(merged.ok() ? Result<bool>(true) : Err(merged), "merged segment");
     Write("segment", "merged.seg", sink.bytes);
   }
@@ -333,24 +338,27 @@ void Tars() {
       {"./" + long_dir + "/b.txt", "long"},
       {"./" + long_dir + "/b.cls", "0"},
   };
-  Write("tar", "tree_pax.tar", MakeTar(tree, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE));
+  Write("tar", "tree_pax.tar",
+        MakeTar(tree, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE));
   Write("tar", "tree_gnu.tar", MakeTar(tree, ARCHIVE_FORMAT_TAR_GNUTAR, ARCHIVE_FILTER_NONE));
 
   // Members the packer must refuse: links, devices, escaping names, duplicates.
-  Write("tar", "symlink.tar", MakeTar({{"x.jpg", "x"}, {"y.jpg", "", AE_IFLNK, "x.jpg"}},
-                                      ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_NONE));
-  Write("tar", "hardlink.tar", MakeTar({{"x.jpg", "x"}, {"y.jpg", "", AE_IFREG, "x.jpg"}},
-                                       ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_NONE));
-  Write("tar", "fifo.tar", MakeTar({{"p", "", AE_IFIFO}}, ARCHIVE_FORMAT_TAR_USTAR,
-                                   ARCHIVE_FILTER_NONE));
-  Write("tar", "dotdot.tar", MakeTar({{"a/../../etc/passwd", "root"}}, ARCHIVE_FORMAT_TAR_USTAR,
-                                     ARCHIVE_FILTER_NONE));
-  Write("tar", "absolute.tar", MakeTar({{"/etc/passwd", "root"}}, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED,
-                                       ARCHIVE_FILTER_NONE));
-  Write("tar", "duplicate.tar", MakeTar({{"a.txt", "1"}, {"a.txt", "2"}}, ARCHIVE_FORMAT_TAR_USTAR,
-                                        ARCHIVE_FILTER_NONE));
-  Write("tar", "file_and_dir.tar", MakeTar({{"a", "1"}, {"a/b", "2"}}, ARCHIVE_FORMAT_TAR_USTAR,
-                                           ARCHIVE_FILTER_NONE));
+  Write("tar", "symlink.tar",
+        MakeTar({{"x.jpg", "x"}, {"y.jpg", "", AE_IFLNK, "x.jpg"}}, ARCHIVE_FORMAT_TAR_USTAR,
+                ARCHIVE_FILTER_NONE));
+  Write("tar", "hardlink.tar",
+        MakeTar({{"x.jpg", "x"}, {"y.jpg", "", AE_IFREG, "x.jpg"}}, ARCHIVE_FORMAT_TAR_USTAR,
+                ARCHIVE_FILTER_NONE));
+  Write("tar", "fifo.tar",
+        MakeTar({{"p", "", AE_IFIFO}}, ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_NONE));
+  Write("tar", "dotdot.tar",
+        MakeTar({{"a/../../etc/passwd", "root"}}, ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_NONE));
+  Write("tar", "absolute.tar",
+        MakeTar({{"/etc/passwd", "root"}}, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, ARCHIVE_FILTER_NONE));
+  Write("tar", "duplicate.tar",
+        MakeTar({{"a.txt", "1"}, {"a.txt", "2"}}, ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_NONE));
+  Write("tar", "file_and_dir.tar",
+        MakeTar({{"a", "1"}, {"a/b", "2"}}, ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_NONE));
   Write("tar", "empty.tar", MakeTar({}, ARCHIVE_FORMAT_TAR_USTAR, ARCHIVE_FILTER_NONE));
 }
 

@@ -2,10 +2,10 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <map>
 #include <ctime>
-#include <optional>
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,9 +23,12 @@ namespace stoker::cli {
 namespace {
 
 nlohmann::json FileJson(const FileInfo& f, const Dataset& ds) {
-  nlohmann::json j = {{"path", f.path}, {"index", f.index}, {"size", f.size},
+  nlohmann::json j = {{"path", f.path},
+                      {"index", f.index},
+                      {"size", f.size},
                       {"crc32c", fmt::format("{:08x}", f.crc32c)},
-                      {"chunk", fmt::format("{:016x}", f.chunk_id)}, {"offset", f.offset}};
+                      {"chunk", fmt::format("{:016x}", f.chunk_id)},
+                      {"offset", f.offset}};
   if (f.label >= 0) {
     j["label"] = f.label;
     j["class"] = std::string(ds.ClassName(static_cast<uint32_t>(f.label)));
@@ -125,7 +128,8 @@ int RunCat(const Common& a) {
   if (!index) return Fail("cat", index.error());
   auto bytes = (*ds)->ReadFile(*index);  // CRC-checked: corrupt bytes never reach stdout
   if (!bytes) return Fail("cat", bytes.error());
-  if (std::fwrite(bytes->data(), 1, bytes->size(), stdout) != bytes->size() || std::fflush(stdout)) {
+  if (std::fwrite(bytes->data(), 1, bytes->size(), stdout) != bytes->size() ||
+      std::fflush(stdout)) {
     return Fail("cat", Status::IOError("write to stdout failed"));
   }
   return kExitOk;
@@ -146,13 +150,21 @@ int RunInfo(const Common& a) {
     chunk_bytes += chunk->file_size;
   }
   nlohmann::json j = {
-      {"dataset", a.dataset}, {"version", r.version}, {"parent", r.parent},
+      {"dataset", a.dataset},
+      {"version", r.version},
+      {"parent", r.parent},
       {"created_unix", r.created_unix_seconds},
-      {"files", r.files}, {"samples", r.samples}, {"chunks", r.chunks},
-      {"bytes", r.bytes}, {"chunk_bytes", chunk_bytes}, {"classes", r.classes},
+      {"files", r.files},
+      {"samples", r.samples},
+      {"chunks", r.chunks},
+      {"bytes", r.bytes},
+      {"chunk_bytes", chunk_bytes},
+      {"classes", r.classes},
       {"labels", !v.labelled() ? "none"
-                 : v.grouped() ? "from .cls members" : "from first-level directories"},
-      {"segments", r.segments.size()}, {"metadata_bytes", metadata_bytes},
+                 : v.grouped() ? "from .cls members"
+                               : "from first-level directories"},
+      {"segments", r.segments.size()},
+      {"metadata_bytes", metadata_bytes},
       {"metadata_bytes_per_file", per_file},
   };
   if (a.json) {
@@ -177,7 +189,8 @@ int RunVerify(const Common& a) {
   if (!storage) return Fail("verify", storage.error());
   ProgressBar bar("verify", !a.json);
   auto report = dataset::Verify(
-      **storage, [&](uint64_t done, uint64_t total, uint64_t bytes) {
+      **storage,
+      [&](uint64_t done, uint64_t total, uint64_t bytes) {
         bar.Update(done, total, bytes, "chunks");
       },
       a.version);
@@ -185,24 +198,27 @@ int RunVerify(const Common& a) {
   if (!report) return Fail("verify", report.error());
   const auto& r = *report;
   if (a.json) {
-    PrintJson(nlohmann::json{{"dataset", a.dataset}, {"version", r.version}, {"ok", r.ok()},
+    PrintJson(nlohmann::json{{"dataset", a.dataset},
+                             {"version", r.version},
+                             {"ok", r.ok()},
                              {"files_checked", r.files_checked},
                              {"chunks_checked", r.chunks_checked},
-                             {"bytes_checked", r.bytes_checked}, {"problems", r.problems},
+                             {"bytes_checked", r.bytes_checked},
+                             {"problems", r.problems},
                              {"corrupt_chunks", r.corrupt_chunks},
                              {"corrupt_files", r.corrupt_files}});
   } else {
     for (const auto& p : r.problems) std::cout << "CORRUPT  " << TerminalSafe(p) << "\n";
     for (const auto& c : r.corrupt_chunks) std::cout << "CORRUPT chunk  " << c << "\n";
     for (const auto& f : r.corrupt_files) std::cout << "CORRUPT file   " << TerminalSafe(f) << "\n";
-    std::cout << fmt::format("{}: version {}, {} in {} ({}) checked: {}\n", a.dataset,
-                             r.version, Counted(r.files_checked, "file"),
-                             Counted(r.chunks_checked, "chunk"), HumanBytes(r.bytes_checked),
-                             r.ok() ? "OK"
-                                    : fmt::format("{}, {}{}",
-                                                  Counted(r.corrupt_files.size(), "corrupt file"),
-                                                  Counted(r.corrupt_chunks.size(), "corrupt chunk"),
-                                                  r.problems.empty() ? "" : ", dataset unreadable"));
+    std::cout << fmt::format(
+        "{}: version {}, {} in {} ({}) checked: {}\n", a.dataset, r.version,
+        Counted(r.files_checked, "file"), Counted(r.chunks_checked, "chunk"),
+        HumanBytes(r.bytes_checked),
+        r.ok() ? "OK"
+               : fmt::format("{}, {}{}", Counted(r.corrupt_files.size(), "corrupt file"),
+                             Counted(r.corrupt_chunks.size(), "corrupt chunk"),
+                             r.problems.empty() ? "" : ", dataset unreadable"));
   }
   return r.ok() ? kExitOk : kExitCorrupt;
 }
@@ -213,12 +229,13 @@ int RunVersions(const Common& a) {
   auto versions = format::ListVersions(**storage);
   if (!versions) return Fail("versions", versions.error());
   if (versions->empty()) {
-    return Fail("versions", Status::NotFound(a.dataset + " is not a stoker dataset (no versions/)"));
+    return Fail("versions",
+                Status::NotFound(a.dataset + " is not a stoker dataset (no versions/)"));
   }
   nlohmann::json out = nlohmann::json::array();
-  std::string text = fmt::format("{:>8} {:>8}  {:<20} {:>12} {:>10} {:>8} {:>8} {:>10}\n",
-                                 "version", "parent", "created (UTC)", "files", "added",
-                                 "classes", "chunks", "segments");
+  std::string text =
+      fmt::format("{:>8} {:>8}  {:<20} {:>12} {:>10} {:>8} {:>8} {:>10}\n", "version", "parent",
+                  "created (UTC)", "files", "added", "classes", "chunks", "segments");
   std::map<uint64_t, uint64_t> files_of;  // version -> files
   for (const uint64_t v : *versions) {
     auto r = format::ReadVersion(**storage, v);
@@ -234,10 +251,17 @@ int RunVersions(const Common& a) {
     const std::time_t created = static_cast<std::time_t>(r->created_unix_seconds);
     char when[32];
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::gmtime(&created));
-    out.push_back({{"version", v}, {"parent", r->parent}, {"created_unix", r->created_unix_seconds},
-                   {"writer", fmt::format("{:016x}", r->writer)}, {"files", r->files},
-                   {"files_added", added}, {"samples", r->samples}, {"classes", r->classes},
-                   {"chunks", r->chunks}, {"bytes", r->bytes}, {"segments", r->segments.size()}});
+    out.push_back({{"version", v},
+                   {"parent", r->parent},
+                   {"created_unix", r->created_unix_seconds},
+                   {"writer", fmt::format("{:016x}", r->writer)},
+                   {"files", r->files},
+                   {"files_added", added},
+                   {"samples", r->samples},
+                   {"classes", r->classes},
+                   {"chunks", r->chunks},
+                   {"bytes", r->bytes},
+                   {"segments", r->segments.size()}});
     text += fmt::format("{:>8} {:>8}  {:<20} {:>12} {:>10} {:>8} {:>8} {:>10}\n", v, r->parent,
                         when, r->files, added, r->classes, r->chunks, r->segments.size());
   }

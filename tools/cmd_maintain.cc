@@ -20,15 +20,18 @@ namespace {
 
 int RunUpgrade(const std::string& uri, bool json) {
   auto storage = OpenStorage(uri);
-  auto summary = storage ? dataset::Upgrade(**storage) : Result<dataset::UpgradeSummary>(
-                                                            Err(storage.error()));
+  auto summary =
+      storage ? dataset::Upgrade(**storage) : Result<dataset::UpgradeSummary>(Err(storage.error()));
   if (!summary) {
     return Fail("upgrade", summary.error());
   }
   const auto& s = *summary;
   if (json) {
-    PrintJson(nlohmann::json{{"dataset", uri}, {"version", s.version}, {"files", s.files},
-                             {"chunks", s.chunks}, {"classes", s.classes},
+    PrintJson(nlohmann::json{{"dataset", uri},
+                             {"version", s.version},
+                             {"files", s.files},
+                             {"chunks", s.chunks},
+                             {"classes", s.classes},
                              {"segment_bytes", s.segment_bytes},
                              {"indices_preserved", s.indices_preserved}});
     return kExitOk;
@@ -85,7 +88,8 @@ int RunGc(const GcArgs& a) {
   auto s = dataset::CollectGarbage(**storage, o);
   if (!s) return fail(s.error());
   if (a.json) {
-    PrintJson(nlohmann::json{{"dataset", a.dataset}, {"dry_run", a.dry_run},
+    PrintJson(nlohmann::json{{"dataset", a.dataset},
+                             {"dry_run", a.dry_run},
                              {"versions_removed", s->versions_removed},
                              {"versions_kept", s->versions_kept},
                              {"files_removed", s->files_removed},
@@ -111,21 +115,27 @@ int RunGc(const GcArgs& a) {
 
 int RunCommit(const std::string& uri, const dataset::CommitOptions& o, bool json) {
   auto storage = OpenStorage(uri);
-  auto s = storage ? dataset::Commit(**storage, o) : Result<dataset::PackSummary>(Err(storage.error()));
+  auto s =
+      storage ? dataset::Commit(**storage, o) : Result<dataset::PackSummary>(Err(storage.error()));
   if (!s) {
     return Fail("commit", s.error());
   }
   if (json) {
-    PrintJson(nlohmann::json{{"dataset", uri}, {"job", o.job}, {"version", s->version},
-                             {"files_added", s->files_added}, {"files", s->files_total},
-                             {"chunks", s->chunks_total}, {"classes", s->classes},
+    PrintJson(nlohmann::json{{"dataset", uri},
+                             {"job", o.job},
+                             {"version", s->version},
+                             {"files_added", s->files_added},
+                             {"files", s->files_total},
+                             {"chunks", s->chunks_total},
+                             {"classes", s->classes},
                              {"classes_added", s->classes_added},
                              {"publish_attempts", s->publish_attempts}});
   } else {
-    std::cout << fmt::format("committed the parts of job '{}' to {} as version {}: {} added "
-                             "({} in all), {}\n",
-                             o.job, uri, s->version, Counted(s->files_added, "file"),
-                             s->files_total, Counted(s->classes, "class"));
+    std::cout << fmt::format(
+        "committed the parts of job '{}' to {} as version {}: {} added "
+        "({} in all), {}\n",
+        o.job, uri, s->version, Counted(s->files_added, "file"), s->files_total,
+        Counted(s->classes, "class"));
   }
   return kExitOk;
 }
@@ -156,9 +166,9 @@ int RunCompact(const std::string& uri, const dataset::CompactOptions& o, bool js
   } else {
     std::cout << fmt::format(
         "{}{}: {} {} segments ({} files, {} bytes) of version {} into one; {} segment(s) {}\n",
-        o.dry_run ? "dry run: " : "", uri, o.dry_run ? "would merge" : "merged",
-        s->segments_merged, s->files_merged, s->bytes_read, s->base_version,
-        s->segments_after, o.dry_run ? "would remain" : fmt::format("in version {}", s->version));
+        o.dry_run ? "dry run: " : "", uri, o.dry_run ? "would merge" : "merged", s->segments_merged,
+        s->files_merged, s->bytes_read, s->base_version, s->segments_after,
+        o.dry_run ? "would remain" : fmt::format("in version {}", s->version));
   }
   return kExitOk;
 }
@@ -185,9 +195,8 @@ void RegisterCompact(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--dry-run", args->options.dry_run, "report what would be merged; write nothing");
   cmd->add_flag("--json", args->json, "print a JSON summary");
-  cmd->callback([args, &exit_code] {
-    exit_code = RunCompact(args->dataset, args->options, args->json);
-  });
+  cmd->callback(
+      [args, &exit_code] { exit_code = RunCompact(args->dataset, args->options, args->json); });
 }
 
 void RegisterCommit(CLI::App& app, int& exit_code) {
@@ -204,9 +213,8 @@ void RegisterCommit(CLI::App& app, int& exit_code) {
   cmd->add_option("--parts", args->options.parts,
                   "how many parts to expect (needed when the writers did not know N)");
   cmd->add_flag("--json", args->json, "print a JSON summary");
-  cmd->callback([args, &exit_code] {
-    exit_code = RunCommit(args->dataset, args->options, args->json);
-  });
+  cmd->callback(
+      [args, &exit_code] { exit_code = RunCommit(args->dataset, args->options, args->json); });
 }
 
 void RegisterUpgrade(CLI::App& app, int& exit_code) {

@@ -54,8 +54,10 @@ int RunMount(const MountArgs& a, const std::function<void()>& detach = {}) {
   const uint64_t files = (*ds)->file_count();
   o.on_mounted = [&] {
     if (detach) detach();
-    std::fprintf(stderr, "%s", fmt::format("mounted {} at {} ({})\n", a.dataset, a.mountpoint,
-                                           Counted(files, "file")).c_str());
+    std::fprintf(
+        stderr, "%s",
+        fmt::format("mounted {} at {} ({})\n", a.dataset, a.mountpoint, Counted(files, "file"))
+            .c_str());
   };
   if (Status s = fuse::Serve(**ds, a.mountpoint, o); !s.ok()) return Fail("mount", s);
   return kExitOk;
@@ -69,7 +71,8 @@ int RunMount(const MountArgs& a, const std::function<void()>& detach = {}) {
 int RunInBackground(const MountArgs& a) {
   const char* log_path = a.log_file.empty() ? "/dev/null" : a.log_file.c_str();
   const int log_fd = ::open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return Fail("mount", Status::FromErrno(errno, std::string("open log file ") + log_path));
+  if (log_fd < 0)
+    return Fail("mount", Status::FromErrno(errno, std::string("open log file ") + log_path));
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return Fail("mount", Status::FromErrno(errno, "pipe"));
   const pid_t pid = ::fork();
@@ -89,8 +92,7 @@ int RunInBackground(const MountArgs& a) {
     }
     std::fprintf(stderr, "mounted %s at %s, served by process %d (%s)\n", a.dataset.c_str(),
                  a.mountpoint.c_str(), static_cast<int>(pid),
-                 a.log_file.empty() ? "no log: see --log-file"
-                                    : ("log: " + a.log_file).c_str());
+                 a.log_file.empty() ? "no log: see --log-file" : ("log: " + a.log_file).c_str());
     return kExitOk;
   }
   ::close(ready[0]);
@@ -112,9 +114,10 @@ int RunInBackground(const MountArgs& a) {
 
 void RegisterMount(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<MountArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "mount", "Mount a dataset read-only with FUSE, showing its original tree (until "
-               "unmounted with fusermount3 -u, or Ctrl-C / SIGTERM)");
+  CLI::App* cmd =
+      app.add_subcommand("mount",
+                         "Mount a dataset read-only with FUSE, showing its original tree (until "
+                         "unmounted with fusermount3 -u, or Ctrl-C / SIGTERM)");
   cmd->add_option("dataset", args->dataset, "dataset path or URI (stoker://, s3://)")->required();
   cmd->add_option("--version", args->version,
                   "this version (`stoker versions`); default: the newest");
@@ -122,9 +125,9 @@ void RegisterMount(CLI::App& app, int& exit_code) {
   auto* fg = cmd->add_flag("-f,--foreground", args->foreground,
                            "serve from this process until unmounted (the default)");
   auto* bg = cmd->add_flag("--background", args->background,
-                "return once mounted, serving from a background process until unmounted "
-                "(fusermount3 -u) or sent SIGTERM")
-      ->excludes(fg);
+                           "return once mounted, serving from a background process until unmounted "
+                           "(fusermount3 -u) or sent SIGTERM")
+                 ->excludes(fg);
   cmd->add_option("--log-file", args->log_file,
                   "with --background: append the mount's messages (e.g. corrupt files) here")
       ->needs(bg);

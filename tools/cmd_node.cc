@@ -75,15 +75,18 @@ int RunNode(const NodeArgs& a) {
   o.peers = std::move(*peers);
   if (!a.rendezvous.empty()) {
     if (!o.peers.empty() || a.expect == 0) {
-      return Fail("node", Status::InvalidArgument(
-          "--rendezvous FILE needs --expect N (the job's daemon count) and no --peers"));
+      return Fail(
+          "node",
+          Status::InvalidArgument(
+              "--rendezvous FILE needs --expect N (the job's daemon count) and no --peers"));
     }
     const net::ServerAddress self = o.advertise.host.empty() ? o.listen : o.advertise;
-    if (self.port == 0) return Fail("node", Status::InvalidArgument("--rendezvous needs a fixed port"));
+    if (self.port == 0)
+      return Fail("node", Status::InvalidArgument("--rendezvous needs a fixed port"));
     LogLine(fmt::format("waiting for {} daemon(s) in {}", a.expect, a.rendezvous));
-    auto found = node::Rendezvous(a.rendezvous, self, a.expect,
-                                  std::chrono::milliseconds(
-                                      static_cast<int64_t>(a.rendezvous_timeout * 1000)));
+    auto found = node::Rendezvous(
+        a.rendezvous, self, a.expect,
+        std::chrono::milliseconds(static_cast<int64_t>(a.rendezvous_timeout * 1000)));
     if (!found) return Fail("node", found.error());
     o.peers = std::move(*found);
   }
@@ -94,8 +97,8 @@ int RunNode(const NodeArgs& a) {
   if (!o.disk_dir.empty() && o.disk_limit == 0) {
     return Fail("node", Status::InvalidArgument("--disk-dir needs --disk-limit (e.g. 500G)"));
   }
-  auto secret = a.secret_file.empty() ? net::LoadSecretFromEnvironment()
-                                      : net::LoadSecretFile(a.secret_file);
+  auto secret =
+      a.secret_file.empty() ? net::LoadSecretFromEnvironment() : net::LoadSecretFile(a.secret_file);
   if (!secret) return Fail("node", secret.error());
   o.secret = std::move(*secret);
   o.metrics_port = a.metrics_port;
@@ -113,10 +116,10 @@ int RunNode(const NodeArgs& a) {
   auto daemon = node::Node::Start(std::move(o));
   if (!daemon) return Fail("node", daemon.error());
   const node::NodeStats s = (*daemon)->stats();
-  std::string line = fmt::format(
-      "job {}: {} peer(s), cache {:.0f} MiB, peers on port {}, trainers on {}", a.job,
-      s.peers_total, static_cast<double>(s.cache_capacity) / (1 << 20), (*daemon)->port(),
-      (*daemon)->socket_path());
+  std::string line =
+      fmt::format("job {}: {} peer(s), cache {:.0f} MiB, peers on port {}, trainers on {}", a.job,
+                  s.peers_total, static_cast<double>(s.cache_capacity) / (1 << 20),
+                  (*daemon)->port(), (*daemon)->socket_path());
   if ((*daemon)->metrics_port() >= 0) {
     line += fmt::format(", metrics on port {}", (*daemon)->metrics_port());
   }
@@ -132,10 +135,12 @@ int RunNode(const NodeArgs& a) {
 void RegisterNode(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<NodeArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "node", "Run this machine's cache daemon for one training job (set STOKER_NODE=SOCKET "
-              "in the trainers' environment to use it)");
-  cmd->add_option("--job", args->job, "job id: namespaces the cache (every daemon of the job "
-                                      "uses the same one)")
+      "node",
+      "Run this machine's cache daemon for one training job (set STOKER_NODE=SOCKET "
+      "in the trainers' environment to use it)");
+  cmd->add_option("--job", args->job,
+                  "job id: namespaces the cache (every daemon of the job "
+                  "uses the same one)")
       ->required();
   cmd->add_option("--store", args->store, "the dataset: a path, file://, stoker:// or s3:// URI")
       ->required();
@@ -154,8 +159,7 @@ void RegisterNode(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--socket", args->socket,
                   "unix socket for the trainers (default /run/stoker/JOB.sock)");
-  cmd->add_option("--memory-limit", args->memory_limit,
-                  "hard cap on cached chunk bytes (e.g. 8G)")
+  cmd->add_option("--memory-limit", args->memory_limit, "hard cap on cached chunk bytes (e.g. 8G)")
       ->transform(ByteSize())
       ->capture_default_str();
   cmd->add_option("--disk-dir", args->disk_dir,
@@ -171,8 +175,7 @@ void RegisterNode(CLI::App& app, int& exit_code) {
   cmd->add_option("--prefetch", args->prefetch,
                   "chunks to fetch ahead of each trainer's plan (0: none)")
       ->capture_default_str();
-  cmd->add_option("--prefetch-streams", args->prefetch_streams,
-                  "chunks prefetched at once (1-64)")
+  cmd->add_option("--prefetch-streams", args->prefetch_streams, "chunks prefetched at once (1-64)")
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = RunNode(*args); });
 }

@@ -91,7 +91,8 @@ int RunPack(const PackArgs& args) {
       return kExitError;
     }
   }
-  options.labels = args.labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
+  options.labels =
+      args.labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
   if (!args.part.empty()) {
     auto part = ParsePart(args);
     if (!part) {
@@ -128,9 +129,12 @@ int RunPack(const PackArgs& args) {
   const auto& s = *summary;
   if (!s.part_path.empty()) {
     if (args.json) {
-      PrintJson(nlohmann::json{{"dataset", dst}, {"part", s.part_path},
-                               {"files_added", s.files_added}, {"bytes_added", s.bytes_added},
-                               {"chunks_added", s.chunks_added}, {"seconds", s.seconds}});
+      PrintJson(nlohmann::json{{"dataset", dst},
+                               {"part", s.part_path},
+                               {"files_added", s.files_added},
+                               {"bytes_added", s.bytes_added},
+                               {"chunks_added", s.chunks_added},
+                               {"seconds", s.seconds}});
     } else if (!args.quiet) {
       std::cout << fmt::format("packed {} ({}) as {} of {}; `stoker commit` publishes the parts\n",
                                Counted(s.files_added, "file"), HumanBytes(s.bytes_added),
@@ -141,15 +145,22 @@ int RunPack(const PackArgs& args) {
   const double per_file = s.files_total ? static_cast<double>(s.metadata_bytes) / s.files_total : 0;
   if (args.json) {
     nlohmann::json j = {
-        {"dataset", dst},           {"version", s.version},
-        {"files_added", s.files_added}, {"bytes_added", s.bytes_added},
-        {"files", s.files_total},   {"bytes", s.bytes_total},
-        {"samples", s.samples},     {"classes", s.classes},
-        {"chunks_added", s.chunks_added}, {"chunks", s.chunks_total},
+        {"dataset", dst},
+        {"version", s.version},
+        {"files_added", s.files_added},
+        {"bytes_added", s.bytes_added},
+        {"files", s.files_total},
+        {"bytes", s.bytes_total},
+        {"samples", s.samples},
+        {"classes", s.classes},
+        {"chunks_added", s.chunks_added},
+        {"chunks", s.chunks_total},
         {"open_chunks", s.open_chunks},
         {"classes_added", s.classes_added},
-        {"segment_bytes", s.segment_bytes}, {"metadata_bytes", s.metadata_bytes},
-        {"metadata_bytes_per_file", per_file}, {"segments", s.segments},
+        {"segment_bytes", s.segment_bytes},
+        {"metadata_bytes", s.metadata_bytes},
+        {"metadata_bytes_per_file", per_file},
+        {"segments", s.segments},
         {"publish_attempts", s.publish_attempts},
         {"seconds", s.seconds},
         {"files_per_second", s.seconds > 0 ? s.files_added / s.seconds : 0},
@@ -174,8 +185,9 @@ int RunPack(const PackArgs& args) {
 void RegisterPack(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PackArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "pack", "Pack a directory tree (labels from its first level, like ImageFolder) or tar "
-              "shards (WebDataset) into a dataset");
+      "pack",
+      "Pack a directory tree (labels from its first level, like ImageFolder) or tar "
+      "shards (WebDataset) into a dataset");
   cmd->add_option("paths", args->paths, "SRC... DST: one directory, or tar files; then the dataset")
       ->required()
       ->expected(2, -1);

@@ -44,7 +44,8 @@ int RunServe(const ServeArgs& a) {
       auto versions = format::ListVersions(**storage);
       if (!versions) return Fail("serve", versions.error());
       if (versions->empty()) {
-        return Fail("serve", Status::InvalidArgument(uri + " is not a stoker dataset (no versions/)"));
+        return Fail("serve",
+                    Status::InvalidArgument(uri + " is not a stoker dataset (no versions/)"));
       }
       o.storages.emplace(spec.substr(0, eq), std::move(*storage));
       continue;
@@ -55,7 +56,8 @@ int RunServe(const ServeArgs& a) {
     if (Status st = server::AddDatasetRoot(a.root, &o.datasets); !st.ok()) return Fail("serve", st);
   }
   if (o.datasets.empty() && o.storages.empty()) {
-    return Fail("serve", Status::InvalidArgument("nothing to serve: give --dataset NAME=PATH or --root DIR "
+    return Fail("serve",
+                Status::InvalidArgument("nothing to serve: give --dataset NAME=PATH or --root DIR "
                                         "(with dataset subdirectories)"));
   }
   auto secret = net::LoadSecretFile(a.secret_file);

@@ -95,9 +95,11 @@ int RunReport(const ReportArgs& a) {
   std::cout << fmt::format(
       "\nLoader default (shuffle=\"chunk\", window={}): {}; expected classes per batch {:.1f}, a "
       "full shuffle {:.1f} ({:.0f} %).\n",
-      a.window, d.block_bytes ? "blocks of " + HumanBytes(d.block_bytes) + " (the chunks hold few "
-                                "classes each; `stoker pack` in mixed order reads whole chunks)"
-                              : std::string("whole chunks"),
+      a.window,
+      d.block_bytes ? "blocks of " + HumanBytes(d.block_bytes) +
+                          " (the chunks hold few "
+                          "classes each; `stoker pack` in mixed order reads whole chunks)"
+                    : std::string("whole chunks"),
       d.expected_classes, d.expected_full_classes,
       d.expected_full_classes > 0 ? 100 * d.expected_classes / d.expected_full_classes : 100.0);
   std::cout << "\nlabel entropy / classes: per batch, higher is better mixed (full is the goal); "

@@ -38,7 +38,8 @@ nlohmann::json HoldUnwritable(const nlohmann::json& value, std::vector<std::stri
 }  // namespace
 
 void PrintError(std::string_view command, const Status& status) {
-  const std::string line = "stoker " + std::string(command) + ": " + TerminalSafe(status.ToString()) + "\n";
+  const std::string line =
+      "stoker " + std::string(command) + ": " + TerminalSafe(status.ToString()) + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
@@ -57,7 +58,8 @@ void PrintJson(const nlohmann::json& value) {
     const size_t digits = open + kOpen.size();
     const size_t close = text.find(kClose, digits);
     out.append(text, at, open - at);
-    out += JsonQuoted(held[ParseUnsigned<size_t>(std::string_view(text).substr(digits, close - digits)).value()]);
+    out += JsonQuoted(
+        held[ParseUnsigned<size_t>(std::string_view(text).substr(digits, close - digits)).value()]);
     at = close + kClose.size();
   }
   out.append(text, at);

@@ -17,16 +17,17 @@ namespace stoker {
 enum class StatusCode : uint8_t {
   kOk = 0,
   kNotFound = 1,
-  kCorruption = 2,        // stored bytes fail a checksum or a structural check
-  kInvalidArgument = 3,   // bad input from the caller or a user (paths, options, source trees)
-  kIOError = 4,           // the storage said no (EIO, short read …)
+  kCorruption = 2,       // stored bytes fail a checksum or a structural check
+  kInvalidArgument = 3,  // bad input from the caller or a user (paths, options, source trees)
+  kIOError = 4,          // the storage said no (EIO, short read …)
   kAlreadyExists = 5,
-  kUnavailable = 6,       // transient: a server or peer is down, try again
+  kUnavailable = 6,  // transient: a server or peer is down, try again
   kTimeout = 7,
   kPermissionDenied = 8,
-  kResourceExhausted = 9, // a hard limit (memory budget, frame size, pixel count, a full disk: ENOSPC) was hit
-  kUnsupported = 10,      // a newer format version, a feature this build lacks
-  kInternal = 11,         // a bug in stoker
+  kResourceExhausted =
+      9,  // a hard limit (memory budget, frame size, pixel count, a full disk: ENOSPC) was hit
+  kUnsupported = 10,  // a newer format version, a feature this build lacks
+  kInternal = 11,     // a bug in stoker
   kCancelled = 12,
 };
 
@@ -89,9 +90,9 @@ inline std::unexpected<Status> Err(Status s) { return std::unexpected<Status>(st
 #define STOKER_CONCAT_(a, b) STOKER_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function if `expr` (a Status) is not OK.
-#define STOKER_RETURN_IF_ERROR(expr)                          \
-  do {                                                        \
-    ::stoker::Status stoker_status_ = (expr);                 \
+#define STOKER_RETURN_IF_ERROR(expr)                                           \
+  do {                                                                         \
+    ::stoker::Status stoker_status_ = (expr);                                  \
     if (!stoker_status_.ok()) return ::stoker::Err(std::move(stoker_status_)); \
   } while (0)
 
@@ -99,7 +100,7 @@ inline std::unexpected<Status> Err(Status s) { return std::unexpected<Status>(st
 // (which must return a Status or a Result).
 #define STOKER_ASSIGN_OR_RETURN(lhs, expr) \
   STOKER_ASSIGN_OR_RETURN_IMPL_(STOKER_CONCAT_(stoker_result_, __LINE__), lhs, expr)
-#define STOKER_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                                  \
+#define STOKER_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                 \
+  auto tmp = (expr);                                                  \
   if (!tmp.has_value()) return ::stoker::Err(std::move(tmp).error()); \
   lhs = std::move(tmp).value()

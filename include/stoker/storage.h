@@ -97,8 +97,8 @@ class Storage {
 // How OpenStorage reaches a dataset. A field left unset comes from the environment, as the CLI
 // and Python read it, so a program passes only what it wants to decide itself.
 struct StorageOptions {
-  // stoker://: the server's shared secret, as key bytes (docs/protocol.md, "The secret's bytes"). Unset: the
-  // file $STOKER_SECRET_FILE names, else $STOKER_SECRET.
+  // stoker://: the server's shared secret, as key bytes (docs/protocol.md, "The secret's bytes").
+  // Unset: the file $STOKER_SECRET_FILE names, else $STOKER_SECRET.
   std::optional<std::string> secret;
   // stoker://: the deadline of one request (docs/protocol.md, "Deadlines"). Unset:
   // $STOKER_TIMEOUT ("30s", "2m"), else 30 seconds.
@@ -124,6 +124,7 @@ struct StorageOptions {
 // file://localhost/abs), a stoker:// URI or an s3:// URI. The directory need not exist yet (pack
 // creates it). InvalidArgument for a malformed location or setting, Unsupported for an unknown
 // scheme.
-Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri, const StorageOptions& options = {});
+Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri,
+                                             const StorageOptions& options = {});
 
 }  // namespace stoker

@@ -20,8 +20,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,9 +34,9 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "dataset/version_view.h"
 #include "errors.h"
 #include "fs_path.h"
-#include "dataset/version_view.h"
 #include "node_client/node_storage.h"
 #include "stoker/dataset.h"
 
@@ -159,9 +159,8 @@ class PyDataset {
       bytes = ds.ReadFile(file);
     }
     auto* owned = new std::vector<std::byte>(ValueOrThrow(std::move(bytes)));
-    nb::capsule owner(owned, [](void* p) noexcept {
-      delete static_cast<std::vector<std::byte>*>(p);
-    });
+    nb::capsule owner(owned,
+                      [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
     const size_t shape[1] = {owned->size()};
     return {reinterpret_cast<const uint8_t*>(owned->data()), 1, shape, owner};
   }
@@ -217,7 +216,7 @@ class PyDataset {
   const std::string uri_;
   const uint64_t pinned_version_ = 0;  // 0: the newest when opened
   std::mutex mu_;
-  std::unique_ptr<Dataset> dataset_;        // guarded by mu_ until published in ready_
+  std::unique_ptr<Dataset> dataset_;  // guarded by mu_ until published in ready_
   std::atomic<const Dataset*> ready_ = nullptr;
 };
 
@@ -263,31 +262,41 @@ void RegisterDataset(nb::module_& m) {
                         "A packed dataset (one version), map-style: len(ds) samples, "
                         "ds[i] -> (bytes, label, path); for tar-packed datasets "
                         "ds[i] -> ({ext: bytes}, label, key). Labels are -1 when absent.")
-      .def("__init__",
-           [](PyDataset* self, nb::handle uri, std::optional<uint64_t> version) {
-             new (self) PyDataset(FsPath(uri), version.value_or(0));
-           },
-           nb::arg("uri"), nb::arg("version") = nb::none(),
-           "Opens a version (the newest by default) at a path or URI: str, bytes or any "
-           "os.PathLike.")
+      .def(
+          "__init__",
+          [](PyDataset* self, nb::handle uri, std::optional<uint64_t> version) {
+            new (self) PyDataset(FsPath(uri), version.value_or(0));
+          },
+          nb::arg("uri"), nb::arg("version") = nb::none(),
+          "Opens a version (the newest by default) at a path or URI: str, bytes or any "
+          "os.PathLike.")
       .def("__len__", [](PyDataset& self) { return self.Get().sample_count(); })
       .def("__getitem__", &PyDataset::GetItem, nb::arg("index"))
-      .def("find", [](PyDataset& self, nb::handle path) {
+      .def(
+          "find",
+          [](PyDataset& self, nb::handle path) {
             return ValueOrThrow(self.Get().Find(FsPath(path)));
-          }, nb::arg("path"), "File index of a path (str, bytes or os.PathLike); "
+          },
+          nb::arg("path"),
+          "File index of a path (str, bytes or os.PathLike); "
           "FileNotFoundError if absent.")
       .def("stat", &PyDataset::StatDict, nb::arg("path_or_index"),
-           "dict(index, path, size, crc32c, label, class, chunk (id), chunk_index, offset, attributes)")
-      .def("read", [](PyDataset& self, nb::handle key) {
-            return self.ReadBytes(self.FileIndex(key));
-          }, nb::arg("path_or_index"), "A file's bytes (CRC-checked) by path or file index.")
-      .def("read_buffer", [](PyDataset& self, nb::handle key) {
-            return self.ReadBuffer(self.FileIndex(key));
-          }, nb::arg("path_or_index"),
-           "Like read(), as a read-only memoryview over the C++ buffer (no copy into bytes).")
+           "dict(index, path, size, crc32c, label, class, chunk (id), chunk_index, offset, "
+           "attributes)")
+      .def(
+          "read",
+          [](PyDataset& self, nb::handle key) { return self.ReadBytes(self.FileIndex(key)); },
+          nb::arg("path_or_index"), "A file's bytes (CRC-checked) by path or file index.")
+      .def(
+          "read_buffer",
+          [](PyDataset& self, nb::handle key) { return self.ReadBuffer(self.FileIndex(key)); },
+          nb::arg("path_or_index"),
+          "Like read(), as a read-only memoryview over the C++ buffer (no copy into bytes).")
       .def("listdir", &PyDataset::ListDir, nb::arg("path") = "",
            "Names in a directory: subdirectories first, then files, each sorted.")
-      .def("sample_files", [](PyDataset& self, int64_t index) {
+      .def(
+          "sample_files",
+          [](PyDataset& self, int64_t index) {
             const Dataset& ds = self.Get();
             const auto [first, count] = ValueOrThrow(ds.SampleFiles(self.SampleIndex(index)));
             nb::list paths;
@@ -295,15 +304,18 @@ void RegisterDataset(nb::module_& m) {
               paths.append(FsName(ValueOrThrow(ds.Path(f))));
             }
             return paths;
-          }, nb::arg("index"), "Paths of the files making up sample `index`.")
+          },
+          nb::arg("index"), "Paths of the files making up sample `index`.")
       .def_prop_ro("uri", [](PyDataset& self) { return FsName(self.uri()); })
       .def_prop_ro("version", &PyDataset::version)
       .def_prop_ro("num_files", [](PyDataset& self) { return self.Get().file_count(); })
       .def_prop_ro("num_samples", [](PyDataset& self) { return self.Get().sample_count(); })
-      .def_prop_ro("num_chunks", [](PyDataset& self) { return dataset::ViewOf(self.Get()).chunk_count(); })
+      .def_prop_ro("num_chunks",
+                   [](PyDataset& self) { return dataset::ViewOf(self.Get()).chunk_count(); })
       .def_prop_ro("classes", &PyDataset::Classes, "Class names; label i is classes[i].")
-      .def_prop_ro("grouped", [](PyDataset& self) { return dataset::ViewOf(self.Get()).grouped(); },
-                   "True for tar-packed datasets, whose samples are groups of files.")
+      .def_prop_ro(
+          "grouped", [](PyDataset& self) { return dataset::ViewOf(self.Get()).grouped(); },
+          "True for tar-packed datasets, whose samples are groups of files.")
       .def_prop_ro(
           "largest_chunk_bytes",
           [](PyDataset& self) {
@@ -315,17 +327,16 @@ void RegisterDataset(nb::module_& m) {
             return largest;
           },
           "Size of the largest chunk file: sizes the read pipeline's memory for chunk shuffle.")
-      .def("__repr__", [](PyDataset& self) {
-            return nb::str("stoker.Dataset({!r}, version={})")
-                .format(FsName(self.uri()), self.version());
-          })
-      .def("__getstate__", [](PyDataset& self) {
-            return nb::make_tuple(FsName(self.uri()), self.version());
-          })
+      .def("__repr__",
+           [](PyDataset& self) {
+             return nb::str("stoker.Dataset({!r}, version={})")
+                 .format(FsName(self.uri()), self.version());
+           })
+      .def("__getstate__",
+           [](PyDataset& self) { return nb::make_tuple(FsName(self.uri()), self.version()); })
       .def("__setstate__", [](PyDataset& self, const nb::tuple& state) {
-            new (&self) PyDataset(FsPath(state[0]), nb::cast<uint64_t>(state[1]),
-                                  PyDataset::Lazy{});
-          });
+        new (&self) PyDataset(FsPath(state[0]), nb::cast<uint64_t>(state[1]), PyDataset::Lazy{});
+      });
 }
 
 }  // namespace stoker::python

@@ -21,19 +21,28 @@ PyObject* corruption_error = nullptr;  // owned by the module (added as an attri
 
 PyObject* ExceptionFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kNotFound: return PyExc_FileNotFoundError;
-    case StatusCode::kInvalidArgument: return PyExc_ValueError;
-    case StatusCode::kCorruption: return corruption_error;
-    case StatusCode::kPermissionDenied: return PyExc_PermissionError;
-    case StatusCode::kAlreadyExists: return PyExc_FileExistsError;
-    case StatusCode::kTimeout: return PyExc_TimeoutError;
-    case StatusCode::kUnsupported: return PyExc_NotImplementedError;
+    case StatusCode::kNotFound:
+      return PyExc_FileNotFoundError;
+    case StatusCode::kInvalidArgument:
+      return PyExc_ValueError;
+    case StatusCode::kCorruption:
+      return corruption_error;
+    case StatusCode::kPermissionDenied:
+      return PyExc_PermissionError;
+    case StatusCode::kAlreadyExists:
+      return PyExc_FileExistsError;
+    case StatusCode::kTimeout:
+      return PyExc_TimeoutError;
+    case StatusCode::kUnsupported:
+      return PyExc_NotImplementedError;
     case StatusCode::kInternal:
-    case StatusCode::kCancelled: return PyExc_RuntimeError;
+    case StatusCode::kCancelled:
+      return PyExc_RuntimeError;
     case StatusCode::kOk:
     case StatusCode::kIOError:
     case StatusCode::kUnavailable:
-    case StatusCode::kResourceExhausted: break;
+    case StatusCode::kResourceExhausted:
+      break;
   }
   return PyExc_OSError;
 }
@@ -56,14 +65,13 @@ void ThrowStatus(const Status& status) {
   // one with control characters: shown as the CLI shows them (\xNN), decoding cannot fail and
   // printing the error cannot drive the terminal.
   const std::string shown = TerminalSafe(status.message());
-  nb::object message =
-      nb::steal(PyUnicode_DecodeUTF8(shown.data(), static_cast<Py_ssize_t>(shown.size()), "strict"));
+  nb::object message = nb::steal(
+      PyUnicode_DecodeUTF8(shown.data(), static_cast<Py_ssize_t>(shown.size()), "strict"));
   if (!message.is_valid()) throw nb::python_error();
   nb::object exc = nb::steal(PyObject_CallOneArg(type, message.ptr()));
   if (!exc.is_valid()) throw nb::python_error();
   const std::string_view code = StatusCodeName(status.code());
-  if (PyObject_SetAttrString(exc.ptr(), "code",
-                             nb::str(code.data(), code.size()).ptr()) != 0) {
+  if (PyObject_SetAttrString(exc.ptr(), "code", nb::str(code.data(), code.size()).ptr()) != 0) {
     PyErr_Clear();
   }
   PyErr_SetObject(type, exc.ptr());

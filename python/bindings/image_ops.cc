@@ -87,7 +87,8 @@ void RegisterImageOps(nb::module_& parent) {
 
   m.def(
       "decode",
-      [](const nb::bytes& data, std::optional<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>> region,
+      [](const nb::bytes& data,
+         std::optional<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>> region,
          std::optional<std::tuple<uint32_t, uint32_t>> min_size, uint64_t max_pixels) {
         decode::DecodeRequest request;
         if (region) {

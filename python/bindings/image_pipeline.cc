@@ -149,12 +149,10 @@ class PyImagePipeline {
     }
     // The capsule owns a reference to the pooled buffer: freeing the tensor recycles it.
     auto* owner = new std::shared_ptr<std::byte>(std::move(batch.images));
-    nb::capsule capsule(owner, [](void* p) noexcept {
-      delete static_cast<std::shared_ptr<std::byte>*>(p);
-    });
-    const nb::dlpack::dtype dtype = out.dtype == decode::DType::kFloat32
-                                        ? nb::dtype<float>()
-                                        : nb::dtype<uint8_t>();
+    nb::capsule capsule(
+        owner, [](void* p) noexcept { delete static_cast<std::shared_ptr<std::byte>*>(p); });
+    const nb::dlpack::dtype dtype =
+        out.dtype == decode::DType::kFloat32 ? nb::dtype<float>() : nb::dtype<uint8_t>();
     return nb::cast(nb::ndarray<nb::pytorch>(owner->get(), 4, shape, capsule, nullptr, dtype));
   }
 
@@ -192,9 +190,9 @@ void RegisterImagePipeline(nb::module_& m) {
       [](const nb::dict& options_dict, uint32_t width, uint32_t height, uint32_t sample) {
         const ImagePipelineOptions options = ParseOptions(options_dict);
         ThrowIfError(options.Validate());  // ValueError, as the pipeline would
-        const decode::SampleParams p = decode::ChooseParams(
-            options.transform, width, height,
-            decode::AugmentSeed(options.seed, options.epoch, sample));
+        const decode::SampleParams p =
+            decode::ChooseParams(options.transform, width, height,
+                                 decode::AugmentSeed(options.seed, options.epoch, sample));
         nb::dict d;
         d["box"] = nb::make_tuple(p.box.x0, p.box.y0, p.box.x1, p.box.y1);
         d["clip_to_box"] = p.clip_to_box;

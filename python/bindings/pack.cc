@@ -60,10 +60,10 @@ uint64_t ByteSize(const std::variant<uint64_t, std::string>& size, const std::st
 }
 
 nb::dict Pack(nb::handle src_arg, nb::handle dst_arg,
-              const std::variant<uint64_t, std::string>& chunk_size,
-              bool append, const std::string& labels, int threads, const std::string& order,
-              uint64_t order_seed, const std::variant<uint64_t, std::string>& mix_memory,
-              const std::string& layout, bool progress) {
+              const std::variant<uint64_t, std::string>& chunk_size, bool append,
+              const std::string& labels, int threads, const std::string& order, uint64_t order_seed,
+              const std::variant<uint64_t, std::string>& mix_memory, const std::string& layout,
+              bool progress) {
   dataset::PackOptions options;
   options.chunk_bytes = ByteSize(chunk_size, "chunk_size");
   options.mix_memory_bytes = ByteSize(mix_memory, "mix_memory");

@@ -70,15 +70,15 @@ class PyPipeline {
     ThrowIfError(sample->status);
     const Dataset& ds = UnwrapDataset(dataset_obj_);
     if (sample->files.empty()) throw nb::index_error("a delivered sample without files");  // a bug
-    return SampleTuple(ds, sample->files.front().index, sample->files.size(), sample->label,
-                       [&](uint64_t file) {
-      for (const auto& f : sample->files) {
-        if (f.index == file) {
-          return nb::bytes(reinterpret_cast<const char*>(f.bytes.data()), f.bytes.size());
-        }
-      }
-      throw nb::index_error("file missing from a delivered sample");  // a bug, not bad data
-    });
+    return SampleTuple(
+        ds, sample->files.front().index, sample->files.size(), sample->label, [&](uint64_t file) {
+          for (const auto& f : sample->files) {
+            if (f.index == file) {
+              return nb::bytes(reinterpret_cast<const char*>(f.bytes.data()), f.bytes.size());
+            }
+          }
+          throw nb::index_error("file missing from a delivered sample");  // a bug, not bad data
+        });
   }
 
   nb::dict Stats() const {

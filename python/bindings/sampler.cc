@@ -81,81 +81,86 @@ void RegisterSampler(nb::module_& m) {
   nb::class_<Sampler>(m, "Sampler",
                       "Which samples each rank reads, in which order, every epoch "
                       "(docs/sampler.md). Immutable; orders are uint32 memoryviews.")
-      .def("__init__",
-           [](Sampler* self, nb::handle dataset, const std::string& mode, uint64_t seed,
-              uint32_t window, bool drop_last, uint64_t block_size) {
-             const loader::SamplerOptions options = MakeOptions(mode, seed, window, drop_last);
-             const Dataset& ds = UnwrapDataset(dataset);
-             ThrowIfError(loader::ValidateBlockSize(ds, block_size));
-             Result<Sampler> sampler = Err(Status::Internal("unset"));
-             {
-               nb::gil_scoped_release release;
-               sampler = loader::CreateSampler(ds, options, block_size);
-             }
-             new (self) Sampler(ValueOrThrow(std::move(sampler)));
-           },
-           // The sampler reads the dataset's metadata as plans need it: keep it alive.
-           nb::keep_alive<1, 2>(), nb::arg("dataset"), nb::kw_only(), nb::arg("mode") = "chunk",
-           nb::arg("seed") = 0, nb::arg("window") = 16, nb::arg("drop_last") = false,
-           nb::arg("block_size") = 0,
-           "A sampler over a stoker.Dataset's samples. mode: 'sequential', 'full' or 'chunk'; "
-           "window: chunks per shuffle window (chunk mode); block_size: the shuffle unit in "
-           "bytes (blocks of a chunk, docs/sampler.md), 0 for whole chunks. The window then "
-           "holds W chunks' worth of blocks (the `window` property counts units).")
-      .def_static("from_chunks",
-                  [](std::vector<uint32_t> sample_chunks, uint64_t dataset_version,
-                     const std::string& mode, uint64_t seed, uint32_t window, bool drop_last) {
-                    return CreateSampler(std::move(sample_chunks), dataset_version,
-                                         MakeOptions(mode, seed, window, drop_last));
-                  },
-                  nb::arg("sample_chunks"), nb::arg("dataset_version"), nb::kw_only(),
-                  nb::arg("mode") = "chunk", nb::arg("seed") = 0, nb::arg("window") = 16,
-                  nb::arg("drop_last") = false,
-                  "A sampler over synthetic samples: sample_chunks[s] is sample s's chunk.")
+      .def(
+          "__init__",
+          [](Sampler* self, nb::handle dataset, const std::string& mode, uint64_t seed,
+             uint32_t window, bool drop_last, uint64_t block_size) {
+            const loader::SamplerOptions options = MakeOptions(mode, seed, window, drop_last);
+            const Dataset& ds = UnwrapDataset(dataset);
+            ThrowIfError(loader::ValidateBlockSize(ds, block_size));
+            Result<Sampler> sampler = Err(Status::Internal("unset"));
+            {
+              nb::gil_scoped_release release;
+              sampler = loader::CreateSampler(ds, options, block_size);
+            }
+            new (self) Sampler(ValueOrThrow(std::move(sampler)));
+          },
+          // The sampler reads the dataset's metadata as plans need it: keep it alive.
+          nb::keep_alive<1, 2>(), nb::arg("dataset"), nb::kw_only(), nb::arg("mode") = "chunk",
+          nb::arg("seed") = 0, nb::arg("window") = 16, nb::arg("drop_last") = false,
+          nb::arg("block_size") = 0,
+          "A sampler over a stoker.Dataset's samples. mode: 'sequential', 'full' or 'chunk'; "
+          "window: chunks per shuffle window (chunk mode); block_size: the shuffle unit in "
+          "bytes (blocks of a chunk, docs/sampler.md), 0 for whole chunks. The window then "
+          "holds W chunks' worth of blocks (the `window` property counts units).")
+      .def_static(
+          "from_chunks",
+          [](std::vector<uint32_t> sample_chunks, uint64_t dataset_version, const std::string& mode,
+             uint64_t seed, uint32_t window, bool drop_last) {
+            return CreateSampler(std::move(sample_chunks), dataset_version,
+                                 MakeOptions(mode, seed, window, drop_last));
+          },
+          nb::arg("sample_chunks"), nb::arg("dataset_version"), nb::kw_only(),
+          nb::arg("mode") = "chunk", nb::arg("seed") = 0, nb::arg("window") = 16,
+          nb::arg("drop_last") = false,
+          "A sampler over synthetic samples: sample_chunks[s] is sample s's chunk.")
       .def_prop_ro("num_samples", &Sampler::sample_count)
-      .def_prop_ro("mode", [](const Sampler& s) {
-        return std::string(loader::ShuffleModeName(s.options().mode));
-      })
+      .def_prop_ro(
+          "mode",
+          [](const Sampler& s) { return std::string(loader::ShuffleModeName(s.options().mode)); })
       .def_prop_ro("seed", [](const Sampler& s) { return s.options().seed; })
       .def_prop_ro("window", [](const Sampler& s) { return s.options().window_chunks; })
       .def_prop_ro("drop_last", [](const Sampler& s) { return s.options().drop_last; })
-      .def("global_order",
-           [](const Sampler& s, uint64_t epoch, uint32_t world_size) {
-             CheckWorld(world_size, 0);
-             Result<std::vector<uint32_t>> order = Err(Status::Internal("unset"));
-             {
-               nb::gil_scoped_release release;
-               order = s.GlobalOrder(epoch, world_size);
-             }
-             return ToMemoryview(ValueOrThrow(std::move(order)));
-           },
-           nb::arg("epoch"), nb::arg("world_size") = 1,
-           "The epoch's global order G, planned for world_size ranks: a permutation of "
-           "range(num_samples).")
-      .def("plan_rank",
-           [](const Sampler& s, uint64_t epoch, uint64_t position, uint32_t planned_world_size,
-              uint32_t world_size, uint32_t rank) {
-             CheckWorld(planned_world_size, 0);
-             CheckWorld(world_size, rank);
-             Result<Sampler::RankPlan> planned = Err(Status::Internal("unset"));
-             {
-               nb::gil_scoped_release release;
-               planned = s.PlanRank({epoch, position, planned_world_size}, world_size, rank);
-             }
-             Sampler::RankPlan plan = ValueOrThrow(std::move(planned));
-             return nb::make_tuple(ToMemoryview(std::move(plan.samples)), plan.padded,
-                                   plan.dropped);
-           },
-           nb::arg("epoch"), nb::arg("position"), nb::arg("planned_world_size"),
-           nb::arg("world_size"), nb::arg("rank"),
-           "What `rank` of `world_size` reads from `position` of the epoch's order (built for "
-           "planned_world_size ranks) to the epoch's end: (samples, padded, dropped).");
+      .def(
+          "global_order",
+          [](const Sampler& s, uint64_t epoch, uint32_t world_size) {
+            CheckWorld(world_size, 0);
+            Result<std::vector<uint32_t>> order = Err(Status::Internal("unset"));
+            {
+              nb::gil_scoped_release release;
+              order = s.GlobalOrder(epoch, world_size);
+            }
+            return ToMemoryview(ValueOrThrow(std::move(order)));
+          },
+          nb::arg("epoch"), nb::arg("world_size") = 1,
+          "The epoch's global order G, planned for world_size ranks: a permutation of "
+          "range(num_samples).")
+      .def(
+          "plan_rank",
+          [](const Sampler& s, uint64_t epoch, uint64_t position, uint32_t planned_world_size,
+             uint32_t world_size, uint32_t rank) {
+            CheckWorld(planned_world_size, 0);
+            CheckWorld(world_size, rank);
+            Result<Sampler::RankPlan> planned = Err(Status::Internal("unset"));
+            {
+              nb::gil_scoped_release release;
+              planned = s.PlanRank({epoch, position, planned_world_size}, world_size, rank);
+            }
+            Sampler::RankPlan plan = ValueOrThrow(std::move(planned));
+            return nb::make_tuple(ToMemoryview(std::move(plan.samples)), plan.padded, plan.dropped);
+          },
+          nb::arg("epoch"), nb::arg("position"), nb::arg("planned_world_size"),
+          nb::arg("world_size"), nb::arg("rank"),
+          "What `rank` of `world_size` reads from `position` of the epoch's order (built for "
+          "planned_world_size ranks) to the epoch's end: (samples, padded, dropped).");
 
   m.def(
       "shuffle_unit",
-      [](nb::handle dataset, uint32_t window, uint32_t batch_size, std::optional<uint64_t> block_size) {
+      [](nb::handle dataset, uint32_t window, uint32_t batch_size,
+         std::optional<uint64_t> block_size) {
         const Dataset& ds = UnwrapDataset(dataset);
-        if (window == 0) ThrowStatus(Status::InvalidArgument("window must hold at least one chunk"));
+        if (window == 0)
+          ThrowStatus(Status::InvalidArgument("window must hold at least one chunk"));
         if (batch_size == 0) ThrowStatus(Status::InvalidArgument("batch_size must be at least 1"));
         if (block_size) ThrowIfError(loader::ValidateBlockSize(ds, *block_size));
         Result<loader::ShuffleUnit> chosen = Err(Status::Internal("unset"));
@@ -256,19 +261,21 @@ void RegisterSampler(nb::module_& m) {
       .def_prop_ro("planned_world_size", &EpochCursor::planned_world_size)
       .def_prop_ro("yielded", &EpochCursor::yielded)
       .def_prop_ro("pass_token", &EpochCursor::pass)
-      .def("set_epoch", [](EpochCursor& c, int64_t epoch) { ThrowIfError(c.SetEpoch(epoch)); },
-           nb::arg("epoch"))
+      .def(
+          "set_epoch", [](EpochCursor& c, int64_t epoch) { ThrowIfError(c.SetEpoch(epoch)); },
+          nb::arg("epoch"))
       .def("begin_pass", &EpochCursor::BeginPass, "Starts a pass; returns its token.")
       .def("end_pass", &EpochCursor::EndPass, nb::arg("token"))
       .def("add_yielded", &EpochCursor::AddYielded, nb::arg("token"), nb::arg("count"))
       .def("set_yielded", &EpochCursor::SetYielded, nb::arg("count"))
       .def("consumed_position", &EpochCursor::ConsumedPosition, nb::arg("consumed"))
       .def("pass_samples", &EpochCursor::PassSamples)
-      .def("load",
-           [](EpochCursor& c, int64_t epoch, int64_t position, int64_t planned_world_size) {
-             ThrowIfError(c.Load(epoch, position, planned_world_size));
-           },
-           nb::arg("epoch"), nb::arg("position"), nb::arg("planned_world_size"))
+      .def(
+          "load",
+          [](EpochCursor& c, int64_t epoch, int64_t position, int64_t planned_world_size) {
+            ThrowIfError(c.Load(epoch, position, planned_world_size));
+          },
+          nb::arg("epoch"), nb::arg("position"), nb::arg("planned_world_size"))
       .def("__getstate__",
            [](const EpochCursor& c) {
              const EpochCursor::State s = c.Save();
@@ -277,11 +284,10 @@ void RegisterSampler(nb::module_& m) {
            })
       .def("__setstate__", [](EpochCursor& c, const nb::tuple& t) {
         if (t.size() != 9) ThrowStatus(Status::InvalidArgument("bad EpochCursor state"));
-        EpochCursor::State s{nb::cast<uint64_t>(t[0]), nb::cast<uint64_t>(t[1]),
-                             nb::cast<uint64_t>(t[2]), nb::cast<uint64_t>(t[3]),
-                             nb::cast<uint64_t>(t[4]), nb::cast<uint32_t>(t[5]),
-                             nb::cast<uint32_t>(t[6]), nb::cast<bool>(t[7]),
-                             nb::cast<bool>(t[8])};
+        EpochCursor::State s{
+            nb::cast<uint64_t>(t[0]), nb::cast<uint64_t>(t[1]), nb::cast<uint64_t>(t[2]),
+            nb::cast<uint64_t>(t[3]), nb::cast<uint64_t>(t[4]), nb::cast<uint32_t>(t[5]),
+            nb::cast<uint32_t>(t[6]), nb::cast<bool>(t[7]),     nb::cast<bool>(t[8])};
         new (&c) EpochCursor(ValueOrThrow(EpochCursor::Restore(s)));
       });
 }

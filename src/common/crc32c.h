@@ -14,7 +14,9 @@ namespace stoker::crc32c {
 uint32_t Extend(uint32_t crc, const void* data, size_t n);
 
 inline uint32_t Value(const void* data, size_t n) { return Extend(0, data, n); }
-inline uint32_t Value(std::span<const std::byte> data) { return Extend(0, data.data(), data.size()); }
+inline uint32_t Value(std::span<const std::byte> data) {
+  return Extend(0, data.data(), data.size());
+}
 inline uint32_t Value(std::string_view data) { return Extend(0, data.data(), data.size()); }
 
 }  // namespace stoker::crc32c

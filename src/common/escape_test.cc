@@ -8,7 +8,7 @@ namespace {
 TEST(Escape, Utf8IsRecognisedAndMalformedBytesAreNot) {
   EXPECT_TRUE(IsUtf8("plain/ascii.jpg"));
   EXPECT_TRUE(IsUtf8("caf\xc3\xa9/\xe6\x97\xa5\xe6\x9c\xac.jpg"));  // café/日本
-  EXPECT_TRUE(IsUtf8("\xf0\x9f\x90\x88"));                         // U+1F408
+  EXPECT_TRUE(IsUtf8("\xf0\x9f\x90\x88"));                          // U+1F408
   EXPECT_FALSE(IsUtf8("latin1-caf\xe9.jpg"));
   EXPECT_FALSE(IsUtf8("\xc0\xaf"));          // overlong '/'
   EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));      // a surrogate

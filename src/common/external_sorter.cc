@@ -4,7 +4,6 @@
 #include <queue>
 #include <span>
 
-
 namespace stoker {
 
 ExternalSorter::ExternalSorter(SortOptions options, Less less)
@@ -101,8 +100,8 @@ Status ExternalSorter::Merge(const std::function<Status(std::string_view)>& fn) 
 Status ExternalSorter::MergeRuns(std::span<Spool> runs,
                                  const std::function<Status(std::string_view)>& fn) const {
   // Read buffers share the budget; past 1 MiB a bigger one saves nothing.
-  const uint64_t buffer = std::clamp<uint64_t>(options_.memory_bytes / runs.size(),
-                                               kMinMergeBuffer, 1 << 20);
+  const uint64_t buffer =
+      std::clamp<uint64_t>(options_.memory_bytes / runs.size(), kMinMergeBuffer, 1 << 20);
   // Each run's reader and its current record (a view into that reader's buffer, valid until
   // the reader moves on).
   struct Head {

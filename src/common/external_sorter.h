@@ -44,7 +44,7 @@ class ExternalSorter {
   Status Spill();
   // Merges `runs` (at most budget / kMinMergeBuffer) into `fn`, in order.
   Status MergeRuns(std::span<Spool> runs, const std::function<Status(std::string_view)>& fn) const;
-  void Release();  // gives the in-memory run's memory back
+  void Release();     // gives the in-memory run's memory back
   void SortBuffer();  // orders items_ by their records
 
   SortOptions options_;

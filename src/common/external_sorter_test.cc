@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <stdlib.h>
+#include <algorithm>
 
 #include <filesystem>
 
@@ -37,7 +37,7 @@ std::vector<std::string> RandomRecords(size_t n, uint64_t seed) {
   Pcg32 rng(seed);
   std::vector<std::string> out(n);
   for (auto& r : out) {
-    r.resize(rng.Below(40));  // empty records too
+    r.resize(rng.Below(40));                                // empty records too
     for (char& c : r) c = static_cast<char>(rng.Below(4));  // many shared prefixes and repeats
   }
   return out;
@@ -46,10 +46,12 @@ std::vector<std::string> RandomRecords(size_t n, uint64_t seed) {
 std::vector<std::string> SortAll(ExternalSorter& sorter, const std::vector<std::string>& in) {
   for (const auto& r : in) EXPECT_TRUE(sorter.Add(r).ok());
   std::vector<std::string> out;
-  EXPECT_TRUE(sorter.Merge([&](std::string_view r) {
-                      out.emplace_back(r);
-                      return Status::OK();
-                    }).ok());
+  EXPECT_TRUE(sorter
+                  .Merge([&](std::string_view r) {
+                    out.emplace_back(r);
+                    return Status::OK();
+                  })
+                  .ok());
   return out;
 }
 
@@ -75,10 +77,12 @@ TEST(ExternalSorter, SpillsRunsAndMergesThemWithinTheBudget) {
   EXPECT_GT(sorter.runs(), 50u);
   EXPECT_EQ(dir.entries(), 0u) << "spools have no name";
   std::vector<std::string> out;
-  ASSERT_TRUE(sorter.Merge([&](std::string_view r) {
-                      out.emplace_back(r);
-                      return Status::OK();
-                    }).ok());
+  ASSERT_TRUE(sorter
+                  .Merge([&](std::string_view r) {
+                    out.emplace_back(r);
+                    return Status::OK();
+                  })
+                  .ok());
   auto expected = records;
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(out, expected);
@@ -100,10 +104,12 @@ TEST(ExternalSorter, MergesManyRunsInSeveralPasses) {
   for (const auto& r : records) ASSERT_TRUE(sorter.Add(r).ok());
   EXPECT_GT(sorter.runs(), 8u);
   std::vector<std::string> out;
-  ASSERT_TRUE(sorter.Merge([&](std::string_view r) {
-                      out.emplace_back(r);
-                      return Status::OK();
-                    }).ok());
+  ASSERT_TRUE(sorter
+                  .Merge([&](std::string_view r) {
+                    out.emplace_back(r);
+                    return Status::OK();
+                  })
+                  .ok());
   std::sort(records.begin(), records.end());
   EXPECT_EQ(out, records);
 }

@@ -52,8 +52,8 @@ void ProgressBar::Finish() {
 std::string Counted(uint64_t n, std::string_view noun) {
   std::string out = fmt::format("{} {}", n, noun);
   if (n == 1) return out;
-  const bool sibilant = noun.ends_with('s') || noun.ends_with('x') || noun.ends_with("ch") ||
-                        noun.ends_with("sh");
+  const bool sibilant =
+      noun.ends_with('s') || noun.ends_with('x') || noun.ends_with("ch") || noun.ends_with("sh");
   return out + (sibilant ? "es" : "s");
 }
 
@@ -82,15 +82,23 @@ bool ParseSizeText(std::string_view text, uint64_t* out) {
   if (ec != std::errc() || ptr == text.data()) return false;
   std::string suffix(ptr, text.data() + text.size());
   for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (suffix.ends_with("IB")) suffix.resize(suffix.size() - 2);
-  else if (suffix.size() == 2 && suffix.ends_with("B")) suffix.resize(1);
+  if (suffix.ends_with("IB"))
+    suffix.resize(suffix.size() - 2);
+  else if (suffix.size() == 2 && suffix.ends_with("B"))
+    suffix.resize(1);
   int shift = 0;
-  if (suffix.empty() || suffix == "B") shift = 0;
-  else if (suffix == "K") shift = 10;
-  else if (suffix == "M") shift = 20;
-  else if (suffix == "G") shift = 30;
-  else if (suffix == "T") shift = 40;
-  else return false;
+  if (suffix.empty() || suffix == "B")
+    shift = 0;
+  else if (suffix == "K")
+    shift = 10;
+  else if (suffix == "M")
+    shift = 20;
+  else if (suffix == "G")
+    shift = 30;
+  else if (suffix == "T")
+    shift = 40;
+  else
+    return false;
   if (shift > 0 && value > (UINT64_MAX >> shift)) return false;
   *out = value << shift;
   return true;
@@ -111,8 +119,8 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
 Result<std::chrono::seconds> ParseDuration(std::string_view text) {
   uint64_t n = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  const std::string_view unit = ec == std::errc() ? std::string_view(ptr, text.data() + text.size())
-                                                  : std::string_view("?");
+  const std::string_view unit =
+      ec == std::errc() ? std::string_view(ptr, text.data() + text.size()) : std::string_view("?");
   const uint64_t scale = unit.empty() || unit == "s" ? 1
                          : unit == "m"               ? 60
                          : unit == "h"               ? 3600

@@ -59,8 +59,8 @@ Result<std::chrono::milliseconds> RequestTimeout(std::optional<std::chrono::mill
   if (text == nullptr || *text == '\0') return std::chrono::milliseconds(30000);
   auto parsed = ParseDuration(text);
   if (!parsed || parsed->count() == 0) {
-    return Err(Status::InvalidArgument(fmt::format(
-        "$STOKER_TIMEOUT '{}': expected a positive duration such as 30s or 2m", text)));
+    return Err(Status::InvalidArgument(
+        fmt::format("$STOKER_TIMEOUT '{}': expected a positive duration such as 30s or 2m", text)));
   }
   return std::chrono::milliseconds(*parsed);
 }

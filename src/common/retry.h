@@ -16,9 +16,9 @@
 namespace stoker {
 
 struct RetryPolicy {
-  int max_attempts = 4;                           // the first attempt included
-  std::chrono::milliseconds base_backoff{10};     // cap of the first pause; doubles per retry
-  std::chrono::milliseconds max_backoff{20000};   // no pause is longer
+  int max_attempts = 4;                          // the first attempt included
+  std::chrono::milliseconds base_backoff{10};    // cap of the first pause; doubles per retry
+  std::chrono::milliseconds max_backoff{20000};  // no pause is longer
   Status Validate() const;
 };
 

@@ -10,8 +10,8 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(Retry, PausesGrowWithFullJitterUpToTheCap) {
-  const RetryPolicy policy{.max_attempts = 10, .base_backoff = milliseconds(10),
-                           .max_backoff = milliseconds(50)};
+  const RetryPolicy policy{
+      .max_attempts = 10, .base_backoff = milliseconds(10), .max_backoff = milliseconds(50)};
   for (int attempt = 1; attempt <= 8; ++attempt) {
     const auto cap = std::min<int64_t>(50'000, 10'000LL << (attempt - 1));
     int64_t largest = 0;
@@ -27,8 +27,8 @@ TEST(Retry, PausesGrowWithFullJitterUpToTheCap) {
 }
 
 TEST(Retry, TriesAgainOnlyRetryableFailuresWhileAttemptsLast) {
-  const RetryPolicy policy{.max_attempts = 3, .base_backoff = milliseconds(0),
-                           .max_backoff = milliseconds(0)};
+  const RetryPolicy policy{
+      .max_attempts = 3, .base_backoff = milliseconds(0), .max_backoff = milliseconds(0)};
   Retry retry(policy);
   EXPECT_TRUE(retry.Next(Status::OK()));  // the first attempt
   EXPECT_EQ(retry.attempt(), 1);
@@ -50,16 +50,16 @@ TEST(Retry, TriesAgainOnlyRetryableFailuresWhileAttemptsLast) {
 }
 
 TEST(Retry, NoAttemptStartsAfterTheDeadline) {
-  const RetryPolicy policy{.max_attempts = 100, .base_backoff = milliseconds(1000),
-                           .max_backoff = milliseconds(1000)};
+  const RetryPolicy policy{
+      .max_attempts = 100, .base_backoff = milliseconds(1000), .max_backoff = milliseconds(1000)};
   Retry retry(policy);
   ASSERT_TRUE(retry.Next(Status::OK()));
-  EXPECT_FALSE(retry.Next(Status(StatusCode::kUnavailable, "down"),
-                          Retry::Clock::now() - milliseconds(1)));
+  EXPECT_FALSE(
+      retry.Next(Status(StatusCode::kUnavailable, "down"), Retry::Clock::now() - milliseconds(1)));
   // A pause longer than the time left ends at the deadline, with no attempt after it.
   // (Pauses average 25 ms: 1,000 attempts would take 25 s, so the deadline is what stops it.)
-  Retry pausing(RetryPolicy{.max_attempts = 1000, .base_backoff = milliseconds(50),
-                            .max_backoff = milliseconds(50)});
+  Retry pausing(RetryPolicy{
+      .max_attempts = 1000, .base_backoff = milliseconds(50), .max_backoff = milliseconds(50)});
   ASSERT_TRUE(pausing.Next(Status::OK()));
   const auto deadline = Retry::Clock::now() + milliseconds(100);
   while (pausing.Next(Status(StatusCode::kUnavailable, "down"), deadline)) {

@@ -115,9 +115,11 @@ Result<std::string_view> Spool::Reader::Peek(uint64_t n) {
     const uint64_t keep = buffer_.size();
     const uint64_t end = std::min(offset_ + std::max(buffer_bytes_, n), spool_.written_);
     buffer_.resize(end - offset_);
-    STOKER_RETURN_IF_ERROR(spool_.ReadInto(offset_ + keep, buffer_.data() + keep, end - offset_ - keep));
+    STOKER_RETURN_IF_ERROR(
+        spool_.ReadInto(offset_ + keep, buffer_.data() + keep, end - offset_ - keep));
   }
-  const std::string_view rest = std::string_view(buffer_).substr(std::min<uint64_t>(pos_, buffer_.size()));
+  const std::string_view rest =
+      std::string_view(buffer_).substr(std::min<uint64_t>(pos_, buffer_.size()));
   return rest.substr(0, std::min<uint64_t>(n, rest.size()));
 }
 

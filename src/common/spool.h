@@ -43,7 +43,8 @@ class Spool {
   // Sequential reading in blocks of `buffer_bytes`.
   class Reader {
    public:
-    Reader(const Spool& spool, uint64_t buffer_bytes) : spool_(spool), buffer_bytes_(buffer_bytes) {}
+    Reader(const Spool& spool, uint64_t buffer_bytes)
+        : spool_(spool), buffer_bytes_(buffer_bytes) {}
     // Up to `n` bytes ahead without consuming them (fewer at the end); Corruption never: a
     // short view means the spool ended.
     Result<std::string_view> Peek(uint64_t n);

@@ -8,19 +8,32 @@ namespace stoker {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kIOError: return "IOError";
-    case StatusCode::kAlreadyExists: return "AlreadyExists";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kTimeout: return "Timeout";
-    case StatusCode::kPermissionDenied: return "PermissionDenied";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kUnsupported: return "Unsupported";
-    case StatusCode::kInternal: return "Internal";
-    case StatusCode::kCancelled: return "Cancelled";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kIOError:
+      return "IOError";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kTimeout:
+      return "Timeout";
+    case StatusCode::kPermissionDenied:
+      return "PermissionDenied";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kUnsupported:
+      return "Unsupported";
+    case StatusCode::kInternal:
+      return "Internal";
+    case StatusCode::kCancelled:
+      return "Cancelled";
   }
   return "Unknown";
 }
@@ -29,18 +42,24 @@ Status Status::FromErrno(int err, std::string_view context) {
   std::string message = std::string(context) + ": " + std::strerror(err);
   switch (err) {
     case ENOENT:
-    case ENOTDIR: return {StatusCode::kNotFound, std::move(message)};
+    case ENOTDIR:
+      return {StatusCode::kNotFound, std::move(message)};
     case EACCES:
-    case EPERM: return {StatusCode::kPermissionDenied, std::move(message)};
-    case EEXIST: return {StatusCode::kAlreadyExists, std::move(message)};
+    case EPERM:
+      return {StatusCode::kPermissionDenied, std::move(message)};
+    case EEXIST:
+      return {StatusCode::kAlreadyExists, std::move(message)};
     case EINVAL:
     case ENAMETOOLONG:
-    case ELOOP: return {StatusCode::kInvalidArgument, std::move(message)};
+    case ELOOP:
+      return {StatusCode::kInvalidArgument, std::move(message)};
     case ENOMEM:
     case ENOSPC:
     case EMFILE:
-    case ENFILE: return {StatusCode::kResourceExhausted, std::move(message)};
-    default: return {StatusCode::kIOError, std::move(message)};
+    case ENFILE:
+      return {StatusCode::kResourceExhausted, std::move(message)};
+    default:
+      return {StatusCode::kIOError, std::move(message)};
   }
 }
 

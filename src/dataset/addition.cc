@@ -84,8 +84,7 @@ format::SegmentNumbering Number(const format::SegmentBuilder& files, const Versi
 
 // Of the addition's paths, those `base` holds: at most `limit` of them, and how many.
 Result<std::vector<std::string>> PathsHeld(const format::SegmentBuilder& files,
-                                           const VersionView& base, size_t limit,
-                                           uint64_t* count) {
+                                           const VersionView& base, size_t limit, uint64_t* count) {
   // Keys go to the lookup in sorted batches, so each block of the base is read about once per
   // batch and memory stays bounded.
   constexpr size_t kBatch = 1 << 16;
@@ -142,17 +141,17 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
       if (taken > 0) {
         std::string list;
         for (const std::string& path : examples) list += "\n  " + path;
-        return Err(Status::InvalidArgument(fmt::format(
-            "{} of the input's paths are already in the dataset (version {}), e.g.:{}", taken,
-            latest->version, list)));
+        return Err(Status::InvalidArgument(
+            fmt::format("{} of the input's paths are already in the dataset (version {}), e.g.:{}",
+                        taken, latest->version, list)));
       }
     } else if (policy == PublishPolicy::kAppend) {
-      return Err(Status::NotFound(fmt::format("--append: {} holds no dataset yet", dst.Describe(""))));
+      return Err(
+          Status::NotFound(fmt::format("--append: {} holds no dataset yet", dst.Describe(""))));
     }
     const format::SegmentNumbering numbering = Number(*add.files, base.get(), flags);
     const uint32_t classes_added = static_cast<uint32_t>(numbering.classes.size());
-    STOKER_ASSIGN_OR_RETURN(auto written,
-                            format::WriteSegment(dst, [&](format::SegmentSink& sink) {
+    STOKER_ASSIGN_OR_RETURN(auto written, format::WriteSegment(dst, [&](format::SegmentSink& sink) {
                               return add.files->Write(numbering, sink);
                             }));
     *segment_path = written.path;
@@ -207,10 +206,9 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
           fmt::format("gave up after {} attempts to publish", kMaxPublishAttempts)));
     }
     // Backing off by a random few ms spreads writers that collided apart.
-    std::this_thread::sleep_for(std::chrono::microseconds(
-        jitter.Below(1000u << std::min(attempt, 8))));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(jitter.Below(1000u << std::min(attempt, 8))));
   }
 }
-
 
 }  // namespace stoker::dataset

@@ -66,13 +66,14 @@ TEST(ChunkMixerTest, ClassOrderedInputEndsUpMixed) {
     return sum / static_cast<double>(classes.size());
   };
   EXPECT_LE(classes_per_chunk(1), 1.1);
-  EXPECT_GE(classes_per_chunk(64), 4.0);   // a chunk spans 64 x 10 samples = 6.4 classes
+  EXPECT_GE(classes_per_chunk(64), 4.0);  // a chunk spans 64 x 10 samples = 6.4 classes
   EXPECT_GE(classes_per_chunk(1024), 8.0);
 }
 
 TEST(ChunkMixerTest, SameSeedSamePlacement) {
   ChunkMixer a(16, 100, 42), b(16, 100, 42), c(16, 100, 43);
-  const auto pa = Assign(a, 500, 7, false), pb = Assign(b, 500, 7, false), pc = Assign(c, 500, 7, false);
+  const auto pa = Assign(a, 500, 7, false), pb = Assign(b, 500, 7, false),
+             pc = Assign(c, 500, 7, false);
   EXPECT_EQ(pa, pb);
   EXPECT_NE(pa, pc);
 }

@@ -34,8 +34,7 @@ format::VersionRecord Replace(const format::VersionRecord& base, size_t first, s
 
 }  // namespace
 
-std::pair<size_t, size_t> SegmentsToMerge(std::span<const format::SegmentRef> segments,
-                                          bool all) {
+std::pair<size_t, size_t> SegmentsToMerge(std::span<const format::SegmentRef> segments, bool all) {
   const size_t n = segments.size();
   if (n < 2) return {n, n};
   if (all) return {0, n};
@@ -78,8 +77,8 @@ Result<CompactSummary> Compact(Storage& storage, const CompactOptions& options) 
                           }));
   summary.bytes_written = written.bytes;
   const format::SegmentRef merged = format::RefOf(written);
-  const std::vector<format::SegmentRef> run(latest->segments.begin(),
-                                            latest->segments.begin() + static_cast<std::ptrdiff_t>(end));
+  const std::vector<format::SegmentRef> run(
+      latest->segments.begin(), latest->segments.begin() + static_cast<std::ptrdiff_t>(end));
 
   const uint64_t writer = lease->writer();  // the id its record and its lease carry
   Pcg32 jitter(writer);
@@ -111,9 +110,9 @@ Result<CompactSummary> Compact(Storage& storage, const CompactOptions& options) 
     STOKER_ASSIGN_OR_RETURN(auto newer, format::ReadLatestVersion(storage));
     if (newer && std::find(newer->segments.begin(), newer->segments.end(), merged) !=
                      newer->segments.end()) {
-      return Err(Status::Internal(fmt::format(
-          "version {} lists this compaction's segment although its publish was refused",
-          newer->version)));  // never removes a segment a version lists
+      return Err(Status::Internal(
+          fmt::format("version {} lists this compaction's segment although its publish was refused",
+                      newer->version)));  // never removes a segment a version lists
     }
     if (!newer || newer->segments.size() < end ||
         !std::equal(run.begin(), run.end(), newer->segments.begin())) {
@@ -124,8 +123,8 @@ Result<CompactSummary> Compact(Storage& storage, const CompactOptions& options) 
           newer ? newer->version : 0, storage.Describe(""))));
     }
     base = *newer;
-    std::this_thread::sleep_for(std::chrono::microseconds(
-        jitter.Below(1000u << std::min(attempt, 8))));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(jitter.Below(1000u << std::min(attempt, 8))));
   }
 }
 

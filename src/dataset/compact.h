@@ -46,8 +46,7 @@ struct CompactSummary {
 
 // The run [first, end) of `segments` to merge under the policy above; empty (first == end)
 // when there is nothing to merge.
-std::pair<size_t, size_t> SegmentsToMerge(std::span<const format::SegmentRef> segments,
-                                          bool all);
+std::pair<size_t, size_t> SegmentsToMerge(std::span<const format::SegmentRef> segments, bool all);
 
 // NotFound if there is no dataset; AlreadyExists if another compaction changed the segments
 // first (nothing is published then).

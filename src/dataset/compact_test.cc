@@ -199,7 +199,7 @@ TEST_F(CompactTest, AnAppendThatPublishesFirstIsKeptAndTheCompactionRebases) {
   auto s = Compact(racing, o);
   ASSERT_TRUE(s.has_value()) << s.error().ToString();
   EXPECT_EQ(s->publish_attempts, 2);
-  EXPECT_EQ(s->version, 5u);  // 4 is the append's
+  EXPECT_EQ(s->version, 5u);                // 4 is the append's
   EXPECT_EQ(Latest().segments.size(), 2u);  // the merged three, then the append's
   const auto after = SeeAll(store_, std::nullopt);
   EXPECT_EQ(after, SeeAll(store_, 4));

@@ -7,8 +7,8 @@
 
 #include "common/crc32c.h"
 #include "dataset/publish.h"
-#include "format/chunk.h"
 #include "dataset/version_view.h"
+#include "format/chunk.h"
 #include "format/versions.h"
 
 namespace stoker {
@@ -107,9 +107,7 @@ Result<int32_t> Dataset::SampleLabel(uint64_t sample) const {
   return l.label;
 }
 uint32_t Dataset::class_count() const { return impl_->view->class_count(); }
-std::string_view Dataset::ClassName(uint32_t label) const {
-  return impl_->view->class_name(label);
-}
+std::string_view Dataset::ClassName(uint32_t label) const { return impl_->view->class_name(label); }
 struct DatasetAccess {
   static const dataset::VersionView& View(const Dataset& dataset) { return *dataset.impl_->view; }
 };
@@ -179,9 +177,9 @@ Status Dataset::ReadFileInto(uint64_t file, std::span<std::byte> dst) const {
   }
   const uint32_t actual = crc32c::Value(dst);
   if (actual != r.crc32c) {
-    return Status::Corruption(fmt::format(
-        "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", FilePath(file), r.crc32c, actual,
-        impl_->storage->Describe(impl_->view->ChunkName(r.chunk))));
+    return Status::Corruption(
+        fmt::format("{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", FilePath(file),
+                    r.crc32c, actual, impl_->storage->Describe(impl_->view->ChunkName(r.chunk))));
   }
   return Status::OK();
 }

@@ -1,7 +1,7 @@
 // Round trips: random source trees packed with several chunk sizes, read back through the
 // public Dataset API, compared byte for byte, path for path, label for label.
-#include "dataset/version_view.h"
 #include "stoker/dataset.h"
+#include "dataset/version_view.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

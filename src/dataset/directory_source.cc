@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
-#include <optional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -94,7 +94,8 @@ std::string FileTypeName(mode_t mode) {
 
 Result<std::string> RealPath(const std::string& path) {
   char buf[PATH_MAX];
-  if (::realpath(path.c_str(), buf) == nullptr) return Err(Status::FromErrno(errno, "resolve " + path));
+  if (::realpath(path.c_str(), buf) == nullptr)
+    return Err(Status::FromErrno(errno, "resolve " + path));
   return std::string(buf);
 }
 
@@ -130,12 +131,12 @@ Status Walk(const std::string& root_real, const std::string& dir_abs, const std:
       STOKER_RETURN_IF_ERROR(Walk(root_real, abs, rel, out));
     } else if (S_ISREG(st.st_mode)) {
       if (Status s = format::ValidateRelativePath(rel); !s.ok()) return s.WithContext(abs);
-      STOKER_RETURN_IF_ERROR(out({rel, target, static_cast<uint64_t>(st.st_size),
-                                  static_cast<uint64_t>(st.st_dev),
-                                  static_cast<uint64_t>(st.st_ino), ChangeTimeNs(st)}));
+      STOKER_RETURN_IF_ERROR(
+          out({rel, target, static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_dev),
+               static_cast<uint64_t>(st.st_ino), ChangeTimeNs(st)}));
     } else {
-      return Status::InvalidArgument(fmt::format("{} is {}; only regular files can be packed", abs,
-                                                 FileTypeName(st.st_mode)));
+      return Status::InvalidArgument(
+          fmt::format("{} is {}; only regular files can be packed", abs, FileTypeName(st.st_mode)));
     }
   }
   return Status::OK();
@@ -168,10 +169,11 @@ class FileStream final : public ItemStream {
 // or another file, or one of another size (memory never follows a size that changed after the
 // plan). O_NOFOLLOW refuses a link in place of the file, O_NONBLOCK keeps a FIFO from blocking
 // the open, and the device and inode must be the walk's.
-Result<std::unique_ptr<FileStream>> OpenPlanned(const PlannedFile& f,
-                                                const std::function<void(const std::string&)>& hook) {
+Result<std::unique_ptr<FileStream>> OpenPlanned(
+    const PlannedFile& f, const std::function<void(const std::string&)>& hook) {
   if (hook) hook(f.absolute);
-  const int fd = ::open(f.absolute.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  const int fd =
+      ::open(f.absolute.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0 && errno == ELOOP) {
     return Err(Status::InvalidArgument(f.absolute + " became a symbolic link while being packed"));
   }
@@ -181,8 +183,8 @@ Result<std::unique_ptr<FileStream>> OpenPlanned(const PlannedFile& f,
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     return Err(Status::InvalidArgument(f.absolute + " is no longer a regular file"));
   }
-  if (static_cast<uint64_t>(st.st_dev) != f.device ||
-      static_cast<uint64_t>(st.st_ino) != f.inode || ChangeTimeNs(st) != f.ctime_ns) {
+  if (static_cast<uint64_t>(st.st_dev) != f.device || static_cast<uint64_t>(st.st_ino) != f.inode ||
+      ChangeTimeNs(st) != f.ctime_ns) {
     return Err(Status::InvalidArgument(
         f.absolute + " was replaced or changed while being packed (not the file the walk saw)"));
   }
@@ -212,8 +214,11 @@ uint64_t WindowBytes(const PlannedFile& f) { return std::min(f.size, kStreamedIt
 class DirectorySource final : public PackSource {
  public:
   DirectorySource(Spool plan, uint64_t count, uint64_t total_bytes, DirectorySourceOptions options)
-      : plan_(std::move(plan)), reader_(plan_, 1 << 20), count_(count),
-        total_bytes_(total_bytes), options_(std::move(options)) {
+      : plan_(std::move(plan)),
+        reader_(plan_, 1 << 20),
+        count_(count),
+        total_bytes_(total_bytes),
+        options_(std::move(options)) {
     const int threads = options_.threads > 0
                             ? options_.threads
                             : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
@@ -301,8 +306,8 @@ class DirectorySource final : public PackSource {
   const DirectorySourceOptions options_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::optional<PlannedFile> next_;  // guarded by mu_
-  std::map<size_t, Read> ready_;     // guarded by mu_
+  std::optional<PlannedFile> next_;    // guarded by mu_
+  std::map<size_t, Read> ready_;       // guarded by mu_
   size_t issued_ = 0, delivered_ = 0;  // guarded by mu_
   uint64_t window_used_ = 0;           // guarded by mu_
   uint64_t consumed_ = 0;
@@ -316,8 +321,8 @@ Result<DirectoryLayout> ParseDirectoryLayout(std::string_view name) {
   if (name == "auto") return DirectoryLayout::kAuto;
   if (name == "tree") return DirectoryLayout::kTree;
   if (name == "webdataset") return DirectoryLayout::kWebDataset;
-  return Err(Status::InvalidArgument(
-      fmt::format("layout '{}': expected auto, tree or webdataset", name)));
+  return Err(
+      Status::InvalidArgument(fmt::format("layout '{}': expected auto, tree or webdataset", name)));
 }
 
 Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
@@ -341,9 +346,8 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
     total_bytes += f.size;
     const std::string_view sample = format::SampleKeyOf(f.path);
     if (f.path.ends_with(".cls")) ++cls_members;  // what gives a label (packer.cc)
-    const uint64_t key = options.shuffle_seed
-                             ? Hash64(fmt::format("{:016x}/{}", *options.shuffle_seed, sample))
-                             : 0;
+    const uint64_t key =
+        options.shuffle_seed ? Hash64(fmt::format("{:016x}/{}", *options.shuffle_seed, sample)) : 0;
     return plan.Add(EncodePlanned(key, f));
   }));
   STOKER_ASSIGN_OR_RETURN(Spool spool, Spool::Create(options.sort.temp_dir));

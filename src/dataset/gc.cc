@@ -102,12 +102,12 @@ Sightings ReadSightings(Storage& storage) {
   if (!text || !text->starts_with(kPendingHeader)) return {};
   const size_t crc_line = text->rfind("crc32c ");
   if (crc_line == std::string::npos || text->back() != '\n') return {};
-  const auto crc = format::ParseNumber(std::string_view(*text).substr(crc_line + 7,
-                                                                      text->size() - crc_line - 8),
-                                       16, "crc32c", kPendingPath);
+  const auto crc =
+      format::ParseNumber(std::string_view(*text).substr(crc_line + 7, text->size() - crc_line - 8),
+                          16, "crc32c", kPendingPath);
   if (!crc || *crc != crc32c::Value(text->data(), crc_line)) return {};
-  std::string_view body = std::string_view(*text).substr(kPendingHeader.size(),
-                                                         crc_line - kPendingHeader.size());
+  std::string_view body =
+      std::string_view(*text).substr(kPendingHeader.size(), crc_line - kPendingHeader.size());
   Sightings out;
   while (!body.empty()) {
     const size_t nl = body.find('\n');
@@ -147,9 +147,10 @@ Result<std::vector<std::string>> FilesIn(Storage& storage, std::string_view dir)
 // The writers at work: the leases under gc/writers/ whose content gc has not seen unchanged
 // for the writer timeout (`seen`: what earlier runs noted). Leases that have (their writer
 // died or froze) are removed, unless this is a dry run, and reported in `summary`.
-Result<std::map<uint64_t, LeaseSighting>> LiveWriters(
-    Storage& storage, const GcOptions& options, uint64_t now,
-    const std::map<uint64_t, LeaseSighting>& seen, GcSummary& summary) {
+Result<std::map<uint64_t, LeaseSighting>> LiveWriters(Storage& storage, const GcOptions& options,
+                                                      uint64_t now,
+                                                      const std::map<uint64_t, LeaseSighting>& seen,
+                                                      GcSummary& summary) {
   std::map<uint64_t, LeaseSighting> live;
   auto names = storage.List(kWritersDir);
   if (!names && !names.error().IsNotFound()) return Err(names.error());
@@ -217,8 +218,8 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   for (size_t i = versions.size(); i-- > 0;) {
     STOKER_ASSIGN_OR_RETURN(auto record, format::ReadVersion(storage, versions[i]));
     const bool newest = versions.size() - i <= options.keep;
-    const bool recent = options.keep_for &&
-                        record.created_unix_seconds + options.keep_for->count() > now;
+    const bool recent =
+        options.keep_for && record.created_unix_seconds + options.keep_for->count() > now;
     if (!newest && !recent) {
       summary.versions_removed.push_back(record.version);
       continue;
@@ -244,8 +245,8 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
 
   const Sightings seen = ReadSightings(storage);
   std::vector<std::string> unreferenced;
-  for (const std::string_view dir : {format::kVersionsDir, format::kSegmentsDir,
-                                     std::string_view("chunks")}) {
+  for (const std::string_view dir :
+       {format::kVersionsDir, format::kSegmentsDir, std::string_view("chunks")}) {
     STOKER_ASSIGN_OR_RETURN(auto files, FilesIn(storage, dir));
     for (std::string& path : files) {
       if (live.contains(path)) continue;
@@ -261,8 +262,7 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   // so a file listed above whose writer has not published yet is covered by a lease listed
   // here (or the writer has finished: see the next step).
   Sightings pending;
-  STOKER_ASSIGN_OR_RETURN(pending.leases,
-                          LiveWriters(storage, options, now, seen.leases, summary));
+  STOKER_ASSIGN_OR_RETURN(pending.leases, LiveWriters(storage, options, now, seen.leases, summary));
   std::vector<uint64_t> writers;  // sorted, as the map is
   for (const auto& [writer, lease] : pending.leases) writers.push_back(writer);
   summary.writers_active = writers.size();
@@ -284,9 +284,8 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
       // Only the writers that were at work when gc first saw the file can have written it.
       sighting.first_seen = std::min(it->second.first_seen, now);
       sighting.blockers.clear();
-      std::set_intersection(it->second.blockers.begin(), it->second.blockers.end(),
-                            writers.begin(), writers.end(),
-                            std::back_inserter(sighting.blockers));
+      std::set_intersection(it->second.blockers.begin(), it->second.blockers.end(), writers.begin(),
+                            writers.end(), std::back_inserter(sighting.blockers));
     }
     if (now - sighting.first_seen >= static_cast<uint64_t>(options.grace.count()) &&
         sighting.blockers.empty()) {

@@ -28,7 +28,7 @@ struct GcOptions {
   // writers run it must span several heartbeats (kLeaseHeartbeat); 0 treats every lease as
   // dead (only when no writer runs: to reclaim what killed writers left at once).
   std::chrono::seconds writer_timeout{600};
-  bool dry_run = false;  // report, delete nothing
+  bool dry_run = false;           // report, delete nothing
   uint64_t now_unix_seconds = 0;  // 0: the clock (tests pass a time)
 
   Status Validate() const;
@@ -40,8 +40,8 @@ struct GcSummary {
   std::vector<std::string> files_removed;  // chunks, segments, leftovers of crashed writers
   // Unreferenced, within the grace period or perhaps a writer's at work: a later gc removes them.
   uint64_t files_pending = 0;
-  uint64_t files_held_for_writers = 0;  // of those, the ones held back for writers at work
-  uint64_t writers_active = 0;          // live leases
+  uint64_t files_held_for_writers = 0;    // of those, the ones held back for writers at work
+  uint64_t writers_active = 0;            // live leases
   std::vector<uint64_t> writers_expired;  // leases gc found dead (and removed)
 };
 

@@ -106,8 +106,7 @@ TEST_F(GcTest, UnreferencedFilesGoOnlyAfterTheGracePeriod) {
   store_->SetContents("chunks/00000000000000cc.chunk", "a writer still at work");
   GcSummary later = Gc(kT0 + 3600, 3);
   EXPECT_EQ(std::set<std::string>(later.files_removed.begin(), later.files_removed.end()),
-            (std::set<std::string>{"chunks/00000000000000aa.chunk",
-                                   "segments/00000000000000bb.seg",
+            (std::set<std::string>{"chunks/00000000000000aa.chunk", "segments/00000000000000bb.seg",
                                    "versions/0000000000000004.version.tmp-1234"}));
   EXPECT_EQ(later.files_pending, 1u);
   EXPECT_TRUE(Files("chunks").contains("00000000000000cc.chunk"));
@@ -128,8 +127,8 @@ TEST_F(GcTest, FilesOfARemovedVersionOutliveItByTheGracePeriod) {
   v4.samples -= dropped.samples;
   v4.classes -= dropped.classes;
   v4.chunks -= dropped.chunks;
-  auto third = format::Segment::Open(store_->OpenRead(format::SegmentPath(dropped.id)).value(), "x")
-                   .value();
+  auto third =
+      format::Segment::Open(store_->OpenRead(format::SegmentPath(dropped.id)).value(), "x").value();
   v4.bytes -= third->info().total_bytes;
   ASSERT_TRUE(format::PublishVersionRecord(*store_, v4).ok());
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "dataset/addition.h"
 #include "dataset/packer.h"
 #include "dataset/publish.h"
 #include "dataset/source.h"
@@ -18,7 +19,6 @@
 #include "stoker/dataset.h"
 #include "storage/memory_storage.h"
 #include "storage/posix_storage.h"
-#include "dataset/addition.h"
 #include "testing/test_util.h"
 
 namespace stoker::dataset {
@@ -159,7 +159,8 @@ TEST_F(PackTest, AWebDatasetFolderPacksAsTheSameMembersInATar) {
   test::WriteTar(tars_.Join("same.tar"), members);
   test::TempDir from_tar;
   ASSERT_TRUE(test::PackTars({tars_.Join("same.tar")}, *storage::NewPosixStorage(from_tar.path()),
-                             Opts(16 << 10)).has_value());
+                             Opts(16 << 10))
+                  .has_value());
 
   for (const DirectoryLayout layout : {DirectoryLayout::kAuto, DirectoryLayout::kWebDataset}) {
     for (const StorageOrder order : {StorageOrder::kMixed, StorageOrder::kInput}) {
@@ -200,15 +201,15 @@ TEST_F(PackTest, AWebDatasetFolderPacksAsTheSameMembersInATar) {
 TEST_F(PackTest, AClsLabelAboveTheLimitIsRefusedNotAllocated) {
   // Classes are "0" .. the largest label: one member saying 2^31 - 1 asked for 2^31 classes.
   for (const std::string huge : {"2147483647", "99999999999999999999", "4194304"}) {
-    test::WriteTar(tars_.Join("huge.tar"), {test::File("a/x.jpg", "jpeg"),
-                                            test::File("a/x.cls", huge + "\n")});
+    test::WriteTar(tars_.Join("huge.tar"),
+                   {test::File("a/x.jpg", "jpeg"), test::File("a/x.cls", huge + "\n")});
     test::TempDir dst;
     ExpectInvalid(test::PackTars({tars_.Join("huge.tar")}, *storage::NewPosixStorage(dst.path())),
                   {"a/x.cls", huge});
   }
   static_assert(kMaxClsLabel == 4194303);
-  test::WriteTar(tars_.Join("fine.tar"), {test::File("a/x.jpg", "jpeg"),
-                                          test::File("a/x.cls", "999")});
+  test::WriteTar(tars_.Join("fine.tar"),
+                 {test::File("a/x.jpg", "jpeg"), test::File("a/x.cls", "999")});
   ASSERT_TRUE(test::PackTars({tars_.Join("fine.tar")}, *Dst()).has_value());
   EXPECT_EQ(Dataset::Open(dst_.path()).value()->class_count(), 1000u);
 }
@@ -226,8 +227,8 @@ double LabelsPerChunk(const test::TempDir& tars, const std::string& dst, Storage
   std::vector<std::string> shards;
   for (size_t begin = 0; begin < samples.size(); begin += 200) {
     shards.push_back(tars.Join(fmt::format("class-ordered-{}.tar", begin / 200)));
-    test::WriteTar(shards.back(), test::WdsMembers({samples.begin() + begin,
-                                                    samples.begin() + begin + 200}));
+    test::WriteTar(shards.back(),
+                   test::WdsMembers({samples.begin() + begin, samples.begin() + begin + 200}));
   }
   DirectorySourceOptions unused;
   PackOptions options = Opts(64 << 10);
@@ -420,7 +421,8 @@ TEST_F(PackTest, AppendAddsAVersionAndKeepsEveryIndexAndLabel) {
   EXPECT_TRUE(std::is_sorted(new_indices.begin(), new_indices.end()));
   // Listings merge both versions' files by name (after the subdirectories).
   auto listing = (*ds)->List(v1_classes[1]).value();
-  const auto files = std::find_if(listing.begin(), listing.end(), [](auto& e) { return !e.is_dir; });
+  const auto files =
+      std::find_if(listing.begin(), listing.end(), [](auto& e) { return !e.is_dir; });
   EXPECT_TRUE(std::is_sorted(files, listing.end(),
                              [](const auto& x, const auto& y) { return x.name < y.name; }));
   EXPECT_EQ(std::count_if(listing.begin(), listing.end(),
@@ -564,7 +566,8 @@ TEST_F(PackTest, AFileOverTheStreamingThresholdGetsAChunkOfItsOwn) {
   const FileInfo info = ds->Stat(ds->Find("a/big.bin").value()).value();
   EXPECT_EQ(info.size, big.size());
   EXPECT_EQ(dataset::ViewOf(*ds).chunk(info.chunk).value().entry_count, 1u);
-  EXPECT_FALSE(dataset::ViewOf(*ds).chunk(info.chunk).value().wide_index);  // under 4 GiB: a narrow index
+  EXPECT_FALSE(
+      dataset::ViewOf(*ds).chunk(info.chunk).value().wide_index);  // under 4 GiB: a narrow index
   EXPECT_TRUE(AsString(ds->ReadFile(info.index).value()) == big);
   EXPECT_TRUE(Verify(*Dst()).value().ok());
 }
@@ -659,7 +662,7 @@ TEST_F(HostileTarTest, AMemberDeclaringMoreThanItHoldsIsRefusedNotAllocated) {
   }
   ASSERT_NE(at, std::string::npos);
   std::snprintf(&bytes[at + 124], 12, "%011o", 3u << 30);  // ustar size field, octal
-  std::memset(&bytes[at + 148], ' ', 8);                    // checksum over the new header
+  std::memset(&bytes[at + 148], ' ', 8);                   // checksum over the new header
   unsigned sum = 0;
   for (size_t i = 0; i < 512; ++i) sum += static_cast<unsigned char>(bytes[at + i]);
   std::snprintf(&bytes[at + 148], 8, "%06o", sum);

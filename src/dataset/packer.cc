@@ -56,8 +56,9 @@ uint32_t OpenChunks(const PackOptions& options, const PackSource& source, const 
   struct rlimit limit;
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return static_cast<uint32_t>(open);
   if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < open + reserved) {
-    limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? open + reserved
-                                                     : std::min<rlim_t>(open + reserved, limit.rlim_max);
+    limit.rlim_cur = limit.rlim_max == RLIM_INFINITY
+                         ? open + reserved
+                         : std::min<rlim_t>(open + reserved, limit.rlim_max);
     (void)::setrlimit(RLIMIT_NOFILE, &limit);
     (void)::getrlimit(RLIMIT_NOFILE, &limit);
   }
@@ -77,12 +78,15 @@ Result<int32_t> LabelFromClsMember(std::string_view path, const std::vector<std:
   }
   int64_t label = format::kNoLabel;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), label);
-  if (ec == std::errc::result_out_of_range && !text.starts_with('-')) label = INT64_MAX;
-  else if (ec != std::errc() || ptr != text.data() + text.size() || label < 0) return format::kNoLabel;
+  if (ec == std::errc::result_out_of_range && !text.starts_with('-'))
+    label = INT64_MAX;
+  else if (ec != std::errc() || ptr != text.data() + text.size() || label < 0)
+    return format::kNoLabel;
   if (label > kMaxClsLabel) {
     return Err(Status::InvalidArgument(fmt::format(
         "{}: label {} is above the largest a .cls member may hold ({}; classes are named "
-        "\"0\" up to the largest label)", path, text, kMaxClsLabel)));
+        "\"0\" up to the largest label)",
+        path, text, kMaxClsLabel)));
   }
   return static_cast<int32_t>(label);
 }
@@ -95,9 +99,9 @@ Status CheckFreshDestination(Storage& storage) {
   for (const auto& name : *names) {
     if (name != kChunksDir && name != format::kSegmentsDir && name != format::kVersionsDir &&
         name != kPartsDir && name != "gc") {
-      return Status::AlreadyExists(fmt::format(
-          "{} is not empty (it holds '{}'); pack into a new or empty directory",
-          storage.Describe(""), name));
+      return Status::AlreadyExists(
+          fmt::format("{} is not empty (it holds '{}'); pack into a new or empty directory",
+                      storage.Describe(""), name));
     }
   }
   return Status::OK();
@@ -121,8 +125,7 @@ class ChunkSet {
   Result<format::ChunkEntryRef> Add(std::span<const std::byte> payload, uint64_t remaining_bytes,
                                     bool same_sample, uint32_t* chunk_number, uint64_t* entry) {
     const uint64_t bytes = payload.size() + format::kChunkIndexEntrySize;
-    const auto place =
-        same_sample ? mixer_.Continue(bytes) : mixer_.Place(bytes, remaining_bytes);
+    const auto place = same_sample ? mixer_.Continue(bytes) : mixer_.Place(bytes, remaining_bytes);
     for (uint32_t slot : place.full) STOKER_RETURN_IF_ERROR(Finish(slot));
     auto& writer = writers_[place.slot];
     if (!writer) {
@@ -207,13 +210,13 @@ uint64_t RemainingPayload(const PackSource& source, uint64_t payload_so_far) {
 // (sorted on disk, so memory does not grow with the file count). Paths must be new within the
 // input; whether they are new to the dataset is checked against the version this pack extends
 // when it publishes.
-Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunks,
-                 Addition* add, PackSummary* summary) {
+Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunks, Addition* add,
+                 PackSummary* summary) {
   PackProgress progress;
   progress.files_total = source.total_items();
   progress.source_bytes_total = source.total_bytes();
   std::unordered_set<std::string_view> attributed;  // paths of options.attributes seen
-  uint64_t payload_so_far = 0;  // with index entries: what the chunks hold
+  uint64_t payload_so_far = 0;                      // with index entries: what the chunks hold
   std::string previous_sample;
   add->files = std::make_unique<format::SegmentBuilder>(options.sort);
   while (true) {
@@ -266,8 +269,8 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
   STOKER_RETURN_IF_ERROR(chunks.FinishAll());
   // A tar sample's label is its .cls member's: every file of the sample carries it.
   const Status sealed = add->files->Seal(
-      chunks.finished(), !options.group_samples ? format::Grouping::kFiles
-                                            : format::Grouping::kSamplesSharingLabels);
+      chunks.finished(),
+      !options.group_samples ? format::Grouping::kFiles : format::Grouping::kSamplesSharingLabels);
   if (!sealed.ok() && add->files->duplicate_path()) {
     return Status::InvalidArgument(
         fmt::format("duplicate path in the input: {}", *add->files->duplicate_path()));
@@ -306,8 +309,8 @@ void SetStorageOrder(StorageOrder order, uint64_t seed, DirectorySourceOptions* 
 
 Status PackOptions::Validate() const {
   if (chunk_bytes < kMinChunkBytes) {
-    return Status::InvalidArgument(fmt::format("chunk size must be at least {} bytes",
-                                               kMinChunkBytes));
+    return Status::InvalidArgument(
+        fmt::format("chunk size must be at least {} bytes", kMinChunkBytes));
   }
   return Status::OK();
 }
@@ -323,18 +326,19 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   } else if (!latest) {
     STOKER_ASSIGN_OR_RETURN(auto old, ReadCurrentVersion(dst));
     if (old) {
-      return Err(Status::Unsupported(fmt::format(
-          "{} is a format-1 dataset; run `stoker upgrade {}` first", dst.Describe(""),
-          dst.Describe(""))));
+      return Err(
+          Status::Unsupported(fmt::format("{} is a format-1 dataset; run `stoker upgrade {}` first",
+                                          dst.Describe(""), dst.Describe(""))));
     }
     if (options.append) {
-      return Err(Status::NotFound(fmt::format("--append: {} holds no dataset yet", dst.Describe(""))));
+      return Err(
+          Status::NotFound(fmt::format("--append: {} holds no dataset yet", dst.Describe(""))));
     }
     STOKER_RETURN_IF_ERROR(CheckFreshDestination(dst));
   } else if (!options.append) {
-    return Err(Status::AlreadyExists(fmt::format(
-        "{} already holds a dataset (version {}); use --append to add files to it",
-        dst.Describe(""), latest->version)));
+    return Err(Status::AlreadyExists(
+        fmt::format("{} already holds a dataset (version {}); use --append to add files to it",
+                    dst.Describe(""), latest->version)));
   }
   // Before the first chunk: gc holds back what a writer with a lease writes.
   STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(dst));
@@ -362,9 +366,9 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
       result = Err(part.error());
     }
   } else if (read.ok()) {
-    result = PublishAddition(dst, add,
-                             options.append ? PublishPolicy::kAppend : PublishPolicy::kFresh,
-                             *lease, summary, &segment_path);
+    result =
+        PublishAddition(dst, add, options.append ? PublishPolicy::kAppend : PublishPolicy::kFresh,
+                        *lease, summary, &segment_path);
   }
   if (!result) {
     // What no version lists is removed again. A publish whose outcome is unknown (an error
@@ -372,8 +376,10 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
     // chunks stay if one lists this pack's segment.
     bool listed = false;
     if (!segment_path.empty()) {
-      const uint64_t id = ParseUnsigned<uint64_t>(
-          std::string_view(segment_path).substr(format::kSegmentsDir.size() + 1, 16), 16).value_or(0);
+      const uint64_t id =
+          ParseUnsigned<uint64_t>(
+              std::string_view(segment_path).substr(format::kSegmentsDir.size() + 1, 16), 16)
+              .value_or(0);
       auto now = format::ReadLatestVersion(dst);
       if (!now) {
         listed = true;  // cannot tell: keep everything rather than break a published version

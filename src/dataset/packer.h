@@ -10,8 +10,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -31,8 +31,8 @@ enum class LabelPolicy : uint8_t {
 };
 
 struct PackProgress {
-  uint64_t files_done = 0, bytes_done = 0;   // payload written
-  uint64_t files_total = 0;                  // 0: unknown (tar input)
+  uint64_t files_done = 0, bytes_done = 0;  // payload written
+  uint64_t files_total = 0;                 // 0: unknown (tar input)
   uint64_t source_bytes_done = 0, source_bytes_total = 0;
 };
 

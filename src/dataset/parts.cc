@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "common/external_sorter.h"
+#include "common/parse_number.h"
 #include "common/spool.h"
 #include "format/chunk.h"
 #include "format/segment.h"
-#include "common/parse_number.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
 #include "format/snapshot_builder.h"
@@ -61,9 +61,9 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
     if (!kn) continue;  // a writer's temporary file
     if (kn->second != 0) {
       if (count != 0 && kn->second != count) {
-        return Err(Status::InvalidArgument(fmt::format(
-            "{}: part of {} parts, but {} expected", storage.Describe(dir + "/" + name),
-            kn->second, count)));
+        return Err(Status::InvalidArgument(fmt::format("{}: part of {} parts, but {} expected",
+                                                       storage.Describe(dir + "/" + name),
+                                                       kn->second, count)));
       }
       count = kn->second;
     }
@@ -75,8 +75,8 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
   }
   for (uint32_t k = 0; k < count; ++k) {
     if (!by_index.contains(k)) {
-      return Err(Status::NotFound(fmt::format("part {} of {} of job '{}' is missing", k, count,
-                                              options.job)));
+      return Err(Status::NotFound(
+          fmt::format("part {} of {} of job '{}' is missing", k, count, options.job)));
     }
   }
   if (by_index.rbegin()->first >= count) {
@@ -86,7 +86,8 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
   std::vector<Part> parts;
   for (const auto& [k, path] : by_index) {
     STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(path));
-    STOKER_ASSIGN_OR_RETURN(auto segment, format::Segment::Open(std::move(file), storage.Describe(path)));
+    STOKER_ASSIGN_OR_RETURN(auto segment,
+                            format::Segment::Open(std::move(file), storage.Describe(path)));
     parts.push_back({k, path, std::move(segment)});
   }
   return parts;
@@ -104,21 +105,22 @@ Status ForEachFileWithLocation(
     for (int b = 0; b < 8; ++b) out[b] = static_cast<char>(v >> (56 - 8 * b));
     return out;
   };
-  ExternalSorter by_position({}, [](std::string_view a, std::string_view b) {
-    return a.substr(0, 8) < b.substr(0, 8);
-  });
+  ExternalSorter by_position(
+      {}, [](std::string_view a, std::string_view b) { return a.substr(0, 8) < b.substr(0, 8); });
   Status added;
   // Record: big-endian position (the sort key), the ordinal, the location's bytes.
-  STOKER_RETURN_IF_ERROR(seg.ForEachLocation([&](uint64_t ordinal, const format::SegmentLocation& l) {
-    if (!added.ok()) return;
-    std::string record = big_endian(l.position);
-    record.append(reinterpret_cast<const char*>(&ordinal), sizeof(ordinal));
-    record.append(reinterpret_cast<const char*>(&l), sizeof(l));
-    added = by_position.Add(record);
-  }));
+  STOKER_RETURN_IF_ERROR(
+      seg.ForEachLocation([&](uint64_t ordinal, const format::SegmentLocation& l) {
+        if (!added.ok()) return;
+        std::string record = big_endian(l.position);
+        record.append(reinterpret_cast<const char*>(&ordinal), sizeof(ordinal));
+        record.append(reinterpret_cast<const char*>(&l), sizeof(l));
+        added = by_position.Add(record);
+      }));
   STOKER_RETURN_IF_ERROR(added);
   STOKER_ASSIGN_OR_RETURN(Spool sorted, Spool::Create(DefaultSpoolDir()));
-  STOKER_RETURN_IF_ERROR(by_position.Merge([&](std::string_view r) { return sorted.AppendRecord(r); }));
+  STOKER_RETURN_IF_ERROR(
+      by_position.Merge([&](std::string_view r) { return sorted.AppendRecord(r); }));
   STOKER_RETURN_IF_ERROR(sorted.Seal());
   Spool::Reader reader(sorted, 1 << 20);
   return seg.ForEachFile([&](uint64_t position, std::string_view path, uint64_t) -> Status {
@@ -148,9 +150,9 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
   for (const Part& part : parts) {
     const format::Segment& seg = *part.segment;
     if (seg.grouped() != add.group_samples) {
-      return Err(Status::InvalidArgument(fmt::format(
-          "{} and {} mix tar shards and directory trees", storage.Describe(parts[0].path),
-          storage.Describe(part.path))));
+      return Err(Status::InvalidArgument(fmt::format("{} and {} mix tar shards and directory trees",
+                                                     storage.Describe(parts[0].path),
+                                                     storage.Describe(part.path))));
     }
     const uint64_t chunk_base = chunks.size();
     std::vector<uint64_t> first_locations;  // of this part's chunks
@@ -161,16 +163,17 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
     }
     const bool attributed = seg.info().attr_count > 0;
     const Status added = ForEachFileWithLocation(
-        seg, [&](uint64_t position, std::string_view path, uint64_t ordinal,
-                 const format::SegmentLocation& l) -> Status {
+        seg,
+        [&](uint64_t position, std::string_view path, uint64_t ordinal,
+            const format::SegmentLocation& l) -> Status {
           std::vector<format::Attribute> attributes;
           if (attributed) {
             STOKER_ASSIGN_OR_RETURN(attributes, seg.Attributes(position));
           }
           // Its rank in its chunk: entries follow the chunk's first location.
           const uint64_t entry = ordinal - first_locations[l.chunk];
-          return add.files->Add({path, static_cast<uint32_t>(chunk_base + l.chunk), entry,
-                                 l.length, l.crc32c, l.label, attributes});
+          return add.files->Add({path, static_cast<uint32_t>(chunk_base + l.chunk), entry, l.length,
+                                 l.crc32c, l.label, attributes});
         });
     STOKER_RETURN_IF_ERROR(added);
   }
@@ -200,11 +203,11 @@ std::string PartPath(const PartSpec& part) {
 }
 
 Status ValidateJobName(std::string_view job) {
-  const bool ok = !job.empty() && job.size() <= 64 && job != "." && job != ".." &&
-                  std::all_of(job.begin(), job.end(), [](char c) {
-                    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
-                           c == '-';
-                  });
+  const bool ok =
+      !job.empty() && job.size() <= 64 && job != "." && job != ".." &&
+      std::all_of(job.begin(), job.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+      });
   if (ok) return Status::OK();
   return Status::InvalidArgument(
       fmt::format("job name '{}': use 1-64 letters, digits, '.', '_' or '-'", job));
@@ -237,7 +240,8 @@ Result<PartSpec> PartFromEnvironment() {
     const auto k = ParseIndex(index);
     const char* parts = Env("STOKER_PARTS");
     const auto n = ParseIndex(parts ? parts : "0");
-    if (!k || !n) return Err(Status::InvalidArgument("cannot read the part from JOB_COMPLETION_INDEX"));
+    if (!k || !n)
+      return Err(Status::InvalidArgument("cannot read the part from JOB_COMPLETION_INDEX"));
     part.index = *k;
     part.count = *n;
     return part;
@@ -250,8 +254,8 @@ Result<PartSpec> PartFromEnvironment() {
 Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(part.job));
   if (part.count != 0 && part.index >= part.count) {
-    return Err(Status::InvalidArgument(
-        fmt::format("part {} of {}: K must be below N (parts count from 0)", part.index, part.count)));
+    return Err(Status::InvalidArgument(fmt::format(
+        "part {} of {}: K must be below N (parts count from 0)", part.index, part.count)));
   }
   // Unnumbered: Commit numbers the union. Only .cls labels are the input's own.
   format::SegmentNumbering numbering;
@@ -268,8 +272,8 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
   const std::string& bytes = sink.bytes;
   const std::string path = PartPath(part);
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(fmt::format("{}/{}", kPartsDir, part.job)));
-  const Status created = dst.CreateExclusive(
-      path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
+  const Status created =
+      dst.CreateExclusive(path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
   if (created.code() == StatusCode::kAlreadyExists) {
     return Err(Status::AlreadyExists(fmt::format(
         "{} was already written (part {} of job '{}' packed twice?); commit or remove it first",
@@ -302,7 +306,8 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
 Result<std::set<std::string>> ChunksOfParts(Storage& storage) {
   std::set<std::string> out;
   auto jobs = storage.List(kPartsDir);
-  if (!jobs) return jobs.error().IsNotFound() ? Result<std::set<std::string>>(out) : Err(jobs.error());
+  if (!jobs)
+    return jobs.error().IsNotFound() ? Result<std::set<std::string>>(out) : Err(jobs.error());
   for (const std::string& job : *jobs) {
     const std::string dir = fmt::format("{}/{}", kPartsDir, job);
     auto names = storage.List(dir);

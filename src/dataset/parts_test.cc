@@ -68,7 +68,8 @@ TEST_F(PartsTest, CommittedPartsEqualOnePackOfTheirUnion) {
   auto got = Dataset::Open(store_).value();
   ASSERT_EQ(got->file_count(), want->file_count());
   ASSERT_EQ(got->class_count(), want->class_count());
-  for (uint32_t k = 0; k < got->class_count(); ++k) EXPECT_EQ(got->ClassName(k), want->ClassName(k));
+  for (uint32_t k = 0; k < got->class_count(); ++k)
+    EXPECT_EQ(got->ClassName(k), want->ClassName(k));
   for (uint32_t f = 0; f < got->file_count(); ++f) {
     const FileInfo g = got->Stat(f).value(), w = want->Stat(f).value();
     EXPECT_EQ(g.path, w.path);
@@ -109,8 +110,9 @@ TEST_F(PartsTest, APathInTwoPartsIsNamedWithBoth) {
   ASSERT_TRUE(PackPart(1, clash, 2).has_value());
   auto c = CommitJob();
   ASSERT_FALSE(c.has_value());
-  EXPECT_NE(c.error().message().find(parts_[0].files.begin()->first + " is in part 0 and in part 1"),
-            std::string::npos)
+  EXPECT_NE(
+      c.error().message().find(parts_[0].files.begin()->first + " is in part 0 and in part 1"),
+      std::string::npos)
       << c.error().ToString();
   EXPECT_TRUE(format::ListVersions(*store_).value().empty());
 }

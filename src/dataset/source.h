@@ -33,7 +33,7 @@ class ItemStream {
 inline constexpr uint64_t kStreamedItemBytes = 64ull << 20;
 
 struct SourceItem {
-  std::string path;  // relative path inside the dataset, validated
+  std::string path;              // relative path inside the dataset, validated
   std::vector<std::byte> bytes;  // the item's bytes, unless it is streamed
   // A streamed item: `stream` yields exactly `streamed_size` bytes, and must be read to the end
   // before the source's next Next().
@@ -66,8 +66,8 @@ enum class DirectoryLayout : uint8_t { kAuto, kTree, kWebDataset };
 Result<DirectoryLayout> ParseDirectoryLayout(std::string_view name);  // auto | tree | webdataset
 
 struct DirectorySourceOptions {
-  int threads = 0;                        // parallel file reads; 0: the cores, at least 2
-  uint64_t window_bytes = 256ull << 20;   // read-ahead limit
+  int threads = 0;                       // parallel file reads; 0: the cores, at least 2
+  uint64_t window_bytes = 256ull << 20;  // read-ahead limit
   // Where files land in chunks: path order (nullopt; ImageFolder trees end up in class order,
   // each chunk one class), or a random permutation from this seed, so that every chunk mixes
   // classes and chunk-wise shuffle needs only a small window. Sample indices and paths are the

@@ -15,12 +15,18 @@ namespace {
 
 std::string MemberTypeName(mode_t type) {
   switch (type) {
-    case AE_IFLNK: return "a symlink";
-    case AE_IFCHR: return "a character device";
-    case AE_IFBLK: return "a block device";
-    case AE_IFIFO: return "a FIFO";
-    case AE_IFSOCK: return "a socket";
-    default: return "not a regular file";
+    case AE_IFLNK:
+      return "a symlink";
+    case AE_IFCHR:
+      return "a character device";
+    case AE_IFBLK:
+      return "a block device";
+    case AE_IFIFO:
+      return "a FIFO";
+    case AE_IFSOCK:
+      return "a socket";
+    default:
+      return "not a regular file";
   }
 }
 
@@ -71,14 +77,13 @@ class TarSource final : public PackSource {
       const mode_t type = archive_entry_filetype(entry);
       if (type == AE_IFDIR) continue;
       if (archive_entry_hardlink(entry) != nullptr) {
-        return Err(Status::InvalidArgument(
-            fmt::format("{}: member {} is a hard link; only regular files can be packed",
-                        current_, name)));
+        return Err(Status::InvalidArgument(fmt::format(
+            "{}: member {} is a hard link; only regular files can be packed", current_, name)));
       }
       if (type != AE_IFREG) {
-        return Err(Status::InvalidArgument(fmt::format(
-            "{}: member {} is {}; only regular files can be packed", current_, name,
-            MemberTypeName(type))));
+        return Err(Status::InvalidArgument(
+            fmt::format("{}: member {} is {}; only regular files can be packed", current_, name,
+                        MemberTypeName(type))));
       }
       std::string path = name;
       while (path.starts_with("./")) path.erase(0, 2);  // "tar -C dir ." writes ./ prefixes
@@ -117,7 +122,8 @@ class TarSource final : public PackSource {
   uint64_t total_items() const override { return 0; }
   uint64_t total_bytes() const override { return total_bytes_; }
   uint64_t consumed_bytes() const override {
-    return finished_bytes_ + (archive_ ? static_cast<uint64_t>(archive_filter_bytes(archive_, -1)) : 0);
+    return finished_bytes_ +
+           (archive_ ? static_cast<uint64_t>(archive_filter_bytes(archive_, -1)) : 0);
   }
 
  private:

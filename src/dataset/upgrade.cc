@@ -58,10 +58,9 @@ Result<UpgradeSummary> Upgrade(Storage& storage) {
   STOKER_ASSIGN_OR_RETURN(auto snap, OpenSnapshot(storage, *manifest, /*verify_checksum=*/true));
   STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(SpecOf(*snap)));
 
-  STOKER_ASSIGN_OR_RETURN(auto written,
-                          format::WriteSegment(storage, [&](format::SegmentSink& sink) {
-                            return sink.Append(bytes);
-                          }));
+  STOKER_ASSIGN_OR_RETURN(
+      auto written,
+      format::WriteSegment(storage, [&](format::SegmentSink& sink) { return sink.Append(bytes); }));
   const format::SegmentInfo& info = written.segment->info();
 
   UpgradeSummary summary;

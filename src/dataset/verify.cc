@@ -7,8 +7,8 @@
 
 #include "common/crc32c.h"
 #include "dataset/version_view.h"
-#include "format/versions.h"
 #include "format/chunk.h"
+#include "format/versions.h"
 
 namespace stoker::dataset {
 
@@ -30,8 +30,7 @@ bool Unreachable(const Status& s) {
 // The version to check, with every metadata block checked; nullptr, with the problem in the
 // report, when its record or metadata is damaged. An error when the store cannot be reached
 // (that says nothing about the data) or the version does not exist.
-Result<std::unique_ptr<VersionView>> OpenChecked(Storage& storage,
-                                                 std::optional<uint64_t> version,
+Result<std::unique_ptr<VersionView>> OpenChecked(Storage& storage, std::optional<uint64_t> version,
                                                  VerifyReport& report) {
   Result<std::optional<format::VersionRecord>> latest = Err(Status::Internal("unset"));
   if (version) {
@@ -112,10 +111,9 @@ Status VerifyChunk(Storage& storage, const VersionView& view, uint32_t c, const 
   auto file = storage.OpenRead(name);
   Result<format::ChunkCheck> checked = Err(file ? Status::OK() : file.error());
   if (file) {
-    checked = format::CheckChunk(**file, rec, name, kPieceBytes,
-                                 [&](uint64_t offset, std::span<const std::byte> bytes) {
-                                   crcs.Add(offset, bytes);
-                                 });
+    checked = format::CheckChunk(
+        **file, rec, name, kPieceBytes,
+        [&](uint64_t offset, std::span<const std::byte> bytes) { crcs.Add(offset, bytes); });
   }
   if (!checked && Unreachable(checked.error())) {
     return checked.error().WithContext("verify " + storage.Describe(name));
@@ -130,8 +128,8 @@ Status VerifyChunk(Storage& storage, const VersionView& view, uint32_t c, const 
   if (!check.status.ok()) report.corrupt_chunks.push_back(check.status.message());
   if ((*file)->Size() != rec.file_size) {
     // Readers refuse every file of a chunk whose size is not the metadata's.
-    fail_files(fmt::format("its chunk {} has {} bytes, the metadata says {}", name,
-                           (*file)->Size(), rec.file_size));
+    fail_files(fmt::format("its chunk {} has {} bytes, the metadata says {}", name, (*file)->Size(),
+                           rec.file_size));
     return Status::OK();
   }
   report.bytes_checked += rec.file_size;

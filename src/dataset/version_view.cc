@@ -25,9 +25,9 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
   std::unique_ptr<VersionView> v(new VersionView());
   // Files and samples are numbered in u64; chunks in u32 (2^32 chunks of 64 MiB: 256 PiB).
   if (record.chunks > std::numeric_limits<uint32_t>::max()) {
-    return Err(Status::Unsupported(fmt::format(
-        "version {} of {} has {} chunks; this stoker reads up to 2^32 - 1 per version",
-        record.version, storage.Describe(""), record.chunks)));
+    return Err(Status::Unsupported(
+        fmt::format("version {} of {} has {} chunks; this stoker reads up to 2^32 - 1 per version",
+                    record.version, storage.Describe(""), record.chunks)));
   }
   v->record_ = std::move(record);
   const format::VersionRecord& r = v->record_;
@@ -38,8 +38,8 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
     auto file = storage.OpenRead(path);
     if (!file) {
       if (file.error().IsNotFound()) {
-        return Err(Status::Corruption(fmt::format(
-            "version {} lists segment {}, which is missing", r.version, name)));
+        return Err(Status::Corruption(
+            fmt::format("version {} lists segment {}, which is missing", r.version, name)));
       }
       return Err(file.error());
     }
@@ -49,25 +49,23 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
     }
     format::SegmentOpenOptions options;
     options.verify_checksums = verify_checksums;
-    STOKER_ASSIGN_OR_RETURN(auto segment,
-                            format::Segment::Open(std::move(*file), name, options));
+    STOKER_ASSIGN_OR_RETURN(auto segment, format::Segment::Open(std::move(*file), name, options));
     const format::SegmentInfo& info = segment->info();
     if (segment->footer_crc32c() != ref.footer_crc32c ||
-        (info.flags & format::kSegmentDatasetFlags) != r.flags ||
-        info.first_file != files || info.file_count != ref.files ||
-        info.first_sample != samples || info.sample_count != ref.samples ||
-        info.first_label != v->classes_.size() || info.class_count != ref.classes ||
-        info.chunk_count != ref.chunks) {
-      return Err(Status::Corruption(fmt::format(
-          "segment {} is not the one version {} lists (its footer or counts differ)", name,
-          r.version)));
+        (info.flags & format::kSegmentDatasetFlags) != r.flags || info.first_file != files ||
+        info.file_count != ref.files || info.first_sample != samples ||
+        info.sample_count != ref.samples || info.first_label != v->classes_.size() ||
+        info.class_count != ref.classes || info.chunk_count != ref.chunks) {
+      return Err(Status::Corruption(
+          fmt::format("segment {} is not the one version {} lists (its footer or counts differ)",
+                      name, r.version)));
     }
     Part part;
     part.first_file = files;
     part.first_sample = samples;
     if (chunks + info.chunk_count > UINT32_MAX) {
-      return Err(Status::Unsupported(fmt::format(
-          "version {} has 2^32 chunks or more (docs/format.md §7)", r.version)));
+      return Err(Status::Unsupported(
+          fmt::format("version {} has 2^32 chunks or more (docs/format.md §7)", r.version)));
     }
     part.first_chunk = static_cast<uint32_t>(chunks);
     chunks += info.chunk_count;
@@ -80,10 +78,11 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
     part.segment = std::move(segment);
     v->parts_.push_back(std::move(part));
   }
-  if (files != r.files || samples != r.samples || bytes != r.bytes ||
-      chunks != r.chunks || v->classes_.size() != r.classes) {
-    return Err(Status::Corruption(fmt::format(
-        "version {} of {}: its totals differ from its segments'", r.version, storage.Describe(""))));
+  if (files != r.files || samples != r.samples || bytes != r.bytes || chunks != r.chunks ||
+      v->classes_.size() != r.classes) {
+    return Err(
+        Status::Corruption(fmt::format("version {} of {}: its totals differ from its segments'",
+                                       r.version, storage.Describe(""))));
   }
   v->chunk_count_ = static_cast<uint32_t>(chunks);
   return v;
@@ -172,11 +171,11 @@ Result<std::vector<DirEntry>> VersionView::List(std::string_view dir) const {
     exists = true;
     STOKER_ASSIGN_OR_RETURN(auto children, part.segment->ChildDirs(dir));
     for (auto& name : children) subdirs.insert(std::move(name));
-    STOKER_ASSIGN_OR_RETURN(auto entries, part.segment->Files(found->first_rank, found->file_count));
+    STOKER_ASSIGN_OR_RETURN(auto entries,
+                            part.segment->Files(found->first_rank, found->file_count));
     for (uint64_t k = 0; k < entries.size(); ++k) {
       files.push_back({std::string(BaseName(entries[k].path)), false,
-                       part.first_file + entries[k].location.position,
-                       entries[k].location.length});
+                       part.first_file + entries[k].location.position, entries[k].location.length});
     }
   }
   if (!exists) {
@@ -237,17 +236,17 @@ Status VersionView::ReadChunk(uint32_t c, std::vector<std::pair<uint64_t, FileLo
                               std::vector<SampleRef>* samples) const {
   const Part& part = PartOfChunk(c);
   if (samples && grouped() && !part.segment->says_samples()) {
-    return Status::Unsupported(fmt::format(
-        "segment {} (format 2) does not say which samples start in its chunks",
-        part.segment->name()));
+    return Status::Unsupported(
+        fmt::format("segment {} (format 2) does not say which samples start in its chunks",
+                    part.segment->name()));
   }
   STOKER_ASSIGN_OR_RETURN(auto locations, part.segment->ChunkLocations(c - part.first_chunk));
   files->reserve(files->size() + locations.size());
   for (const format::SegmentLocation& l : locations) {
     files->emplace_back(part.first_file + l.position, Global(part, l));
     if (samples && grouped() && l.sample_files > 0) {
-      samples->push_back({part.first_sample + l.sample, part.first_file + l.position,
-                          l.sample_files});
+      samples->push_back(
+          {part.first_sample + l.sample, part.first_file + l.position, l.sample_files});
     }
   }
   return Status::OK();
@@ -258,8 +257,8 @@ std::optional<std::span<const std::pair<uint64_t, FileLocation>>> KeptLocations:
   const auto it = std::lower_bound(chunks.begin(), chunks.end(), c);
   if (it == chunks.end() || *it != c) return std::nullopt;
   const size_t k = static_cast<size_t>(it - chunks.begin());
-  return std::span<const std::pair<uint64_t, FileLocation>>(
-      files.data() + chunk_begin[k], chunk_begin[k + 1] - chunk_begin[k]);
+  return std::span<const std::pair<uint64_t, FileLocation>>(files.data() + chunk_begin[k],
+                                                            chunk_begin[k + 1] - chunk_begin[k]);
 }
 
 std::optional<std::span<const SampleRef>> KeptLocations::ChunkSamples(uint32_t c) const {
@@ -302,8 +301,7 @@ Status VersionView::KeepChunkLocations(std::span<const uint32_t> chunks) const {
       const std::span<const SampleRef> reused = old_samples.value_or(std::span<const SampleRef>());
       kept->samples.insert(kept->samples.end(), reused.begin(), reused.end());
     } else {
-      STOKER_RETURN_IF_ERROR(
-          ReadChunk(c, &kept->files, with_samples ? &kept->samples : nullptr));
+      STOKER_RETURN_IF_ERROR(ReadChunk(c, &kept->files, with_samples ? &kept->samples : nullptr));
     }
     kept->chunks.push_back(c);
     kept->chunk_begin.push_back(kept->files.size());
@@ -362,8 +360,8 @@ Status VersionView::LoadLocations() const {
     // written by a broken or hostile writer, list one file twice and another never.
     std::vector<bool> seen(part.segment->info().file_count);
     uint64_t repeated = 0;
-    STOKER_RETURN_IF_ERROR(part.segment->ForEachLocation(
-        [&](uint64_t, const format::SegmentLocation& l) {
+    STOKER_RETURN_IF_ERROR(
+        part.segment->ForEachLocation([&](uint64_t, const format::SegmentLocation& l) {
           if (seen[l.position]) ++repeated;
           seen[l.position] = true;
           all[part.first_file + l.position] = Global(part, l);

@@ -34,8 +34,8 @@ struct FileLocation {
   uint64_t offset = 0;  // of the payload in the chunk file
   uint64_t length = 0;  // files of 4 GiB and more lie alone in a wide chunk
   uint32_t crc32c = 0;
-  uint32_t chunk = 0;   // index into the version's chunks
-  int32_t label = -1;   // -1: none
+  uint32_t chunk = 0;  // index into the version's chunks
+  int32_t label = -1;  // -1: none
 };
 static_assert(sizeof(FileLocation) == 32);
 
@@ -58,7 +58,7 @@ struct KeptLocations {
   // Chunk by chunk, in storage order; then the strays: files of kept samples that lie in other
   // chunks (a tar sample whose chunk filled between its files).
   std::vector<std::pair<uint64_t, FileLocation>> files;
-  std::vector<uint32_t> by_file;      // indices into `files`, by ascending file index
+  std::vector<uint32_t> by_file;  // indices into `files`, by ascending file index
   // Of a grouped version: the samples whose first file lies in a kept chunk, chunk by chunk.
   std::vector<SampleRef> samples;
   std::vector<uint64_t> sample_begin;  // into `samples`, per chunk, then samples.size()
@@ -68,7 +68,7 @@ struct KeptLocations {
   std::optional<std::span<const std::pair<uint64_t, FileLocation>>> ChunkFiles(uint32_t c) const;
   // The samples that start in chunk `c` (grouped versions), or nullopt if it is not kept.
   std::optional<std::span<const SampleRef>> ChunkSamples(uint32_t c) const;
-  const FileLocation* Find(uint64_t file) const;  // nullptr if not kept
+  const FileLocation* Find(uint64_t file) const;       // nullptr if not kept
   const SampleRef* FindSample(uint64_t sample) const;  // grouped versions; nullptr if not kept
 };
 
@@ -141,8 +141,8 @@ class VersionView {
   // Keeps the locations of the files of `chunks` (ascending), reading only their location
   // blocks and reusing what is kept already, in place of the chunks kept before: a trainer
   // rank's share of an epoch, found there by its read pipeline. In a grouped version, also the
-  // samples that start in them, with the locations of their files in other chunks. Thread-safe; a reader holding
-  // the previous set (kept_locations()) keeps it.
+  // samples that start in them, with the locations of their files in other chunks. Thread-safe; a
+  // reader holding the previous set (kept_locations()) keeps it.
   Status KeepChunkLocations(std::span<const uint32_t> chunks) const;
   std::shared_ptr<const KeptLocations> kept_locations() const;
   int32_t sample_label(uint64_t s) const { return locations_[SampleFiles(s).first].label; }

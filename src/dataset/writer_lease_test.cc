@@ -39,7 +39,8 @@ TEST(WriterLease, ExistsWhileHeldChangesAtEveryBeatAndGoesWithTheWriter) {
     const std::string first = Content(store, path);
     EXPECT_NE(first, "<missing>");
     // The heartbeat rewrites it with new content (polled: no timing assumption).
-    for (int i = 0; i < 100000 && Content(store, path) == first; ++i) std::this_thread::sleep_for(1ms);
+    for (int i = 0; i < 100000 && Content(store, path) == first; ++i)
+      std::this_thread::sleep_for(1ms);
     EXPECT_NE(Content(store, path), first);
     EXPECT_TRUE(lease->Check().ok());
   }

@@ -22,7 +22,7 @@ inline constexpr uint64_t kSaltAugment = 3;  // after the sampler's salts 1 and 
 uint64_t AugmentSeed(uint64_t seed, uint64_t epoch, uint64_t sample);
 
 struct RandomResizedCropOptions {
-  double scale_min = 0.08, scale_max = 1.0;          // of the image area
+  double scale_min = 0.08, scale_max = 1.0;             // of the image area
   double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;  // width / height
 };
 
@@ -48,7 +48,9 @@ Box ResizeCenterCropBox(uint32_t width, uint32_t height, uint32_t resize, uint32
                         uint32_t crop_height);
 
 // Uniform in [lo, hi) from the generator (torch's uniform_ semantics).
-inline double Uniform(Pcg32& rng, double lo, double hi) { return lo + (hi - lo) * rng.NextDouble(); }
+inline double Uniform(Pcg32& rng, double lo, double hi) {
+  return lo + (hi - lo) * rng.NextDouble();
+}
 
 // torch.rand(1) < p.
 inline bool Bernoulli(Pcg32& rng, double p) { return rng.NextDouble() < p; }

@@ -37,8 +37,8 @@ TEST(AugmentTest, RandomResizedCropStaysWithinItsRanges) {
     if (w < 50 || h < 50) continue;  // rounding dominates on tiny images
     const double area = double(c.width) * c.height / (double(w) * h);
     const double aspect = double(c.width) / c.height;
-    const bool fallback = c.x == (w - c.width) / 2 && c.y == (h - c.height) / 2 &&
-                          (c.width == w || c.height == h);
+    const bool fallback =
+        c.x == (w - c.width) / 2 && c.y == (h - c.height) / 2 && (c.width == w || c.height == h);
     if (fallback) continue;
     EXPECT_GE(area, o.scale_min * 0.9) << w << "x" << h;
     EXPECT_LE(area, o.scale_max * 1.0 + 0.05);

@@ -22,8 +22,7 @@ inline constexpr uint32_t kJpegScales[] = {1, 2, 4, 8};
 // The smallest M in kJpegScales that keeps a `width` x `height` source region at least
 // `min_width` x `min_height` pixels after scaling by M/8 (real-valued: width * M / 8 >=
 // min_width); 8 (no scaling) when min_width or min_height is 0.
-uint32_t ChooseJpegScale(uint32_t width, uint32_t height, uint32_t min_width,
-                         uint32_t min_height);
+uint32_t ChooseJpegScale(uint32_t width, uint32_t height, uint32_t min_width, uint32_t min_height);
 
 // libjpeg's decompressor, its error handling and row buffers (defined in jpeg_decoder.cc).
 struct JpegSession;

@@ -51,8 +51,7 @@ Decoder::Decoder() : jpeg_(new JpegState) {}
 
 Decoder::~Decoder() { delete jpeg_; }
 
-Result<ImageInfo> Decoder::ReadInfo(std::span<const std::byte> bytes,
-                                    const DecodeLimits& limits) {
+Result<ImageInfo> Decoder::ReadInfo(std::span<const std::byte> bytes, const DecodeLimits& limits) {
   switch (Sniff(bytes)) {
     case ImageFormat::kJpeg:
       return jpeg_->codec.ReadInfo(bytes, limits);

@@ -21,9 +21,9 @@
 namespace stoker::decode {
 
 struct DecodeLimits {
-  uint64_t max_pixels = 1ull << 26;  // width * height from the header (64 Mpixel)
-  uint32_t max_dimension = 1u << 16; // either side
-  uint32_t max_scans = 256;          // progressive JPEG scans (a DoS vector otherwise)
+  uint64_t max_pixels = 1ull << 26;   // width * height from the header (64 Mpixel)
+  uint32_t max_dimension = 1u << 16;  // either side
+  uint32_t max_scans = 256;           // progressive JPEG scans (a DoS vector otherwise)
 };
 
 struct ImageInfo {

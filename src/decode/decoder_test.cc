@@ -40,7 +40,7 @@ struct JpegSpec {
   bool ycck = false;
   bool progressive = false;
   int restart_rows = 0;
-  bool arithmetic = false;  // arithmetic entropy coding instead of Huffman
+  bool arithmetic = false;              // arithmetic entropy coding instead of Huffman
   bool every_coefficient_scan = false;  // progressive, one scan per coefficient: 379 scans
 };
 
@@ -220,8 +220,8 @@ TEST_P(JpegDecodeTest, ScaledDecodeMatchesLibjpeg) {
     std::tie(request.min_width, request.min_height) = MinSizeFor(spec.width, spec.height, target);
     auto decoded = decoder.Decode(AsBytes(jpeg), request, image);
     ASSERT_TRUE(decoded.has_value()) << decoded.error().ToString();
-    const uint32_t m = internal::ChooseJpegScale(spec.width, spec.height, request.min_width,
-                                                 request.min_height);
+    const uint32_t m =
+        internal::ChooseJpegScale(spec.width, spec.height, request.min_width, request.min_height);
     EXPECT_GE(m, target);
     EXPECT_EQ(decoded->scale_x, m / 8.0);
     EXPECT_EQ(decoded->scale_y, m / 8.0);
@@ -256,9 +256,9 @@ TEST_P(JpegDecodeTest, RegionDecodeMatchesFullDecode) {
     r.height = 1 + static_cast<uint32_t>(rng.Below(max_height));
     const uint32_t target = internal::kJpegScales[rng.Below(4)];
     std::tie(request.min_width, request.min_height) = MinSizeFor(r.width, r.height, target);
-    SCOPED_TRACE(testing::Message() << "region " << r.x << "," << r.y << " " << r.width << "x"
-                                    << r.height << " min " << request.min_width << "x"
-                                    << request.min_height);
+    SCOPED_TRACE(testing::Message()
+                 << "region " << r.x << "," << r.y << " " << r.width << "x" << r.height << " min "
+                 << request.min_width << "x" << request.min_height);
     auto decoded = decoder.Decode(AsBytes(jpeg), request, image);
     ASSERT_TRUE(decoded.has_value()) << decoded.error().ToString();
     const uint32_t m =
@@ -266,8 +266,8 @@ TEST_P(JpegDecodeTest, RegionDecodeMatchesFullDecode) {
     ASSERT_EQ(decoded->scale_x, m / 8.0);
     ASSERT_EQ(decoded->scale_y, m / 8.0);
 
-    const Box box = decoded->ToImage(
-        {double(r.x), double(r.y), double(r.x + r.width), double(r.y + r.height)});
+    const Box box =
+        decoded->ToImage({double(r.x), double(r.y), double(r.x + r.width), double(r.y + r.height)});
     EXPECT_GE(box.x0, 0);
     EXPECT_GE(box.y0, 0);
     EXPECT_LE(box.x1, image.width());
@@ -350,13 +350,13 @@ TEST(JpegRegion, ClampsToTheImageAndRejectsRegionsOutsideIt) {
 
 TEST(JpegScale, ChoosesTheSmallestScaleThatKeepsTheMinimumSize) {
   using internal::ChooseJpegScale;
-  EXPECT_EQ(ChooseJpegScale(400, 300, 100, 75), 2u);   // exactly 1/4
+  EXPECT_EQ(ChooseJpegScale(400, 300, 100, 75), 2u);  // exactly 1/4
   EXPECT_EQ(ChooseJpegScale(400, 300, 101, 75), 4u);
   EXPECT_EQ(ChooseJpegScale(400, 300, 50, 37), 1u);
-  EXPECT_EQ(ChooseJpegScale(400, 300, 50, 38), 2u);    // 300/8 = 37.5 < 38
+  EXPECT_EQ(ChooseJpegScale(400, 300, 50, 38), 2u);  // 300/8 = 37.5 < 38
   EXPECT_EQ(ChooseJpegScale(400, 300, 201, 1), 8u);
-  EXPECT_EQ(ChooseJpegScale(400, 300, 401, 1), 8u);    // never upscales
-  EXPECT_EQ(ChooseJpegScale(400, 300, 0, 10), 8u);     // 0: no DCT scaling
+  EXPECT_EQ(ChooseJpegScale(400, 300, 401, 1), 8u);  // never upscales
+  EXPECT_EQ(ChooseJpegScale(400, 300, 0, 10), 8u);   // 0: no DCT scaling
   EXPECT_EQ(ChooseJpegScale(400, 300, 10, 0), 8u);
   EXPECT_EQ(ChooseJpegScale(7, 7, 1, 1), 2u);
   // Never 3, 5, 6, 7 (slower than the next scale with a SIMD IDCT).
@@ -417,8 +417,7 @@ TEST(JpegErrors, EveryTruncationIsAnError) {
       for (const DecodeRequest& request : {DecodeRequest{}, top_left}) {
         const Status status = DecodeError(decoder, prefix, request);
         ASSERT_FALSE(status.ok()) << "prefix of " << size << " bytes decoded";
-        ASSERT_EQ(status.code(),
-                  size < 3 ? StatusCode::kInvalidArgument : StatusCode::kCorruption)
+        ASSERT_EQ(status.code(), size < 3 ? StatusCode::kInvalidArgument : StatusCode::kCorruption)
             << size << ": " << status.ToString();
       }
     }
@@ -682,8 +681,8 @@ PngFile MakePng(uint32_t width, uint32_t height, int color_type, int bit_depth,
 ::testing::AssertionResult SameRgb(const Image& image, const PngFile& file) {
   for (size_t i = 0; i < file.rgb.size(); ++i) {
     if (image.data()[i] != file.rgb[i]) {
-      return ::testing::AssertionFailure() << "byte " << i << ": got " << int(image.data()[i])
-                                           << " want " << int(file.rgb[i]);
+      return ::testing::AssertionFailure()
+             << "byte " << i << ": got " << int(image.data()[i]) << " want " << int(file.rgb[i]);
     }
   }
   return ::testing::AssertionSuccess();

@@ -69,9 +69,8 @@ struct ProgressMonitor {
 
 ErrorManager& ErrorsOf(j_common_ptr cinfo) { return *reinterpret_cast<ErrorManager*>(cinfo->err); }
 
-[[noreturn]] __attribute__((format(printf, 3, 4))) void Fail(j_common_ptr cinfo,
-                                                            StatusCode code,
-                                                            const char* format, ...) {
+[[noreturn]] __attribute__((format(printf, 3, 4))) void Fail(j_common_ptr cinfo, StatusCode code,
+                                                             const char* format, ...) {
   ErrorManager& err = ErrorsOf(cinfo);
   va_list args;
   va_start(args, format);
@@ -207,7 +206,7 @@ ImageInfo InfoOf(const jpeg_decompress_struct& cinfo) {
 // region and read after it.
 struct Placement {
   ImageInfo info;
-  uint32_t scale = 8;  // M: decoded at M/8
+  uint32_t scale = 8;                   // M: decoded at M/8
   uint32_t origin_x = 0, origin_y = 0;  // of the image, in decoded (scaled) pixels
 };
 
@@ -379,8 +378,7 @@ Status ErrorStatus(const ErrorManager& err) {
 
 }  // namespace
 
-uint32_t ChooseJpegScale(uint32_t width, uint32_t height, uint32_t min_width,
-                         uint32_t min_height) {
+uint32_t ChooseJpegScale(uint32_t width, uint32_t height, uint32_t min_width, uint32_t min_height) {
   if (min_width == 0 || min_height == 0) return 8;
   for (const uint32_t m : kJpegScales) {
     if (uint64_t{width} * m >= uint64_t{min_width} * 8 &&

@@ -39,8 +39,8 @@ void MirrorScalar(const uint8_t* in, uint32_t width, uint32_t first, uint32_t fr
 // Five pixels per step: a 16-byte load ending one byte past the last of them, reversed by one
 // byte shuffle, stored as 16 bytes whose last one lands on the next step's first pixel. Steps
 // stop where the load would start before the row or the store run past `out`'s n pixels.
-__attribute__((target("avx2"))) void MirrorAvx2(const uint8_t* in, uint32_t width,
-                                                 uint32_t first, uint32_t n, uint8_t* out) {
+__attribute__((target("avx2"))) void MirrorAvx2(const uint8_t* in, uint32_t width, uint32_t first,
+                                                uint32_t n, uint8_t* out) {
   constexpr char z = -1;
   const __m128i reverse = _mm_setr_epi8(12, 13, 14, 9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2, z);
   uint32_t i = first == 0 ? 1 : 0;  // the row's last pixel: its load would end past the row
@@ -58,9 +58,8 @@ __attribute__((target("avx2"))) void MirrorAvx2(const uint8_t* in, uint32_t widt
 
 // Converts n interleaved pixels: planar (three outputs `plane` apart) or interleaved.
 template <typename Out, typename Convert>
-__attribute__((always_inline)) inline void ConvertPixels(const uint8_t* in, uint32_t n,
-                                                         bool planar, size_t plane, Out* out,
-                                                         Convert convert) {
+__attribute__((always_inline)) inline void ConvertPixels(const uint8_t* in, uint32_t n, bool planar,
+                                                         size_t plane, Out* out, Convert convert) {
   if (planar) {
     Out* r = out;
     Out* g = out + plane;

@@ -55,7 +55,7 @@ void Check(const TestImage& src, const OutputSpec& spec, bool flip) {
 }
 
 TEST(OutputTest, EveryLayoutDtypeAndFlipMatchesTheReference) {
-  const std::pair<uint32_t, uint32_t> sizes[] = {{1, 1},  {2, 3},  {5, 2},  {6, 4},   {7, 1},
+  const std::pair<uint32_t, uint32_t> sizes[] = {{1, 1},  {2, 3},  {5, 2},   {6, 4},   {7, 1},
                                                  {11, 9}, {16, 5}, {224, 3}, {300, 2}, {513, 2}};
   uint64_t seed = 0;
   for (const auto& [w, h] : sizes) {
@@ -71,8 +71,8 @@ TEST(OutputTest, EveryLayoutDtypeAndFlipMatchesTheReference) {
         spec.dtype = dtype;
         spec.layout = layout;
         for (bool flip : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << w << "x" << h << " dtype " << int(dtype)
-                                            << " layout " << int(layout));
+          SCOPED_TRACE(::testing::Message()
+                       << w << "x" << h << " dtype " << int(dtype) << " layout " << int(layout));
           Check(src, spec, flip);
         }
       }

@@ -133,9 +133,10 @@ void PlanAvx2(const AxisPlan& plan, int out_width, Avx2Plan& avx) {
 // these are loaded once for all of them. kGroups > 0 fixes the number of groups at compile time
 // (the common narrow windows); 0 takes it from `groups`.
 template <int kGroups, int kRows>
-__attribute__((target("avx2"), always_inline)) inline void PairSumsAvx2(
-    const uint8_t* const* rows, int32_t o0, int32_t o1, const int16_t* c, int groups,
-    __m256i* sums) {
+__attribute__((target("avx2"), always_inline)) inline void PairSumsAvx2(const uint8_t* const* rows,
+                                                                        int32_t o0, int32_t o1,
+                                                                        const int16_t* c,
+                                                                        int groups, __m256i* sums) {
   if constexpr (kGroups > 0) groups = kGroups;
   constexpr char z = -1;  // vpshufb: a set high bit writes zero
   const __m256i taps01 = _mm256_setr_epi8(0, z, 3, z, 1, z, 4, z, 2, z, 5, z, z, z, z, z,  //
@@ -173,8 +174,7 @@ __attribute__((target("avx2"), always_inline)) inline void PairSumsAvx2(
 // per row, then 4 of garbage.
 template <int kGroups, int kRows>
 __attribute__((target("avx2"), always_inline)) inline void FourPixelsAvx2(
-    const uint8_t* const* rows, const int32_t* o, const int16_t* c, int groups,
-    __m128i* pixels) {
+    const uint8_t* const* rows, const int32_t* o, const int16_t* c, int groups, __m128i* pixels) {
   constexpr char z = -1;
   // After the packs below, pixel x + i sits in 32-bit slot i of this order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
@@ -196,8 +196,8 @@ __attribute__((target("avx2"), always_inline)) inline void FourPixelsAvx2(
 // through a local buffer, with the windows of pixels past `end` moved back to the last one.
 template <int kGroups, int kRows>
 __attribute__((target("avx2"))) void HorizontalRowsAvx2(const uint8_t* const* in,
-                                                         const Avx2Plan& avx, int end,
-                                                         int out_width, uint8_t* const* out) {
+                                                        const Avx2Plan& avx, int end, int out_width,
+                                                        uint8_t* const* out) {
   const int groups = avx.groups;
   const size_t step = 2 * size_t(groups) * Avx2Plan::kInt16PerGroup;  // per four pixels
   const int16_t* c = avx.coefs.data();
@@ -261,8 +261,8 @@ __attribute__((target("avx2"), always_inline)) inline __m256i Load8Avx2(const ui
 // scalar loop kept them in memory). A row that is not a multiple of 32 ends with a step that
 // overlaps the one before, recomputing a few bytes to the same values.
 __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* const* rows,
-                                                     const int32_t* coefs, int taps,
-                                                     size_t length, uint8_t* out) {
+                                                     const int32_t* coefs, int taps, size_t length,
+                                                     uint8_t* out) {
   constexpr size_t kStep = 32;
   if (length < kStep) {
     VerticalRowScalar(rows, coefs, taps, 0, length, out);
@@ -465,8 +465,8 @@ void Resizer::Resize(ImageView src, const Box& box, Interpolation interpolation,
   if (VerticalFirst(in_w, in_h, out_w, out_h)) {
     const MutableImageView temp = TempImage(b.temp, used_cols, out_h);
     VerticalPass(source, vplan, size_t(used_cols) * 3, b.rows, temp);
-    HorizontalPass({temp.data, temp.stride}, out_h, used_cols, /*last_row_ends_buffer=*/true,
-                   hplan, b.avx2, dst);
+    HorizontalPass({temp.data, temp.stride}, out_h, used_cols, /*last_row_ends_buffer=*/true, hplan,
+                   b.avx2, dst);
   } else {
     const MutableImageView temp = TempImage(b.temp, out_w, end_row - first_row);
     HorizontalPass(source, end_row - first_row, used_cols, end_row == in_h, hplan, b.avx2, temp);

@@ -54,8 +54,7 @@ struct Window {
   std::vector<int32_t> coefs;
 };
 
-std::vector<Window> Windows(int in_size, float in0, float in1, int out_size,
-                            Interpolation filter) {
+std::vector<Window> Windows(int in_size, float in0, float in1, int out_size, Interpolation filter) {
   const double support_1 = filter == Interpolation::kBicubic ? 2.0 : 1.0;
   double (*weight)(double) = filter == Interpolation::kBicubic ? Cubic : Triangle;
   const double scale = double(in1 - in0) / out_size;
@@ -162,8 +161,8 @@ void ExpectSame(const TestImage& actual, const TestImage& expected, const std::s
   for (uint32_t y = 0; y < actual.height; ++y) {
     for (uint32_t x = 0; x < actual.width * 3; ++x) {
       if (actual.at(0, y)[x] != expected.at(0, y)[x] && ++differences <= 3) {
-        ADD_FAILURE() << what << ": pixel (" << x / 3 << ", " << y << ") channel " << x % 3
-                      << ": " << int(actual.at(0, y)[x]) << " != " << int(expected.at(0, y)[x]);
+        ADD_FAILURE() << what << ": pixel (" << x / 3 << ", " << y << ") channel " << x % 3 << ": "
+                      << int(actual.at(0, y)[x]) << " != " << int(expected.at(0, y)[x]);
       }
     }
     for (size_t i = actual.width * 3; i < actual.stride; ++i) {
@@ -193,8 +192,8 @@ TEST(ResizeTest, MatchesReferenceOnRandomBoxesAndSizes) {
       const double y0 = rng.NextDouble() * src.height * 0.8;
       Box box{x0, y0, x0 + 0.5 + rng.NextDouble() * (src.width - x0),
               y0 + 0.5 + rng.NextDouble() * (src.height - y0)};
-      if (trial % 4 == 0) box = {std::floor(box.x0), std::floor(box.y0), std::ceil(box.x1),
-                                 std::ceil(box.y1)};
+      if (trial % 4 == 0)
+        box = {std::floor(box.x0), std::floor(box.y0), std::ceil(box.x1), std::ceil(box.y1)};
       // Mostly output widths near the vector kernels' steps, some far from the box's size.
       const uint32_t w = 1 + uint32_t(rng.Below(trial % 2 ? 24 : 400));
       const uint32_t h = 1 + uint32_t(rng.Below(trial % 3 ? 300 : 20));
@@ -229,8 +228,8 @@ TEST(ResizeTest, OnePixelSourceFillsTheOutput) {
     const TestImage out = Resize(src, {0, 0, 1, 1}, f, 7, 5);
     for (uint32_t y = 0; y < 5; ++y) {
       for (uint32_t x = 0; x < 7; ++x) {
-        ASSERT_EQ(std::memcmp(out.at(x, y), "\x10\x80\xF0", 3), 0) << int(f) << " " << x << ","
-                                                                 << y;
+        ASSERT_EQ(std::memcmp(out.at(x, y), "\x10\x80\xF0", 3), 0)
+            << int(f) << " " << x << "," << y;
       }
     }
   }
@@ -248,8 +247,8 @@ TEST(ResizeTest, IntegerBoxOfOutputSizeIsACrop) {
 
 TEST(ResizeTest, BoxesAtTheBorders) {
   const TestImage src = Gradient(97, 61);
-  const Box boxes[] = {{0, 0, 30.5, 20.25},      {66.5, 40.75, 97, 61}, {0, 0.5, 97, 60.5},
-                       {96, 0, 97, 61},          {0, 60, 97, 61},       {96.5, 60.5, 97, 61},
+  const Box boxes[] = {{0, 0, 30.5, 20.25}, {66.5, 40.75, 97, 61}, {0, 0.5, 97, 60.5},
+                       {96, 0, 97, 61},     {0, 60, 97, 61},       {96.5, 60.5, 97, 61},
                        {0, 0, 97, 61}};
   for (Interpolation f : kFilters) {
     for (const Box& box : boxes) {
@@ -264,8 +263,8 @@ TEST(ResizeTest, BoxesAtTheBorders) {
 TEST(ResizeTest, UpscalingAndZeroWidthBoxes) {
   const TestImage src = Noise(9, 7, 5);
   for (Interpolation f : kFilters) {
-    for (const Box& box : {Box{0, 0, 9, 7}, Box{2.25, 1.5, 5.75, 4.0}, Box{3, 3, 3, 5},
-                           Box{9, 7, 9, 7}}) {
+    for (const Box& box :
+         {Box{0, 0, 9, 7}, Box{2.25, 1.5, 5.75, 4.0}, Box{3, 3, 3, 5}, Box{9, 7, 9, 7}}) {
       ExpectSame(Resize(src, box, f, 61, 45), Reference(src, box, f, 61, 45),
                  Describe(f, box, 61, 45));
     }
@@ -344,8 +343,8 @@ TEST(ResizeTest, OneResizerAcrossChangingSizes) {
   Resizer resizer;
   const TestImage big = Noise(300, 200, 10), small = Noise(20, 10, 11);
   for (int round = 0; round < 2; ++round) {
-    for (const auto& [src, w, h] : {std::tuple{&big, 224u, 224u}, std::tuple{&small, 5u, 40u},
-                                    std::tuple{&big, 3u, 2u}}) {
+    for (const auto& [src, w, h] :
+         {std::tuple{&big, 224u, 224u}, std::tuple{&small, 5u, 40u}, std::tuple{&big, 3u, 2u}}) {
       for (Interpolation f : kFilters) {
         const Box box{0.5, 0.5, src->width - 0.5, src->height - 0.25};
         TestImage out(w, h);

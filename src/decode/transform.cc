@@ -20,7 +20,7 @@ double SecondsSince(Clock::time_point start) {
 double FilterReach(Interpolation interpolation, double scale) {
   const double support = interpolation == Interpolation::kBicubic    ? 2.0
                          : interpolation == Interpolation::kBilinear ? 1.0
-                                                                      : 0.5;
+                                                                     : 0.5;
   return support * std::max(scale, 1.0) + 1.0;
 }
 
@@ -35,8 +35,8 @@ Status TransformOptions::Validate() const {
         "scale must satisfy 0 < min <= max <= 1, not ({}, {})", crop.scale_min, crop.scale_max));
   }
   if (!(crop.ratio_min > 0 && crop.ratio_min <= crop.ratio_max)) {
-    return Status::InvalidArgument(fmt::format(
-        "ratio must satisfy 0 < min <= max, not ({}, {})", crop.ratio_min, crop.ratio_max));
+    return Status::InvalidArgument(fmt::format("ratio must satisfy 0 < min <= max, not ({}, {})",
+                                               crop.ratio_min, crop.ratio_max));
   }
   if (!(flip_probability >= 0 && flip_probability <= 1)) {
     return Status::InvalidArgument("the flip probability must be in [0, 1]");
@@ -48,9 +48,8 @@ Status TransformOptions::Validate() const {
     return Status::InvalidArgument("zoom must satisfy 0 < min <= max");
   }
   if (!train && resize < std::max(output.width, output.height)) {
-    return Status::InvalidArgument(fmt::format(
-        "resize ({}) must be at least the crop size ({}x{})", resize, output.width,
-        output.height));
+    return Status::InvalidArgument(fmt::format("resize ({}) must be at least the crop size ({}x{})",
+                                               resize, output.width, output.height));
   }
   for (int c = 0; c < 3; ++c) {
     if (!(output.std[c] != 0 && std::isfinite(output.std[c]) && std::isfinite(output.mean[c]))) {
@@ -83,8 +82,7 @@ SampleParams ChooseParams(const TransformOptions& options, uint32_t width, uint3
 }
 
 PixelBounds ResampledRegion(uint32_t width, uint32_t height, const SampleParams& params,
-                            Interpolation interpolation, uint32_t out_width,
-                            uint32_t out_height) {
+                            Interpolation interpolation, uint32_t out_width, uint32_t out_height) {
   const Box& box = params.box;
   double reach_x = 0, reach_y = 0;
   if (!params.clip_to_box) {
@@ -108,10 +106,10 @@ PixelBounds ClippedView(const Box& box, uint32_t width, uint32_t height) {
       static_cast<uint32_t>(std::clamp(std::floor(box.x0 + 1e-6), 0.0, double(width - 1)));
   const auto top =
       static_cast<uint32_t>(std::clamp(std::floor(box.y0 + 1e-6), 0.0, double(height - 1)));
-  const auto right = static_cast<uint32_t>(
-      std::clamp(std::ceil(box.x1 - 1e-6), double(left + 1), double(width)));
-  const auto bottom = static_cast<uint32_t>(
-      std::clamp(std::ceil(box.y1 - 1e-6), double(top + 1), double(height)));
+  const auto right =
+      static_cast<uint32_t>(std::clamp(std::ceil(box.x1 - 1e-6), double(left + 1), double(width)));
+  const auto bottom =
+      static_cast<uint32_t>(std::clamp(std::ceil(box.y1 - 1e-6), double(top + 1), double(height)));
   return {left, top, right, bottom};
 }
 
@@ -148,8 +146,7 @@ Status Transformer::Run(std::span<const std::byte> bytes, uint64_t sample_seed, 
   ImageView source = decoded_.view();
   if (params.clip_to_box) {
     const PixelBounds v = ClippedView(image_box, source.width, source.height);
-    source = {source.row(v.y0) + size_t{v.x0} * kChannels, v.x1 - v.x0, v.y1 - v.y0,
-              source.stride};
+    source = {source.row(v.y0) + size_t{v.x0} * kChannels, v.x1 - v.x0, v.y1 - v.y0, source.stride};
     image_box = {image_box.x0 - v.x0, image_box.y0 - v.y0, image_box.x1 - v.x0,
                  image_box.y1 - v.y0};
   }

@@ -35,7 +35,7 @@ struct TransformOptions {
   Interpolation warp_interpolation = Interpolation::kNearest;  // torchvision's default
   bool dct_scaling = true;
   DecodeLimits limits;
-  OutputSpec output;                  // size, dtype, layout, mean/std
+  OutputSpec output;  // size, dtype, layout, mean/std
   Status Validate() const;
 };
 

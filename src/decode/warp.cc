@@ -165,8 +165,7 @@ void NearestFixed(ImageView src, const double* m, const WarpParams& params, Muta
 }
 
 // Nearest with rotation where fixed point would overflow (Pillow's double fallback).
-void NearestDouble(ImageView src, const double* m, const WarpParams& params,
-                   MutableImageView dst) {
+void NearestDouble(ImageView src, const double* m, const WarpParams& params, MutableImageView dst) {
   double row_x = m[2] + m[1] * 0.5 + m[0] * 0.5;
   double row_y = m[5] + m[4] * 0.5 + m[3] * 0.5;
   for (uint32_t y = 0; y < dst.height; ++y, row_x += m[1], row_y += m[4]) {
@@ -252,26 +251,26 @@ __attribute__((target("avx2"), always_inline)) inline __m128i LoadPixel(const ui
 // The three channels in one register of four doubles: each lane does the scalar code's exact
 // operations (integer difference, then double multiply and add), so results are identical.
 __attribute__((target("avx2"))) void BilinearAvx2(ImageView src, const double* m,
-                                                  const WarpParams& params,
-                                                  MutableImageView dst) {
-  BilinearBody(src, m, params, dst,
-               [](const uint8_t* top, const uint8_t* bottom, int x0, int x1, double dx, double dy,
-                  uint8_t* out) __attribute__((target("avx2"))) {
-                 const __m256d vdx = _mm256_set1_pd(dx);
-                 const auto row = [&](const uint8_t* r) __attribute__((target("avx2"))) {
-                   const __m128i a = LoadPixel(r + x0), b = LoadPixel(r + x1);
-                   return _mm256_add_pd(_mm256_cvtepi32_pd(a),
-                                        _mm256_mul_pd(_mm256_cvtepi32_pd(_mm_sub_epi32(b, a)), vdx));
-                 };
-                 const __m256d upper = row(top);
-                 const __m256d lower = bottom ? row(bottom) : upper;
-                 const __m256d value = _mm256_add_pd(
-                     upper, _mm256_mul_pd(_mm256_sub_pd(lower, upper), _mm256_set1_pd(dy)));
-                 const __m128i ints = _mm256_cvttpd_epi32(value);  // truncation, as the cast
-                 const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(ints, ints), ints);
-                 const auto packed = static_cast<uint32_t>(_mm_cvtsi128_si32(bytes));
-                 std::memcpy(out, &packed, 3);
-               });
+                                                  const WarpParams& params, MutableImageView dst) {
+  BilinearBody(
+      src, m, params, dst,
+      [](const uint8_t* top, const uint8_t* bottom, int x0, int x1, double dx, double dy,
+         uint8_t* out) __attribute__((target("avx2"))) {
+        const __m256d vdx = _mm256_set1_pd(dx);
+        const auto row = [&](const uint8_t* r) __attribute__((target("avx2"))) {
+          const __m128i a = LoadPixel(r + x0), b = LoadPixel(r + x1);
+          return _mm256_add_pd(_mm256_cvtepi32_pd(a),
+                               _mm256_mul_pd(_mm256_cvtepi32_pd(_mm_sub_epi32(b, a)), vdx));
+        };
+        const __m256d upper = row(top);
+        const __m256d lower = bottom ? row(bottom) : upper;
+        const __m256d value =
+            _mm256_add_pd(upper, _mm256_mul_pd(_mm256_sub_pd(lower, upper), _mm256_set1_pd(dy)));
+        const __m128i ints = _mm256_cvttpd_epi32(value);  // truncation, as the cast
+        const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(ints, ints), ints);
+        const auto packed = static_cast<uint32_t>(_mm_cvtsi128_si32(bytes));
+        std::memcpy(out, &packed, 3);
+      });
 }
 #endif
 

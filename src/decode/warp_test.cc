@@ -68,7 +68,7 @@ TEST(WarpTest, QuarterTurnsOfASquare) {
   const TestImage src = Noise(24, 24, 2);
   const uint32_t n = 24;
   for (Interpolation f : kFilters) {
-    const TestImage left = Warped(src, 90, 1, f);     // counter-clockwise
+    const TestImage left = Warped(src, 90, 1, f);    // counter-clockwise
     const TestImage right = Warped(src, -90, 1, f);  // clockwise
     for (uint32_t y = 0; y < n; ++y) {
       for (uint32_t x = 0; x < n; ++x) {
@@ -107,8 +107,7 @@ TEST(WarpTest, ArbitraryAnglesFollowTheGeometry) {
           const uint8_t* got = out.at(x, y);
           // Pillow steps nearest positions in 16.16 fixed point: up to ~1e-3 px off here.
           const double margin = 1e-3;
-          if (sx < -margin || sy < -margin || sx > src.width + margin ||
-              sy > src.height + margin) {
+          if (sx < -margin || sy < -margin || sx > src.width + margin || sy > src.height + margin) {
             ASSERT_TRUE(SamePixel(got, fill)) << "outside, at " << x << "," << y;
             continue;
           }
@@ -116,8 +115,8 @@ TEST(WarpTest, ArbitraryAnglesFollowTheGeometry) {
             continue;  // on the edge: either side is right
           }
           if (f == Interpolation::kNearest) {
-            const bool tie = std::fabs(sx - std::round(sx)) < margin ||
-                             std::fabs(sy - std::round(sy)) < margin;
+            const bool tie =
+                std::fabs(sx - std::round(sx)) < margin || std::fabs(sy - std::round(sy)) < margin;
             if (tie) {
               ++ties;
               continue;

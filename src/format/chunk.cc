@@ -66,8 +66,8 @@ Result<ChunkEntryRef> ChunkWriter::Add(std::span<const std::byte> payload) {
 
 Status ChunkWriter::AppendToEntry(std::span<const std::byte> piece) {
   if (!wide_ && entry_length_ + piece.size() > kMaxNarrowPayload) {
-    return Status::InvalidArgument(fmt::format(
-        "a payload over {} bytes needs a chunk with a wide index", kMaxNarrowPayload));
+    return Status::InvalidArgument(
+        fmt::format("a payload over {} bytes needs a chunk with a wide index", kMaxNarrowPayload));
   }
   STOKER_RETURN_IF_ERROR(file_->Append(piece));
   entry_length_ += piece.size();
@@ -101,8 +101,7 @@ Result<ChunkInfo> ChunkWriter::Finish() {
   coding::PutFixed<uint32_t>(&footer, crc32c::Value(index_));
   coding::PutFixed<uint64_t>(&footer, data_length_);
   coding::PutFixed<uint32_t>(&footer, data_crc_);
-  const uint32_t footer_crc =
-      crc32c::Extend(crc32c::Value(header_), footer.data(), footer.size());
+  const uint32_t footer_crc = crc32c::Extend(crc32c::Value(header_), footer.data(), footer.size());
   coding::PutFixed<uint32_t>(&footer, footer_crc);
   STOKER_RETURN_IF_ERROR(file_->Append(AsBytes(index_)));
   STOKER_RETURN_IF_ERROR(file_->Append(AsBytes(footer)));
@@ -165,8 +164,8 @@ ChunkFrame CheckFrame(std::span<const std::byte> header, std::span<const std::by
   check.entries.reserve(entry_count);
   for (uint32_t i = 0; i < entry_count; ++i) {
     const char* entry = index + i * entry_size;
-    const uint64_t length = wide ? coding::DecodeFixed<uint64_t>(entry)
-                                 : coding::DecodeFixed<uint32_t>(entry);
+    const uint64_t length =
+        wide ? coding::DecodeFixed<uint64_t>(entry) : coding::DecodeFixed<uint32_t>(entry);
     const uint32_t crc = coding::DecodeFixed<uint32_t>(entry + entry_size - 4);
     if (length > kChunkHeaderSize + data_length - offset) {
       return fail("index entries overrun the data");
@@ -189,8 +188,8 @@ std::optional<std::string> SizeProblem(uint64_t size, const ChunkInfo& expected)
 
 // Where the index lies, from the footer's own fields (CheckFrame checks they add up).
 std::pair<uint64_t, uint64_t> IndexRegion(std::span<const std::byte> footer, uint64_t size) {
-  const uint64_t data_length = coding::DecodeFixed<uint64_t>(
-      reinterpret_cast<const char*>(footer.data()) + 16);
+  const uint64_t data_length =
+      coding::DecodeFixed<uint64_t>(reinterpret_cast<const char*>(footer.data()) + 16);
   const uint64_t body = size - kChunkHeaderSize - kChunkFooterSize;
   if (data_length > body) return {kChunkHeaderSize, 0};  // CheckFrame rejects it
   return {kChunkHeaderSize + data_length, body - data_length};
@@ -223,9 +222,9 @@ ChunkCheck CheckChunk(std::span<const std::byte> bytes, const ChunkInfo& expecte
   }
   const auto footer = bytes.subspan(size - kChunkFooterSize);
   const auto [index_offset, index_size] = IndexRegion(footer, size);
-  const ChunkFrame frame = CheckFrame(bytes.first(kChunkHeaderSize), footer,
-                                      bytes.subspan(index_offset, index_size), size, expected,
-                                      name, check);
+  const ChunkFrame frame =
+      CheckFrame(bytes.first(kChunkHeaderSize), footer, bytes.subspan(index_offset, index_size),
+                 size, expected, name, check);
   if (!check.status.ok()) return check;
   CheckDataCrc(crc32c::Value(bytes.subspan(kChunkHeaderSize, frame.data_length)), frame, expected,
                name, check);
@@ -264,8 +263,8 @@ Result<ChunkCheck> CheckChunk(RandomAccessFile& file, const ChunkInfo& expected,
   std::vector<std::byte> index_read;
   if (index_offset >= tail_offset) {
     index = std::span<const std::byte>(tail).subspan(index_offset - tail_offset, index_size);
-  } else if (index_size == uint64_t{expected.entry_count} *
-                               ChunkIndexEntrySize(expected.wide_index)) {
+  } else if (index_size ==
+             uint64_t{expected.entry_count} * ChunkIndexEntrySize(expected.wide_index)) {
     // As large as the metadata's entry count says: bounded by what the metadata holds.
     index_read.resize(index_size);
     STOKER_RETURN_IF_ERROR(file.ReadAt(index_offset, index_read));

@@ -32,7 +32,7 @@ inline constexpr char kChunkFooterMagic[8] = {'S', 'T', 'K', 'C', 'E', 'N', 'D',
 inline constexpr uint32_t kChunkVersion = 1;
 inline constexpr uint64_t kChunkHeaderSize = 32;
 inline constexpr uint64_t kChunkFooterSize = 32;
-inline constexpr uint64_t kChunkIndexEntrySize = 8;      // a narrow index's entries
+inline constexpr uint64_t kChunkIndexEntrySize = 8;       // a narrow index's entries
 inline constexpr uint64_t kWideChunkIndexEntrySize = 12;  // a wide index's
 inline constexpr uint32_t kChunkWideIndex = 1u << 0;      // header flag
 // The largest payload a narrow index can hold; larger ones need a wide chunk.

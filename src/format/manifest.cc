@@ -39,8 +39,8 @@ Result<Manifest> ParseManifest(std::string_view text) {
     const std::string expected =
         fmt::format("manifest-crc32c {:08x}\n", crc32c::Value(all.substr(0, last + 1)));
     if (crc_line != expected) return Err(Status::Corruption("MANIFEST: CRC32C mismatch"));
-    return Err(Status::Unsupported(fmt::format("MANIFEST: format '{}' (this build reads 1)",
-                                               format.substr(0, 20))));
+    return Err(Status::Unsupported(
+        fmt::format("MANIFEST: format '{}' (this build reads 1)", format.substr(0, 20))));
   }
   STOKER_ASSIGN_OR_RETURN(auto version, TakeField(text, "version", "MANIFEST"));
   STOKER_ASSIGN_OR_RETURN(m.version, ParseNumber(version, 10, "version", "MANIFEST"));

@@ -19,8 +19,7 @@ class ParsedCache {
   explicit ParsedCache(size_t capacity) : capacity_(capacity) {}
 
   // The entry for `key`, parsed by `load` on a miss (outside the lock: loads may read).
-  Result<std::shared_ptr<const T>> Get(uint64_t key,
-                                       const std::function<Result<T>()>& load) const {
+  Result<std::shared_ptr<const T>> Get(uint64_t key, const std::function<Result<T>()>& load) const {
     {
       std::lock_guard lock(mu_);
       if (auto it = entries_.find(key); it != entries_.end()) return it->second;

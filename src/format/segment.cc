@@ -68,8 +68,8 @@ Result<std::string> Segment::ReadBlockBytes(uint32_t kind, uint64_t offset, uint
   const auto stored = coding::DecodeFixed<uint32_t>(bytes.data() + size - 4);
   bytes.resize(size - 4);
   if (options_.verify_checksums && crc32c::Value(bytes) != stored) {
-    return Err(Corrupt(fmt::format("CRC32C mismatch in a block of section {} at offset {}", kind,
-                                   at)));
+    return Err(
+        Corrupt(fmt::format("CRC32C mismatch in a block of section {} at offset {}", kind, at)));
   }
   if (!keep) return bytes;
   std::lock_guard lock(cache_mu_);
@@ -100,7 +100,8 @@ Status Segment::Load() {
   STOKER_RETURN_IF_ERROR(file_->ReadAt(0, {reinterpret_cast<std::byte*>(header), sizeof header}));
   STOKER_RETURN_IF_ERROR(file_->ReadAt(size_ - sizeof trailer,
                                        {reinterpret_cast<std::byte*>(trailer), sizeof trailer}));
-  if (std::memcmp(header, kSegmentMagic, 8) != 0 || coding::DecodeFixed<uint32_t>(header + 12) != 0 ||
+  if (std::memcmp(header, kSegmentMagic, 8) != 0 ||
+      coding::DecodeFixed<uint32_t>(header + 12) != 0 ||
       std::memcmp(trailer + 24, kSegmentTrailerMagic, 8) != 0) {
     return Corrupt("not a stoker segment (bad magic)");
   }
@@ -113,9 +114,10 @@ Status Segment::Load() {
     return Corrupt("bad trailer");
   }
   std::string footer(footer_size, '\0');
-  STOKER_RETURN_IF_ERROR(file_->ReadAt(
-      footer_offset, {reinterpret_cast<std::byte*>(footer.data()), footer.size()}));
-  if (options_.verify_checksums && crc32c::Value(footer) != footer_crc_) return Corrupt("CRC32C mismatch in the footer");
+  STOKER_RETURN_IF_ERROR(
+      file_->ReadAt(footer_offset, {reinterpret_cast<std::byte*>(footer.data()), footer.size()}));
+  if (options_.verify_checksums && crc32c::Value(footer) != footer_crc_)
+    return Corrupt("CRC32C mismatch in the footer");
   // Checked after the CRC, so that a damaged version field reads as corruption.
   const auto version = coding::DecodeFixed<uint32_t>(footer.data());
   if (version != kFormatVersion2 && version != kFormatVersion3) {
@@ -143,7 +145,8 @@ Status Segment::Load() {
   if ((info_.flags & ~kSegmentKnownFlags) != 0 || block_entries != kBlockEntries ||
       section_count > kMaxSections || info_.first_file > (1ull << 62) ||
       info_.file_count > (1ull << 62) || info_.first_sample > (1ull << 62) ||
-      info_.sample_count > info_.file_count || (!grouped() && info_.sample_count != info_.file_count) ||
+      info_.sample_count > info_.file_count ||
+      (!grouped() && info_.sample_count != info_.file_count) ||
       (info_.file_count > 0 && info_.sample_count == 0) ||
       uint64_t{info_.first_label} + info_.class_count > 0x7FFFFFFFull ||
       info_.chunk_count > info_.file_count + 1 || info_.dir_count == 0 ||
@@ -174,7 +177,7 @@ Status Segment::Load() {
   }
   if (end != footer_offset) return Corrupt("sections overlap or leave gaps");
   for (uint32_t kind = kSegChunks; kind < kSegSectionKinds; ++kind) {
-    const bool expected = kind == kSegSamples     ? grouped()
+    const bool expected = kind == kSegSamples    ? grouped()
                           : kind == kSegKeyRanks ? positioned()
                                                  : true;
     if (sections_[kind].present != expected) {
@@ -205,12 +208,10 @@ Status Segment::Load() {
     uint32_t blocks, index, keys;
     uint64_t entries;
   };
-  for (const TableKinds& t : {TableKinds{&files_, kSegFiles, kSegFileIndex, kSegFileKeys,
-                                         info_.file_count},
-                              TableKinds{&dirs_, kSegDirs, kSegDirIndex, kSegDirKeys,
-                                         info_.dir_count},
-                              TableKinds{&attrs_, kSegAttrs, kSegAttrIndex, kSegAttrKeys,
-                                         info_.attr_count}}) {
+  for (const TableKinds& t :
+       {TableKinds{&files_, kSegFiles, kSegFileIndex, kSegFileKeys, info_.file_count},
+        TableKinds{&dirs_, kSegDirs, kSegDirIndex, kSegDirKeys, info_.dir_count},
+        TableKinds{&attrs_, kSegAttrs, kSegAttrIndex, kSegAttrKeys, info_.attr_count}}) {
     *t.table = std::make_unique<Table>(this, t.blocks, t.index, t.entries);
     STOKER_ASSIGN_OR_RETURN(std::string keys, ReadSection(t.keys));
     if (version_ == kFormatVersion2) {
@@ -329,32 +330,34 @@ Result<SegmentChunk> Segment::chunk(uint64_t c) const {
   }
   if (version_ == kFormatVersion2) return chunks_[c];
   const uint64_t g = c / kBlockEntries;
-  STOKER_ASSIGN_OR_RETURN(auto group, chunk_groups_.Get(g, [&]() -> Result<std::vector<SegmentChunk>> {
-    const uint64_t count = std::min(kBlockEntries, info_.chunk_count - g * kBlockEntries);
-    // Not into the block cache: the parsed group is cached (chunk_groups_).
-    STOKER_ASSIGN_OR_RETURN(std::string bytes,
-                            ReadBlockBytes(kSegChunks, g * kChunkGroupStride,
-                                           count * kSegmentChunkRecordSize + 4, /*keep=*/false));
-    std::vector<SegmentChunk> out;
-    for (uint64_t i = 0; i < count; ++i) {
-      const auto decoded =
-          DecodeChunkRecord(bytes.data() + kSegmentChunkRecordSize * i, version_, grouped());
-      if (!decoded) return Err(Corrupt(fmt::format("bad chunk record {}", g * kBlockEntries + i)));
-      const SegmentChunk& ch = *decoded;
-      const uint64_t expected = i > 0 ? out.back().first_location + out.back().entry_count
-                                : g == 0 ? 0
-                                         : ch.first_location;
-      const bool last = g * kBlockEntries + i + 1 == info_.chunk_count;
-      if (ch.first_location != expected || ch.file_size < ch.fixed_bytes() ||
-          ch.first_location > info_.file_count ||
-          ch.entry_count > info_.file_count - ch.first_location ||
-          (last && ch.first_location + ch.entry_count != info_.file_count)) {
-        return Err(Corrupt(fmt::format("bad chunk record {}", g * kBlockEntries + i)));
-      }
-      out.push_back(ch);
-    }
-    return out;
-  }));
+  STOKER_ASSIGN_OR_RETURN(
+      auto group, chunk_groups_.Get(g, [&]() -> Result<std::vector<SegmentChunk>> {
+        const uint64_t count = std::min(kBlockEntries, info_.chunk_count - g * kBlockEntries);
+        // Not into the block cache: the parsed group is cached (chunk_groups_).
+        STOKER_ASSIGN_OR_RETURN(
+            std::string bytes, ReadBlockBytes(kSegChunks, g * kChunkGroupStride,
+                                              count * kSegmentChunkRecordSize + 4, /*keep=*/false));
+        std::vector<SegmentChunk> out;
+        for (uint64_t i = 0; i < count; ++i) {
+          const auto decoded =
+              DecodeChunkRecord(bytes.data() + kSegmentChunkRecordSize * i, version_, grouped());
+          if (!decoded)
+            return Err(Corrupt(fmt::format("bad chunk record {}", g * kBlockEntries + i)));
+          const SegmentChunk& ch = *decoded;
+          const uint64_t expected = i > 0    ? out.back().first_location + out.back().entry_count
+                                    : g == 0 ? 0
+                                             : ch.first_location;
+          const bool last = g * kBlockEntries + i + 1 == info_.chunk_count;
+          if (ch.first_location != expected || ch.file_size < ch.fixed_bytes() ||
+              ch.first_location > info_.file_count ||
+              ch.entry_count > info_.file_count - ch.first_location ||
+              (last && ch.first_location + ch.entry_count != info_.file_count)) {
+            return Err(Corrupt(fmt::format("bad chunk record {}", g * kBlockEntries + i)));
+          }
+          out.push_back(ch);
+        }
+        return out;
+      }));
   return (*group)[c % kBlockEntries];
 }
 
@@ -412,8 +415,9 @@ Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block, bool
   // starts at or before it (every chunk is in memory).
   uint64_t chunk = 0;
   if (version_ == kFormatVersion2) {
-    auto it = std::upper_bound(chunks_.begin(), chunks_.end(), first,
-                               [](uint64_t k, const SegmentChunk& ch) { return k < ch.first_location; });
+    auto it =
+        std::upper_bound(chunks_.begin(), chunks_.end(), first,
+                         [](uint64_t k, const SegmentChunk& ch) { return k < ch.first_location; });
     chunk = static_cast<uint64_t>(it - chunks_.begin()) - 1;
     while (chunks_[chunk].entry_count == 0) ++chunk;  // empty chunks hold no locations
   } else {
@@ -431,8 +435,10 @@ Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block, bool
       if (ch.first_location != end) return Err(bad);  // chunk records must tile the locations
     }
     if (ordinal == ch.first_location) {
-      if (i > 0) offset = kChunkHeaderSize;
-      else if (offset != kChunkHeaderSize) c.ok = false;
+      if (i > 0)
+        offset = kChunkHeaderSize;
+      else if (offset != kChunkHeaderSize)
+        c.ok = false;
     } else if (i > 0) {
       offset = out[i - 1].offset + out[i - 1].length;
     }
@@ -465,9 +471,9 @@ Result<std::vector<SegmentLocation>> Segment::LocationBlock(uint64_t block, bool
 Result<std::vector<uint64_t>> Segment::KeyRankBlock(uint64_t b, bool keep) const {
   const uint64_t width = KeyRankWidth(info_.file_count);
   const uint64_t entries = std::min(kBlockEntries, info_.file_count - b * kBlockEntries);
-  STOKER_ASSIGN_OR_RETURN(std::string bytes,
-                          ReadBlockBytes(kSegKeyRanks, b * (kBlockEntries * width + 4),
-                                         entries * width + 4, keep));
+  STOKER_ASSIGN_OR_RETURN(
+      std::string bytes,
+      ReadBlockBytes(kSegKeyRanks, b * (kBlockEntries * width + 4), entries * width + 4, keep));
   std::vector<uint64_t> ranks(entries);
   for (uint64_t i = 0; i < entries; ++i) {
     const char* at = bytes.data() + i * width;
@@ -495,8 +501,7 @@ Result<Segment::FileValue> Segment::ParseFileValue(std::string_view value, uint6
   return FileValue{*ordinal, *position};
 }
 
-Result<std::pair<std::string, Segment::FileValue>> Segment::FileAt(
-    uint64_t position) const {
+Result<std::pair<std::string, Segment::FileValue>> Segment::FileAt(uint64_t position) const {
   STOKER_ASSIGN_OR_RETURN(const uint64_t rank, KeyRank(position));
   STOKER_ASSIGN_OR_RETURN(auto entry, files_->EntryAt(rank / kBlockEntries, rank % kBlockEntries));
   STOKER_ASSIGN_OR_RETURN(const FileValue value, ParseFileValue(entry.value, rank));
@@ -549,8 +554,8 @@ Result<std::optional<uint64_t>> Segment::FindFile(std::string_view path) const {
 
 Result<std::vector<SegmentFileEntry>> Segment::Files(uint64_t first, uint64_t count) const {
   if (first > info_.file_count || count > info_.file_count - first) {
-    return Err(Status::InvalidArgument(fmt::format("segment {}: files [{}, +{}) out of range",
-                                                   name_, first, count)));
+    return Err(Status::InvalidArgument(
+        fmt::format("segment {}: files [{}, +{}) out of range", name_, first, count)));
   }
   std::vector<SegmentFileEntry> out(count);
   std::vector<uint64_t> positions(count);
@@ -664,18 +669,21 @@ Status Segment::ForEachAttribute(
     const std::function<void(uint64_t, std::string_view, std::string_view)>& fn) const {
   if (info_.attr_count == 0) return Status::OK();
   Status bad;
-  STOKER_RETURN_IF_ERROR(attrs_->Scan("", [&](const Table::Entry& e) {
-    uint64_t position = 0;
-    for (int b = 0; b < 8 && b < static_cast<int>(e.key.size()); ++b) {
-      position = (position << 8) | static_cast<uint8_t>(e.key[b]);
-    }
-    if (e.key.size() < 8 || position >= info_.file_count) {
-      bad = Corrupt("an attribute names no file");
-      return false;
-    }
-    fn(position, std::string_view(e.key).substr(8), e.value);
-    return true;
-  }, /*keep=*/false));
+  STOKER_RETURN_IF_ERROR(attrs_->Scan(
+      "",
+      [&](const Table::Entry& e) {
+        uint64_t position = 0;
+        for (int b = 0; b < 8 && b < static_cast<int>(e.key.size()); ++b) {
+          position = (position << 8) | static_cast<uint8_t>(e.key[b]);
+        }
+        if (e.key.size() < 8 || position >= info_.file_count) {
+          bad = Corrupt("an attribute names no file");
+          return false;
+        }
+        fn(position, std::string_view(e.key).substr(8), e.value);
+        return true;
+      },
+      /*keep=*/false));
   return bad;
 }
 

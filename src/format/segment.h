@@ -7,16 +7,16 @@
 // Thread-safety: immutable after Open(); every method may be called concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
-#include <atomic>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -129,22 +129,20 @@ class Segment {
   Result<std::vector<std::pair<std::string, std::string>>> Attributes(uint64_t position) const;
 
   // Every attribute, by file position then name.
-  Status ForEachAttribute(
-      const std::function<void(uint64_t position, std::string_view key, std::string_view value)>&
-          fn) const;
+  Status ForEachAttribute(const std::function<void(uint64_t position, std::string_view key,
+                                                   std::string_view value)>& fn) const;
   // Reads and checks every block of every table (`stoker verify`).
   Status CheckEveryBlock() const;
   // The locations of chunk `c` (< chunk_count), in storage order: only the location blocks
   // that hold them are read (a reader of a few chunks, or verify chunk by chunk).
   Result<std::vector<SegmentLocation>> ChunkLocations(uint64_t c) const;
   // Every location, chunk by chunk in storage order (ordinal = rank in that order).
-  Status ForEachLocation(const std::function<void(uint64_t ordinal, const SegmentLocation&)>& fn)
-      const;
+  Status ForEachLocation(
+      const std::function<void(uint64_t ordinal, const SegmentLocation&)>& fn) const;
   // Every file in key order, with its position and the ordinal of its location.
   // `fn`'s error ends the walk and is returned.
-  Status ForEachFile(
-      const std::function<Status(uint64_t position, std::string_view path, uint64_t location)>&
-          fn) const;
+  Status ForEachFile(const std::function<Status(uint64_t position, std::string_view path,
+                                                uint64_t location)>& fn) const;
   // The files of block `b` (< file_block_count()) of the file table, in key order: a merge
   // reads every segment's files in key order one block at a time.
   uint64_t file_block_count() const;
@@ -199,8 +197,8 @@ class Segment {
   };
   SectionRef sections_[16];
   uint32_t version_ = 0;
-  std::vector<SegmentChunk> chunks_;       // format 2 only
-  std::vector<uint64_t> location_index_;   // format 2 only
+  std::vector<SegmentChunk> chunks_;                                   // format 2 only
+  std::vector<uint64_t> location_index_;                               // format 2 only
   mutable ParsedCache<std::vector<SegmentChunk>> chunk_groups_{1024};  // format 3
   mutable std::mutex samples_mu_;
   mutable std::atomic<bool> samples_loaded_ = false;

@@ -106,23 +106,24 @@ constexpr uint64_t kMaxLocationRecord = 6 * varint::kMaxBytes + 4;
 // What Seal's steps share while it runs (SegmentBuilder::State::Seal*).
 struct SealWork {
   SealWork(const SortOptions& sort, size_t chunk_count)
-      : by_location(sort, [](std::string_view a, std::string_view b) {
-          return a.substr(0, 8) < b.substr(0, 8);  // big-endian ordinals: byte order is numeric
-        }),
+      : by_location(sort,
+                    [](std::string_view a, std::string_view b) {
+                      return a.substr(0, 8) <
+                             b.substr(0, 8);  // big-endian ordinals: byte order is numeric
+                    }),
         entries(chunk_count),
         payload(chunk_count) {}
   ExternalSorter by_location;              // ordinal | LocationRecord, for WriteLocations
   std::vector<uint64_t> entries, payload;  // per chunk: the files and payload bytes seen
   std::unordered_map<std::string, int64_t> dir_class_of;  // first component -> first-seen rank
   std::vector<std::string> dir_class_names;               // by first-seen rank
-  std::vector<KeyRecord> sample;  // the files of the sample being read
+  std::vector<KeyRecord> sample;                          // the files of the sample being read
   std::string scratch;
 };
 
 struct SegmentBuilder::State {
   explicit State(SortOptions options)
-      : sort(std::move(options)),
-        by_key(sort, [](std::string_view a, std::string_view b) {
+      : sort(std::move(options)), by_key(sort, [](std::string_view a, std::string_view b) {
           return RecordKey(a) < RecordKey(b);
         }) {}
 
@@ -236,9 +237,9 @@ Status SegmentBuilder::State::ReadKeys(SealWork& w, Grouping grouping) {
     }
     if (r.chunk >= chunks.size()) return Status::Internal("a file names a missing chunk");
     if (r.entry >= chunks[r.chunk].entry_count) {
-      return Status::InvalidArgument(fmt::format(
-          "{}: entry {} of chunk {:016x}, which has {} entries", *PathOfFileKey(r.key), r.entry,
-          chunks[r.chunk].id, chunks[r.chunk].entry_count));
+      return Status::InvalidArgument(
+          fmt::format("{}: entry {} of chunk {:016x}, which has {} entries", *PathOfFileKey(r.key),
+                      r.entry, chunks[r.chunk].id, chunks[r.chunk].entry_count));
     }
     ++w.entries[r.chunk];
     w.payload[r.chunk] += r.length;
@@ -275,7 +276,12 @@ Status SegmentBuilder::State::FlushSample(SealWork& w, Grouping grouping) {
     const uint64_t p = files++;
     const std::string path = *PathOfFileKey(r.key);
     AddToDirTable(dirs, path, p);
-    LocationRecord l{p, r.length, r.crc32c, r.label, -1, sample_index,
+    LocationRecord l{p,
+                     r.length,
+                     r.crc32c,
+                     r.label,
+                     -1,
+                     sample_index,
                      &r == &sample.front() ? sample.size() : 0};
     if (const size_t slash = path.find('/'); slash != std::string::npos) {
       auto [cls, fresh] = w.dir_class_of.try_emplace(
@@ -366,8 +372,8 @@ Status SegmentBuilder::State::WriteLocations(SealWork& w) {
   std::sort(first_dirs.begin(), first_dirs.end());
   std::vector<int64_t> sorted_class(w.dir_class_names.size());
   for (size_t k = 0; k < w.dir_class_names.size(); ++k) {
-    sorted_class[k] = std::lower_bound(first_dirs.begin(), first_dirs.end(),
-                                       w.dir_class_names[k]) - first_dirs.begin();
+    sorted_class[k] = std::lower_bound(first_dirs.begin(), first_dirs.end(), w.dir_class_names[k]) -
+                      first_dirs.begin();
   }
   STOKER_ASSIGN_OR_RETURN(locations, Spool::Create(sort.temp_dir));
   uint64_t expected = 0;
@@ -398,9 +404,7 @@ Status SegmentBuilder::State::ForEachKey(const std::function<Status(std::string_
   }
 }
 
-const std::optional<std::string>& SegmentBuilder::duplicate_path() const {
-  return s_->duplicate;
-}
+const std::optional<std::string>& SegmentBuilder::duplicate_path() const { return s_->duplicate; }
 uint64_t SegmentBuilder::file_count() const { return s_->files; }
 uint64_t SegmentBuilder::total_bytes() const { return s_->total_bytes; }
 const std::vector<ChunkInfo>& SegmentBuilder::chunks() const { return s_->chunks; }
@@ -516,7 +520,8 @@ Status WritableFileSink::Append(std::string_view bytes) {
 }
 
 Status WritableFileSink::Flush() {
-  const Status s = file_.Append({reinterpret_cast<const std::byte*>(buffer_.data()), buffer_.size()});
+  const Status s =
+      file_.Append({reinterpret_cast<const std::byte*>(buffer_.data()), buffer_.size()});
   buffer_.clear();
   return s;
 }
@@ -538,25 +543,32 @@ Result<std::string> BuildSegment(const SegmentSpec& spec) {
   uint64_t expect = kChunkHeaderSize, entry = 0;
   for (uint64_t k = 0; k < n; ++k) {
     const SegmentFile& f = spec.files[by_place[k]];
-    if (k == 0 || f.chunk != spec.files[by_place[k - 1]].chunk) expect = kChunkHeaderSize, entry = 0;
+    if (k == 0 || f.chunk != spec.files[by_place[k - 1]].chunk)
+      expect = kChunkHeaderSize, entry = 0;
     if (f.offset != expect) {
-      return Err(Status::InvalidArgument(fmt::format(
-          "{}: offset {} in chunk {:016x}, expected {} (files must tile their chunk)", f.path,
-          f.offset, spec.chunks[f.chunk].id, expect)));
+      return Err(Status::InvalidArgument(
+          fmt::format("{}: offset {} in chunk {:016x}, expected {} (files must tile their chunk)",
+                      f.path, f.offset, spec.chunks[f.chunk].id, expect)));
     }
     if (f.label < -1 || (f.label >= 0 && static_cast<uint64_t>(f.label) >=
                                              spec.first_label + spec.classes.size())) {
-      return Err(Status::InvalidArgument(fmt::format("{}: label {} has no class", f.path, f.label)));
+      return Err(
+          Status::InvalidArgument(fmt::format("{}: label {} has no class", f.path, f.label)));
     }
     expect += f.length;
-    STOKER_RETURN_IF_ERROR(builder.Add(
-        {f.path, f.chunk, entry++, f.length, f.crc32c, f.label, f.attributes}));
+    STOKER_RETURN_IF_ERROR(
+        builder.Add({f.path, f.chunk, entry++, f.length, f.crc32c, f.label, f.attributes}));
   }
   STOKER_RETURN_IF_ERROR(builder.Seal(
       spec.chunks, (spec.flags & kSegmentGrouped) ? Grouping::kSamples : Grouping::kFiles));
   InMemorySegmentSink sink;
-  const SegmentNumbering numbering{spec.flags,       spec.first_file, spec.first_sample,
-                                   spec.first_label, spec.classes,    LabelSource::kInput, {}};
+  const SegmentNumbering numbering{spec.flags,
+                                   spec.first_file,
+                                   spec.first_sample,
+                                   spec.first_label,
+                                   spec.classes,
+                                   LabelSource::kInput,
+                                   {}};
   STOKER_RETURN_IF_ERROR(builder.Write(numbering, sink));
   return std::move(sink.bytes);
 }

@@ -51,10 +51,10 @@ enum class LabelSource : uint8_t {
 
 // What a segment says that depends on the version it extends (docs/format.md §3.1).
 struct SegmentNumbering {
-  uint32_t flags = 0;        // kSegment* flags of segment_layout.h
-  uint64_t first_file = 0;   // index of the segment's first file in the dataset
+  uint32_t flags = 0;       // kSegment* flags of segment_layout.h
+  uint64_t first_file = 0;  // index of the segment's first file in the dataset
   uint64_t first_sample = 0;
-  uint32_t first_label = 0;  // the label of classes[0]
+  uint32_t first_label = 0;          // the label of classes[0]
   std::vector<std::string> classes;  // names of the classes this segment adds
   LabelSource labels = LabelSource::kNone;
   // With LabelSource::kDirs: the label of each of first_level_dirs(), in its order.

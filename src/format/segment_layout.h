@@ -48,9 +48,9 @@ inline constexpr uint64_t kMaxSegmentFooterSize = 1 << 20;
 
 // Footer flags. The first three are the dataset's (the same in every segment, and in the
 // version record); kSegmentPositioned is the segment's own.
-inline constexpr uint32_t kSegmentGrouped = 1u << 0;           // samples section present
-inline constexpr uint32_t kSegmentLabelled = 1u << 1;          // files carry labels
-inline constexpr uint32_t kSegmentLabelsFromDirs = 1u << 2;    // class = first path component
+inline constexpr uint32_t kSegmentGrouped = 1u << 0;         // samples section present
+inline constexpr uint32_t kSegmentLabelled = 1u << 1;        // files carry labels
+inline constexpr uint32_t kSegmentLabelsFromDirs = 1u << 2;  // class = first path component
 inline constexpr uint32_t kSegmentDatasetFlags = 0x7;
 // Positions are not key order (a merged segment, §3.5): file values carry the position and a
 // key-ranks section maps positions to key ranks.
@@ -67,8 +67,8 @@ enum SegmentSection : uint32_t {
   kSegDirs = 7,
   kSegDirIndex = 8,
   kSegDirKeys = 9,
-  kSegClasses = 10,       // names of the classes this segment adds (varint length + bytes)
-  kSegSamples = 11,       // grouped only: u64 first file position of each sample, then F
+  kSegClasses = 10,  // names of the classes this segment adds (varint length + bytes)
+  kSegSamples = 11,  // grouped only: u64 first file position of each sample, then F
   kSegAttrs = 12,
   kSegAttrIndex = 13,
   kSegAttrKeys = 14,

@@ -51,9 +51,9 @@ Status CheckConsecutive(std::span<const Segment* const> inputs) {
         b.first_sample != a.first_sample + a.sample_count ||
         b.first_label != a.first_label + a.class_count ||
         (b.flags & kSegmentDatasetFlags) != flags) {
-      return Status::InvalidArgument(fmt::format(
-          "segments {} and {} do not follow each other in one version", inputs[j - 1]->name(),
-          inputs[j]->name()));
+      return Status::InvalidArgument(
+          fmt::format("segments {} and {} do not follow each other in one version",
+                      inputs[j - 1]->name(), inputs[j]->name()));
     }
   }
   return Status::OK();
@@ -111,8 +111,8 @@ Status MergeSegments(std::span<const Segment* const> inputs, const SortOptions& 
     for (size_t j = 0; j < inputs.size(); ++j) {
       for (uint64_t c = 0; c < inputs[j]->info().chunk_count; ++c) {
         STOKER_ASSIGN_OR_RETURN(const SegmentChunk ch, inputs[j]->chunk(c));
-        STOKER_RETURN_IF_ERROR(chunks.Add(ch, ch.first_location + shift[j].files,
-                                          chunk_samples[shift[j].chunks + c]));
+        STOKER_RETURN_IF_ERROR(
+            chunks.Add(ch, ch.first_location + shift[j].files, chunk_samples[shift[j].chunks + c]));
       }
     }
     STOKER_RETURN_IF_ERROR(chunks.Finish());

@@ -51,8 +51,8 @@ Segment::Table::Table(const Segment* segment, uint32_t blocks_kind, uint32_t ind
 Status Segment::Table::LoadFlat(const std::string& index, const std::string& keys,
                                 uint32_t keys_kind) {
   if (index.size() != kIndexRecordSize * (blocks_ + 1)) {
-    return segment_->Corrupt(fmt::format("section {} has {} bytes for {} blocks", index_kind_,
-                                         index.size(), blocks_));
+    return segment_->Corrupt(
+        fmt::format("section {} has {} bytes for {} blocks", index_kind_, index.size(), blocks_));
   }
   const uint64_t blocks_size = segment_->sections_[blocks_kind_].size;
   uint64_t key_end = 0, previous = 0;
@@ -86,8 +86,7 @@ Status Segment::Table::LoadFlat(const std::string& index, const std::string& key
 Status Segment::Table::LoadTop(const std::string& top, uint32_t top_kind) {
   two_level_ = true;
   const uint64_t index_blocks = BlocksFor(blocks_);
-  const Status bad =
-      segment_->Corrupt(fmt::format("top index section {} is malformed", top_kind));
+  const Status bad = segment_->Corrupt(fmt::format("top index section {} is malformed", top_kind));
   ByteCursor c{top};
   for (uint64_t j = 0; j <= index_blocks && c.ok; ++j) {
     Top t;
@@ -103,8 +102,7 @@ Status Segment::Table::LoadTop(const std::string& top, uint32_t top_kind) {
     }
     top_.push_back(std::move(t));
   }
-  if (!c.ok || !c.in.empty() ||
-      top_.back().index_offset != segment_->sections_[index_kind_].size ||
+  if (!c.ok || !c.in.empty() || top_.back().index_offset != segment_->sections_[index_kind_].size ||
       top_.back().data_offset != segment_->sections_[blocks_kind_].size) {
     return bad;
   }
@@ -119,19 +117,18 @@ Status Segment::Table::Malformed(uint64_t b) const {
   return segment_->Corrupt(fmt::format("block {} of section {} is malformed", b, blocks_kind_));
 }
 
-Result<std::shared_ptr<const Segment::Table::Refs>> Segment::Table::IndexBlock(
-    uint64_t j) const {
+Result<std::shared_ptr<const Segment::Table::Refs>> Segment::Table::IndexBlock(uint64_t j) const {
   return index_blocks_.Get(j, [&]() -> Result<Refs> {
     const Top &at = top_[j], &next = top_[j + 1];
     // Not into the block cache: the parsed index block is cached (index_blocks_).
-    STOKER_ASSIGN_OR_RETURN(std::string bytes,
-                            segment_->ReadBlockBytes(index_kind_, at.index_offset,
-                                                     next.index_offset - at.index_offset,
-                                                     /*keep=*/false));
+    STOKER_ASSIGN_OR_RETURN(
+        std::string bytes,
+        segment_->ReadBlockBytes(index_kind_, at.index_offset, next.index_offset - at.index_offset,
+                                 /*keep=*/false));
     const uint64_t count = std::min(kBlockEntries, blocks_ - j * kBlockEntries);
     auto entries = DecodeBlock(bytes, count, at.first_key);
-    const Status bad = segment_->Corrupt(
-        fmt::format("block {} of index section {} is malformed", j, index_kind_));
+    const Status bad =
+        segment_->Corrupt(fmt::format("block {} of index section {} is malformed", j, index_kind_));
     if (!entries) return Err(bad);
     // Each entry's value is its data block's size; the blocks tile the data between this
     // index block's first data block and the next one's.
@@ -209,29 +206,26 @@ Result<Segment::Table::Entry> Segment::Table::EntryAt(uint64_t b, uint64_t i) co
 }
 
 Result<std::optional<uint64_t>> Segment::Table::BlockFor(std::string_view key) const {
-  const auto last_at_or_before = [&](const auto& items, const auto& key_of)
-      -> std::optional<uint64_t> {
+  const auto last_at_or_before = [&](const auto& items,
+                                     const auto& key_of) -> std::optional<uint64_t> {
     auto it = std::upper_bound(items.begin(), items.end(), key,
                                [&](std::string_view k, const auto& x) { return k < key_of(x); });
     if (it == items.begin()) return std::nullopt;
     return static_cast<uint64_t>(it - items.begin() - 1);
   };
   if (!two_level_) {
-    return last_at_or_before(flat_, [](const BlockRef& r) -> const std::string& {
-      return r.first_key;
-    });
+    return last_at_or_before(flat_,
+                             [](const BlockRef& r) -> const std::string& { return r.first_key; });
   }
   if (blocks_ == 0) return std::optional<uint64_t>();
   // The top's last record holds no key: search the index blocks' records only.
   const std::span<const Top> tops(top_.data(), top_.size() - 1);
-  const auto j = last_at_or_before(tops, [](const Top& t) -> const std::string& {
-    return t.first_key;
-  });
+  const auto j =
+      last_at_or_before(tops, [](const Top& t) -> const std::string& { return t.first_key; });
   if (!j) return std::optional<uint64_t>();
   STOKER_ASSIGN_OR_RETURN(auto refs, IndexBlock(*j));
-  const auto i = last_at_or_before(*refs, [](const BlockRef& r) -> const std::string& {
-    return r.first_key;
-  });
+  const auto i =
+      last_at_or_before(*refs, [](const BlockRef& r) -> const std::string& { return r.first_key; });
   return std::optional<uint64_t>(*j * kBlockEntries + i.value_or(0));
 }
 

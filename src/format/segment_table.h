@@ -7,9 +7,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <span>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>

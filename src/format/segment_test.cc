@@ -145,7 +145,8 @@ TEST(Segment, RoundTripsEveryFileByPathPositionAndLocation) {
                    EXPECT_LT(ordinal, paths.size());
                    ++visited;
                    return Status::OK();
-                 }).ok());
+                 })
+                  .ok());
   EXPECT_EQ(visited, paths.size());
   std::vector<bool> seen(paths.size());
   uint64_t last_chunk = 0;
@@ -154,13 +155,15 @@ TEST(Segment, RoundTripsEveryFileByPathPositionAndLocation) {
                    last_chunk = l.chunk;
                    EXPECT_FALSE(seen[l.position]);
                    seen[l.position] = true;
-                 }).ok());
+                 })
+                  .ok());
   EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(paths.size()));
   // One chunk's locations, read alone, are that chunk's part of the whole walk, in order.
   std::vector<std::vector<uint64_t>> by_chunk(seg->info().chunk_count);
   ASSERT_TRUE(seg->ForEachLocation([&](uint64_t, const SegmentLocation& l) {
                    by_chunk[l.chunk].push_back(l.position);
-                 }).ok());
+                 })
+                  .ok());
   for (uint64_t c = 0; c < seg->info().chunk_count; ++c) {
     std::vector<uint64_t> alone;
     const auto locations = seg->ChunkLocations(c).value();
@@ -279,8 +282,8 @@ TEST(Segment, DamageInAnyFormat3GroupIsCaught) {
       bytes[at] = static_cast<char>(bytes[at] ^ 0x04);
       auto seg = Segment::Open(std::make_shared<StringFile>(&bytes), "flipped.seg");
       const Status st = seg ? (*seg)->CheckEveryBlock() : seg.error();
-      EXPECT_TRUE(st.IsCorruption()) << "section " << kind << " byte " << at << ": "
-                                     << st.ToString();
+      EXPECT_TRUE(st.IsCorruption())
+          << "section " << kind << " byte " << at << ": " << st.ToString();
       bytes[at] = original[at];
       ++flipped;
     }
@@ -320,7 +323,8 @@ void ExpectLocationsSayTheirSamples(const Segment& seg) {
                        << "file " << l.position;
                    started[l.chunk] += l.sample_files > 0;
                    ++locations;
-                 }).ok());
+                 })
+                  .ok());
   EXPECT_EQ(locations, seg.info().file_count);
   for (uint64_t c = 0; c < seg.info().chunk_count; ++c) {
     EXPECT_EQ(seg.chunk(c).value().sample_count, started[c]) << "chunk " << c;
@@ -328,9 +332,8 @@ void ExpectLocationsSayTheirSamples(const Segment& seg) {
 }
 
 TEST(Segment, GroupsTarSamplesByKey) {
-  SegmentSpec spec = SpecFor({"s/000001.jpg", "s/000001.cls", "s/000002.jpg", "s/0000020.jpg",
-                              "s/000002.json", "t/x"},
-                             3);
+  SegmentSpec spec = SpecFor(
+      {"s/000001.jpg", "s/000001.cls", "s/000002.jpg", "s/0000020.jpg", "s/000002.json", "t/x"}, 3);
   spec.flags |= kSegmentGrouped;
   spec.first_sample = 40;
   const std::string bytes = BuildSegment(spec).value();
@@ -391,16 +394,23 @@ TEST(SegmentBuilder, StreamsThroughSortedRunsToTheSameBytes) {
   std::vector<uint64_t> next_entry(spec.chunks.size());
   for (size_t i : by_place) {
     const SegmentFile& f = spec.files[i];
-    ASSERT_TRUE(builder.Add({f.path, f.chunk, next_entry[f.chunk]++, f.length, f.crc32c, f.label,
-                             f.attributes}).ok());
+    ASSERT_TRUE(builder
+                    .Add({f.path, f.chunk, next_entry[f.chunk]++, f.length, f.crc32c, f.label,
+                          f.attributes})
+                    .ok());
   }
   ASSERT_TRUE(builder.Seal(spec.chunks, Grouping::kFiles).ok());
   EXPECT_EQ(builder.file_count(), spec.files.size());
   EXPECT_EQ(builder.first_level_dirs(), (std::vector<std::string>{"a", "a.b", "train"}));
   EXPECT_EQ(builder.a_file_outside_dirs(), "README");
   EXPECT_EQ(builder.max_label(), 4);
-  SegmentNumbering numbering{spec.flags,       spec.first_file, spec.first_sample,
-                             spec.first_label, spec.classes,    LabelSource::kInput, {}};
+  SegmentNumbering numbering{spec.flags,
+                             spec.first_file,
+                             spec.first_sample,
+                             spec.first_label,
+                             spec.classes,
+                             LabelSource::kInput,
+                             {}};
   InMemorySegmentSink sink;
   ASSERT_TRUE(builder.Write(numbering, sink).ok());
   EXPECT_EQ(sink.bytes == expected, true) << "streamed and in-memory segments differ";
@@ -653,8 +663,8 @@ TEST(SegmentMerge, KeepsSamplesAndMergesAgain) {
 // by 6cf04d5, before format 3).
 TEST(SegmentMerge, WritesTheSamplesAFormat2InputDoesNotSay) {
   for (const char* name : {"format2_merged.seg", "format2_webdataset.seg"}) {
-    const std::string old = test::ReadFileToString(std::string(STOKER_SOURCE_DIR) +
-                                                "/fuzz/corpus/segment/" + name);
+    const std::string old =
+        test::ReadFileToString(std::string(STOKER_SOURCE_DIR) + "/fuzz/corpus/segment/" + name);
     auto in = OpenOrDie(&old);
     ASSERT_NE(in, nullptr) << name;
     EXPECT_EQ(in->format_version(), kFormatVersion2);

@@ -50,9 +50,9 @@ Result<std::unique_ptr<Snapshot>> Snapshot::Open(std::shared_ptr<const FileBytes
   // format.
   const uint32_t version = coding::DecodeFixed<uint32_t>(p + header::kVersion);
   if (version != kSnapshotVersion) {
-    return Err(Status::Unsupported(fmt::format(
-        "snapshot {}: format version {} (this build reads version {})", name, version,
-        kSnapshotVersion)));
+    return Err(Status::Unsupported(
+        fmt::format("snapshot {}: format version {} (this build reads version {})", name, version,
+                    kSnapshotVersion)));
   }
   snap->flags_ = coding::DecodeFixed<uint32_t>(p + header::kFlags);
   snap->dataset_version_ = coding::DecodeFixed<uint64_t>(p + header::kDatasetVersion);
@@ -109,7 +109,8 @@ std::string Snapshot::CheckSections() const {
       return fmt::format("section {} out of bounds", s);
     }
   }
-  if (flags_ & ~(kFlagGroupedSamples | kFlagLabelled | kFlagLabelsFromDirectories)) return "unknown flags";
+  if (flags_ & ~(kFlagGroupedSamples | kFlagLabelled | kFlagLabelsFromDirectories))
+    return "unknown flags";
   if (!grouped && c.samples != c.files) return "sample count differs from file count";
   if (c.dirs == 0) return "no root directory";
   if (!IsPowerOfTwo(c.file_slots) || c.file_slots <= c.files || !IsPowerOfTwo(c.dir_slots) ||
@@ -118,7 +119,8 @@ std::string Snapshot::CheckSections() const {
   }
   if (section_size_[kSectionStrings] > 0xFFFFFFFFull) return "strings section too big";
   for (uint32_t i = 0; i < c.chunks; ++i) {
-    if (chunk(i).file_size < kChunkHeaderSize + kChunkFooterSize) return fmt::format("chunk {} too small", i);
+    if (chunk(i).file_size < kChunkHeaderSize + kChunkFooterSize)
+      return fmt::format("chunk {} too small", i);
   }
   return "";
 }
@@ -164,8 +166,7 @@ std::string Snapshot::CheckFiles() const {
     if (f.chunk >= c.chunks) return fmt::format("file {}: bad chunk", i);
     const ChunkRecord ch = chunk(f.chunk);
     const uint64_t data_end = ch.file_size - kChunkFooterSize;
-    if (f.offset < kChunkHeaderSize || f.offset > data_end ||
-        f.length > data_end - f.offset) {
+    if (f.offset < kChunkHeaderSize || f.offset > data_end || f.length > data_end - f.offset) {
       return fmt::format("file {}: extent outside its chunk", i);
     }
     if (f.label != kNoLabel && (f.label < 0 || static_cast<uint32_t>(f.label) >= c.classes)) {
@@ -228,8 +229,7 @@ bool Snapshot::ValidString(uint32_t strref) const {
 }
 
 std::string_view Snapshot::String(uint32_t strref) const {
-  const auto* at =
-      reinterpret_cast<const char*>(base_ + section_offset_[kSectionStrings] + strref);
+  const auto* at = reinterpret_cast<const char*>(base_ + section_offset_[kSectionStrings] + strref);
   return {at + 2, coding::DecodeFixed<uint16_t>(at)};
 }
 
@@ -260,7 +260,10 @@ std::vector<std::pair<std::string_view, std::string_view>> Snapshot::FileAttribu
   uint32_t lo = 0, hi = counts_.attrs;
   while (lo < hi) {
     const uint32_t mid = lo + (hi - lo) / 2;
-    if (Load<AttrRecord>(kSectionAttrs, mid).file < i) lo = mid + 1; else hi = mid;
+    if (Load<AttrRecord>(kSectionAttrs, mid).file < i)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   std::vector<std::pair<std::string_view, std::string_view>> out;
   for (; lo < counts_.attrs; ++lo) {

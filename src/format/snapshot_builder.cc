@@ -45,8 +45,10 @@ class StringPool {
  public:
   Result<uint32_t> Add(std::string_view s, bool dedupe) {
     if (s.size() > kMaxString) {
-      return Err(Status::InvalidArgument(fmt::format("string too long for a snapshot ({} bytes): "
-                                                     "{}...", s.size(), s.substr(0, 64))));
+      return Err(
+          Status::InvalidArgument(fmt::format("string too long for a snapshot ({} bytes): "
+                                              "{}...",
+                                              s.size(), s.substr(0, 64))));
     }
     if (dedupe) {
       if (auto it = seen_.find(std::string(s)); it != seen_.end()) return it->second;
@@ -108,20 +110,20 @@ Status ValidateRelativePath(std::string_view path) {
     return Status::InvalidArgument("path contains a NUL byte");
   }
   if (path.size() > kMaxPath) {
-    return Status::InvalidArgument(
-        fmt::format("path of {} bytes (at most {}): {}...", path.size(), kMaxPath, path.substr(0, 64)));
+    return Status::InvalidArgument(fmt::format("path of {} bytes (at most {}): {}...", path.size(),
+                                               kMaxPath, path.substr(0, 64)));
   }
   size_t start = 0;
   while (start <= path.size()) {
     const size_t end = std::min(path.find('/', start), path.size());
     const std::string_view part = path.substr(start, end - start);
     if (part.empty() || part == "." || part == "..") {
-      return Status::InvalidArgument(fmt::format("path has an empty, '.' or '..' component: {}",
-                                                 path));
+      return Status::InvalidArgument(
+          fmt::format("path has an empty, '.' or '..' component: {}", path));
     }
     if (part.size() > kMaxComponent) {
-      return Status::InvalidArgument(fmt::format("path component longer than {} bytes: {}",
-                                                 kMaxComponent, path));
+      return Status::InvalidArgument(
+          fmt::format("path component longer than {} bytes: {}", kMaxComponent, path));
     }
     start = end + 1;
   }
@@ -176,8 +178,8 @@ Result<DirTree> BuildDirTree(const std::vector<SnapshotEntry>& entries) {
   }
   for (const auto& e : entries) {
     if (children.contains(e.path)) {
-      return Err(Status::InvalidArgument(
-          fmt::format("path is both a file and a directory: {}", e.path)));
+      return Err(
+          Status::InvalidArgument(fmt::format("path is both a file and a directory: {}", e.path)));
     }
   }
   DirTree tree;
@@ -186,9 +188,8 @@ Result<DirTree> BuildDirTree(const std::vector<SnapshotEntry>& entries) {
   tree.file_order.reserve(entries.size());
   for (uint32_t d = 0; d < dirs.size(); ++d) {
     auto& kids = children[dirs[d].path];
-    std::sort(kids.begin(), kids.end(), [](std::string_view a, std::string_view b) {
-      return BaseOf(a) < BaseOf(b);
-    });
+    std::sort(kids.begin(), kids.end(),
+              [](std::string_view a, std::string_view b) { return BaseOf(a) < BaseOf(b); });
     dirs[d].first_child = static_cast<uint32_t>(dirs.size());
     dirs[d].child_count = static_cast<uint32_t>(kids.size());
     for (std::string_view kid : kids) dirs.push_back({std::string(kid), BaseOf(kid), d});
@@ -231,8 +232,8 @@ Result<Labels> AssignLabels(const SnapshotSpec& spec, const std::vector<Snapshot
       }
       std::sort(out.classes.begin(), out.classes.end());
       for (size_t i = 0; i < entries.size(); ++i) {
-        const std::string_view first = std::string_view(entries[i].path).substr(
-            0, entries[i].path.find('/'));
+        const std::string_view first =
+            std::string_view(entries[i].path).substr(0, entries[i].path.find('/'));
         out.by_entry[i] = static_cast<int32_t>(
             std::lower_bound(out.classes.begin(), out.classes.end(), first) - out.classes.begin());
       }
@@ -256,14 +257,14 @@ Result<Labels> AssignLabels(const SnapshotSpec& spec, const std::vector<Snapshot
 
 // Step 4 (grouped datasets): the first file of each (directory, key) group, then the file
 // count; every member of a group takes the group's label (the first member label found).
-std::vector<uint32_t> GroupSamples(const std::vector<SnapshotEntry>& entries,
-                                   const DirTree& tree, Labels& labels) {
+std::vector<uint32_t> GroupSamples(const std::vector<SnapshotEntry>& entries, const DirTree& tree,
+                                   Labels& labels) {
   const auto& order = tree.file_order;
   std::vector<uint32_t> starts;
   for (uint32_t f = 0; f < order.size(); ++f) {
-    const bool starts_group = f == 0 || tree.file_dir[order[f - 1]] != tree.file_dir[order[f]] ||
-                              KeyOf(BaseOf(entries[order[f - 1]].path)) !=
-                                  KeyOf(BaseOf(entries[order[f]].path));
+    const bool starts_group =
+        f == 0 || tree.file_dir[order[f - 1]] != tree.file_dir[order[f]] ||
+        KeyOf(BaseOf(entries[order[f - 1]].path)) != KeyOf(BaseOf(entries[order[f]].path));
     if (starts_group) starts.push_back(f);
   }
   for (size_t s = 0; s < starts.size(); ++s) {
@@ -294,7 +295,8 @@ Result<Sections> EncodeSections(const SnapshotSpec& spec, const std::vector<Snap
   auto& sec = out.bytes;
   StringPool strings;
   for (const auto& c : spec.chunks) {
-    AppendRecord(&sec[kSectionChunks], ChunkRecord{c.id, c.file_size, c.data_crc32c, c.entry_count});
+    AppendRecord(&sec[kSectionChunks],
+                 ChunkRecord{c.id, c.file_size, c.data_crc32c, c.entry_count});
   }
   for (const auto& d : tree.dirs) {
     STOKER_ASSIGN_OR_RETURN(const uint32_t name, strings.Add(d.name, true));
@@ -361,8 +363,9 @@ std::string Assemble(const SnapshotSpec& spec, const Sections& sections, const H
   coding::EncodeFixed<uint32_t>(h + header::kSampleCount, n.samples);
   coding::EncodeFixed<uint32_t>(h + header::kChunkCount, n.chunks);
   coding::EncodeFixed<uint32_t>(h + header::kClassCount, n.classes);
-  coding::EncodeFixed<uint32_t>(h + header::kAttrCount,
-                                static_cast<uint32_t>(sec[kSectionAttrs].size() / sizeof(AttrRecord)));
+  coding::EncodeFixed<uint32_t>(
+      h + header::kAttrCount,
+      static_cast<uint32_t>(sec[kSectionAttrs].size() / sizeof(AttrRecord)));
   coding::EncodeFixed<uint32_t>(h + header::kFileHashSlots, sections.file_slots);
   coding::EncodeFixed<uint32_t>(h + header::kDirHashSlots, sections.dir_slots);
   for (uint32_t s = 0; s < kSectionCount; ++s) {

@@ -14,7 +14,7 @@
 namespace stoker::format {
 
 struct SnapshotEntry {
-  std::string path;  // relative, '/'-separated, already validated by ValidateRelativePath
+  std::string path;    // relative, '/'-separated, already validated by ValidateRelativePath
   uint32_t chunk = 0;  // index into SnapshotSpec::chunks
   uint64_t offset = 0;
   uint32_t length = 0;

@@ -147,7 +147,7 @@ TEST(Snapshot, BatchedLookupsAgreeWithSingleOnes) {
   std::vector<std::string> queries;
   for (const auto& [path, data] : tree.files) {
     queries.push_back(path);
-    queries.push_back(path + "x");       // absent
+    queries.push_back(path + "x");        // absent
     queries.push_back("/" + path + "/");  // slashes trimmed
   }
   queries.push_back("");

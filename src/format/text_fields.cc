@@ -16,8 +16,8 @@ Result<std::string_view> TakeField(std::string_view& text, std::string_view key,
   text.remove_prefix(nl + 1);
   if (!line.starts_with(key) || line.size() <= key.size() + 1 || line[key.size()] != ' ') {
     // Escaped: the line may be damaged bytes, which a message must not pass on raw.
-    return Err(Status::Corruption(fmt::format("{}: expected '{} ...', got {:?}", record, key,
-                                              line.substr(0, 80))));
+    return Err(Status::Corruption(
+        fmt::format("{}: expected '{} ...', got {:?}", record, key, line.substr(0, 80))));
   }
   return line.substr(key.size() + 1);
 }

@@ -53,8 +53,8 @@ std::string EncodeVersionRecord(const VersionRecord& r) {
   std::string body = fmt::format(
       "stoker-version 2\nversion {}\nparent {}\ncreated {}\nwriter {:016x}\nflags {}\nfiles {}\n"
       "samples {}\nclasses {}\nchunks {}\nbytes {}\n",
-      r.version, r.parent, r.created_unix_seconds, r.writer, r.flags, r.files, r.samples,
-      r.classes, r.chunks, r.bytes);
+      r.version, r.parent, r.created_unix_seconds, r.writer, r.flags, r.files, r.samples, r.classes,
+      r.chunks, r.bytes);
   for (const SegmentRef& s : r.segments) {
     body += fmt::format("segment {:016x} {} {:08x} {} {} {} {}\n", s.id, s.bytes, s.footer_crc32c,
                         s.files, s.samples, s.classes, s.chunks);
@@ -63,7 +63,8 @@ std::string EncodeVersionRecord(const VersionRecord& r) {
 }
 
 Result<VersionRecord> ParseVersionRecord(std::string_view text) {
-  if (text.size() > kMaxVersionRecordSize) return Err(Status::Corruption("version record: too large"));
+  if (text.size() > kMaxVersionRecordSize)
+    return Err(Status::Corruption("version record: too large"));
   // The CRC first: every later complaint is then about a well-formed record.
   const size_t last = text.size() >= 2 ? text.rfind('\n', text.size() - 2) : std::string_view::npos;
   if (last == std::string_view::npos || !text.ends_with('\n')) {
@@ -78,8 +79,8 @@ Result<VersionRecord> ParseVersionRecord(std::string_view text) {
   text = text.substr(0, last + 1);
   STOKER_ASSIGN_OR_RETURN(auto format, TakeField(text, "stoker-version", kRecord));
   if (format != "2") {
-    return Err(Status::Unsupported(fmt::format("version record: format '{}' (this build reads 2)",
-                                               format.substr(0, 20))));
+    return Err(Status::Unsupported(
+        fmt::format("version record: format '{}' (this build reads 2)", format.substr(0, 20))));
   }
   VersionRecord r;
   STOKER_ASSIGN_OR_RETURN(r.version, Decimal(text, "version"));

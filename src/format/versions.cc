@@ -35,16 +35,16 @@ Result<VersionRecord> ReadVersion(Storage& storage, uint64_t version) {
   auto text = storage::ReadSmallFile(storage, path, kMaxVersionRecordSize);
   if (!text) {
     if (text.error().IsNotFound()) {
-      return Err(Status::NotFound(
-          fmt::format("{} has no version {}", storage.Describe(""), version)));
+      return Err(
+          Status::NotFound(fmt::format("{} has no version {}", storage.Describe(""), version)));
     }
     return Err(text.error());
   }
   auto record = ParseVersionRecord(*text);
   if (!record) return Err(record.error().WithContext(storage.Describe(path)));
   if (record->version != version) {
-    return Err(Status::Corruption(fmt::format("{}: holds version {}", storage.Describe(path),
-                                              record->version)));
+    return Err(Status::Corruption(
+        fmt::format("{}: holds version {}", storage.Describe(path), record->version)));
   }
   return record;
 }
@@ -122,8 +122,8 @@ Status CreateExclusiveOrConfirm(Storage& storage, std::string_view path, std::st
   // writer created it is unknown, so it must not be taken for another writer's (the caller
   // would remove files that a published version may list).
   if (stored.error().IsNotFound()) return created;
-  return stored.error().WithContext(fmt::format(
-      "cannot tell whether {} was created ({})", storage.Describe(path), created.ToString()));
+  return stored.error().WithContext(fmt::format("cannot tell whether {} was created ({})",
+                                                storage.Describe(path), created.ToString()));
 }
 
 Status PublishVersionRecord(Storage& storage, const VersionRecord& record) {
@@ -131,8 +131,8 @@ Status PublishVersionRecord(Storage& storage, const VersionRecord& record) {
   const Status s = CreateExclusiveOrConfirm(storage, VersionRecordPath(record.version),
                                             EncodeVersionRecord(record), kMaxVersionRecordSize);
   if (s.code() == StatusCode::kAlreadyExists) {
-    return Status::AlreadyExists(fmt::format(
-        "version {} of {} was published by another writer", record.version, storage.Describe("")));
+    return Status::AlreadyExists(fmt::format("version {} of {} was published by another writer",
+                                             record.version, storage.Describe("")));
   }
   return s;
 }

@@ -80,15 +80,16 @@ TEST(Versions, RacingWritersOnADirectoryGetOneWinnerPerVersion) {
     std::vector<Status> results(kWriters);
     std::vector<std::thread> threads;
     for (int w = 0; w < kWriters; ++w) {
-      threads.emplace_back([&, w] {
-        results[w] = PublishVersionRecord(*storage, Record(version, 100 + w));
-      });
+      threads.emplace_back(
+          [&, w] { results[w] = PublishVersionRecord(*storage, Record(version, 100 + w)); });
     }
     for (auto& t : threads) t.join();
     int winners = 0;
     for (const Status& st : results) {
-      if (st.ok()) ++winners;
-      else EXPECT_EQ(st.code(), StatusCode::kAlreadyExists) << st.ToString();
+      if (st.ok())
+        ++winners;
+      else
+        EXPECT_EQ(st.code(), StatusCode::kAlreadyExists) << st.ToString();
     }
     EXPECT_EQ(winners, 1) << "version " << version;
   }

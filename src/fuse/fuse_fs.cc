@@ -122,7 +122,7 @@ void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
 
 void OnStatfs(fuse_req_t req, fuse_ino_t /*ino*/) {
   const Fs& fs = FsOf(req);
-  struct statvfs st {};
+  struct statvfs st{};
   st.f_bsize = st.f_frsize = 4096;
   st.f_blocks = (dataset::ViewOf(fs.dataset).total_bytes() + 4095) / 4096;
   st.f_files = fs.inodes.inode_count();
@@ -166,7 +166,7 @@ void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bool plu
       if (!e) return ReplyError(req, e.error());
       n = fuse_add_direntry_plus(req, buf.data() + used, size - used, name, &*e, next);
     } else {
-      struct stat st {};
+      struct stat st{};
       st.st_ino = entry.ino;
       st.st_mode = entry.is_dir ? S_IFDIR : S_IFREG;
       n = fuse_add_direntry(req, buf.data() + used, size - used, name, &st, next);
@@ -181,8 +181,7 @@ void OnReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
   ReadDir(req, ino, size, off, false);
 }
 
-void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                   fuse_file_info* /*fi*/) {
+void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* /*fi*/) {
   ReadDir(req, ino, size, off, true);
 }
 
@@ -204,8 +203,8 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, EROFS);
     return;
   }
-  auto* handle = new Handle(
-      std::make_shared<OpenFile>(fs.dataset, fs.inodes.FileIndex(ino), fs.buffer_limit));
+  auto* handle =
+      new Handle(std::make_shared<OpenFile>(fs.dataset, fs.inodes.FileIndex(ino), fs.buffer_limit));
   fi->fh = reinterpret_cast<uint64_t>(handle);
   fi->keep_cache = 1;  // pages cached by earlier opens stay valid: the bytes never change
   fi->noflush = 1;     // nothing to flush on close
@@ -224,8 +223,8 @@ void OnRead(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t offset, fuse_
   const Handle file = *HandleOf(fi);
   thread_local std::vector<std::byte> scratch;  // for large files, read in place
   bool first_report = false;
-  auto bytes = file->Read(static_cast<uint64_t>(std::max<off_t>(offset, 0)), size, scratch,
-                          &first_report);
+  auto bytes =
+      file->Read(static_cast<uint64_t>(std::max<off_t>(offset, 0)), size, scratch, &first_report);
   if (!bytes) {
     // The status names the file (its dataset path) and, for a CRC mismatch, the chunk.
     if (first_report) LogError(bytes.error());
@@ -279,9 +278,10 @@ Status CheckMountpoint(const std::string& mountpoint, bool allow_non_empty) {
   if (stat(mountpoint.c_str(), &st) != 0) {
     const int err = errno;
     if (err == ENOTCONN) {
-      return Status::InvalidArgument(fmt::format(
-          "mountpoint {}: {} (a FUSE mount whose process died? unmount it with "
-          "`fusermount3 -u {}`)", mountpoint, std::strerror(err), mountpoint));
+      return Status::InvalidArgument(
+          fmt::format("mountpoint {}: {} (a FUSE mount whose process died? unmount it with "
+                      "`fusermount3 -u {}`)",
+                      mountpoint, std::strerror(err), mountpoint));
     }
     return Status::InvalidArgument(
         fmt::format("mountpoint {}: {}", mountpoint, std::strerror(err)));
@@ -306,7 +306,8 @@ Status CheckMountpoint(const std::string& mountpoint, bool allow_non_empty) {
   if (!empty) {
     return Status::InvalidArgument(fmt::format(
         "mountpoint {} is not empty (mounting would hide its contents; --allow-non-empty to "
-        "do it anyway)", mountpoint));
+        "do it anyway)",
+        mountpoint));
   }
   return Status::OK();
 }
@@ -372,7 +373,8 @@ Status Serve(const Dataset& dataset, const std::string& mountpoint, const MountO
     return Status::IOError(fmt::format(
         "cannot mount at {} (libfuse says why above; mounting needs root or the setuid "
         "fusermount3 from the fuse3 package, and --allow-other needs user_allow_other in "
-        "/etc/fuse.conf)", mountpoint));
+        "/etc/fuse.conf)",
+        mountpoint));
   }
   session.mounted = true;
   if (options.on_mounted) options.on_mounted();

@@ -2,8 +2,8 @@
 // listings) and open files (ranges, CRC checks, both read paths). tests/python/test_mount.py
 // covers the mounted file system end to end.
 #include <fcntl.h>
-#include <unistd.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 
@@ -12,11 +12,11 @@
 
 #include "common/random.h"
 #include "dataset/packer.h"
+#include "dataset/version_view.h"
 #include "format/chunk.h"
 #include "format/snapshot.h"
 #include "fuse/inode_table.h"
 #include "fuse/open_file.h"
-#include "dataset/version_view.h"
 #include "stoker/dataset.h"
 #include "storage/memory_storage.h"
 #include "testing/test_util.h"
@@ -116,7 +116,8 @@ TEST_F(FuseTest, LookupAndAttrMatchTheTree) {
     EXPECT_EQ(st.st_ino, *ino);
     EXPECT_EQ(st.st_uid, 1000u);
     EXPECT_EQ(st.st_gid, 2000u);
-    EXPECT_EQ(st.st_mtim.tv_sec, static_cast<time_t>(dataset::ViewOf(*ds_).record().created_unix_seconds));
+    EXPECT_EQ(st.st_mtim.tv_sec,
+              static_cast<time_t>(dataset::ViewOf(*ds_).record().created_unix_seconds));
     // Nothing lives below a file; near-misses are not found.
     EXPECT_FALSE(Look(t, *ino, "x"));
     EXPECT_FALSE(Resolve(t, path + "~"));

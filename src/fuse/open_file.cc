@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
-#include "format/chunk.h"
 #include "dataset/version_view.h"
+#include "format/chunk.h"
 
 namespace stoker::fuse {
 namespace {
@@ -90,9 +90,8 @@ Status OpenFile::PieceMismatch(uint64_t piece, uint32_t read_crc) const {
   const dataset::FileLocation r = snap.file(file_);
   return Status::Corruption(fmt::format(
       "{}: bytes {}..{} changed since they were checked (CRC32C {:08x}, read {:08x}) in {}",
-      dataset_.FilePath(file_), piece * kCheckPiece,
-      std::min(size_, (piece + 1) * kCheckPiece) - 1, piece_crcs_[piece], read_crc,
-      dataset_.storage().Describe(snap.ChunkName(r.chunk))));
+      dataset_.FilePath(file_), piece * kCheckPiece, std::min(size_, (piece + 1) * kCheckPiece) - 1,
+      piece_crcs_[piece], read_crc, dataset_.storage().Describe(snap.ChunkName(r.chunk))));
 }
 
 Status OpenFile::Load() { return whole_ ? LoadWhole() : StreamCheck(); }
@@ -129,9 +128,9 @@ Status OpenFile::StreamCheck() {
   }
   if (crc != r.crc32c) {
     // The same message as Dataset::ReadFileInto gives for a small file.
-    return Status::Corruption(fmt::format(
-        "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", dataset_.FilePath(file_),
-        r.crc32c, crc, dataset_.storage().Describe(snap.ChunkName(r.chunk))));
+    return Status::Corruption(fmt::format("{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}",
+                                          dataset_.FilePath(file_), r.crc32c, crc,
+                                          dataset_.storage().Describe(snap.ChunkName(r.chunk))));
   }
   chunk_ = std::move(*chunk);
   chunk_offset_ = r.offset;

@@ -69,9 +69,9 @@ class OpenFile {
   const bool whole_;  // size_ <= buffer_limit: served from bytes_
 
   std::mutex mu_;
-  bool loaded_ = false;           // guarded by mu_; once true, the fields below are immutable
-  Status corruption_;             // guarded by mu_: a sticky CRC mismatch
-  std::unique_ptr<std::byte[]> bytes_;     // whole_: the checked bytes
+  bool loaded_ = false;                 // guarded by mu_; once true, the fields below are immutable
+  Status corruption_;                   // guarded by mu_: a sticky CRC mismatch
+  std::unique_ptr<std::byte[]> bytes_;  // whole_: the checked bytes
   std::shared_ptr<RandomAccessFile> chunk_;  // !whole_: the chunk holding the file
   uint64_t chunk_offset_ = 0;                // !whole_: where the file starts in it
   std::vector<uint32_t> piece_crcs_;         // !whole_: CRC32C of each kCheckPiece piece

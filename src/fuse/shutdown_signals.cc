@@ -19,7 +19,7 @@ ShutdownSignals::ShutdownSignals(fuse_session* session, std::string mountpoint)
   for (int s : {SIGINT, SIGTERM, SIGHUP}) {
     // An ignored signal stays ignored, as libfuse leaves it (a shell's `&` job ignores SIGINT):
     // blocked, it would be queued for sigtimedwait instead of discarded.
-    struct sigaction current {};
+    struct sigaction current{};
     if (sigaction(s, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
     sigaddset(&signals_, s);
   }
@@ -48,8 +48,7 @@ void ShutdownSignals::Wait() {
     if (done_) break;
     // A name no lookup has asked for yet, so that no cached negative entry answers it.
     struct stat st;
-    (void)::stat(fmt::format("{}/.stoker-exit-{}-{}", mountpoint_, ::getpid(), wake).c_str(),
-                 &st);
+    (void)::stat(fmt::format("{}/.stoker-exit-{}-{}", mountpoint_, ::getpid(), wake).c_str(), &st);
   }
 }
 

@@ -64,16 +64,15 @@ std::pair<uint32_t, uint64_t> ChunkStreams::Locate(uint32_t rank, uint64_t i) co
   // Taken from the top of the surplus stack: the t-th element this rank takes.
   const uint64_t t = i - length;
   const uint64_t k = surplus_begin_[ranks_] - 1 - deficit_before_[rank] - t;
-  const auto giver = static_cast<uint32_t>(
-      std::upper_bound(surplus_begin_.begin(), surplus_begin_.end(), k) - surplus_begin_.begin() -
-      1);
+  const auto giver =
+      static_cast<uint32_t>(std::upper_bound(surplus_begin_.begin(), surplus_begin_.end(), k) -
+                            surplus_begin_.begin() - 1);
   return {giver, streams_[giver].length() - 1 - (k - surplus_begin_[giver])};
 }
 
 size_t ChunkStreams::WindowOf(const Stream& s, uint64_t i) const {
-  return static_cast<size_t>(
-      std::upper_bound(s.window_begin.begin(), s.window_begin.end(), i) - s.window_begin.begin() -
-      1);
+  return static_cast<size_t>(std::upper_bound(s.window_begin.begin(), s.window_begin.end(), i) -
+                             s.window_begin.begin() - 1);
 }
 
 void ChunkStreams::Want(uint32_t rank, uint64_t i) {
@@ -123,8 +122,7 @@ Status ChunkStreams::Materialize(uint64_t sample_seed, const Members& members) {
         STOKER_ASSIGN_OR_RETURN(const std::vector<uint32_t> samples, members(s.units[k]));
         if (samples.size() != counts_[s.units[k]]) {
           return Status::Corruption(fmt::format("unit {} holds {} samples, its count says {}",
-                                                s.units[k], samples.size(),
-                                                counts_[s.units[k]]));
+                                                s.units[k], samples.size(), counts_[s.units[k]]));
         }
         out.insert(out.end(), samples.begin(), samples.end());
       }

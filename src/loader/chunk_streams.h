@@ -49,9 +49,9 @@ class ChunkStreams {
 
  private:
   struct Stream {
-    std::vector<uint32_t> units;         // in reading order
-    std::vector<uint64_t> window_begin;  // sample offset of each window, then the length
-    std::vector<bool> wanted;            // per window
+    std::vector<uint32_t> units;                  // in reading order
+    std::vector<uint64_t> window_begin;           // sample offset of each window, then the length
+    std::vector<bool> wanted;                     // per window
     std::vector<std::vector<uint32_t>> shuffled;  // per window, once materialized
     uint64_t length() const { return window_begin.back(); }
   };

@@ -75,9 +75,9 @@ void EpochCursor::AddYielded(uint64_t token, uint64_t count) {
 
 Status EpochCursor::Load(int64_t epoch, int64_t position, int64_t planned_world_size) {
   if (epoch < 0 || position < 0 || planned_world_size < 1 || planned_world_size > UINT32_MAX) {
-    return Status::InvalidArgument(fmt::format(
-        "bad loader state: epoch={} position={} planned_world_size={}", epoch, position,
-        planned_world_size));
+    return Status::InvalidArgument(
+        fmt::format("bad loader state: epoch={} position={} planned_world_size={}", epoch, position,
+                    planned_world_size));
   }
   epoch_ = static_cast<uint64_t>(epoch);
   position_ = static_cast<uint64_t>(position);
@@ -89,8 +89,8 @@ Status EpochCursor::Load(int64_t epoch, int64_t position, int64_t planned_world_
 }
 
 EpochCursor::State EpochCursor::Save() const {
-  return {num_samples_, epoch_, position_, yielded_, pass_, world_size_, planned_, drop_last_,
-          explicit_epoch_};
+  return {num_samples_, epoch_,   position_,  yielded_,       pass_,
+          world_size_,  planned_, drop_last_, explicit_epoch_};
 }
 
 Result<EpochCursor> EpochCursor::Restore(const State& s) {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <new>
@@ -227,8 +227,8 @@ struct ImagePipeline::State {
           status = file.error();
         } else {
           std::byte* slot = task.batch->buffer.get() + size_t{task.slot} * sample_bytes;
-          status = transformer.Run(
-              (*file)->bytes, decode::AugmentSeed(options.seed, options.epoch, sample), slot);
+          status = transformer.Run((*file)->bytes,
+                                   decode::AugmentSeed(options.seed, options.epoch, sample), slot);
           if (!status.ok()) status = status.WithContext(dataset->FilePath((*file)->index));
         }
       }
@@ -253,8 +253,8 @@ struct ImagePipeline::State {
       if (pending.status[slot].ok()) {
         if (batch.count != slot) {  // close the gap a skipped sample left
           std::byte* base = pending.buffer.get();
-          std::memmove(base + size_t{batch.count} * sample_bytes, base + size_t{slot} * sample_bytes,
-                       sample_bytes);
+          std::memmove(base + size_t{batch.count} * sample_bytes,
+                       base + size_t{slot} * sample_bytes, sample_bytes);
         }
         batch.samples.push_back(pending.samples[slot]);
         batch.labels.push_back(pending.labels[slot]);
@@ -262,7 +262,8 @@ struct ImagePipeline::State {
         continue;
       }
       if (options.on_error == ErrorPolicy::kRaise) return Err(pending.status[slot]);
-      batch.errors.push_back({pending.positions[slot], pending.samples[slot], pending.status[slot]});
+      batch.errors.push_back(
+          {pending.positions[slot], pending.samples[slot], pending.status[slot]});
     }
     batch.images = std::move(pending.buffer);
     return batch;
@@ -284,8 +285,8 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::shared_ptr<cons
   // Enough queued samples that no thread waits while the dispatcher fetches the next one.
   state->task_capacity = size_t{threads} * 4;
   state->sample_bytes = options.transform.output.sample_bytes();
-  state->pool = std::make_shared<BufferPool>(state->sample_bytes * options.batch_size,
-                                             state->prefetch + 2);
+  state->pool =
+      std::make_shared<BufferPool>(state->sample_bytes * options.batch_size, state->prefetch + 2);
   state->dataset = dataset;
   state->plan = plan;
   STOKER_ASSIGN_OR_RETURN(state->reader,

@@ -46,17 +46,17 @@ struct ImagePipelineOptions {
 struct SampleError {
   uint64_t position = 0;  // in the plan
   uint32_t sample = 0;
-  Status status;          // names the sample's path
+  Status status;  // names the sample's path
 };
 
 struct ImageBatch {
   // count * transform.output.sample_bytes() bytes, 64-byte aligned; recycled when released.
   std::shared_ptr<std::byte> images;
-  uint32_t count = 0;     // images in the batch
-  uint32_t consumed = 0;  // plan positions the batch covers: count + skipped samples
-  std::vector<int64_t> labels;     // per image (-1: unlabelled)
-  std::vector<uint32_t> samples;   // per image: sample index in the dataset
-  std::vector<SampleError> errors; // skipped samples (kSkip)
+  uint32_t count = 0;               // images in the batch
+  uint32_t consumed = 0;            // plan positions the batch covers: count + skipped samples
+  std::vector<int64_t> labels;      // per image (-1: unlabelled)
+  std::vector<uint32_t> samples;    // per image: sample index in the dataset
+  std::vector<SampleError> errors;  // skipped samples (kSkip)
 };
 
 struct ImagePipelineStats {

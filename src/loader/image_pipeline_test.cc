@@ -49,7 +49,8 @@ ImageSet MakeImageSet(int count, const std::map<std::string, std::string>& extra
   set.dataset = std::shared_ptr<const Dataset>(std::move(*ds));
   std::vector<uint32_t> chunks;
   for (uint32_t s = 0; s < set.dataset->sample_count(); ++s) {
-    chunks.push_back(dataset::ViewOf(*set.dataset).file(set.dataset->SampleFiles(s).value().first).chunk);
+    chunks.push_back(
+        dataset::ViewOf(*set.dataset).file(set.dataset->SampleFiles(s).value().first).chunk);
   }
   SamplerOptions so;
   so.mode = ShuffleMode::kFull;
@@ -141,11 +142,13 @@ TEST(ImagePipelineTest, ImagesEqualTheSingleSampleTransform) {
     ASSERT_TRUE(e.status.ok()) << e.status.ToString();
     decode::Transformer transformer(o.transform);
     for (size_t i = 0; i < e.samples.size(); ++i) {
-      const auto bytes = set.dataset->ReadFile(set.dataset->SampleFiles(e.samples[i]).value().first);
+      const auto bytes =
+          set.dataset->ReadFile(set.dataset->SampleFiles(e.samples[i]).value().first);
       ASSERT_TRUE(bytes.has_value());
       std::vector<std::byte> expected(o.transform.output.sample_bytes());
-      ASSERT_TRUE(transformer.Run(*bytes, decode::AugmentSeed(o.seed, 0, e.samples[i]),
-                                  expected.data()).ok());
+      ASSERT_TRUE(
+          transformer.Run(*bytes, decode::AugmentSeed(o.seed, 0, e.samples[i]), expected.data())
+              .ok());
       EXPECT_EQ(e.images[i], expected) << "sample " << e.samples[i] << " train " << train;
     }
   }

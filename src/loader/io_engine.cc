@@ -80,7 +80,8 @@ class UringEngine final : public IoEngine {
   void Submit(ReadRequest request) override {
     // (An empty read would complete with 0 bytes, which the ring takes for end of file.)
     if (request.file->NativeFd() < 0 || request.dst.empty()) {
-      std::call_once(fallback_started_, [&] { fallback_ = std::make_unique<ThreadEngine>(depth_); });
+      std::call_once(fallback_started_,
+                     [&] { fallback_ = std::make_unique<ThreadEngine>(depth_); });
       fallback_->Submit(std::move(request));
       return;
     }

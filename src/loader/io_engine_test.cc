@@ -23,7 +23,8 @@ class GatheringFile final : public RandomAccessFile {
     most_ = std::max(most_, running_);
     cv_.notify_all();
     // After one wait has timed out (too few at once), the rest do not wait.
-    if (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return most_ >= expect_ || gave_up_; })) {
+    if (!cv_.wait_for(lock, std::chrono::seconds(5),
+                      [&] { return most_ >= expect_ || gave_up_; })) {
       gave_up_ = true;
       cv_.notify_all();
     }

@@ -58,7 +58,8 @@ class ChunkUnits final : public UnitSource {
         STOKER_RETURN_IF_ERROR(view.ReadChunk(unit, &files, &read));
         starts = read;
       }
-      for (const dataset::SampleRef& s : *starts) samples.push_back(static_cast<uint32_t>(s.sample));
+      for (const dataset::SampleRef& s : *starts)
+        samples.push_back(static_cast<uint32_t>(s.sample));
     } else {  // sample s is file s
       std::vector<std::pair<uint64_t, dataset::FileLocation>> read;
       auto files = kept ? kept->ChunkFiles(unit) : std::nullopt;

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
-#include "format/chunk.h"
 #include "dataset/version_view.h"
+#include "format/chunk.h"
 #include "loader/rank_metadata.h"
 #include "loader/sampler.h"
 
@@ -118,9 +118,9 @@ void ReadPipeline::State::Release(const std::weak_ptr<State>& weak, uint64_t byt
 
 void ReadPipeline::State::Schedule() {
   const PlanLocations& snap = *locations;
-  const uint64_t segment_bytes =
-      options.segment_bytes ? std::min(options.segment_bytes, options.memory_budget_bytes)
-                            : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
+  const uint64_t segment_bytes = options.segment_bytes
+                                     ? std::min(options.segment_bytes, options.memory_budget_bytes)
+                                     : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
   uint64_t next = 0;
   std::weak_ptr<State> weak;
   {
@@ -142,8 +142,8 @@ void ReadPipeline::State::Schedule() {
       for (uint32_t k = 0; k < count; ++k) {
         const dataset::FileLocation r = snap.file(file0 + k);
         // 32-bit file numbers: Start checked the dataset's counts (PrepareToLoad).
-        extents.push_back({next, k, static_cast<uint32_t>(file0 + k), r.chunk, r.offset,
-                           r.length, r.crc32c});
+        extents.push_back(
+            {next, k, static_cast<uint32_t>(file0 + k), r.chunk, r.offset, r.length, r.crc32c});
         bytes += r.length;
       }
       ++next;
@@ -200,9 +200,10 @@ void ReadPipeline::State::Schedule() {
                                           });
       if (!readable) {
         Complete(range, std::move(buffer),
-                 file ? Status::Corruption(fmt::format("{}: bytes {}..{} are past its end ({})",
-                                                       dataset::ViewOf(*dataset).ChunkName(range.chunk), range.offset,
-                                                       range.offset + length, (*file)->Size()))
+                 file ? Status::Corruption(
+                            fmt::format("{}: bytes {}..{} are past its end ({})",
+                                        dataset::ViewOf(*dataset).ChunkName(range.chunk),
+                                        range.offset, range.offset + length, (*file)->Size()))
                       : file.error());
         continue;
       }
@@ -229,9 +230,9 @@ void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte
     }
     const uint32_t actual = crc32c::Value(buffer.get() + (e.offset - range.offset), e.length);
     if (actual != e.crc32c) {
-      results[i] = Status::Corruption(fmt::format(
-          "{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", dataset->FilePath(e.file),
-          e.crc32c, actual, snap.ChunkName(e.chunk)));
+      results[i] = Status::Corruption(
+          fmt::format("{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}",
+                      dataset->FilePath(e.file), e.crc32c, actual, snap.ChunkName(e.chunk)));
     }
   }
   {
@@ -304,8 +305,8 @@ Result<std::unique_ptr<ReadPipeline>> ReadPipeline::Start(std::shared_ptr<const 
   STOKER_RETURN_IF_ERROR(CheckLoadable(*dataset));
   for (uint32_t s : plan) {
     if (s >= dataset->sample_count()) {
-      return Err(Status::InvalidArgument(fmt::format("plan names sample {} of {}", s,
-                                                     dataset->sample_count())));
+      return Err(Status::InvalidArgument(
+          fmt::format("plan names sample {} of {}", s, dataset->sample_count())));
     }
   }
   STOKER_ASSIGN_OR_RETURN(PlanLocations locations, PlanLocations::For(*dataset, plan));

@@ -40,8 +40,8 @@ struct ReadPipelineOptions {
 struct SampleData {
   uint64_t position = 0;  // index in the plan
   uint32_t sample = 0;
-  int32_t label = -1;     // the sample's label (-1: none)
-  Status status;          // OK, or why the sample could not be delivered (names the file)
+  int32_t label = -1;  // the sample's label (-1: none)
+  Status status;       // OK, or why the sample could not be delivered (names the file)
   struct File {
     uint32_t index;
     std::span<const std::byte> bytes;  // valid while this SampleData (or a copy) lives
@@ -52,8 +52,8 @@ struct SampleData {
 
 struct ReadPipelineStats {
   uint64_t samples = 0, ranges = 0, bytes_read = 0, payload_bytes = 0;
-  uint64_t consumer_waits = 0;         // Next() calls that had to block
-  double consumer_wait_seconds = 0;    // time Next() spent blocked (data not ready)
+  uint64_t consumer_waits = 0;       // Next() calls that had to block
+  double consumer_wait_seconds = 0;  // time Next() spent blocked (data not ready)
   uint64_t peak_bytes_held = 0;
 };
 

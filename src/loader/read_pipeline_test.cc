@@ -17,15 +17,14 @@
 namespace stoker::loader {
 namespace {
 
-
-
 struct Packed {
   test::Tree tree;
   std::shared_ptr<Storage> storage;
   std::shared_ptr<const Dataset> dataset;
 };
 
-Packed PackRandom(uint64_t seed, std::shared_ptr<Storage> storage, uint64_t chunk_bytes = 64 << 10) {
+Packed PackRandom(uint64_t seed, std::shared_ptr<Storage> storage,
+                  uint64_t chunk_bytes = 64 << 10) {
   test::RandomTreeOptions o;
   o.files = 200;
   Packed p{test::RandomTree(seed, o), storage, nullptr};

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
-#include "loader/chunk_streams.h"
 #include "dataset/version_view.h"
+#include "loader/chunk_streams.h"
 #include "stoker/dataset.h"
 
 namespace stoker::loader {
@@ -22,9 +22,7 @@ class InMemoryUnits final : public UnitSource {
  public:
   explicit InMemoryUnits(std::span<const uint32_t> sample_units) {
     const uint32_t unit_count =
-        sample_units.empty()
-            ? 0
-            : *std::max_element(sample_units.begin(), sample_units.end()) + 1;
+        sample_units.empty() ? 0 : *std::max_element(sample_units.begin(), sample_units.end()) + 1;
     groups_ = GroupByUnit(sample_units, unit_count);
     counts_.resize(unit_count);
     for (uint32_t u = 0; u < unit_count; ++u) counts_[u] = groups_.begin[u + 1] - groups_.begin[u];
@@ -45,9 +43,12 @@ class InMemoryUnits final : public UnitSource {
 
 std::string_view ShuffleModeName(ShuffleMode mode) {
   switch (mode) {
-    case ShuffleMode::kSequential: return "sequential";
-    case ShuffleMode::kFull: return "full";
-    case ShuffleMode::kChunk: return "chunk";
+    case ShuffleMode::kSequential:
+      return "sequential";
+    case ShuffleMode::kFull:
+      return "full";
+    case ShuffleMode::kChunk:
+      return "chunk";
   }
   return "?";
 }
@@ -148,7 +149,8 @@ Result<Sampler::RankPlan> Sampler::PlanRank(const SamplerState& state, uint32_t 
   if (n == 0 || rank >= ranks) return plan;
   const uint64_t start = std::min<uint64_t>(state.position, n);
   const uint64_t remaining = n - start;
-  const uint64_t per_rank = options_.drop_last ? remaining / ranks : (remaining + ranks - 1) / ranks;
+  const uint64_t per_rank =
+      options_.drop_last ? remaining / ranks : (remaining + ranks - 1) / ranks;
   plan.dropped = options_.drop_last ? remaining - per_rank * ranks : 0;
   plan.samples.reserve(per_rank);
   // Position q of G, or, past its end, the start of G that fills the last round.

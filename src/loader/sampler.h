@@ -55,7 +55,7 @@ struct SamplerOptions {
 // Where a job is in an epoch: everything needed to continue it exactly, with any world size.
 struct SamplerState {
   uint64_t epoch = 0;
-  uint64_t position = 0;          // samples of the epoch's global order already consumed
+  uint64_t position = 0;            // samples of the epoch's global order already consumed
   uint32_t planned_world_size = 1;  // the R the epoch's order was built for
 };
 
@@ -108,9 +108,11 @@ class Sampler {
   Result<RankPlan> PlanRank(const SamplerState& state, uint32_t world_size, uint32_t rank) const;
 
  private:
-  Sampler(std::shared_ptr<const UnitSource> units, uint32_t sample_count,
-          uint64_t dataset_version, SamplerOptions options)
-      : units_(std::move(units)), sample_count_(sample_count), version_(dataset_version),
+  Sampler(std::shared_ptr<const UnitSource> units, uint32_t sample_count, uint64_t dataset_version,
+          SamplerOptions options)
+      : units_(std::move(units)),
+        sample_count_(sample_count),
+        version_(dataset_version),
         options_(options) {}
   // The members of all units with samples, unit after unit (storage order).
   Result<std::vector<uint32_t>> AllMembers() const;

@@ -40,7 +40,8 @@ Sampler Make(uint32_t n, ShuffleMode mode, uint64_t seed, uint32_t window = 4,
   return std::move(*s);
 }
 
-constexpr ShuffleMode kModes[] = {ShuffleMode::kSequential, ShuffleMode::kFull, ShuffleMode::kChunk};
+constexpr ShuffleMode kModes[] = {ShuffleMode::kSequential, ShuffleMode::kFull,
+                                  ShuffleMode::kChunk};
 
 TEST(SamplerTest, GlobalOrderIsAPermutation) {
   for (ShuffleMode mode : kModes) {
@@ -90,8 +91,7 @@ TEST(SamplerTest, DeterministicAndDependsOnSeedEpochAndVersion) {
     const Sampler a = Make(500, mode, 5), b = Make(500, mode, 5);
     EXPECT_EQ(a.GlobalOrder(2, 1).value(), b.GlobalOrder(2, 1).value());
     EXPECT_NE(a.GlobalOrder(2, 1).value(), a.GlobalOrder(3, 1).value()) << "new epoch, new order";
-    EXPECT_NE(a.GlobalOrder(2, 1).value(), Make(500, mode, 6).GlobalOrder(2, 1).value())
-        << "seed";
+    EXPECT_NE(a.GlobalOrder(2, 1).value(), Make(500, mode, 6).GlobalOrder(2, 1).value()) << "seed";
     EXPECT_NE(a.GlobalOrder(2, 1).value(),
               Make(500, mode, 5, 4, false, 2).GlobalOrder(2, 1).value())
         << "version";
@@ -108,14 +108,17 @@ TEST(SamplerTest, GoldenOrders) {
   o.mode = ShuffleMode::kFull;
   auto full = Sampler::Create(std::vector<uint32_t>(12, 0), 1, o);
   ASSERT_TRUE(full.has_value());
-  EXPECT_EQ(full->GlobalOrder(0, 1).value(), (std::vector<uint32_t>{8, 5, 9, 11, 6, 4, 3, 7, 2, 10, 0, 1}));
+  EXPECT_EQ(full->GlobalOrder(0, 1).value(),
+            (std::vector<uint32_t>{8, 5, 9, 11, 6, 4, 3, 7, 2, 10, 0, 1}));
   o.mode = ShuffleMode::kChunk;
   o.window_chunks = 2;
   // 12 samples in 4 chunks of 3.
   auto chunk = Sampler::Create(std::vector<uint32_t>{0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3}, 1, o);
   ASSERT_TRUE(chunk.has_value());
-  EXPECT_EQ(chunk->GlobalOrder(0, 1).value(), (std::vector<uint32_t>{5, 4, 0, 1, 2, 3, 10, 6, 7, 11, 9, 8}));
-  EXPECT_EQ(chunk->GlobalOrder(0, 2).value(), (std::vector<uint32_t>{5, 10, 4, 0, 6, 1, 7, 11, 8, 9, 3, 2}));
+  EXPECT_EQ(chunk->GlobalOrder(0, 1).value(),
+            (std::vector<uint32_t>{5, 4, 0, 1, 2, 3, 10, 6, 7, 11, 9, 8}));
+  EXPECT_EQ(chunk->GlobalOrder(0, 2).value(),
+            (std::vector<uint32_t>{5, 10, 4, 0, 6, 1, 7, 11, 8, 9, 3, 2}));
   EXPECT_EQ(EpochSeed(1, 2, 3, 4), 0xd55ccd4aeb3ccafbull);
 }
 
@@ -225,7 +228,8 @@ TEST(SamplerTest, SequentialIsStorageOrderChunkAfterChunk) {
   auto s = Sampler::Create(std::vector<uint32_t>{2, 0, 1, 0, 2, 1}, 1, o);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->GlobalOrder(0, 1).value(), (std::vector<uint32_t>{1, 3, 2, 5, 0, 4}));
-  EXPECT_EQ(s->GlobalOrder(5, 3).value(), s->GlobalOrder(0, 1).value());  // no randomness, any world size
+  EXPECT_EQ(s->GlobalOrder(5, 3).value(),
+            s->GlobalOrder(0, 1).value());  // no randomness, any world size
   // In path order (chunks ascending with the index) it is 0, 1, ..., N-1.
   auto path = Sampler::Create(ChunkLayout(500, 3), 1, o);
   std::vector<uint32_t> identity(500);
@@ -236,8 +240,8 @@ TEST(SamplerTest, SequentialIsStorageOrderChunkAfterChunk) {
 // The chunk-mode order as first written (before ChunkStreams): the whole order G built sample by
 // sample. The reference the streamed construction must match.
 std::vector<uint32_t> ReferenceChunkOrder(const std::vector<uint32_t>& sample_chunks,
-                                          const SamplerOptions& o, uint64_t epoch,
-                                          uint64_t version, uint32_t ranks) {
+                                          const SamplerOptions& o, uint64_t epoch, uint64_t version,
+                                          uint32_t ranks) {
   const auto n = static_cast<uint32_t>(sample_chunks.size());
   const uint32_t max_chunk = *std::max_element(sample_chunks.begin(), sample_chunks.end());
   const SampleGroups groups = GroupByUnit(sample_chunks, max_chunk + 1);

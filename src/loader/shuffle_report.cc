@@ -51,7 +51,8 @@ OrderMetrics MeasureOrder(const std::vector<uint32_t>& order, const std::vector<
     m.batch_label_entropy_bits = entropy_sum / static_cast<double>(batches);
     m.batch_distinct_classes = distinct_sum / static_cast<double>(batches);
   } else {
-    m.batch_label_entropy_bits = m.batch_distinct_classes = std::numeric_limits<double>::quiet_NaN();
+    m.batch_label_entropy_bits = m.batch_distinct_classes =
+        std::numeric_limits<double>::quiet_NaN();
   }
   // Spearman's rho between position and storage index: both are ranks 0..n-1 already.
   double displacement = 0, d2 = 0;
@@ -112,8 +113,8 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
     STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, snap.chunk(c));
     chunk_bytes[c] = chunk.file_size;
   }
-  STOKER_ASSIGN_OR_RETURN(auto rows, ShuffleReport(layout.labels, sample_chunks, chunk_bytes,
-                                                   snap.version(), options));
+  STOKER_ASSIGN_OR_RETURN(
+      auto rows, ShuffleReport(layout.labels, sample_chunks, chunk_bytes, snap.version(), options));
 
   // The loader's default: chunk mode over the unit it would choose.
   const ShuffleUnit unit = ChooseShuffleUnit(layout, options.default_window, options.batch_size);
@@ -124,8 +125,7 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
   const std::vector<uint32_t> units =
       SampleUnits(layout.places, layout.chunk_count, unit.block_bytes);
   STOKER_ASSIGN_OR_RETURN(auto sampler, Sampler::Create(units, snap.version(), o));
-  STOKER_ASSIGN_OR_RETURN(const std::vector<uint32_t> order,
-                          sampler.GlobalOrder(options.epoch, 1));
+  STOKER_ASSIGN_OR_RETURN(const std::vector<uint32_t> order, sampler.GlobalOrder(options.epoch, 1));
   OrderMetrics m = MeasureOrder(order, layout.labels, sample_chunks, options.batch_size);
   m.mode = ShuffleMode::kChunk;
   m.window_chunks = options.default_window;
@@ -135,8 +135,8 @@ Result<std::vector<OrderMetrics>> ShuffleReport(const Dataset& dataset,
   m.expected_full_classes = unit.chosen.full_classes_per_batch;
   std::vector<uint32_t> distinct(units);
   std::sort(distinct.begin(), distinct.end());
-  m.reads_per_epoch = static_cast<uint64_t>(std::unique(distinct.begin(), distinct.end()) -
-                                            distinct.begin());
+  m.reads_per_epoch =
+      static_cast<uint64_t>(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
   m.mean_read_bytes = m.reads_per_epoch ? snap.total_bytes() / m.reads_per_epoch : 0;
   m.window_bytes = LargestChunksBytes(chunk_bytes, options.default_window);
   rows.push_back(m);

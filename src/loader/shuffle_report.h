@@ -13,7 +13,7 @@ namespace stoker::loader {
 
 struct OrderMetrics {
   ShuffleMode mode = ShuffleMode::kFull;
-  uint32_t window_chunks = 0;         // chunk mode only
+  uint32_t window_chunks = 0;  // chunk mode only
   // Labels (NaN when the dataset has none): mean over batches.
   double batch_label_entropy_bits = 0;  // Shannon entropy of a batch's label histogram
   double batch_distinct_classes = 0;

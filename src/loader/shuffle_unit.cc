@@ -232,12 +232,14 @@ ShuffleUnit FixedShuffleUnit(const SampleLayout& layout, uint32_t window_chunks,
   ShuffleUnit unit;
   unit.block_bytes = block_bytes;
   unit.units_per_window = UnitsPerWindow(layout, window_chunks, block_bytes);
-  unit.chosen = EstimateMixing(layout.labels, SampleUnits(layout.places, layout.chunk_count, block_bytes),
-                               unit.units_per_window, batch_size);
-  unit.whole_chunks = block_bytes == 0 ? unit.chosen
-                                       : EstimateMixing(layout.labels,
-                                                        SampleUnits(layout.places, layout.chunk_count, 0),
-                                                        window_chunks, batch_size);
+  unit.chosen =
+      EstimateMixing(layout.labels, SampleUnits(layout.places, layout.chunk_count, block_bytes),
+                     unit.units_per_window, batch_size);
+  unit.whole_chunks =
+      block_bytes == 0
+          ? unit.chosen
+          : EstimateMixing(layout.labels, SampleUnits(layout.places, layout.chunk_count, 0),
+                           window_chunks, batch_size);
   unit.mixes_well = MixesWell(unit.chosen);
   return unit;
 }
@@ -254,8 +256,9 @@ ShuffleUnit ChooseShuffleUnit(const SampleLayout& layout, uint32_t window_chunks
     if (block < std::max<uint64_t>(1, mean_sample)) break;
     unit.block_bytes = block;
     unit.units_per_window = UnitsPerWindow(layout, window_chunks, block);
-    unit.chosen = EstimateMixing(layout.labels, SampleUnits(layout.places, layout.chunk_count, block),
-                                 unit.units_per_window, batch_size);
+    unit.chosen =
+        EstimateMixing(layout.labels, SampleUnits(layout.places, layout.chunk_count, block),
+                       unit.units_per_window, batch_size);
     unit.mixes_well = MixesWell(unit.chosen);
     if (unit.mixes_well) break;
   }
@@ -315,7 +318,8 @@ Result<std::optional<SampleLayout>> SampledLayout(const Dataset& dataset, uint64
       ++layout.chunk_count;
       continue;
     }
-    std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::sort(files.begin(), files.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const dataset::SampleRef& s : samples) {
       // The sample's files in this chunk (its first at least): label and bytes.
       auto it = std::lower_bound(files.begin(), files.end(), s.first_file,

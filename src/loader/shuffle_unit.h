@@ -44,15 +44,16 @@ uint32_t UnitsPerWindow(const Dataset& dataset, uint32_t window_chunks, uint64_t
 // The sampler of `dataset` over its units for `block_bytes` (0: whole chunks), with the window
 // given in chunks (options.window_chunks) turned into units: what loaders and tools build. Its
 // units are DatasetUnits (rank_metadata.h): `dataset` must outlive the sampler.
-Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options,
-                              uint64_t block_bytes);
+Result<Sampler> CreateSampler(const Dataset& dataset, SamplerOptions options, uint64_t block_bytes);
 
 struct MixingEstimate {
   bool labelled = false;              // at least two classes: something to mix
   uint32_t classes = 0;               // distinct labels among the samples
   double classes_per_batch = 0;       // expected distinct labels in a batch of this order
   double full_classes_per_batch = 0;  // the same for a full shuffle
-  double ratio() const { return full_classes_per_batch > 0 ? classes_per_batch / full_classes_per_batch : 1; }
+  double ratio() const {
+    return full_classes_per_batch > 0 ? classes_per_batch / full_classes_per_batch : 1;
+  }
 };
 
 // Expected distinct labels per batch when batches are drawn from windows of `units_per_window`

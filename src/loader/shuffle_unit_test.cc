@@ -64,10 +64,12 @@ TEST(ShuffleUnitTest, HandComputedEstimate) {
 }
 
 TEST(ShuffleUnitTest, NothingToMixWithoutLabelsOrWithOneClass) {
-  const auto none = EstimateMixing(std::vector<int32_t>{-1, -1, -1}, std::vector<uint32_t>{0, 0, 1}, 1, 2);
+  const auto none =
+      EstimateMixing(std::vector<int32_t>{-1, -1, -1}, std::vector<uint32_t>{0, 0, 1}, 1, 2);
   EXPECT_FALSE(none.labelled);
   EXPECT_EQ(none.ratio(), 1.0);
-  const auto one = EstimateMixing(std::vector<int32_t>{4, 4, 4}, std::vector<uint32_t>{0, 1, 2}, 1, 2);
+  const auto one =
+      EstimateMixing(std::vector<int32_t>{4, 4, 4}, std::vector<uint32_t>{0, 1, 2}, 1, 2);
   EXPECT_FALSE(one.labelled);
   EXPECT_EQ(one.classes, 1u);
 }
@@ -122,7 +124,9 @@ TEST(ShuffleUnitTest, ClassOrderedDataGetsBlocksMixedDataWholeChunks) {
     double measured = 0;
     for (uint64_t epoch = 0; epoch < 4; ++epoch) {
       measured += MeasureOrder(sampler->GlobalOrder(epoch, 1).value(), SampleLabels(*ds),
-                               SampleChunks(*ds), 32).batch_distinct_classes / 4;
+                               SampleChunks(*ds), 32)
+                      .batch_distinct_classes /
+                  4;
     }
     EXPECT_NEAR(measured, unit.chosen.classes_per_batch, 0.05 * unit.chosen.classes_per_batch);
   }

@@ -80,9 +80,9 @@ Result<std::string> LoadSecretFile(const std::string& path) {
   } else if (!S_ISREG(st.st_mode)) {
     refused = Status::InvalidArgument(fmt::format("secret file {} is not a regular file", path));
   } else if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    refused = Status::InvalidArgument(fmt::format(
-        "secret file {} is accessible by group or others (mode {:04o}): `chmod 600 {}`", path,
-        st.st_mode & 07777, path));
+    refused = Status::InvalidArgument(
+        fmt::format("secret file {} is accessible by group or others (mode {:04o}): `chmod 600 {}`",
+                    path, st.st_mode & 07777, path));
   }
   std::string secret;
   if (refused.ok()) {
@@ -131,7 +131,8 @@ Status ClientHandshake(Socket& socket, std::string_view secret, Deadline deadlin
 
   STOKER_ASSIGN_OR_RETURN(Frame challenge, ReadFrame(socket, kMaxHandshakeFrame, deadline));
   if (challenge.message_type() == MessageType::kError) {
-    return DecodeErrorPayload(challenge.payload, peer).WithContext(peer + " refused the connection");
+    return DecodeErrorPayload(challenge.payload, peer)
+        .WithContext(peer + " refused the connection");
   }
   PayloadReader r(challenge.payload);
   auto version = r.U16();
@@ -147,7 +148,8 @@ Status ClientHandshake(Socket& socket, std::string_view secret, Deadline deadlin
   const Proof expected = ComputeProof(secret, kServerLabel, View(client_nonce), *server_nonce);
   if (!ProofMatches(expected, *server_proof)) {
     return {StatusCode::kPermissionDenied,
-            "the handshake proof of " + peer + " does not match our secret: the client's and "
+            "the handshake proof of " + peer +
+                " does not match our secret: the client's and "
                 "the server's secrets differ (or this is not the server you meant); nothing was "
                 "sent to it"};
   }

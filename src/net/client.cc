@@ -86,8 +86,8 @@ std::string Client::Describe(std::string_view path, int server) const {
   if (server < 0) {
     out = uri_.ToString();
   } else {
-    out = std::string(kStokerScheme) + pools_[static_cast<size_t>(server)]->name + "/" +
-          uri_.dataset;
+    out =
+        std::string(kStokerScheme) + pools_[static_cast<size_t>(server)]->name + "/" + uri_.dataset;
   }
   if (!path.empty()) out += "/" + std::string(path);
   return out;
@@ -219,12 +219,11 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
   }
   pool.down_until_ns.store(NowNs() + std::chrono::nanoseconds(options_.down_penalty).count());
   out.connection_failure = true;
-  out.status = Status(last.code() == StatusCode::kTimeout ? StatusCode::kTimeout
-                                                          : StatusCode::kUnavailable,
-                      fmt::format("server {} failed every try (deadline: {:g} s without an "
-                                  "answer's bytes): {}",
-                                  pool.name, options_.request_timeout.count() / 1000.0,
-                                  last.message()));
+  out.status =
+      Status(last.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kUnavailable,
+             fmt::format("server {} failed every try (deadline: {:g} s without an "
+                         "answer's bytes): {}",
+                         pool.name, options_.request_timeout.count() / 1000.0, last.message()));
   return out;
 }
 

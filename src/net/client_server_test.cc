@@ -217,12 +217,14 @@ TEST_F(ClientServerTest, AClientWithoutTheSecretCannotAuthenticate) {
   Socket s = test::RawConnection(server_->port(), /*authenticate=*/false);
   PayloadWriter hello;
   hello.U16(kProtocolVersion).Raw(std::string(kNonceSize, 'n'));
-  ASSERT_TRUE(WriteFrame(s, MessageType::kHello, 0, hello.data(), After(std::chrono::seconds(2))).ok());
+  ASSERT_TRUE(
+      WriteFrame(s, MessageType::kHello, 0, hello.data(), After(std::chrono::seconds(2))).ok());
   auto challenge = ReadFrame(s, kMaxHandshakeFrame, After(std::chrono::seconds(2)));
   ASSERT_TRUE(challenge.has_value());
   EXPECT_EQ(challenge->message_type(), MessageType::kChallenge);
   ASSERT_TRUE(WriteFrame(s, MessageType::kAuth, 0, std::string(kProofSize, 'p'),
-                         After(std::chrono::seconds(2))).ok());
+                         After(std::chrono::seconds(2)))
+                  .ok());
   auto answer = ReadFrame(s, kMaxHandshakeFrame, After(std::chrono::seconds(2)));
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->message_type(), MessageType::kError);
@@ -235,8 +237,8 @@ TEST_F(ClientServerTest, RogueServerIsDetectedBeforeAnyRequest) {
   auto rogue_options = test::TestServerOptions({{"ds", packed_->dir.path()}});
   rogue_options.secret = "the rogue server's own secret";
   auto rogue = test::StartServer(rogue_options);
-  auto storage = OpenRemoteStorage(test::UriFor({rogue.get()}, "ds"), kSecret,
-                                   test::TestClientOptions());
+  auto storage =
+      OpenRemoteStorage(test::UriFor({rogue.get()}, "ds"), kSecret, test::TestClientOptions());
   ASSERT_TRUE(storage.has_value());
   auto ds = Dataset::Open(*storage);
   ASSERT_FALSE(ds.has_value());
@@ -259,13 +261,13 @@ TEST_F(ClientServerTest, PathEscapesAreInvalidArguments) {
   for (const char* bad : {"../x", "/etc/passwd", "snapshots/../../../etc/passwd"}) {
     PayloadWriter w;
     w.String("ds").String(bad);
-    ASSERT_TRUE(WriteFrame(s, MessageType::kStat, 5, w.data(), After(std::chrono::seconds(2))).ok());
+    ASSERT_TRUE(
+        WriteFrame(s, MessageType::kStat, 5, w.data(), After(std::chrono::seconds(2))).ok());
     auto answer = ReadFrame(s, kMaxAnswerFrame, After(std::chrono::seconds(2)));
     ASSERT_TRUE(answer.has_value()) << answer.error().ToString();
     EXPECT_EQ(answer->message_type(), MessageType::kError);
     EXPECT_EQ(answer->request_id, 5u);
-    EXPECT_EQ(DecodeErrorPayload(answer->payload, "server").code(),
-              StatusCode::kInvalidArgument);
+    EXPECT_EQ(DecodeErrorPayload(answer->payload, "server").code(), StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(server_->metrics().errors(StatusCode::kInvalidArgument), 3u);
 }
@@ -289,8 +291,8 @@ TEST_F(ClientServerTest, SymbolicLinksAreNotServed) {
 }
 
 TEST_F(ClientServerTest, UnknownDatasetsAndFilesAreNotFound) {
-  auto storage = OpenRemoteStorage(test::UriFor({server_.get()}, "nope"), kSecret,
-                                   test::TestClientOptions());
+  auto storage =
+      OpenRemoteStorage(test::UriFor({server_.get()}, "nope"), kSecret, test::TestClientOptions());
   ASSERT_TRUE(storage.has_value());
   auto ds = Dataset::Open(*storage);
   ASSERT_FALSE(ds.has_value());
@@ -368,7 +370,8 @@ TEST_F(ClientServerTest, PipelinedRequestsAreAnsweredInOrder) {
 
 TEST_F(ClientServerTest, GracefulShutdownClosesIdleConnectionsAndRefusesNewOnes) {
   auto storage = Open();
-  ASSERT_TRUE(storage->Exists("versions/0000000000000001.version").has_value());  // leaves a pooled connection open
+  ASSERT_TRUE(storage->Exists("versions/0000000000000001.version")
+                  .has_value());  // leaves a pooled connection open
   Socket idle = test::RawConnection(server_->port());
   server_->Shutdown();
   EXPECT_TRUE(test::ClosedByPeer(idle, std::chrono::milliseconds(2000)));

@@ -53,7 +53,12 @@ TEST(Frame, RefusesLengthsOverTheLimit) {
 
 TEST(Payload, CodecsRoundTripAndNeverOverrun) {
   PayloadWriter w;
-  w.U8(9).U16(0xBEEF).U32(123456).U64(uint64_t{1} << 40).String("héllo").Bytes(std::string(3, '\0'));
+  w.U8(9)
+      .U16(0xBEEF)
+      .U32(123456)
+      .U64(uint64_t{1} << 40)
+      .String("héllo")
+      .Bytes(std::string(3, '\0'));
   ASSERT_TRUE(w.status().ok());
   const std::string data = w.data();
   PayloadReader r(data);
@@ -88,8 +93,9 @@ TEST(Protocol, ValidatePath) {
     EXPECT_TRUE(ValidatePath(ok, false).ok()) << ok;
   }
   EXPECT_TRUE(ValidatePath("", true).ok());
-  for (std::string_view bad : std::initializer_list<std::string_view>{"", "/etc/passwd", "../x", "a/../b", "./a", "a//b", "a/", "a/.",
-                               std::string_view("a\0b", 3)}) {
+  for (std::string_view bad :
+       std::initializer_list<std::string_view>{"", "/etc/passwd", "../x", "a/../b", "./a", "a//b",
+                                               "a/", "a/.", std::string_view("a\0b", 3)}) {
     const Status st = ValidatePath(bad, false);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
   }

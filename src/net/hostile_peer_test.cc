@@ -2,8 +2,8 @@
 // everybody else.
 #include <gtest/gtest.h>
 
-#include "net/net_test_util.h"
 #include "common/crc32c.h"
+#include "net/net_test_util.h"
 #include "net/payload.h"
 
 #include <atomic>
@@ -51,7 +51,8 @@ TEST_F(HostilePeerTest, GarbageBeforeTheHandshake) {
 
 TEST_F(HostilePeerTest, OversizedHandshakeFrame) {
   Socket s = test::RawConnection(server_->port(), /*authenticate=*/false);
-  ASSERT_TRUE(s.SendAll(EncodeFrame(MessageType::kHello, 0, std::string(300, 'x')), After(2s)).ok());
+  ASSERT_TRUE(
+      s.SendAll(EncodeFrame(MessageType::kHello, 0, std::string(300, 'x')), After(2s)).ok());
   EXPECT_TRUE(test::ClosedByPeer(s, 5000ms));
   ExpectStillServing();
 }

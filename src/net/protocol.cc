@@ -6,30 +6,46 @@ namespace stoker::net {
 
 std::string_view MessageTypeName(MessageType type) {
   switch (type) {
-    case MessageType::kHello: return "HELLO";
-    case MessageType::kChallenge: return "CHALLENGE";
-    case MessageType::kAuth: return "AUTH";
-    case MessageType::kWelcome: return "WELCOME";
-    case MessageType::kStat: return "STAT";
-    case MessageType::kStatOk: return "STAT_OK";
-    case MessageType::kRead: return "READ";
-    case MessageType::kData: return "DATA";
-    case MessageType::kList: return "LIST";
-    case MessageType::kListOk: return "LIST_OK";
-    case MessageType::kWrite: return "WRITE";
-    case MessageType::kDone: return "DONE";
-    case MessageType::kFinish: return "FINISH";
-    case MessageType::kRename: return "RENAME";
-    case MessageType::kRemove: return "REMOVE";
-    case MessageType::kError: return "ERROR";
+    case MessageType::kHello:
+      return "HELLO";
+    case MessageType::kChallenge:
+      return "CHALLENGE";
+    case MessageType::kAuth:
+      return "AUTH";
+    case MessageType::kWelcome:
+      return "WELCOME";
+    case MessageType::kStat:
+      return "STAT";
+    case MessageType::kStatOk:
+      return "STAT_OK";
+    case MessageType::kRead:
+      return "READ";
+    case MessageType::kData:
+      return "DATA";
+    case MessageType::kList:
+      return "LIST";
+    case MessageType::kListOk:
+      return "LIST_OK";
+    case MessageType::kWrite:
+      return "WRITE";
+    case MessageType::kDone:
+      return "DONE";
+    case MessageType::kFinish:
+      return "FINISH";
+    case MessageType::kRename:
+      return "RENAME";
+    case MessageType::kRemove:
+      return "REMOVE";
+    case MessageType::kError:
+      return "ERROR";
   }
   return "UNKNOWN";
 }
 
 Status ValidatePath(std::string_view path, bool allow_root) {
   auto bad = [&](std::string_view why) {
-    return Status::InvalidArgument("invalid dataset path '" + std::string(path) + "': " +
-                                   std::string(why));
+    return Status::InvalidArgument("invalid dataset path '" + std::string(path) +
+                                   "': " + std::string(why));
   };
   if (path.empty()) return allow_root ? Status::OK() : bad("empty");
   if (path.find('\0') != std::string_view::npos) return bad("contains NUL");

@@ -159,7 +159,8 @@ std::shared_ptr<Storage> NewRemoteStorage(std::shared_ptr<Client> client) {
 Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri, std::string secret,
                                                    const ClientOptions& options) {
   STOKER_ASSIGN_OR_RETURN(StokerUri parsed, ParseStokerUri(uri));
-  STOKER_ASSIGN_OR_RETURN(auto client, Client::Create(std::move(parsed), std::move(secret), options));
+  STOKER_ASSIGN_OR_RETURN(auto client,
+                          Client::Create(std::move(parsed), std::move(secret), options));
   return NewRemoteStorage(std::move(client));
 }
 

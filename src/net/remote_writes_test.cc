@@ -103,15 +103,19 @@ TEST_F(RemoteWritesTest, ExclusiveCreateHasExactlyOneWinner) {
     threads.emplace_back([&, i] {
       const std::string bytes = "writer " + std::to_string(i);
       const Status st = Open()->CreateExclusive("versions/0000000000000001.version", Bytes(bytes));
-      if (st.ok()) ++won;
-      else if (st.code() == StatusCode::kAlreadyExists) ++lost;
-      else ADD_FAILURE() << st.ToString();
+      if (st.ok())
+        ++won;
+      else if (st.code() == StatusCode::kAlreadyExists)
+        ++lost;
+      else
+        ADD_FAILURE() << st.ToString();
     });
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(won.load(), 1);
   EXPECT_EQ(lost.load(), 7);
-  const std::string held = stoker::test::ReadFileToString(Local("versions/0000000000000001.version"));
+  const std::string held =
+      stoker::test::ReadFileToString(Local("versions/0000000000000001.version"));
   EXPECT_TRUE(held.starts_with("writer ")) << held;
   // No upload is left behind by the losers.
   EXPECT_EQ(Open()->List("versions").value().size(), 1u);
@@ -221,9 +225,8 @@ class AnswerLosingProxy {
 // is gone. The client sees that its own lost try did it and reports success.
 TEST_F(RemoteWritesTest, RenameAndRemoveRetriedAfterALostAnswerSucceed) {
   AnswerLosingProxy proxy(server_->port());
-  auto storage =
-      OpenRemoteStorage("stoker://127.0.0.1:" + std::to_string(proxy.port()) + "/ds",
-                        test::kSecret, test::TestClientOptions());
+  auto storage = OpenRemoteStorage("stoker://127.0.0.1:" + std::to_string(proxy.port()) + "/ds",
+                                   test::kSecret, test::TestClientOptions());
   ASSERT_TRUE(storage.has_value()) << storage.error().ToString();
   ASSERT_TRUE((*storage)->CreateExclusive("segments/a.tmp", Bytes("abc")).ok());
   proxy.Arm();

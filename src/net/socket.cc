@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
 namespace stoker::net {
@@ -207,10 +207,9 @@ Result<std::shared_ptr<addrinfo>> Resolve(const std::string& host, uint16_t port
 }  // namespace
 
 Result<Socket> Connect(const std::string& host, uint16_t port, Deadline deadline) {
-  const std::string name = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                           std::to_string(port);
-  STOKER_ASSIGN_OR_RETURN(const std::shared_ptr<addrinfo> res,
-                          Resolve(host, port, name, deadline));
+  const std::string name =
+      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  STOKER_ASSIGN_OR_RETURN(const std::shared_ptr<addrinfo> res, Resolve(host, port, name, deadline));
   Status last(StatusCode::kUnavailable, "no address for " + name);
   for (addrinfo* ai = res.get(); ai != nullptr; ai = ai->ai_next) {
     Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol), name);
@@ -255,8 +254,8 @@ Result<Socket> Listen(const std::string& host, uint16_t port, int backlog) {
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
   const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints,
-                                   &res);
+  if (const int rc =
+          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
       rc != 0) {
     return Err(Status::InvalidArgument("cannot resolve listen address " + name + ": " +
                                        ::gai_strerror(rc)));

@@ -13,8 +13,8 @@ namespace {
 using server::ServerMetrics;
 
 std::shared_ptr<Storage> OpenBoth(const server::Server& a, const server::Server& b) {
-  auto s = OpenRemoteStorage(test::UriFor({&a, &b}, "ds"), test::kSecret,
-                             test::TestClientOptions());
+  auto s =
+      OpenRemoteStorage(test::UriFor({&a, &b}, "ds"), test::kSecret, test::TestClientOptions());
   EXPECT_TRUE(s.has_value()) << s.error().ToString();
   return *s;
 }

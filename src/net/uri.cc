@@ -11,8 +11,8 @@ std::string ServerAddress::ToString() const {
 
 Result<ServerAddress> ParseServerAddress(std::string_view text) {
   auto bad = [&](std::string_view why) {
-    return Err(Status::InvalidArgument("bad server address '" + std::string(text) + "': " +
-                                       std::string(why)));
+    return Err(Status::InvalidArgument("bad server address '" + std::string(text) +
+                                       "': " + std::string(why)));
   };
   ServerAddress a;
   std::string_view port_text;
@@ -63,8 +63,8 @@ std::string StokerUri::ToString() const {
 
 Result<StokerUri> ParseStokerUri(std::string_view uri) {
   auto bad = [&](std::string_view why) {
-    return Err(Status::InvalidArgument("bad stoker:// URI '" + std::string(uri) + "': " +
-                                       std::string(why) +
+    return Err(Status::InvalidArgument("bad stoker:// URI '" + std::string(uri) +
+                                       "': " + std::string(why) +
                                        " (expected stoker://host:port[,host:port...]/name)"));
   };
   if (!uri.starts_with(kStokerScheme)) return bad("wrong scheme");

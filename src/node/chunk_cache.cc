@@ -64,11 +64,11 @@ bool ChunkCache::MakeRoomLocked(uint64_t size, uint64_t limit) {
       if (limit != kDone && next <= limit) continue;
       Key key;
       if (next != kDone) {
-        key = {1, next};                    // Belady: furthest next use first
+        key = {1, next};  // Belady: furthest next use first
       } else if (!is_owned_(it->first)) {
-        key = {3, ~e.last_use};             // copies of others' chunks, least recently used first
+        key = {3, ~e.last_use};  // copies of others' chunks, least recently used first
       } else {
-        key = {2, e.last_use};              // own chunks, most recently used first
+        key = {2, e.last_use};  // own chunks, most recently used first
       }
       if (victim == entries_.end() || key > victim_key) {
         victim = it;
@@ -93,8 +93,7 @@ Result<std::shared_ptr<const CachedChunk>> ChunkCache::Prefetch(uint32_t chunk, 
 }
 
 Result<std::shared_ptr<const CachedChunk>> ChunkCache::GetImpl(uint32_t chunk, uint64_t size,
-                                                               const Filler& fill,
-                                                               bool prefetch) {
+                                                               const Filler& fill, bool prefetch) {
   if (size > capacity_) {
     return Err(Status::ResourceExhausted(fmt::format(
         "chunk {} has {} bytes, more than the whole cache ({} bytes)", chunk, size, capacity_)));

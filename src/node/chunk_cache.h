@@ -60,8 +60,7 @@ class ChunkCache {
   // Concurrent calls for one chunk share a single fill and its result (error included; the next
   // call after a failure tries again). ResourceExhausted if `size` exceeds the capacity or no
   // room frees up in time.
-  Result<std::shared_ptr<const CachedChunk>> Get(uint32_t chunk, uint64_t size,
-                                                 const Filler& fill);
+  Result<std::shared_ptr<const CachedChunk>> Get(uint32_t chunk, uint64_t size, const Filler& fill);
   // Like Get, but only if the chunk fits without evicting anything needed sooner than it
   // (prefetching must never push out what a trainer is about to read). Unavailable otherwise.
   Result<std::shared_ptr<const CachedChunk>> Prefetch(uint32_t chunk, uint64_t size,

@@ -86,13 +86,11 @@ TEST(ChunkCacheTest, NeverHoldsMoreThanItsCapacity) {
   const auto s = cache.stats();
   EXPECT_LE(s.peak_live_bytes, 5 * kChunk);
   EXPECT_GT(s.evictions, 0u);
-  EXPECT_EQ(cache.Get(99, 6 * kChunk, filler.Get()).error().code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache.Get(99, 6 * kChunk, filler.Get()).error().code(), StatusCode::kResourceExhausted);
 }
 
 TEST(ChunkCacheTest, HeldChunksAreNotEvicted) {
-  ChunkCache cache(2 * kChunk, [](uint32_t) { return true; },
-                   std::chrono::milliseconds(100));
+  ChunkCache cache(2 * kChunk, [](uint32_t) { return true; }, std::chrono::milliseconds(100));
   CountingFiller filler;
   auto a = cache.Get(1, kChunk, filler.Get());
   auto b = cache.Get(2, kChunk, filler.Get());

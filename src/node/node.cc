@@ -7,10 +7,10 @@
 
 #include <fmt/format.h>
 
+#include "dataset/version_view.h"
 #include "format/chunk.h"
 #include "format/manifest.h"
 #include "format/version_record.h"
-#include "dataset/version_view.h"
 #include "net/auth.h"
 #include "net/protocol.h"
 #include "net/remote_storage.h"
@@ -128,9 +128,7 @@ void Node::State::Log(const std::string& line) const {
   if (options.log) options.log(line);
 }
 
-uint64_t Node::State::ChunkSize(uint32_t index) const {
-  return chunks[index].file_size;
-}
+uint64_t Node::State::ChunkSize(uint32_t index) const { return chunks[index].file_size; }
 
 std::string Node::State::ChunkName(uint32_t index) const {
   return format::ChunkPath(chunks[index].id);
@@ -179,8 +177,7 @@ Status Node::State::FillFromPeer(size_t peer, uint32_t index, std::span<std::byt
 }
 
 Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
-  const std::vector<size_t> ranking =
-      membership->LiveRanking(chunks[index].id);
+  const std::vector<size_t> ranking = membership->LiveRanking(chunks[index].id);
   auto it = ranking.begin();
   for (; it != ranking.end() && *it != membership->self(); ++it) {
     if (FillFromPeer(*it, index, dst, /*cached_only=*/false).ok()) return Status::OK();
@@ -214,12 +211,12 @@ Status Node::State::ProbePeer(size_t peer) {
   std::string theirs;
   if (size == manifest.size()) {
     theirs.resize(size);
-    STOKER_RETURN_IF_ERROR(client.Read(format::kManifestPath, 0,
-                                       std::as_writable_bytes(std::span(theirs))));
+    STOKER_RETURN_IF_ERROR(
+        client.Read(format::kManifestPath, 0, std::as_writable_bytes(std::span(theirs))));
   }
   if (size != manifest.size() || theirs != manifest) {
-    return Status::InvalidArgument(fmt::format(
-        "peer {} serves another version of the dataset", client.Describe("")));
+    return Status::InvalidArgument(
+        fmt::format("peer {} serves another version of the dataset", client.Describe("")));
   }
   return Status::OK();
 }
@@ -270,9 +267,9 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
     STOKER_ASSIGN_OR_RETURN(s.disk, DiskTier::Open(o.disk_dir + "/" + o.job, o.disk_limit, ids));
   }
   if (o.memory_limit < largest) {
-    return Err(Status::InvalidArgument(fmt::format(
-        "--memory-limit {} is smaller than the dataset's largest chunk ({} bytes)",
-        o.memory_limit, largest)));
+    return Err(Status::InvalidArgument(
+        fmt::format("--memory-limit {} is smaller than the dataset's largest chunk ({} bytes)",
+                    o.memory_limit, largest)));
   }
 
   // The peer-facing server first: its bound port may be this daemon's identity.
@@ -294,8 +291,7 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   net::ServerAddress self = o.advertise;
   if (self.host.empty()) self = {o.listen.host, s.server->port()};
   std::vector<net::ServerAddress> peers = o.peers.empty() ? std::vector{self} : o.peers;
-  STOKER_ASSIGN_OR_RETURN(s.membership,
-                          Membership::Create(o.job, peers, self, o.membership));
+  STOKER_ASSIGN_OR_RETURN(s.membership, Membership::Create(o.job, peers, self, o.membership));
   s.cache = std::make_unique<ChunkCache>(o.memory_limit, [raw](uint32_t index) {
     return raw->membership->IsOwner(raw->chunks[index].id);
   });
@@ -316,7 +312,8 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
       continue;
     }
     const net::StokerUri uri{{s.membership->address(i)}, o.job};
-    const net::StokerUri cached_uri{{s.membership->address(i)}, o.job + std::string(kCachedOnlySuffix)};
+    const net::StokerUri cached_uri{{s.membership->address(i)},
+                                    o.job + std::string(kCachedOnlySuffix)};
     STOKER_ASSIGN_OR_RETURN(auto data, net::Client::Create(uri, o.secret, data_options));
     STOKER_ASSIGN_OR_RETURN(auto cached, net::Client::Create(cached_uri, o.secret, data_options));
     s.peer_cached.push_back(std::move(cached));
@@ -353,7 +350,6 @@ int Node::metrics_port() const { return state_->server->metrics_port(); }
 const std::string& Node::socket_path() const { return state_->options.socket_path; }
 
 NodeStats Node::stats() const { return state_->Stats(); }
-
 
 NodeStats Node::State::Stats() const {
   const State& s = *this;
@@ -401,8 +397,7 @@ std::string RenderNodeMetrics(const NodeStats& n) {
   metric("stoker_node_store_fills_total", "counter", "Chunks read from the store.", n.store_fills);
   metric("stoker_node_store_bytes_total", "counter", "Bytes read from the store.", n.store_bytes);
   metric("stoker_node_peer_fills_total", "counter", "Chunks read from their owner.", n.peer_fills);
-  metric("stoker_node_peer_bytes_total", "counter", "Bytes read from other daemons.",
-         n.peer_bytes);
+  metric("stoker_node_peer_bytes_total", "counter", "Bytes read from other daemons.", n.peer_bytes);
   metric("stoker_node_peer_failures_total", "counter",
          "Peer reads that failed (the next peer or the store took over).", n.peer_failures);
   metric("stoker_node_peer_corrupt_total", "counter", "Chunks from a peer that failed the check.",

@@ -3,9 +3,9 @@
 // The daemons of a job pool their memory into one chunk cache. Each chunk has an owner (HRW
 // placement over the live peers, membership.h); the owner fetches it from the store once and
 // keeps it; other daemons fetch it from the owner, whole, when a local trainer asks. Trainers
-// on this machine connect over a unix socket (node_client/trainer_protocol.h) and get chunks as sealed
-// memfds. Every chunk is checked against the metadata (header, index, data CRC32C) before it is
-// cached or handed on, wherever it came from: a cache never launders corruption.
+// on this machine connect over a unix socket (node_client/trainer_protocol.h) and get chunks as
+// sealed memfds. Every chunk is checked against the metadata (header, index, data CRC32C) before it
+// is cached or handed on, wherever it came from: a cache never launders corruption.
 //
 // Failure: a peer read that fails marks the peer down and moves on to the chunk's next live
 // peer, and the store is the last resort, so a dead daemon costs re-reads, never a failed read.
@@ -28,20 +28,21 @@ namespace stoker::node {
 
 struct NodeOptions {
   std::string job;        // namespaces everything: the name peers export and ask for
-  std::string store_uri;  // where the dataset lives: what OpenStorage opens (path, file://, stoker://, s3://)
+  std::string store_uri;  // where the dataset lives: what OpenStorage opens (path, file://,
+                          // stoker://, s3://)
   net::ServerAddress listen{"127.0.0.1", 7171};  // peer-facing TCP (port 0: ephemeral)
   // This daemon's identity in `peers` (host:port); empty host: `listen` as bound.
   net::ServerAddress advertise{"", 0};
-  std::vector<net::ServerAddress> peers;  // every daemon of the job; empty: just this one
-  std::string socket_path;                // trainers' unix socket
+  std::vector<net::ServerAddress> peers;      // every daemon of the job; empty: just this one
+  std::string socket_path;                    // trainers' unix socket
   uint64_t memory_limit = uint64_t{4} << 30;  // hard cap on cached chunk bytes
   // Optional local-disk tier (disk_tier.h): chunks kept under DISK_DIR/JOB, at most disk_limit
   // bytes. Empty: none.
   std::string disk_dir;
   uint64_t disk_limit = 0;
-  std::string secret;                         // the deployment secret (peers and store)
+  std::string secret;  // the deployment secret (peers and store)
   int metrics_port = -1;
-  size_t prefetch_depth = 8;  // chunks ahead of each trainer's cursor; 0: no prefetch
+  size_t prefetch_depth = 8;    // chunks ahead of each trainer's cursor; 0: no prefetch
   size_t prefetch_streams = 4;  // chunks prefetched at once
   MembershipOptions membership;
   // One whole-chunk read from a peer, and one heartbeat probe.
@@ -53,13 +54,13 @@ struct NodeOptions {
 };
 
 struct NodeStats {
-  uint64_t trainer_gets = 0;        // chunks handed to local trainers
-  uint64_t trainer_connections = 0; // currently connected
-  uint64_t peer_requests = 0;       // chunk reads served to other daemons (first READ of each)
+  uint64_t trainer_gets = 0;         // chunks handed to local trainers
+  uint64_t trainer_connections = 0;  // currently connected
+  uint64_t peer_requests = 0;        // chunk reads served to other daemons (first READ of each)
   uint64_t store_fills = 0, store_bytes = 0;  // chunks read from the store
   uint64_t peer_fills = 0, peer_bytes = 0;    // chunks read from their owner
-  uint64_t peer_failures = 0;       // peer reads that failed (the next peer or the store took over)
-  uint64_t peer_corrupt = 0;        // chunks from a peer that failed their check
+  uint64_t peer_failures = 0;  // peer reads that failed (the next peer or the store took over)
+  uint64_t peer_corrupt = 0;   // chunks from a peer that failed their check
   uint64_t prefetches = 0;
   uint64_t cache_hits = 0, cache_evictions = 0;
   uint64_t cache_bytes = 0, cache_peak_bytes = 0, cache_capacity = 0;

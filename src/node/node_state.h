@@ -19,8 +19,8 @@
 #include "node/chunk_cache.h"
 #include "node/disk_tier.h"
 #include "node/membership.h"
-#include "node/prefetcher.h"
 #include "node/node.h"
+#include "node/prefetcher.h"
 #include "server/server.h"
 #include "stoker/dataset.h"
 
@@ -50,10 +50,10 @@ struct Node::State {
   std::vector<format::ChunkInfo> chunks;
   std::unique_ptr<Membership> membership;
   std::unique_ptr<ChunkCache> cache;
-  std::unique_ptr<DiskTier> disk;  // null without --disk-dir
-  std::vector<std::shared_ptr<net::Client>> peer_data;   // per peer; null for this daemon
-  std::vector<std::shared_ptr<net::Client>> peer_cached; // the same, asking only for cached chunks
-  std::vector<std::shared_ptr<net::Client>> peer_probe;  // short timeouts, for heartbeats
+  std::unique_ptr<DiskTier> disk;                         // null without --disk-dir
+  std::vector<std::shared_ptr<net::Client>> peer_data;    // per peer; null for this daemon
+  std::vector<std::shared_ptr<net::Client>> peer_cached;  // the same, asking only for cached chunks
+  std::vector<std::shared_ptr<net::Client>> peer_probe;   // short timeouts, for heartbeats
   std::unique_ptr<server::Server> server;
   // Set once everything above exists: the peer server starts (and may be asked) before the
   // membership and cache, since its bound port can be this daemon's identity.

@@ -5,14 +5,14 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
 
-#include "format/chunk.h"
 #include "dataset/version_view.h"
+#include "format/chunk.h"
 #include "net/net_test_util.h"
 #include "net/payload.h"
 #include "node_client/node_storage.h"
@@ -197,8 +197,8 @@ TEST_F(NodeTest, CorruptBytesFromAPeerAreNeverHandedOn) {
   for (const char* dir : {"chunks", "segments", "versions"}) ASSERT_TRUE(bad->CreateDirs(dir).ok());
   bad->SetContents("MANIFEST", stoker::test::ReadFileToString(
                                    packed_->dir.Join("versions/0000000000000001.version")));
-  for (const std::string& dir : {std::string("chunks"), std::string("segments"),
-                                 std::string("versions")}) {
+  for (const std::string& dir :
+       {std::string("chunks"), std::string("segments"), std::string("versions")}) {
     auto names = good->List(dir);
     ASSERT_TRUE(names.has_value());
     for (const std::string& name : *names) {
@@ -263,8 +263,8 @@ TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
   // A restarted daemon (same disk) reads nothing from the store; a damaged file is a miss.
   daemons_[0].reset();
   const std::string some_chunk =
-      disk.path() + "/job1/" + format::ChunkPath(
-          dataset::ViewOf(**Dataset::Open(packed_->dir.path())).chunk(0).value().id);
+      disk.path() + "/job1/" +
+      format::ChunkPath(dataset::ViewOf(**Dataset::Open(packed_->dir.path())).chunk(0).value().id);
   std::string bytes = stoker::test::ReadFileToString(some_chunk);
   bytes[bytes.size() / 2] ^= 1;
   stoker::test::WriteStringToFile(some_chunk, bytes);
@@ -292,9 +292,9 @@ TEST_F(NodeTest, MalformedTrainerMessagesAreRefused) {
       EXPECT_NE(*code, 0) << "accepted: " << testing::PrintToString(message);
     }
   };
-  expect_refused("");                                   // empty
-  expect_refused(std::string("\x07", 1));              // unknown type
-  expect_refused(std::string("\x02\x01\x02", 3));    // GET before HELLO, and truncated
+  expect_refused("");                                      // empty
+  expect_refused(std::string("\x07", 1));                  // unknown type
+  expect_refused(std::string("\x02\x01\x02", 3));          // GET before HELLO, and truncated
   expect_refused(std::string("\x01\xff\xff\xff\x7f", 5));  // HELLO claiming 2 GiB
   {
     net::PayloadWriter w;

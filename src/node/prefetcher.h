@@ -44,9 +44,9 @@ class Prefetcher {
   const Fetch fetch_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;       // guarded by mu_
-  std::set<uint32_t> taken_;    // chunks a stream is fetching; guarded by mu_
-  uint64_t finished_ = 0;       // fetches completed so far; guarded by mu_
+  bool stopping_ = false;     // guarded by mu_
+  std::set<uint32_t> taken_;  // chunks a stream is fetching; guarded by mu_
+  uint64_t finished_ = 0;     // fetches completed so far; guarded by mu_
   std::vector<std::thread> streams_;
 };
 

@@ -90,10 +90,12 @@ TEST(Prefetcher, OneStreamFetchesOneAtATime) {
 TEST(Prefetcher, AFailedFetchIsNotRetriedInABusyLoop) {
   std::atomic<int> calls{0};
   {
-    Prefetcher p(2, [] { return std::vector<uint32_t>{7}; }, [&](uint32_t) {
-      calls.fetch_add(1);
-      return false;
-    });
+    Prefetcher p(
+        2, [] { return std::vector<uint32_t>{7}; },
+        [&](uint32_t) {
+          calls.fetch_add(1);
+          return false;
+        });
     std::this_thread::sleep_for(500ms);
   }
   // 2 streams × (1 + 500 ms / 200 ms idle) ≈ 6; a busy loop would make thousands.

@@ -12,8 +12,7 @@
 namespace stoker::node {
 
 Result<std::vector<net::ServerAddress>> Rendezvous(const std::string& path,
-                                                   const net::ServerAddress& self,
-                                                   size_t expected,
+                                                   const net::ServerAddress& self, size_t expected,
                                                    std::chrono::milliseconds timeout) {
   if (expected == 0) return Err(Status::InvalidArgument("the job needs at least one daemon"));
   const std::string line = self.ToString() + "\n";
@@ -36,7 +35,8 @@ Result<std::vector<net::ServerAddress>> Rendezvous(const std::string& path,
       if (entry.empty()) return Status::OK();
       auto address = net::ParseServerAddress(entry);
       if (!address) {
-        return Status::InvalidArgument(fmt::format("rendezvous file {}: bad line '{}'", path, entry));
+        return Status::InvalidArgument(
+            fmt::format("rendezvous file {}: bad line '{}'", path, entry));
       }
       seen.emplace(address->ToString(), *address);
       entry.clear();
@@ -56,7 +56,8 @@ Result<std::vector<net::ServerAddress>> Rendezvous(const std::string& path,
     if (seen.size() > expected) {
       return Err(Status::InvalidArgument(fmt::format(
           "rendezvous file {} names {} daemons, more than the {} expected (a file left from "
-          "another job?)", path, seen.size(), expected)));
+          "another job?)",
+          path, seen.size(), expected)));
     }
     if (seen.size() == expected) {
       std::vector<net::ServerAddress> peers;

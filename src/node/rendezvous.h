@@ -19,8 +19,7 @@
 namespace stoker::node {
 
 Result<std::vector<net::ServerAddress>> Rendezvous(const std::string& path,
-                                                   const net::ServerAddress& self,
-                                                   size_t expected,
+                                                   const net::ServerAddress& self, size_t expected,
                                                    std::chrono::milliseconds timeout);
 
 }  // namespace stoker::node

@@ -111,8 +111,10 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
   bool greeted = false;
   while (true) {
     int passed = -1;
-    auto message = ReceiveMessage(c.socket, &passed, net::After(
-        std::chrono::duration_cast<std::chrono::milliseconds>(kIdleForever)), stop_pipe[0]);
+    auto message = ReceiveMessage(
+        c.socket, &passed,
+        net::After(std::chrono::duration_cast<std::chrono::milliseconds>(kIdleForever)),
+        stop_pipe[0]);
     if (passed >= 0) ::close(passed);  // trainers send no descriptors
     if (!message) break;
     net::PayloadReader r(*message);
@@ -132,7 +134,8 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
       } else if (!SameDataset(*theirs, manifest)) {
         reply = net::EncodeErrorPayload(Status::InvalidArgument(fmt::format(
             "the node daemon of job {} serves another dataset or version ({}) than this trainer "
-            "opened", options.job, options.store_uri)));
+            "opened",
+            options.job, options.store_uri)));
       } else {
         greeted = true;
         net::PayloadWriter w;
@@ -149,7 +152,8 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
         reply = net::EncodeErrorPayload(Status::InvalidArgument("malformed GET"));
         close_after = true;
       } else if (it == chunk_index.end()) {
-        reply = net::EncodeErrorPayload(Status::NotFound(fmt::format("no chunk {:016x} in the dataset", *id)));
+        reply = net::EncodeErrorPayload(
+            Status::NotFound(fmt::format("no chunk {:016x} in the dataset", *id)));
       } else if (auto chunk = ForTrainer(it->second); !chunk) {
         reply = net::EncodeErrorPayload(chunk.error());
       } else {
@@ -183,7 +187,8 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
       if (!ok || !r.ExpectEnd().ok()) {
         reply = net::EncodeErrorPayload(Status::InvalidArgument(
             too_long ? fmt::format("PLAN of more than {} entries: the dataset has no more read "
-                                   "units", max_plan_entries)
+                                   "units",
+                                   max_plan_entries)
                      : std::string("malformed PLAN")));
         close_after = true;
       } else {
@@ -192,10 +197,12 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
         reply = net::EncodeErrorPayload(Status::OK());
       }
     } else {
-      reply = net::EncodeErrorPayload(Status::Unsupported(fmt::format("unknown request type {}", *type)));
+      reply = net::EncodeErrorPayload(
+          Status::Unsupported(fmt::format("unknown request type {}", *type)));
       close_after = true;
     }
-    if (!SendMessage(c.socket, reply, reply_fd, net::After(kReplyTimeout)).ok() || close_after) break;
+    if (!SendMessage(c.socket, reply, reply_fd, net::After(kReplyTimeout)).ok() || close_after)
+      break;
   }
   cache->RemovePlan(plan);
   counters.trainer_connections.fetch_sub(1);

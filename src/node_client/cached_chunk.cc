@@ -18,8 +18,7 @@ std::byte* MapFd(int fd, uint64_t size, int prot) {
 
 }  // namespace
 
-CachedChunk::CachedChunk(int fd, uint64_t size, std::byte* data,
-                         std::atomic<uint64_t>* live_bytes)
+CachedChunk::CachedChunk(int fd, uint64_t size, std::byte* data, std::atomic<uint64_t>* live_bytes)
     : fd_(fd), size_(size), data_(data), live_bytes_(live_bytes) {
   if (live_bytes_ != nullptr) live_bytes_->fetch_add(size_);
 }
@@ -31,7 +30,7 @@ CachedChunk::~CachedChunk() {
 }
 
 Result<std::unique_ptr<CachedChunk>> CachedChunk::Create(const std::string& name, uint64_t size,
-                                                        std::atomic<uint64_t>* live_bytes) {
+                                                         std::atomic<uint64_t>* live_bytes) {
   const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Err(Status::FromErrno(errno, "memfd_create " + name));
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {

@@ -22,7 +22,7 @@ class CachedChunk {
   // A writable memfd of `size` bytes, named `name` (visible in /proc/PID/fd for debugging).
   // `live_bytes`, if given, counts the bytes of every CachedChunk alive (the daemon's memory cap).
   static Result<std::unique_ptr<CachedChunk>> Create(const std::string& name, uint64_t size,
-                                                    std::atomic<uint64_t>* live_bytes);
+                                                     std::atomic<uint64_t>* live_bytes);
   ~CachedChunk();
   CachedChunk(const CachedChunk&) = delete;
   CachedChunk& operator=(const CachedChunk&) = delete;

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -86,9 +86,10 @@ class NodeLink {
     if (!mapped) {
       if (stats_.node_failures++ == 0) {
         // Once per dataset: a daemon that is not there must not go unnoticed, nor flood the log.
-        std::fprintf(stderr, "stoker: warning: %s=%s: %s; reading from the store instead (every "
-                     "failure counts in stats()['node_failures'])\n", kNodeSocketEnv,
-                     path_.c_str(), mapped.error().ToString().c_str());
+        std::fprintf(stderr,
+                     "stoker: warning: %s=%s: %s; reading from the store instead (every "
+                     "failure counts in stats()['node_failures'])\n",
+                     kNodeSocketEnv, path_.c_str(), mapped.error().ToString().c_str());
       }
       retry_at_ = net::Clock::now() + kRetryAfter;
       // The daemon may have died: its connections are dead, and a restarted one needs the plan.
@@ -204,9 +205,8 @@ class NodeLink {
       for (size_t i = start; i < start + n; ++i) w.U64(plan_[i].first).U32(plan_[i].second);
       int passed = -1;
       Status st = SendMessage(control_, w.data(), -1, net::After(kRequestTimeout));
-      Result<std::string> reply = st.ok() ? ReceiveMessage(control_, &passed,
-                                                           net::After(kRequestTimeout))
-                                          : Err(st);
+      Result<std::string> reply =
+          st.ok() ? ReceiveMessage(control_, &passed, net::After(kRequestTimeout)) : Err(st);
       FdCloser unexpected(passed);
       if (!reply) {
         control_.Close();
@@ -234,7 +234,10 @@ class NodeChunkFile : public RandomAccessFile {
  public:
   NodeChunkFile(std::shared_ptr<NodeLink> link, std::string path, uint64_t id, uint64_t size,
                 std::unique_ptr<RandomAccessFile> store_file)
-      : link_(std::move(link)), path_(std::move(path)), id_(id), size_(size),
+      : link_(std::move(link)),
+        path_(std::move(path)),
+        id_(id),
+        size_(size),
         store_file_(std::move(store_file)) {}
 
   uint64_t Size() const override { return size_; }

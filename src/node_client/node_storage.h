@@ -1,7 +1,7 @@
 // The trainer's side of the node daemon: a Storage that wraps the dataset's store and gets chunk
 // files from the node daemon on this machine (trainer_protocol.h) when one answers, and from the
-// store itself when none does, is starting, or has died. Everything else (version records, segments,
-// listings) always comes from the store.
+// store itself when none does, is starting, or has died. Everything else (version records,
+// segments, listings) always comes from the store.
 //
 // Chunks arrive as sealed memfds, mapped read-only: a read is a memcpy from shared memory. The
 // last few mappings are kept (the read pipeline reads a chunk in several ranges). A daemon that
@@ -21,8 +21,8 @@
 namespace stoker::node {
 
 struct NodeStorageStats {
-  uint64_t node_reads = 0;   // ReadAt calls answered from the daemon's shared memory
-  uint64_t store_reads = 0;  // ReadAt calls that went to the store (no daemon, or it failed)
+  uint64_t node_reads = 0;     // ReadAt calls answered from the daemon's shared memory
+  uint64_t store_reads = 0;    // ReadAt calls that went to the store (no daemon, or it failed)
   uint64_t node_failures = 0;  // daemon requests that failed (connection or daemon error)
 };
 

@@ -1,8 +1,8 @@
 #include "node_client/trainer_protocol.h"
 
 #include <poll.h>
-#include <sys/types.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -59,7 +59,8 @@ Result<std::string> ReceiveMessage(net::Socket& socket, int* received_fd, net::D
     const ssize_t n = ::recvmsg(socket.fd(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n < 0) {
-      if (errno == ECONNRESET) return Err(Status(StatusCode::kUnavailable, "node daemon socket reset"));
+      if (errno == ECONNRESET)
+        return Err(Status(StatusCode::kUnavailable, "node daemon socket reset"));
       return Err(Status::FromErrno(errno, "receive from node daemon socket"));
     }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {

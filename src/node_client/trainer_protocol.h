@@ -3,9 +3,9 @@
 // (SCM_RIGHTS), never as socket payload. docs/cache.md, "Trainer <-> daemon".
 //
 // Requests (payload codecs of src/net/payload.h):
-//   HELLO  u8 1 | bytes manifest    the trainer's newest version record: the daemon refuses another dataset
-//   GET    u8 2 | u64 chunk id      a chunk file's bytes
-//   PLAN   u8 3 | u8 first | u32 n | n × (u64 chunk id, u32 in use until)
+//   HELLO  u8 1 | bytes manifest    the trainer's newest version record: the daemon refuses another
+//   dataset GET    u8 2 | u64 chunk id      a chunk file's bytes PLAN   u8 3 | u8 first | u32 n | n
+//   × (u64 chunk id, u32 in use until)
 //                                   the trainer's chunks in first-use order, each with the entry
 //                                   until which it stays in use (PlannedFile in storage.h);
 //                                   `first` starts a new plan (a new epoch), otherwise the

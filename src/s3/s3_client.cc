@@ -1,8 +1,8 @@
 #include "s3/s3_client.h"
 
-#include <charconv>
 #include <curl/curl.h>
 #include <openssl/evp.h>
+#include <charconv>
 
 #include <algorithm>
 #include <charconv>
@@ -31,7 +31,7 @@ struct S3Client::Request {
   std::span<const std::byte> body;
   std::span<std::byte> into;  // GET answers written here: exactly into.size() bytes expected
   bool has_into = false;
-  bool ranged = false;        // a Range header is sent: 206 expected
+  bool ranged = false;  // a Range header is sent: 206 expected
 };
 
 struct S3Client::Response {
@@ -46,8 +46,8 @@ std::once_flag curl_init_once;
 
 std::string Base64(const unsigned char* data, size_t n) {
   std::string out(4 * ((n + 2) / 3) + 1, '\0');
-  const int len = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data,
-                                  static_cast<int>(n));
+  const int len =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data, static_cast<int>(n));
   out.resize(static_cast<size_t>(len));
   return out;
 }
@@ -61,10 +61,9 @@ std::string ContentMd5(std::span<const std::byte> body) {
 
 std::string Crc32cBase64(std::span<const std::byte> body) {
   const uint32_t crc = crc32c::Value(body.data(), body.size());
-  const unsigned char be[4] = {static_cast<unsigned char>(crc >> 24),
-                               static_cast<unsigned char>(crc >> 16),
-                               static_cast<unsigned char>(crc >> 8),
-                               static_cast<unsigned char>(crc)};
+  const unsigned char be[4] = {
+      static_cast<unsigned char>(crc >> 24), static_cast<unsigned char>(crc >> 16),
+      static_cast<unsigned char>(crc >> 8), static_cast<unsigned char>(crc)};
   return Base64(be, 4);
 }
 
@@ -76,12 +75,18 @@ std::string XmlUnescape(std::string_view s) {
       continue;
     }
     const size_t semi = s.find(';', i);
-    const std::string_view entity = s.substr(i + 1, semi == std::string_view::npos ? 0 : semi - i - 1);
-    if (entity == "amp") out.push_back('&');
-    else if (entity == "lt") out.push_back('<');
-    else if (entity == "gt") out.push_back('>');
-    else if (entity == "quot") out.push_back('"');
-    else if (entity == "apos") out.push_back('\'');
+    const std::string_view entity =
+        s.substr(i + 1, semi == std::string_view::npos ? 0 : semi - i - 1);
+    if (entity == "amp")
+      out.push_back('&');
+    else if (entity == "lt")
+      out.push_back('<');
+    else if (entity == "gt")
+      out.push_back('>');
+    else if (entity == "quot")
+      out.push_back('"');
+    else if (entity == "apos")
+      out.push_back('\'');
     else {
       out.push_back('&');
       continue;
@@ -97,7 +102,8 @@ std::string UrlDecode(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '+') {
       out.push_back(' ');
-    } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+    } else if (s[i] == '%' && i + 2 < s.size() &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
                std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
       out.push_back(static_cast<char>(*ParseUnsigned<uint8_t>(s.substr(i + 1, 2), 16)));
       i += 2;
@@ -224,7 +230,8 @@ size_t OnData(char* data, size_t size, size_t n, void* user) {
   long status = 0;
   curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
   if (status >= 300) {  // an error body: its first MiB names the error, the rest is dropped
-    if (t->body.size() < kMaxErrorBody) t->body.append(data, std::min(len, kMaxErrorBody - t->body.size()));
+    if (t->body.size() < kMaxErrorBody)
+      t->body.append(data, std::min(len, kMaxErrorBody - t->body.size()));
     return len;
   }
   if (!t->has_into) {
@@ -262,8 +269,10 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() &&
+           (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
       value.remove_suffix(1);
     }
     t->headers[name] = std::string(value);
@@ -307,10 +316,10 @@ S3Client::Signed S3Client::Sign(const Request& r) const {
   s.method = r.method;
   s.path = encoded_path;
   s.query = r.query;
-  s.payload_sha256 = r.body.empty() ? std::string(kEmptyPayloadSha256)
-                                    : Sha256Hex(std::string_view(
-                                          reinterpret_cast<const char*>(r.body.data()),
-                                          r.body.size()));
+  s.payload_sha256 = r.body.empty()
+                         ? std::string(kEmptyPayloadSha256)
+                         : Sha256Hex(std::string_view(reinterpret_cast<const char*>(r.body.data()),
+                                                      r.body.size()));
   const std::string date = AmzDate(std::chrono::duration_cast<std::chrono::seconds>(
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count());
@@ -341,12 +350,12 @@ Status ErrorOfAnswer(long status, const std::string& body, const std::string& wh
   const std::string code = First(body, "Code");
   const std::string message = First(body, "Message");
   // HEAD answers carry no body: name the status then.
-  const std::string what = !code.empty() ? code
+  const std::string what = !code.empty()   ? code
                            : status == 403 ? "Forbidden (wrong credentials, or no permission)"
                            : status == 404 ? "Not Found"
                                            : "";
-  const std::string text = fmt::format("{}: HTTP {} {}{}{}", where, status, what,
-                                       message.empty() ? "" : ": ", message);
+  const std::string text =
+      fmt::format("{}: HTTP {} {}{}{}", where, status, what, message.empty() ? "" : ": ", message);
   if (RetryableStatus(status, code) || status == 200) return Status(StatusCode::kUnavailable, text);
   if (status == 404) return Status::NotFound(text);
   // Only conditional requests get 412: If-None-Match found the key taken.
@@ -370,7 +379,8 @@ Result<S3Client::Response> S3Client::Perform(const Request& r, const Signed& sig
   for (const std::string& line : signed_request.header_lines) {
     headers = curl_slist_append(headers, line.c_str());
   }
-  const long timeout_s = std::max<long>(1, static_cast<long>((config_.request_timeout.count() + 999) / 1000));
+  const long timeout_s =
+      std::max<long>(1, static_cast<long>((config_.request_timeout.count() + 999) / 1000));
   curl_easy_setopt(curl, CURLOPT_URL, signed_request.url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
@@ -406,11 +416,13 @@ Result<S3Client::Response> S3Client::Perform(const Request& r, const Signed& sig
   const std::string& where = signed_request.where;
   if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t.overflow)) {
     curl_easy_cleanup(curl);  // the connection is in an unknown state
-    const std::string text = fmt::format("{}: {} ({})", where, curl_easy_strerror(rc), signed_request.url);
+    const std::string text =
+        fmt::format("{}: {} ({})", where, curl_easy_strerror(rc), signed_request.url);
     if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
       return Err(Status::InvalidArgument(text));
     }
-    return Err(Status(rc == CURLE_OPERATION_TIMEDOUT ? StatusCode::kTimeout : StatusCode::kUnavailable, text));
+    return Err(Status(
+        rc == CURLE_OPERATION_TIMEDOUT ? StatusCode::kTimeout : StatusCode::kUnavailable, text));
   }
   ReturnHandle(curl);
   if (t.overflow) {
@@ -418,18 +430,19 @@ Result<S3Client::Response> S3Client::Perform(const Request& r, const Signed& sig
         t.has_into ? fmt::format("{}: the server sent more than the {} bytes asked for", where,
                                  r.into.size())
                    : fmt::format("{}: the server sent more than it declared (Content-Length), "
-                                 "or over {} bytes undeclared", where, kMaxUndeclaredBody)));
+                                 "or over {} bytes undeclared",
+                                 where, kMaxUndeclaredBody)));
   }
   if (r.has_into) {
     if (r.ranged && status != 206 && status < 300 &&
         !(status == 200 && r.into.size() > 0 &&
           t.headers["content-length"] == std::to_string(r.into.size()))) {
-      return Err(Status::IOError(fmt::format("{}: the server ignored the Range header (HTTP {})",
-                                             where, status)));
+      return Err(Status::IOError(
+          fmt::format("{}: the server ignored the Range header (HTTP {})", where, status)));
     }
     if (status < 300 && t.received != r.into.size()) {  // a short body is never a success
-      return Err(Status::IOError(fmt::format("{}: short body, {} of {} bytes", where, t.received,
-                                             r.into.size())));
+      return Err(Status::IOError(
+          fmt::format("{}: short body, {} of {} bytes", where, t.received, r.into.size())));
     }
   }
   return Response{status, std::move(t.body), std::move(t.headers)};
@@ -451,7 +464,8 @@ Result<S3Client::Response> S3Client::Call(const Request& r) {
     if (response) return response;
     last = response.error();
   }
-  if (retry.attempt() > 1) return Err(last.WithContext(fmt::format("after {} attempts", retry.attempt())));
+  if (retry.attempt() > 1)
+    return Err(last.WithContext(fmt::format("after {} attempts", retry.attempt())));
   return Err(last);
 }
 
@@ -487,8 +501,8 @@ Result<uint64_t> S3Client::HeadObject(const std::string& bucket, const std::stri
   const std::string& text = it->second;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), size);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    return Err(Status::IOError(fmt::format("HEAD s3://{}/{}: Content-Length '{}' is not a size",
-                                           bucket, key, text)));
+    return Err(Status::IOError(
+        fmt::format("HEAD s3://{}/{}: Content-Length '{}' is not a size", bucket, key, text)));
   }
   return size;
 }
@@ -503,9 +517,8 @@ Status S3Client::PutObject(const std::string& bucket, const std::string& key,
   return StatusOf(Call(r));
 }
 
-
 Result<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
-                                                     const std::string& key) {
+                                                    const std::string& key) {
   Request r{"POST", bucket, key};
   r.query = {{"uploads", ""}};
   STOKER_ASSIGN_OR_RETURN(Response response, Call(r));
@@ -526,8 +539,8 @@ Result<std::string> S3Client::UploadPart(const std::string& bucket, const std::s
   STOKER_ASSIGN_OR_RETURN(Response response, Call(r));
   auto it = response.headers.find("etag");
   if (it == response.headers.end()) {
-    return Err(Status::IOError(fmt::format("s3://{}/{}: part {} answer has no ETag", bucket, key,
-                                           part_number)));
+    return Err(Status::IOError(
+        fmt::format("s3://{}/{}: part {} answer has no ETag", bucket, key, part_number)));
   }
   return it->second;
 }
@@ -576,16 +589,18 @@ Result<ObjectListing> S3Client::List(const std::string& bucket, const std::strin
   std::string token;
   do {
     Request r{"GET", bucket, ""};
-    r.query = {{"list-type", "2"}, {"prefix", prefix}, {"encoding-type", "url"},
+    r.query = {{"list-type", "2"},
+               {"prefix", prefix},
+               {"encoding-type", "url"},
                {"max-keys", std::to_string(max_keys)}};
     if (!delimiter.empty()) r.query.emplace_back("delimiter", delimiter);
     if (!token.empty()) r.query.emplace_back("continuation-token", token);
     STOKER_ASSIGN_OR_RETURN(Response response, Call(r));
     STOKER_ASSIGN_OR_RETURN(std::string next, ParseListPage(response.body, &out));
     if (!next.empty() && next == token) {  // it would never end (and never stop growing)
-      return Err(Status::IOError(fmt::format(
-          "listing s3://{}/{}: the endpoint repeats its continuation token '{}'", bucket, prefix,
-          next)));
+      return Err(Status::IOError(
+          fmt::format("listing s3://{}/{}: the endpoint repeats its continuation token '{}'",
+                      bucket, prefix, next)));
     }
     token = std::move(next);
   } while (!token.empty());

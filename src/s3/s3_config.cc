@@ -51,8 +51,8 @@ Result<S3Location> ParseS3Uri(std::string_view uri) {
   S3Location loc;
   loc.bucket = std::string(rest.substr(0, slash));
   if (!ValidBucket(loc.bucket)) {
-    return Err(Status::InvalidArgument(fmt::format(
-        "'{}': bad bucket name '{}' (3-63 of a-z 0-9 . -)", uri, loc.bucket)));
+    return Err(Status::InvalidArgument(
+        fmt::format("'{}': bad bucket name '{}' (3-63 of a-z 0-9 . -)", uri, loc.bucket)));
   }
   std::string_view prefix = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
   while (prefix.ends_with('/')) prefix.remove_suffix(1);
@@ -79,7 +79,8 @@ std::map<std::string, std::map<std::string, std::string>> ParseIni(std::string_v
     }
     const size_t eq = t.find('=');
     if (eq == std::string::npos || section.empty()) continue;
-    out[section][Trim(std::string_view(t).substr(0, eq))] = Trim(std::string_view(t).substr(eq + 1));
+    out[section][Trim(std::string_view(t).substr(0, eq))] =
+        Trim(std::string_view(t).substr(eq + 1));
   }
   return out;
 }
@@ -92,9 +93,8 @@ Result<S3Config> LoadS3Config(const std::map<std::string, std::string>& env,
   const std::string credentials_file = Get(env, "AWS_SHARED_CREDENTIALS_FILE").empty()
                                            ? home + "/.aws/credentials"
                                            : Get(env, "AWS_SHARED_CREDENTIALS_FILE");
-  const std::string config_file = Get(env, "AWS_CONFIG_FILE").empty()
-                                      ? home + "/.aws/config"
-                                      : Get(env, "AWS_CONFIG_FILE");
+  const std::string config_file =
+      Get(env, "AWS_CONFIG_FILE").empty() ? home + "/.aws/config" : Get(env, "AWS_CONFIG_FILE");
   const auto credentials = ParseIni(ReadFile(credentials_file));
   const auto config = ParseIni(ReadFile(config_file));
   auto from_profile = [&](const std::string& key) {
@@ -117,7 +117,8 @@ Result<S3Config> LoadS3Config(const std::map<std::string, std::string>& env,
   if (c.credentials.access_key.empty() || c.credentials.secret_key.empty()) {
     return Err(Status::InvalidArgument(fmt::format(
         "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or put profile "
-        "'{}' in {}", profile, credentials_file)));
+        "'{}' in {}",
+        profile, credentials_file)));
   }
 
   for (const char* key : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
@@ -133,8 +134,8 @@ Result<S3Config> LoadS3Config(const std::map<std::string, std::string>& env,
     c.endpoint = "https://s3." + c.region + ".amazonaws.com";
   } else {
     if (!c.endpoint.starts_with("http://") && !c.endpoint.starts_with("https://")) {
-      return Err(Status::InvalidArgument(fmt::format(
-          "endpoint '{}' must start with http:// or https://", c.endpoint)));
+      return Err(Status::InvalidArgument(
+          fmt::format("endpoint '{}' must start with http:// or https://", c.endpoint)));
     }
     while (c.endpoint.ends_with('/')) c.endpoint.pop_back();
     c.path_style = true;
@@ -155,8 +156,8 @@ Result<S3Config> LoadS3Config(const std::map<std::string, std::string>& env,
   if (mode.empty()) mode = from_profile("retry_mode");
   if (!mode.empty()) {
     if (mode != "legacy" && mode != "standard" && mode != "adaptive") {
-      return Err(Status::InvalidArgument(fmt::format(
-          "AWS_RETRY_MODE '{}' must be legacy, standard or adaptive", mode)));
+      return Err(Status::InvalidArgument(
+          fmt::format("AWS_RETRY_MODE '{}' must be legacy, standard or adaptive", mode)));
     }
     c.retry_mode = mode;
     // As the AWS SDKs: legacy mode's default is 5 attempts, the others 3.

@@ -47,7 +47,8 @@ Result<S3Config> LoadS3Config(const std::map<std::string, std::string>& env,
                               const std::string& home);
 // The same from this process's environment and $HOME, with `overrides` (AWS_* name -> value)
 // taking the place of the environment's values.
-Result<S3Config> LoadS3ConfigFromEnvironment(const std::map<std::string, std::string>& overrides = {});
+Result<S3Config> LoadS3ConfigFromEnvironment(
+    const std::map<std::string, std::string>& overrides = {});
 
 // Sections of an INI file as ~/.aws/credentials and ~/.aws/config write them:
 // "[name]" then "key = value" lines; '#' and ';' start comments.

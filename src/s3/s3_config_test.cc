@@ -41,13 +41,14 @@ TEST(S3Config, EnvironmentWinsAndEndpointsArePathStyle) {
   EXPECT_TRUE(c->path_style);
   EXPECT_EQ(c->max_attempts, 7);
   // The S3-specific endpoint beats the general one; without any, AWS's regional endpoint.
-  auto s3 = LoadS3Config({{"AWS_ACCESS_KEY_ID", "a"}, {"AWS_SECRET_ACCESS_KEY", "s"},
+  auto s3 = LoadS3Config({{"AWS_ACCESS_KEY_ID", "a"},
+                          {"AWS_SECRET_ACCESS_KEY", "s"},
                           {"AWS_ENDPOINT_URL", "http://general:1"},
                           {"AWS_ENDPOINT_URL_S3", "https://s3only:2"}},
                          home.path());
   EXPECT_EQ(s3->endpoint, "https://s3only:2");
-  auto aws = LoadS3Config({{"AWS_ACCESS_KEY_ID", "a"}, {"AWS_SECRET_ACCESS_KEY", "s"}},
-                          home.path());
+  auto aws =
+      LoadS3Config({{"AWS_ACCESS_KEY_ID", "a"}, {"AWS_SECRET_ACCESS_KEY", "s"}}, home.path());
   EXPECT_EQ(aws->endpoint, "https://s3.us-east-1.amazonaws.com");
   EXPECT_FALSE(aws->path_style);
   EXPECT_EQ(aws->max_attempts, 3);
@@ -111,13 +112,13 @@ TEST(S3Listing, PagesKeysAndPrefixesDecoded) {
   EXPECT_EQ(*token, "tok&1");
   EXPECT_EQ(out.keys, (std::vector<std::string>{"ds/a b+c.jpg", "ds/\xc3\xbc&x"}));
   EXPECT_EQ(out.prefixes, (std::vector<std::string>{"ds/sub/"}));
-  auto last = ParseListPage("<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>",
-                            &out);
+  auto last =
+      ParseListPage("<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>", &out);
   EXPECT_EQ(*last, "");
   EXPECT_FALSE(ParseListPage("<Error><Code>x</Code></Error>", &out).has_value());
-  EXPECT_FALSE(ParseListPage("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
-                             &out)
-                   .has_value());
+  EXPECT_FALSE(
+      ParseListPage("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>", &out)
+          .has_value());
 }
 
 }  // namespace

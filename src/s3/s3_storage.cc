@@ -86,9 +86,9 @@ class S3WritableFile : public WritableFile {
     if (upload_id_.empty()) {
       STOKER_ASSIGN_OR_RETURN(upload_id_, client_->CreateMultipartUpload(bucket_, key_));
     }
-    STOKER_ASSIGN_OR_RETURN(std::string etag,
-                            client_->UploadPart(bucket_, key_, upload_id_,
-                                                static_cast<int>(etags_.size() + 1), part));
+    STOKER_ASSIGN_OR_RETURN(
+        std::string etag,
+        client_->UploadPart(bucket_, key_, upload_id_, static_cast<int>(etags_.size() + 1), part));
     etags_.push_back(std::move(etag));
     return Status::OK();
   }
@@ -179,7 +179,8 @@ std::shared_ptr<Storage> NewS3Storage(std::shared_ptr<S3Client> client, S3Locati
   return std::make_shared<S3Storage>(std::move(client), std::move(location));
 }
 
-Result<std::shared_ptr<Storage>> OpenS3Storage(std::string_view uri, const StorageOptions& options) {
+Result<std::shared_ptr<Storage>> OpenS3Storage(std::string_view uri,
+                                               const StorageOptions& options) {
   STOKER_ASSIGN_OR_RETURN(S3Location location, ParseS3Uri(uri));
   // The options stand in for the AWS settings they name, so one set of rules reads both.
   std::map<std::string, std::string> overrides;

@@ -3,8 +3,8 @@
 // Reads: OpenRead HEADs the object for its size, ReadAt is one ranged GET (many run in
 // parallel on kept-alive connections). Writes: a WritableFile buffers and PUTs on Close, or
 // switches to a multipart upload once it holds more than one part (16 MiB), so large chunks
-// stream; an upload that is not closed is aborted, never completed. CreateExclusive is a conditional
-// PUT (If-None-Match: *), the compare-and-swap versions are published with. Rename is a
+// stream; an upload that is not closed is aborted, never completed. CreateExclusive is a
+// conditional PUT (If-None-Match: *), the compare-and-swap versions are published with. Rename is a
 // server-side copy then a delete: the destination appears whole or not at all (gc rewrites its
 // pending list so). Directories are key prefixes:
 // CreateDirs and SyncDir do nothing. Thread-safe.

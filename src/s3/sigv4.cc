@@ -144,11 +144,10 @@ std::string Authorization(const SigningRequest& request, const Credentials& cred
   const std::string service_key = Hmac(region_key, service);
   const std::string signing_key = Hmac(service_key, "aws4_request");
   const std::string signature = Hmac(signing_key, StringToSign(request, amz_date, region, service));
-  return fmt::format("AWS4-HMAC-SHA256 Credential={}/{},SignedHeaders={},Signature={}",
-                     credentials.access_key, Scope(amz_date, region, service),
-                     SignedHeaderNames(request),
-                     Hex(reinterpret_cast<const unsigned char*>(signature.data()),
-                         signature.size()));
+  return fmt::format(
+      "AWS4-HMAC-SHA256 Credential={}/{},SignedHeaders={},Signature={}", credentials.access_key,
+      Scope(amz_date, region, service), SignedHeaderNames(request),
+      Hex(reinterpret_cast<const unsigned char*>(signature.data()), signature.size()));
 }
 
 std::string AmzDate(long long unix_seconds) {

@@ -1,7 +1,7 @@
 // AWS Signature Version 4 for S3 requests (header authentication), written here because Debian
 // packages no S3 SDK and libcurl's built-in signing (as of Debian 12's curl 7.88) leaves out
-// x-amz-content-sha256 and does not sort query parameters. Follows AWS's "Signature Version 4 signing process" exactly; the unit
-// tests check AWS's published S3 examples.
+// x-amz-content-sha256 and does not sort query parameters. Follows AWS's "Signature Version 4
+// signing process" exactly; the unit tests check AWS's published S3 examples.
 //
 // Pure functions; thread-safe.
 #pragma once

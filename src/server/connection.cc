@@ -52,9 +52,9 @@ Status RefuseSymlinks(const ServerOptions& options, std::string_view dataset,
 }
 
 Reply Malformed(MessageType type) {
-  return Fail(Status::InvalidArgument("malformed " + std::string(net::MessageTypeName(type)) +
-                                      " request"),
-              /*fatal=*/true);
+  return Fail(
+      Status::InvalidArgument("malformed " + std::string(net::MessageTypeName(type)) + " request"),
+      /*fatal=*/true);
 }
 
 // The per-connection state a handler needs: the server, and the last file it opened (a client
@@ -146,8 +146,7 @@ Reply HandleList(Session& s, std::string_view payload) {
   if (Status st = net::ValidatePath(t->path, true); !st.ok()) return Fail(st);
   auto storage = s.Dataset(t->dataset);
   if (!storage) return Fail(storage.error());
-  if (Status st = RefuseSymlinks(s.server.options, t->dataset, t->path);
-      !st.ok()) {
+  if (Status st = RefuseSymlinks(s.server.options, t->dataset, t->path); !st.ok()) {
     return Fail(st);
   }
   auto names = (*storage)->List(t->path);
@@ -199,7 +198,8 @@ Reply HandleWrite(Session& s, std::string_view payload) {
   auto upload = r.U64();
   auto offset = r.U64();
   auto bytes = r.Bytes();
-  if (!t || !upload || !offset || !bytes || !r.ExpectEnd().ok()) return Malformed(MessageType::kWrite);
+  if (!t || !upload || !offset || !bytes || !r.ExpectEnd().ok())
+    return Malformed(MessageType::kWrite);
   if (bytes->size() > net::kMaxWriteLength) return Malformed(MessageType::kWrite);
   auto dir = WritableDir(s, *t);
   if (!dir) return Fail(dir.error());
@@ -244,13 +244,20 @@ Reply HandleRename(Session& s, std::string_view payload) {
 
 Reply Handle(Session& s, const net::Frame& frame) {
   switch (frame.message_type()) {
-    case MessageType::kStat: return HandleStat(s, frame.payload);
-    case MessageType::kRead: return HandleRead(s, frame.payload);
-    case MessageType::kList: return HandleList(s, frame.payload);
-    case MessageType::kWrite: return HandleWrite(s, frame.payload);
-    case MessageType::kFinish: return HandleFinish(s, frame.payload);
-    case MessageType::kRename: return HandleRename(s, frame.payload);
-    case MessageType::kRemove: return HandleRemove(s, frame.payload);
+    case MessageType::kStat:
+      return HandleStat(s, frame.payload);
+    case MessageType::kRead:
+      return HandleRead(s, frame.payload);
+    case MessageType::kList:
+      return HandleList(s, frame.payload);
+    case MessageType::kWrite:
+      return HandleWrite(s, frame.payload);
+    case MessageType::kFinish:
+      return HandleFinish(s, frame.payload);
+    case MessageType::kRename:
+      return HandleRename(s, frame.payload);
+    case MessageType::kRemove:
+      return HandleRemove(s, frame.payload);
     default:
       return Fail(Status::Unsupported("unknown request type " + std::to_string(frame.type)));
   }
@@ -304,17 +311,17 @@ void Server::State::Serve(Connection& c) {
     if (!st.ok()) return;
     // Only WRITE requests may be large; their buffers come out of the shared memory budget.
     std::unique_ptr<BudgetLease> request_lease;
-    auto frame = net::ReadFrame(
-        socket, net::kMaxWriteRequestFrame, net::After(options.frame_timeout),
-        [&](const net::FrameHeader& h) -> Status {
-          if (h.length <= net::kMaxRequestFrame) return Status::OK();
-          if (h.type != static_cast<uint8_t>(MessageType::kWrite)) {
-            return Status::ResourceExhausted("request frame of " + std::to_string(h.length) +
-                                             " bytes");
-          }
-          request_lease = std::make_unique<BudgetLease>(budget, h.length);
-          return Status::OK();
-        });
+    auto frame =
+        net::ReadFrame(socket, net::kMaxWriteRequestFrame, net::After(options.frame_timeout),
+                       [&](const net::FrameHeader& h) -> Status {
+                         if (h.length <= net::kMaxRequestFrame) return Status::OK();
+                         if (h.type != static_cast<uint8_t>(MessageType::kWrite)) {
+                           return Status::ResourceExhausted("request frame of " +
+                                                            std::to_string(h.length) + " bytes");
+                         }
+                         request_lease = std::make_unique<BudgetLease>(budget, h.length);
+                         return Status::OK();
+                       });
     if (!frame) {
       // A clean close between frames is the peer's right; anything else is a broken or hostile
       // peer (bad CRC, oversized, too slow).

@@ -6,10 +6,14 @@ namespace stoker::server {
 
 ServerMetrics::Kind ServerMetrics::KindOf(net::MessageType type) {
   switch (type) {
-    case net::MessageType::kStat: return kStat;
-    case net::MessageType::kRead: return kRead;
-    case net::MessageType::kList: return kList;
-    default: return kOther;
+    case net::MessageType::kStat:
+      return kStat;
+    case net::MessageType::kRead:
+      return kRead;
+    case net::MessageType::kList:
+      return kList;
+    default:
+      return kOther;
   }
 }
 

@@ -20,13 +20,14 @@ class ServerMetrics {
 
   std::atomic<int64_t> connections_open{0};
   std::atomic<uint64_t> connections_accepted{0};
-  std::atomic<uint64_t> connections_rejected{0};  // over --max-connections, or no thread could be started
-  std::atomic<uint64_t> auth_failures{0};         // spoke the protocol, wrong secret
-  std::atomic<uint64_t> handshake_failures{0};    // anything else before WELCOME
-  std::atomic<uint64_t> protocol_errors{0};       // bad frames, slow frames: connection dropped
-  std::atomic<uint64_t> idle_closed{0};           // idle authenticated connections closed
-  std::atomic<uint64_t> memory_waits{0};          // answers that waited for room in the budget
-  std::atomic<uint64_t> memory_peak{0};           // most answer-buffer bytes held at once
+  std::atomic<uint64_t> connections_rejected{
+      0};                                  // over --max-connections, or no thread could be started
+  std::atomic<uint64_t> auth_failures{0};  // spoke the protocol, wrong secret
+  std::atomic<uint64_t> handshake_failures{0};  // anything else before WELCOME
+  std::atomic<uint64_t> protocol_errors{0};     // bad frames, slow frames: connection dropped
+  std::atomic<uint64_t> idle_closed{0};         // idle authenticated connections closed
+  std::atomic<uint64_t> memory_waits{0};        // answers that waited for room in the budget
+  std::atomic<uint64_t> memory_peak{0};         // most answer-buffer bytes held at once
 
   void CountRequest(Kind kind, uint64_t answer_bytes);
   void CountError(StatusCode code);

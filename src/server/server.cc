@@ -26,8 +26,7 @@ Status ServerOptions::Validate() const {
                                    std::to_string(net::kMaxAnswerFrame) + " bytes)");
   }
   if (metrics_port > 65535) return Status::InvalidArgument("bad metrics port");
-  if (handshake_timeout.count() <= 0 || idle_timeout.count() <= 0 ||
-      frame_timeout.count() <= 0) {
+  if (handshake_timeout.count() <= 0 || idle_timeout.count() <= 0 || frame_timeout.count() <= 0) {
     return Status::InvalidArgument("server timeouts must be positive");
   }
   return Status::OK();
@@ -44,8 +43,7 @@ Status CheckDatasetName(std::string_view name) {
   return Status::OK();
 }
 
-Status AddDataset(std::string name, std::string dir,
-                  std::map<std::string, std::string>* datasets) {
+Status AddDataset(std::string name, std::string dir, std::map<std::string, std::string>* datasets) {
   STOKER_RETURN_IF_ERROR(CheckDatasetName(name));
   if (datasets->contains(name)) {
     return Status::InvalidArgument("dataset name '" + name + "' given twice");
@@ -164,9 +162,9 @@ void Server::State::AcceptLoop() {
         metrics.connections_rejected.fetch_add(1);
         // Tell the client why before closing; a fresh socket's buffer takes these few bytes
         // without blocking, so the acceptor never waits on a client.
-        const Status st(StatusCode::kUnavailable,
-                        "too many connections (the server's limit is " +
-                            std::to_string(options.max_connections) + ")");
+        const Status st(StatusCode::kUnavailable, "too many connections (the server's limit is " +
+                                                      std::to_string(options.max_connections) +
+                                                      ")");
         (void)net::WriteFrame(*accepted, net::MessageType::kError, 0, net::EncodeErrorPayload(st),
                               net::Clock::now());
         continue;

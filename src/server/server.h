@@ -24,7 +24,7 @@ namespace stoker::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 7070;  // 0: an ephemeral port (see Server::port())
+  uint16_t port = 7070;                         // 0: an ephemeral port (see Server::port())
   std::map<std::string, std::string> datasets;  // exported name -> dataset directory
   // Accept WRITE, FINISH and REMOVE into the dataset directories (docs/protocol.md, "Writes"):
   // writers pack and append over stoker://. A directory need not hold a dataset yet (it is
@@ -33,8 +33,8 @@ struct ServerOptions {
   // Exported name -> any Storage (the node daemon exports its chunk cache this way). Served as
   // they are: no dataset check, no symbolic-link check (there is no directory behind them).
   std::map<std::string, std::shared_ptr<Storage>> storages;
-  std::string secret;                           // at least 16 bytes
-  int metrics_port = -1;                        // -1: no /metrics endpoint; 0: ephemeral
+  std::string secret;     // at least 16 bytes
+  int metrics_port = -1;  // -1: no /metrics endpoint; 0: ephemeral
   // More Prometheus text appended to /metrics (the node daemon's own counters).
   std::function<std::string()> extra_metrics;
   size_t max_connections = 1024;
@@ -53,8 +53,8 @@ class Server {
   static Result<std::unique_ptr<Server>> Start(ServerOptions options);
   ~Server();  // Shutdown()
 
-  uint16_t port() const;          // the bound port
-  int metrics_port() const;       // the bound metrics port, or -1
+  uint16_t port() const;     // the bound port
+  int metrics_port() const;  // the bound metrics port, or -1
   const ServerMetrics& metrics() const;
 
   // Graceful: stop accepting, let each connection finish the request it has read, close idle

@@ -29,7 +29,7 @@ Result<std::string> ParentOf(const std::string& dir, std::string_view path, bool
     if (create && ::mkdir(at.c_str(), 0755) != 0 && errno != EEXIST) {
       return Err(Status::FromErrno(errno, "mkdir " + at));
     }
-    struct stat st {};
+    struct stat st{};
     if (::lstat(at.c_str(), &st) != 0) return Err(Status::FromErrno(errno, "stat " + at));
     if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
       return Err(Status(StatusCode::kPermissionDenied,
@@ -55,19 +55,20 @@ Status CheckWritablePath(std::string_view path) {
     if (path.starts_with(d) && path.size() > d.size()) return Status::OK();
   }
   return Status(StatusCode::kPermissionDenied,
-                std::string(path) + ": only chunks/, segments/, versions/, parts/ and gc/ of a "
-                                    "dataset may be written");
+                std::string(path) +
+                    ": only chunks/, segments/, versions/, parts/ and gc/ of a "
+                    "dataset may be written");
 }
 
-Status WriteUpload(const std::string& dir, std::string_view path, uint64_t upload,
-                   uint64_t offset, std::string_view bytes) {
+Status WriteUpload(const std::string& dir, std::string_view path, uint64_t upload, uint64_t offset,
+                   std::string_view bytes) {
   STOKER_ASSIGN_OR_RETURN(const std::string parent, ParentOf(dir, path, /*create=*/true));
   const std::string full = dir + '/' + UploadName(path, upload);
   STOKER_ASSIGN_OR_RETURN(const int fd, OpenUpload(full));
   Status st;
   for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
-                               static_cast<off_t>(offset + done));
+    const ssize_t n =
+        ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       st = Status::FromErrno(errno, "write " + full);
@@ -79,23 +80,24 @@ Status WriteUpload(const std::string& dir, std::string_view path, uint64_t uploa
   return st;
 }
 
-Status FinishUpload(const std::string& dir, std::string_view path, uint64_t upload,
-                    uint64_t size, net::FinishMode mode) {
+Status FinishUpload(const std::string& dir, std::string_view path, uint64_t upload, uint64_t size,
+                    net::FinishMode mode) {
   const bool create = mode != net::FinishMode::kAbort && size == 0;  // an empty file: no WRITE
   STOKER_ASSIGN_OR_RETURN(const std::string parent, ParentOf(dir, path, create));
   const std::string tmp = dir + '/' + UploadName(path, upload);
   const std::string target = dir + '/' + std::string(path);
   if (mode == net::FinishMode::kAbort) {
-    if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return Status::FromErrno(errno, "remove " + tmp);
+    if (::unlink(tmp.c_str()) != 0 && errno != ENOENT)
+      return Status::FromErrno(errno, "remove " + tmp);
     return Status::OK();
   }
   if (create) {
     STOKER_ASSIGN_OR_RETURN(const int fd, OpenUpload(tmp));
     ::close(fd);
   }
-  struct stat st {};
+  struct stat st{};
   if (::lstat(tmp.c_str(), &st) != 0) {
-    struct stat done {};
+    struct stat done{};
     if (errno == ENOENT && ::lstat(target.c_str(), &done) == 0 && S_ISREG(done.st_mode) &&
         static_cast<uint64_t>(done.st_size) == size) {
       // Finished already (this is a retry): the target is there.

@@ -22,14 +22,14 @@ namespace stoker::server {
 // PermissionDenied unless `path` lies in chunks/, segments/, versions/, parts/ or gc/.
 Status CheckWritablePath(std::string_view path);
 
-Status WriteUpload(const std::string& dir, std::string_view path, uint64_t upload,
-                   uint64_t offset, std::string_view bytes);
+Status WriteUpload(const std::string& dir, std::string_view path, uint64_t upload, uint64_t offset,
+                   std::string_view bytes);
 // InvalidArgument if the upload does not hold exactly `size` bytes; AlreadyExists if
 // `kExclusive` finds the target. A FINISH retried after it succeeded finds the target holding
 // `size` bytes and succeeds again (kReplace) or reports AlreadyExists (kExclusive: the caller
 // reads the target back to tell, as for every exclusive create).
-Status FinishUpload(const std::string& dir, std::string_view path, uint64_t upload,
-                    uint64_t size, net::FinishMode mode);
+Status FinishUpload(const std::string& dir, std::string_view path, uint64_t upload, uint64_t size,
+                    net::FinishMode mode);
 // NotFound if there is no such file.
 Status RemoveFile(const std::string& dir, std::string_view path);
 // rename(2) inside the dataset directory (`stoker gc` replaces gc/pending so).

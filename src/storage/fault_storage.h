@@ -15,11 +15,11 @@
 namespace stoker::storage {
 
 struct FaultOptions {
-  std::string path_filter;            // empty: every path
-  double read_error_probability = 0;  // ReadAt/Map fail with IOError
-  double short_read_probability = 0;  // ReadAt reports a short read (an IOError)
-  double bit_flip_probability = 0;    // ReadAt/Map succeed but one bit of the result is flipped
-  double write_error_probability = 0; // Append/Sync/Rename/CreateExclusive fail with IOError
+  std::string path_filter;             // empty: every path
+  double read_error_probability = 0;   // ReadAt/Map fail with IOError
+  double short_read_probability = 0;   // ReadAt reports a short read (an IOError)
+  double bit_flip_probability = 0;     // ReadAt/Map succeed but one bit of the result is flipped
+  double write_error_probability = 0;  // Append/Sync/Rename/CreateExclusive fail with IOError
   // CreateExclusive succeeds but reports an IOError, as when a network reply is lost: the
   // caller cannot tell whether its file exists.
   double lost_reply_probability = 0;

@@ -41,9 +41,7 @@ class ForwardingStorage : public Storage {
   Result<bool> Exists(std::string_view path) override { return base_->Exists(path); }
   std::string Describe(std::string_view path) const override { return base_->Describe(path); }
   uint64_t WriteBufferBytes() const override { return base_->WriteBufferBytes(); }
-  void AdviseReadOrder(std::span<const PlannedFile> plan) override {
-    base_->AdviseReadOrder(plan);
-  }
+  void AdviseReadOrder(std::span<const PlannedFile> plan) override { base_->AdviseReadOrder(plan); }
 
  protected:
   const std::shared_ptr<Storage>& base() const { return base_; }

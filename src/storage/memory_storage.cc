@@ -106,7 +106,8 @@ Status MemoryStorage::CreateExclusive(std::string_view path, std::span<const std
   if (!state_->dirs.contains(ParentOf(path))) {
     return Status::NotFound("no such directory: " + Describe(ParentOf(path)));
   }
-  if (state_->files.contains(path)) return Status::AlreadyExists(Describe(path) + " exists already");
+  if (state_->files.contains(path))
+    return Status::AlreadyExists(Describe(path) + " exists already");
   state_->files[std::string(path)] = std::make_shared<const std::string>(
       reinterpret_cast<const char*>(bytes.data()), bytes.size());
   return Status::OK();

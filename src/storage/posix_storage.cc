@@ -22,8 +22,8 @@ namespace {
 Status PreadFully(int fd, uint64_t offset, std::span<std::byte> dst, const std::string& name) {
   size_t done = 0;
   while (done < dst.size()) {
-    const ssize_t n = ::pread(fd, dst.data() + done, dst.size() - done,
-                              static_cast<off_t>(offset + done));
+    const ssize_t n =
+        ::pread(fd, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "read " + name);
@@ -40,7 +40,8 @@ Status PreadFully(int fd, uint64_t offset, std::span<std::byte> dst, const std::
 
 class PosixFile final : public RandomAccessFile {
  public:
-  PosixFile(int fd, uint64_t size, std::string name) : fd_(fd), size_(size), name_(std::move(name)) {}
+  PosixFile(int fd, uint64_t size, std::string name)
+      : fd_(fd), size_(size), name_(std::move(name)) {}
   ~PosixFile() override { ::close(fd_); }
   uint64_t Size() const override { return size_; }
   int NativeFd() const override { return fd_; }

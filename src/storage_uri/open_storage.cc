@@ -36,17 +36,17 @@ Result<std::shared_ptr<Storage>> OpenBackend(std::string_view uri, const Storage
     uri.remove_prefix(kFileScheme.size());
     if (uri.starts_with("localhost/")) uri.remove_prefix(std::string_view("localhost").size());
     if (!uri.starts_with('/')) {
-      return Err(Status::InvalidArgument(fmt::format(
-          "{}: a file:// URI names a path on this machine (file:///absolute/path or "
-          "file://localhost/absolute/path); for a relative path, give the path alone",
-          original)));
+      return Err(Status::InvalidArgument(
+          fmt::format("{}: a file:// URI names a path on this machine (file:///absolute/path or "
+                      "file://localhost/absolute/path); for a relative path, give the path alone",
+                      original)));
     }
   }
   const auto scheme_end = uri.find("://");
   if (scheme_end != std::string_view::npos) {
-    return Err(Status::Unsupported("unsupported URI scheme '" +
-                                   std::string(uri.substr(0, scheme_end)) +
-                                   "://' (this build reads local paths, file://, stoker:// and s3:// URIs)"));
+    return Err(Status::Unsupported(
+        "unsupported URI scheme '" + std::string(uri.substr(0, scheme_end)) +
+        "://' (this build reads local paths, file://, stoker:// and s3:// URIs)"));
   }
   if (uri.empty()) return Err(Status::InvalidArgument("empty dataset path"));
   return storage::NewPosixStorage(std::string(uri));

@@ -27,12 +27,12 @@
 // Thread-safety: each direction's state belongs to its thread; the two threads of a connection
 // share only the sockets (and shutdown() on them is how one tells the other to stop).
 #include <arpa/inet.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
-#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -61,7 +61,7 @@ struct Options {
   std::string target;
   double up_delay_ms = 0;
   double down_delay_ms = 0;
-  double rate_mbit = 0;           // 0: no cap
+  double rate_mbit = 0;             // 0: no cap
   size_t buffer = size_t{8} << 20;  // ring per direction: caps bytes in flight
   std::optional<uint64_t> drop_after;
   std::optional<uint64_t> corrupt_at;
@@ -141,7 +141,7 @@ class Pipe {
 
  private:
   struct Mark {
-    uint64_t end;              // stream offset just past the bytes this mark covers
+    uint64_t end;               // stream offset just past the bytes this mark covers
     Clock::time_point release;  // when they may be written on
   };
 
@@ -181,7 +181,8 @@ bool Pipe::ReadSome(Clock::time_point now) {
     return true;
   }
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-  if (fault_.corrupt_at && *fault_.corrupt_at >= tail_ && *fault_.corrupt_at < tail_ + static_cast<uint64_t>(n)) {
+  if (fault_.corrupt_at && *fault_.corrupt_at >= tail_ &&
+      *fault_.corrupt_at < tail_ + static_cast<uint64_t>(n)) {
     ring_[(*fault_.corrupt_at) % capacity_] ^= static_cast<char>(0xFF);
   }
   tail_ += static_cast<uint64_t>(n);
@@ -200,7 +201,8 @@ bool Pipe::WriteSome(Clock::time_point now) {
   size_t n = std::min<uint64_t>(due - head_, capacity_ - head_ % capacity_);
   if (rate_ > 0) {
     const double burst = std::max(rate_ * 0.002, 65536.0);
-    tokens_ = std::min(burst, tokens_ + rate_ * std::chrono::duration<double>(now - tokens_at_).count());
+    tokens_ =
+        std::min(burst, tokens_ + rate_ * std::chrono::duration<double>(now - tokens_at_).count());
     tokens_at_ = now;
     n = std::min<size_t>(n, static_cast<size_t>(std::max(tokens_, 0.0)));
   }
@@ -256,7 +258,8 @@ void Pipe::Run() {
     timespec ts{};
     timespec* timeout = nullptr;
     if (wake) {
-      const int64_t ns = std::max<int64_t>(0, std::chrono::duration_cast<Nanos>(*wake - now).count());
+      const int64_t ns =
+          std::max<int64_t>(0, std::chrono::duration_cast<Nanos>(*wake - now).count());
       ts.tv_sec = ns / 1'000'000'000;
       ts.tv_nsec = ns % 1'000'000'000;
       timeout = &ts;
@@ -342,12 +345,13 @@ Options ParseArgs(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::printf("usage: %s --listen HOST:PORT --target HOST:PORT [--delay-ms D] "
-                  "[--up-delay-ms D] [--down-delay-ms D] [--rate-mbit R] [--buffer BYTES] "
-                  "[--drop-after N] [--corrupt-at N] [--fault-direction down|up] "
-                  "[--fault-connections K]\n(see the comment at the top of "
-                  "src/testing/delay_relay.cc)\n",
-                  argv[0]);
+      std::printf(
+          "usage: %s --listen HOST:PORT --target HOST:PORT [--delay-ms D] "
+          "[--up-delay-ms D] [--down-delay-ms D] [--rate-mbit R] [--buffer BYTES] "
+          "[--drop-after N] [--corrupt-at N] [--fault-direction down|up] "
+          "[--fault-connections K]\n(see the comment at the top of "
+          "src/testing/delay_relay.cc)\n",
+          argv[0]);
       std::exit(0);
     }
     if (i + 1 >= argc) Die("missing value for " + std::string(flag));

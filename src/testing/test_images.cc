@@ -1,7 +1,7 @@
 #include "testing/test_images.h"
 
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include <jpeglib.h>

@@ -37,9 +37,9 @@ std::vector<uint8_t> PhotoLikePixels(uint32_t width, uint32_t height, uint64_t s
 struct JpegOptions {
   int quality = 90;
   bool progressive = false;
-  bool grayscale = false;      // one component
-  bool subsample_420 = true;   // else 4:4:4
-  unsigned restart_rows = 0;   // restart interval in MCU rows (0: none)
+  bool grayscale = false;     // one component
+  bool subsample_420 = true;  // else 4:4:4
+  unsigned restart_rows = 0;  // restart interval in MCU rows (0: none)
 };
 
 // Encodes RGB pixels (grayscale: their green channel) as a JPEG file's bytes.

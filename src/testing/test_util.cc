@@ -356,7 +356,8 @@ void WriteFormat1(Storage& storage, const Tree& tree, format::LabelMode labels) 
   std::unique_ptr<format::ChunkWriter> writer;
   for (const auto& [path, bytes] : tree.files) {
     if (!writer) {
-      writer = format::ChunkWriter::Create(storage, (uint64_t{3} << 32) | spec.chunks.size()).value();
+      writer =
+          format::ChunkWriter::Create(storage, (uint64_t{3} << 32) | spec.chunks.size()).value();
     }
     auto ref = writer->Add(AsBytes(bytes)).value();
     format::SnapshotEntry e;

@@ -32,8 +32,8 @@ inline constexpr int kPrecisionBits = 22;  // Pillow's coefficient precision
 // Pass 1 resamples one axis of the source into `temp`, pass 2 the other axis of `temp` into the
 // output: horizontal first, or vertical first where Pillow (and so decode::Resizer) does that.
 struct ResampleJob {
-  const uint8_t* src = nullptr;  // RGB interleaved
-  uint64_t src_stride = 0;       // bytes from one row to the next
+  const uint8_t* src = nullptr;      // RGB interleaved
+  uint64_t src_stride = 0;           // bytes from one row to the next
   const int32_t* h_start = nullptr;  // per output column: first source column, tap count,
   const int32_t* h_taps = nullptr;   // and h_stride coefficients
   const int32_t* h_coefs = nullptr;
@@ -107,8 +107,8 @@ STOKER_HD inline void SecondPassPixel(const ResampleJob& job, const OutputFormat
     Tap(job.temp + job.v_start[y] * temp_stride + static_cast<uint64_t>(x) * 3, temp_stride,
         job.v_coefs + static_cast<int64_t>(y) * job.v_stride, job.v_taps[y], rgb);
   }
-  const uint32_t ox = job.flip ? out.width - 1 - static_cast<uint32_t>(x)
-                               : static_cast<uint32_t>(x);
+  const uint32_t ox =
+      job.flip ? out.width - 1 - static_cast<uint32_t>(x) : static_cast<uint32_t>(x);
   const uint64_t plane = static_cast<uint64_t>(out.width) * out.height;
   const uint64_t at = static_cast<uint64_t>(y) * out.width + ox;
   for (int ch = 0; ch < 3; ++ch) {
@@ -116,8 +116,8 @@ STOKER_HD inline void SecondPassPixel(const ResampleJob& job, const OutputFormat
     if (out.float32) {
 #if defined(__CUDA_ARCH__)
       // Rounded after the multiply, as on the CPU: nvcc would otherwise fuse it into an FMA.
-      const float v = __fadd_rn(__fmul_rn(static_cast<float>(rgb[ch]), out.scale[ch]),
-                                out.bias[ch]);
+      const float v =
+          __fadd_rn(__fmul_rn(static_cast<float>(rgb[ch]), out.scale[ch]), out.bias[ch]);
 #else
       const float v = static_cast<float>(rgb[ch]) * out.scale[ch] + out.bias[ch];
 #endif

@@ -78,8 +78,7 @@ size_t PlanBytes(const ResamplePlan& p) {
 
 // Copies one axis's arrays to `host` and points the job's fields at their device twins.
 void PackAxis(const AxisPlan& axis, std::byte*& host, const std::byte*& device,
-              const int32_t*& start, const int32_t*& taps, const int32_t*& coefs,
-              int32_t& stride) {
+              const int32_t*& start, const int32_t*& taps, const int32_t*& coefs, int32_t& stride) {
   const auto put = [&](const std::vector<int32_t>& v, const int32_t*& field) {
     std::memcpy(host, v.data(), v.size() * sizeof(int32_t));
     field = reinterpret_cast<const int32_t*>(device);
@@ -168,8 +167,7 @@ Status GpuBatchTransformer::Impl::Resample(std::span<const GpuSample> samples,
     const size_t pitch = size_t{p.geometry.roi.width} * 3;
     const PixelRect& view = p.geometry.view;
     job.src = reinterpret_cast<const uint8_t*>(decoded.data() + p.decoded_at) +
-              (size_t{view.y} + p.plan.first_row) * pitch +
-              (size_t{view.x} + p.plan.first_col) * 3;
+              (size_t{view.y} + p.plan.first_row) * pitch + (size_t{view.x} + p.plan.first_col) * 3;
     job.src_stride = pitch;
     std::byte* host = staging.data() + job_bytes + p.plan_at;
     const std::byte* device = plans.data() + job_bytes + p.plan_at;
@@ -184,13 +182,12 @@ Status GpuBatchTransformer::Impl::Resample(std::span<const GpuSample> samples,
     max_temp_width = std::max(max_temp_width, job.temp_width);
     max_temp_height = std::max(max_temp_height, job.temp_height);
   }
-  STOKER_RETURN_IF_ERROR(FromCuda(cudaMemcpyAsync(plans.data(), staging.data(),
-                                                  job_bytes + plan_bytes,
-                                                  cudaMemcpyHostToDevice, stream),
-                                  "upload"));
+  STOKER_RETURN_IF_ERROR(
+      FromCuda(cudaMemcpyAsync(plans.data(), staging.data(), job_bytes + plan_bytes,
+                               cudaMemcpyHostToDevice, stream),
+               "upload"));
   return FromCuda(LaunchResample(reinterpret_cast<const ResampleJob*>(plans.data()),
-                                 int(done.size()), max_temp_width, max_temp_height, format,
-                                 stream),
+                                 int(done.size()), max_temp_width, max_temp_height, format, stream),
                   "resample launch");
 }
 
@@ -252,7 +249,11 @@ Result<std::vector<Status>> GpuBatchTransformer::Run(std::span<const GpuSample> 
   for (size_t j = 0; j < planned.size(); ++j) {
     const Planned& p = planned[j];
     const PixelRect& roi = p.geometry.roi;
-    requests[j] = {samples[p.index].bytes, roi.x, roi.y, roi.width, roi.height,
+    requests[j] = {samples[p.index].bytes,
+                   roi.x,
+                   roi.y,
+                   roi.width,
+                   roi.height,
                    reinterpret_cast<uint8_t*>(d.decoded.data() + p.decoded_at),
                    size_t{roi.width} * 3};
   }

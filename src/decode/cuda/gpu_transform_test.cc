@@ -100,8 +100,8 @@ Diff Compare(const std::vector<std::byte>& a, const std::vector<std::byte>& b,
       float x, y;
       std::memcpy(&x, &a[i * 4], 4);
       std::memcpy(&y, &b[i * 4], 4);
-      const size_t c = spec.layout == Layout::kNCHW ? i / (size_t{spec.width} * spec.height)
-                                                     : i % 3;
+      const size_t c =
+          spec.layout == Layout::kNCHW ? i / (size_t{spec.width} * spec.height) : i % 3;
       diff = std::abs(double(x) - y) * 255.0 * spec.std[c];
     }
     d.max = std::max(d.max, diff);
@@ -201,8 +201,8 @@ TEST(GpuArithmeticTest, ResamplingEqualsTheCpuResizer) {
           SCOPED_TRACE(testing::Message() << v.name << " train=" << train << " seed=" << seed);
           SampleParams params = ChooseParams(o, full.width(), full.height(), seed);
           params.flip = false;
-          const SampleGeometry g = PlanGeometry(full.width(), full.height(), params,
-                                                interpolation, o.output.width, o.output.height);
+          const SampleGeometry g = PlanGeometry(full.width(), full.height(), params, interpolation,
+                                                o.output.width, o.output.height);
           const ImageView view{full.data() + (size_t{g.roi.y} + g.view.y) * full.stride() +
                                    (size_t{g.roi.x} + g.view.x) * 3,
                                g.view.width, g.view.height, full.stride()};
@@ -212,8 +212,8 @@ TEST(GpuArithmeticTest, ResamplingEqualsTheCpuResizer) {
           std::vector<std::byte> got;
           HostTransform(full, params, o, got);
           ASSERT_EQ(0, std::memcmp(got.data(), expected.data(), got.size()));
-          const ResamplePlan plan = PlanResample(g.view.width, g.view.height, g.box,
-                                                 interpolation, o.output.width, o.output.height);
+          const ResamplePlan plan = PlanResample(g.view.width, g.view.height, g.box, interpolation,
+                                                 o.output.width, o.output.height);
           ++(plan.vertical_first ? vertical_first : horizontal_first);
         }
       }

@@ -19,7 +19,7 @@ struct JpegStructure {
   uint8_t sof = 0;         // frame marker: 0xC0 baseline, 0xC1 extended, 0xC2 progressive, ...
   uint32_t precision = 0;  // bits per sample
   uint32_t width = 0, height = 0, components = 0;
-  uint32_t scans = 0;      // SOS markers
+  uint32_t scans = 0;  // SOS markers
 };
 
 // Walks the segments up to EOI. Corruption for a malformed segment, a second frame header, a

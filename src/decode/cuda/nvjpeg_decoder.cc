@@ -14,17 +14,28 @@ namespace {
 
 const char* NvjpegName(nvjpegStatus_t s) {
   switch (s) {
-    case NVJPEG_STATUS_SUCCESS: return "success";
-    case NVJPEG_STATUS_NOT_INITIALIZED: return "not initialized";
-    case NVJPEG_STATUS_INVALID_PARAMETER: return "invalid parameter";
-    case NVJPEG_STATUS_BAD_JPEG: return "bad JPEG";
-    case NVJPEG_STATUS_JPEG_NOT_SUPPORTED: return "JPEG not supported";
-    case NVJPEG_STATUS_ALLOCATOR_FAILURE: return "allocator failure";
-    case NVJPEG_STATUS_EXECUTION_FAILED: return "execution failed";
-    case NVJPEG_STATUS_ARCH_MISMATCH: return "architecture mismatch";
-    case NVJPEG_STATUS_INTERNAL_ERROR: return "internal error";
-    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: return "implementation not supported";
-    case NVJPEG_STATUS_INCOMPLETE_BITSTREAM: return "incomplete bitstream";
+    case NVJPEG_STATUS_SUCCESS:
+      return "success";
+    case NVJPEG_STATUS_NOT_INITIALIZED:
+      return "not initialized";
+    case NVJPEG_STATUS_INVALID_PARAMETER:
+      return "invalid parameter";
+    case NVJPEG_STATUS_BAD_JPEG:
+      return "bad JPEG";
+    case NVJPEG_STATUS_JPEG_NOT_SUPPORTED:
+      return "JPEG not supported";
+    case NVJPEG_STATUS_ALLOCATOR_FAILURE:
+      return "allocator failure";
+    case NVJPEG_STATUS_EXECUTION_FAILED:
+      return "execution failed";
+    case NVJPEG_STATUS_ARCH_MISMATCH:
+      return "architecture mismatch";
+    case NVJPEG_STATUS_INTERNAL_ERROR:
+      return "internal error";
+    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED:
+      return "implementation not supported";
+    case NVJPEG_STATUS_INCOMPLETE_BITSTREAM:
+      return "incomplete bitstream";
   }
   return "unknown status";
 }
@@ -69,7 +80,10 @@ class Owned {
   Owned(const Owned&) = delete;
   Owned& operator=(const Owned&) = delete;
   T get() const { return object_; }
-  T* out() { reset(); return &object_; }
+  T* out() {
+    reset();
+    return &object_;
+  }
   void reset() {
     if (object_ != nullptr) (void)Destroy(object_);
     object_ = nullptr;
@@ -124,9 +138,9 @@ Status NvjpegDecoder::Impl::Init(const Options& options) {
     STOKER_NVJPEG(nvjpegJpegStateCreate(handle.get(), hw_state.out()), "hardware state");
   } else {
     // No hardware decoder (most GPUs) or not wanted: the default backend.
-    STOKER_NVJPEG(nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, kHandleFlags,
-                                 handle.out()),
-                  "create");
+    STOKER_NVJPEG(
+        nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, kHandleFlags, handle.out()),
+        "create");
   }
   nvjpegHandle_t h = handle.get();
   STOKER_NVJPEG(nvjpegDecoderCreate(h, NVJPEG_BACKEND_HYBRID, decoder.out()), "decoder");
@@ -240,8 +254,8 @@ Result<JpegHeader> NvjpegDecoder::ReadHeader(std::span<const std::byte> bytes,
     return Err(Status::Unsupported(fmt::format("{}-bit JPEG (decode on the CPU)", s.precision)));
   }
   if (s.components != 1 && s.components != 3) {
-    return Err(Status::Unsupported(fmt::format("{}-component JPEG (decode on the CPU)",
-                                               s.components)));
+    return Err(
+        Status::Unsupported(fmt::format("{}-component JPEG (decode on the CPU)", s.components)));
   }
   // The CPU decoder's limits, in its words.
   if (s.width > limits.max_dimension || s.height > limits.max_dimension ||

@@ -51,8 +51,7 @@ class NvjpegDecoder {
     bool hardware = true;  // use the hardware decoder where the GPU has one
   };
   // All work goes to `stream` (the caller's; it must outlive the decoder).
-  static Result<std::unique_ptr<NvjpegDecoder>> Create(cudaStream_t stream,
-                                                       const Options& options);
+  static Result<std::unique_ptr<NvjpegDecoder>> Create(cudaStream_t stream, const Options& options);
   ~NvjpegDecoder();
   NvjpegDecoder(const NvjpegDecoder&) = delete;
   NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;

@@ -39,10 +39,8 @@ ResamplePlan PlanResample(uint32_t src_width, uint32_t src_height, const Box& bo
 }
 
 SampleGeometry PlanGeometry(uint32_t width, uint32_t height, const SampleParams& params,
-                            Interpolation interpolation, uint32_t out_width,
-                            uint32_t out_height) {
-  PixelBounds r =
-      ResampledRegion(width, height, params, interpolation, out_width, out_height);
+                            Interpolation interpolation, uint32_t out_width, uint32_t out_height) {
+  PixelBounds r = ResampledRegion(width, height, params, interpolation, out_width, out_height);
   if (r.x1 <= r.x0 || r.y1 <= r.y0) {  // an empty region asks the CPU decoder for the whole image
     r = {0, 0, width, height};
   }
