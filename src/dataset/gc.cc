@@ -186,35 +186,44 @@ Status GcOptions::Validate() const {
   return Status::OK();
 }
 
-Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
-  STOKER_RETURN_IF_ERROR(options.Validate());
-  const uint64_t now = options.now_unix_seconds ? options.now_unix_seconds
-                                                : static_cast<uint64_t>(std::time(nullptr));
-  STOKER_ASSIGN_OR_RETURN(auto versions, format::ListVersions(storage));
-  if (versions.empty()) {
-    return Err(Status::NotFound(storage.Describe("") + " is not a stoker dataset (no versions/)"));
-  }
-  GcSummary summary;
-  // What the kept versions use: their records, segments and chunks. Every segment of a kept
-  // version is opened (and checked) once, however many versions share it.
-  std::set<std::string> live;
-  std::set<uint64_t> opened;
-  const auto keep_version = [&](const format::VersionRecord& record) -> Status {
-    live.insert(format::VersionRecordPath(record.version));
+namespace {
+
+// What the kept versions use: their records, segments and chunks. Every segment of a kept
+// version is opened (and checked) once, however many versions share it.
+class LiveFiles {
+ public:
+  explicit LiveFiles(Storage& storage) : storage_(storage) {}
+
+  Status KeepVersion(const format::VersionRecord& record) {
+    paths_.insert(format::VersionRecordPath(record.version));
     for (const format::SegmentRef& ref : record.segments) {
-      live.insert(format::SegmentPath(ref.id));
-      if (!opened.insert(ref.id).second) continue;
+      paths_.insert(format::SegmentPath(ref.id));
+      if (!opened_.insert(ref.id).second) continue;
       const std::string path = format::SegmentPath(ref.id);
-      STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(path));
+      STOKER_ASSIGN_OR_RETURN(auto file, storage_.OpenRead(path));
       STOKER_ASSIGN_OR_RETURN(auto segment,
-                              format::Segment::Open(std::move(file), storage.Describe(path)));
+                              format::Segment::Open(std::move(file), storage_.Describe(path)));
       for (uint64_t c = 0; c < segment->info().chunk_count; ++c) {
         STOKER_ASSIGN_OR_RETURN(const format::SegmentChunk chunk, segment->chunk(c));
-        live.insert(format::ChunkPath(chunk.id));
+        paths_.insert(format::ChunkPath(chunk.id));
       }
     }
     return Status::OK();
-  };
+  }
+  void Keep(const std::set<std::string>& paths) { paths_.insert(paths.begin(), paths.end()); }
+  bool contains(const std::string& path) const { return paths_.contains(path); }
+
+ private:
+  Storage& storage_;
+  std::set<std::string> paths_;
+  std::set<uint64_t> opened_;
+};
+
+// Step 1: which versions stay (the newest `keep`, those younger than `keep_for`), with what
+// they use; then what uncommitted parts hold. Removed versions are listed in `summary`.
+Status MarkKeptVersions(Storage& storage, const GcOptions& options, uint64_t now,
+                        const std::vector<uint64_t>& versions, LiveFiles& live,
+                        GcSummary& summary) {
   for (size_t i = versions.size(); i-- > 0;) {
     STOKER_ASSIGN_OR_RETURN(auto record, format::ReadVersion(storage, versions[i]));
     const bool newest = versions.size() - i <= options.keep;
@@ -225,32 +234,25 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
       continue;
     }
     summary.versions_kept.push_back(record.version);
-    STOKER_RETURN_IF_ERROR(keep_version(record));
+    STOKER_RETURN_IF_ERROR(live.KeepVersion(record));
   }
   // Chunks of parts not yet committed (`stoker pack --part`) are a version to come.
   STOKER_ASSIGN_OR_RETURN(auto part_chunks, ChunksOfParts(storage));
-  live.insert(part_chunks.begin(), part_chunks.end());
+  live.Keep(part_chunks);
   std::sort(summary.versions_removed.begin(), summary.versions_removed.end());
   std::sort(summary.versions_kept.begin(), summary.versions_kept.end());
-  // Removed versions disappear first, so no reader opens them from now on; their files follow
-  // after the grace period, like any other unreferenced file.
-  if (!options.dry_run) {
-    for (const uint64_t v : summary.versions_removed) {
-      // NotFound: another gc (or a retried request) removed it already.
-      if (Status s = storage.Remove(format::VersionRecordPath(v)); !s.ok() && !s.IsNotFound()) {
-        return Err(s);
-      }
-    }
-  }
+  return Status::OK();
+}
 
-  const Sightings seen = ReadSightings(storage);
+// Step 2: every file of versions/, segments/ and chunks/ that nothing kept uses (records of the
+// versions this run removes excepted: they are gone already, or reported in a dry run).
+Result<std::vector<std::string>> UnreferencedFiles(Storage& storage, const LiveFiles& live) {
   std::vector<std::string> unreferenced;
   for (const std::string_view dir :
        {format::kVersionsDir, format::kSegmentsDir, std::string_view("chunks")}) {
     STOKER_ASSIGN_OR_RETURN(auto files, FilesIn(storage, dir));
     for (std::string& path : files) {
       if (live.contains(path)) continue;
-      // A record of a version this run removes is gone already (or, in a dry run, reported).
       if (dir == format::kVersionsDir &&
           format::VersionOfRecordName(path.substr(dir.size() + 1)) != 0) {
         continue;
@@ -258,24 +260,15 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
       unreferenced.push_back(std::move(path));
     }
   }
-  // The writers at work, listed after the files: a writer creates its lease before any file,
-  // so a file listed above whose writer has not published yet is covered by a lease listed
-  // here (or the writer has finished: see the next step).
-  Sightings pending;
-  STOKER_ASSIGN_OR_RETURN(pending.leases, LiveWriters(storage, options, now, seen.leases, summary));
-  std::vector<uint64_t> writers;  // sorted, as the map is
-  for (const auto& [writer, lease] : pending.leases) writers.push_back(writer);
-  summary.writers_active = writers.size();
-  // Versions published since this run listed them (a writer that finished, and removed its
-  // lease, meanwhile) keep what they name.
-  STOKER_ASSIGN_OR_RETURN(auto now_listed, format::ListVersions(storage));
-  for (const uint64_t v : now_listed) {
-    if (v <= versions.back()) continue;
-    auto record = format::ReadVersion(storage, v);
-    if (!record && record.error().IsNotFound()) continue;  // removed by another gc meanwhile
-    if (!record) return Err(record.error());
-    STOKER_RETURN_IF_ERROR(keep_version(*record));
-  }
+  return unreferenced;
+}
+
+// Step 4: an unreferenced file goes once the grace period has passed since gc first saw it and
+// none of the writers at work then is still at work; else it waits in `pending`.
+Status SweepOrHold(Storage& storage, const GcOptions& options, uint64_t now,
+                   std::vector<std::string>& unreferenced, const LiveFiles& live,
+                   const Sightings& seen, const std::vector<uint64_t>& writers, Sightings& pending,
+                   GcSummary& summary) {
   for (std::string& path : unreferenced) {
     if (live.contains(path)) continue;
     const auto it = seen.files.find(path);
@@ -290,7 +283,7 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
     if (now - sighting.first_seen >= static_cast<uint64_t>(options.grace.count()) &&
         sighting.blockers.empty()) {
       if (!options.dry_run) {
-        if (Status s = storage.Remove(path); !s.ok() && !s.IsNotFound()) return Err(s);
+        if (Status s = storage.Remove(path); !s.ok() && !s.IsNotFound()) return s;
       }
       summary.files_removed.push_back(std::move(path));
     } else {
@@ -299,6 +292,53 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
     }
   }
   summary.files_pending = pending.files.size();
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
+  STOKER_RETURN_IF_ERROR(options.Validate());
+  const uint64_t now = options.now_unix_seconds ? options.now_unix_seconds
+                                                : static_cast<uint64_t>(std::time(nullptr));
+  STOKER_ASSIGN_OR_RETURN(auto versions, format::ListVersions(storage));
+  if (versions.empty()) {
+    return Err(Status::NotFound(storage.Describe("") + " is not a stoker dataset (no versions/)"));
+  }
+  GcSummary summary;
+  LiveFiles live(storage);
+  STOKER_RETURN_IF_ERROR(MarkKeptVersions(storage, options, now, versions, live, summary));
+  // Removed versions disappear first, so no reader opens them from now on; their files follow
+  // after the grace period, like any other unreferenced file.
+  if (!options.dry_run) {
+    for (const uint64_t v : summary.versions_removed) {
+      // NotFound: another gc (or a retried request) removed it already.
+      if (Status s = storage.Remove(format::VersionRecordPath(v)); !s.ok() && !s.IsNotFound()) {
+        return Err(s);
+      }
+    }
+  }
+  const Sightings seen = ReadSightings(storage);
+  STOKER_ASSIGN_OR_RETURN(auto unreferenced, UnreferencedFiles(storage, live));
+  // Step 3: the writers at work, listed after the files: a writer creates its lease before any
+  // file, so a file listed above whose writer has not published yet is covered by a lease
+  // listed here (or the writer has finished: versions published since this run listed them
+  // keep what they name).
+  Sightings pending;
+  STOKER_ASSIGN_OR_RETURN(pending.leases, LiveWriters(storage, options, now, seen.leases, summary));
+  std::vector<uint64_t> writers;  // sorted, as the map is
+  for (const auto& [writer, lease] : pending.leases) writers.push_back(writer);
+  summary.writers_active = writers.size();
+  STOKER_ASSIGN_OR_RETURN(auto now_listed, format::ListVersions(storage));
+  for (const uint64_t v : now_listed) {
+    if (v <= versions.back()) continue;
+    auto record = format::ReadVersion(storage, v);
+    if (!record && record.error().IsNotFound()) continue;  // removed by another gc meanwhile
+    if (!record) return Err(record.error());
+    STOKER_RETURN_IF_ERROR(live.KeepVersion(*record));
+  }
+  STOKER_RETURN_IF_ERROR(
+      SweepOrHold(storage, options, now, unreferenced, live, seen, writers, pending, summary));
   if (!options.dry_run) STOKER_RETURN_IF_ERROR(WriteSightings(storage, pending));
   return summary;
 }
