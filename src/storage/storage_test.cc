@@ -19,22 +19,6 @@ namespace {
 
 using test::AsBytes;
 
-std::string ReadAll(Storage& s, std::string_view path) {
-  auto file = s.OpenRead(path);
-  EXPECT_TRUE(file.has_value()) << file.error().ToString();
-  std::string out((*file)->Size(), '\0');
-  EXPECT_TRUE((*file)->ReadAt(0, {reinterpret_cast<std::byte*>(out.data()), out.size()}).ok());
-  return out;
-}
-
-void Write(Storage& s, std::string_view path, std::string_view contents) {
-  auto file = s.Create(path);
-  ASSERT_TRUE(file.has_value()) << file.error().ToString();
-  ASSERT_TRUE((*file)->Append(AsBytes(contents)).ok());
-  ASSERT_TRUE((*file)->Sync().ok());
-  ASSERT_TRUE((*file)->Close().ok());
-}
-
 struct Backend {
   std::string name;
   std::function<std::shared_ptr<Storage>(const std::string& dir)> make;
@@ -56,7 +40,7 @@ TEST_P(StorageTest, CreateAppendRead) {
   ASSERT_TRUE((*file)->Append(AsBytes("world")).ok());
   ASSERT_TRUE((*file)->Sync().ok());
   ASSERT_TRUE((*file)->Close().ok());
-  EXPECT_EQ(ReadAll(s, "a.bin"), "hello world");
+  EXPECT_EQ(test::ReadStored(s, "a.bin"), "hello world");
 
   auto reader = s.OpenRead("a.bin");
   ASSERT_TRUE(reader.has_value());
@@ -69,13 +53,13 @@ TEST_P(StorageTest, CreateAppendRead) {
 }
 
 TEST_P(StorageTest, CreateTruncatesAnExistingFile) {
-  Write(*storage_, "f", "long old contents");
-  Write(*storage_, "f", "new");
-  EXPECT_EQ(ReadAll(*storage_, "f"), "new");
+  test::WriteStored(*storage_, "f", "long old contents");
+  test::WriteStored(*storage_, "f", "new");
+  EXPECT_EQ(test::ReadStored(*storage_, "f"), "new");
 }
 
 TEST_P(StorageTest, ReadPastTheEndIsAnErrorNeverAShortSuccess) {
-  Write(*storage_, "f", "0123456789");
+  test::WriteStored(*storage_, "f", "0123456789");
   auto reader = storage_->OpenRead("f").value();
   std::string buf(4, 'x');
   auto span = std::span<std::byte>(reinterpret_cast<std::byte*>(buf.data()), buf.size());
@@ -99,24 +83,24 @@ TEST_P(StorageTest, MissingFilesAreNotFound) {
 }
 
 TEST_P(StorageTest, RenameReplacesAtomically) {
-  Write(*storage_, "MANIFEST", "old");
-  Write(*storage_, "MANIFEST.tmp", "new");
+  test::WriteStored(*storage_, "MANIFEST", "old");
+  test::WriteStored(*storage_, "MANIFEST.tmp", "new");
   ASSERT_TRUE(storage_->Rename("MANIFEST.tmp", "MANIFEST").ok());
-  EXPECT_EQ(ReadAll(*storage_, "MANIFEST"), "new");
+  EXPECT_EQ(test::ReadStored(*storage_, "MANIFEST"), "new");
   EXPECT_FALSE(storage_->Exists("MANIFEST.tmp").value());
   // A fresh name works too.
   ASSERT_TRUE(storage_->Rename("MANIFEST", "other").ok());
-  EXPECT_EQ(ReadAll(*storage_, "other"), "new");
+  EXPECT_EQ(test::ReadStored(*storage_, "other"), "new");
   EXPECT_FALSE(storage_->Exists("MANIFEST").value());
 }
 
 TEST_P(StorageTest, CreateExclusiveCreatesOnceAndNeverReplaces) {
   ASSERT_TRUE(storage_->CreateDirs("versions").ok());
   ASSERT_TRUE(storage_->CreateExclusive("versions/1", AsBytes("first")).ok());
-  EXPECT_EQ(ReadAll(*storage_, "versions/1"), "first");
+  EXPECT_EQ(test::ReadStored(*storage_, "versions/1"), "first");
   EXPECT_EQ(storage_->CreateExclusive("versions/1", AsBytes("second")).code(),
             StatusCode::kAlreadyExists);
-  EXPECT_EQ(ReadAll(*storage_, "versions/1"), "first");
+  EXPECT_EQ(test::ReadStored(*storage_, "versions/1"), "first");
   // No temporary files are left behind, either way.
   EXPECT_EQ(storage_->List("versions").value(), std::vector<std::string>{"1"});
   EXPECT_EQ(storage_->CreateExclusive("no/dir/file", AsBytes("x")).code(), StatusCode::kNotFound);
@@ -145,7 +129,7 @@ TEST_P(StorageTest, CreateExclusiveHasOneWinnerAmongRacingWriters) {
       }
     }
     ASSERT_EQ(winners, 1);
-    EXPECT_EQ(ReadAll(*storage_, path), "writer " + std::to_string(winner));
+    EXPECT_EQ(test::ReadStored(*storage_, path), "writer " + std::to_string(winner));
   }
 }
 
@@ -154,8 +138,8 @@ TEST_P(StorageTest, DirectoriesListSortedAndExists) {
   ASSERT_TRUE(storage_->CreateDirs("chunks").ok());  // idempotent
   ASSERT_TRUE(storage_->CreateDirs("snapshots").ok());
   for (const char* name : {"c", "a", "b", "B", "é", "a.b"})
-    Write(*storage_, std::string("chunks/") + name, name);
-  Write(*storage_, "MANIFEST", "m");
+    test::WriteStored(*storage_, std::string("chunks/") + name, name);
+  test::WriteStored(*storage_, "MANIFEST", "m");
   EXPECT_EQ(storage_->List("chunks").value(),
             (std::vector<std::string>{"B", "a", "a.b", "b", "c", "deep", "é"}));
   EXPECT_EQ(storage_->List("").value(),
@@ -177,13 +161,13 @@ TEST_P(StorageTest, DirectoriesListSortedAndExists) {
 
 TEST_P(StorageTest, MapReturnsTheWholeFile) {
   const std::string data = test::RandomBytes(4, 100000);
-  Write(*storage_, "big", data);
+  test::WriteStored(*storage_, "big", data);
   auto mapped = storage_->Map("big");
   ASSERT_TRUE(mapped.has_value());
   EXPECT_EQ(std::string_view(reinterpret_cast<const char*>((*mapped)->bytes().data()),
                              (*mapped)->bytes().size()),
             data);
-  Write(*storage_, "empty", "");
+  test::WriteStored(*storage_, "empty", "");
   auto empty = storage_->Map("empty");
   ASSERT_TRUE(empty.has_value());
   EXPECT_TRUE((*empty)->bytes().empty());
@@ -202,11 +186,11 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(MemoryStorage, TestHooksReplaceContentsForNewReaders) {
   MemoryStorage s;
-  Write(s, "f", "original");
+  test::WriteStored(s, "f", "original");
   auto old_reader = s.OpenRead("f").value();
   s.SetContents("f", "changed!");
   EXPECT_EQ(s.GetContents("f").value(), "changed!");
-  EXPECT_EQ(ReadAll(s, "f"), "changed!");
+  EXPECT_EQ(test::ReadStored(s, "f"), "changed!");
   std::string buf(8, '\0');
   ASSERT_TRUE(old_reader->ReadAt(0, {reinterpret_cast<std::byte*>(buf.data()), 8}).ok());
   EXPECT_EQ(buf, "original");
@@ -226,8 +210,8 @@ class FaultStorageTest : public ::testing::Test {
   void SetUp() override {
     base_ = std::make_shared<MemoryStorage>();
     ASSERT_TRUE(base_->CreateDirs("chunks").ok());
-    Write(*base_, "chunks/a", data_);
-    Write(*base_, "MANIFEST", "manifest");
+    test::WriteStored(*base_, "chunks/a", data_);
+    test::WriteStored(*base_, "MANIFEST", "manifest");
   }
   // Outcome of `reads` 100-byte reads: 'e' error, 'f' flipped, '.' exact.
   std::string Outcomes(FaultStorage& fs, int reads) {
@@ -366,7 +350,7 @@ TEST_F(FaultStorageTest, WriteErrorsAtTheConfiguredRate) {
 
 TEST_F(FaultStorageTest, RenameCanFail) {
   FaultStorage fs(base_, Options([](FaultOptions& o) { o.write_error_probability = 1.0; }));
-  Write(*base_, "MANIFEST.tmp", "new");
+  test::WriteStored(*base_, "MANIFEST.tmp", "new");
   EXPECT_EQ(fs.Rename("MANIFEST.tmp", "MANIFEST").code(), StatusCode::kIOError);
   EXPECT_EQ(base_->GetContents("MANIFEST").value(), "manifest");  // nothing happened
 }

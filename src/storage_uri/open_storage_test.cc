@@ -10,34 +10,18 @@
 namespace stoker {
 namespace {
 
-std::string ReadAll(Storage& s, std::string_view path) {
-  auto file = s.OpenRead(path);
-  EXPECT_TRUE(file.has_value()) << file.error().ToString();
-  if (!file) return "";
-  std::string out((*file)->Size(), '\0');
-  EXPECT_TRUE((*file)->ReadAt(0, {reinterpret_cast<std::byte*>(out.data()), out.size()}).ok());
-  return out;
-}
-
-void Write(Storage& s, std::string_view path, std::string_view contents) {
-  auto file = s.Create(path);
-  ASSERT_TRUE(file.has_value()) << file.error().ToString();
-  ASSERT_TRUE((*file)->Append(test::AsBytes(contents)).ok());
-  ASSERT_TRUE((*file)->Close().ok());
-}
-
 TEST(OpenStorage, OpenStorageAcceptsPathsAndFileUris) {
   test::TempDir dir;
   auto plain = OpenStorage(dir.path());
   ASSERT_TRUE(plain.has_value());
-  Write(**plain, "x", "via path");
+  test::WriteStored(**plain, "x", "via path");
   auto uri = OpenStorage("file://" + dir.path());
   ASSERT_TRUE(uri.has_value());
-  EXPECT_EQ(ReadAll(**uri, "x"), "via path");
+  EXPECT_EQ(test::ReadStored(**uri, "x"), "via path");
   EXPECT_EQ(test::ReadFileToString(dir.Join("x")), "via path");
   auto localhost = OpenStorage("file://localhost" + dir.path());
   ASSERT_TRUE(localhost.has_value());
-  EXPECT_EQ(ReadAll(**localhost, "x"), "via path");
+  EXPECT_EQ(test::ReadStored(**localhost, "x"), "via path");
   // A host (or a relative path written as a URI) is refused, not read as a local relative path.
   for (const char* other : {"file://otherhost/data/ds", "file://relative/ds"}) {
     auto refused = OpenStorage(other);

@@ -214,13 +214,26 @@ bool Pipe::WriteSome(Clock::time_point now) {
   return true;
 }
 
+// Returns once the peer has acknowledged everything written to `fd` (or after 5 s).
+void WaitUntilAcked(int fd) {
+  for (int i = 0; i < 5000; ++i) {
+    int unsent = 0;
+    if (ioctl(fd, SIOCOUTQ, &unsent) != 0 || unsent == 0) break;
+    std::this_thread::sleep_for(Nanos(1'000'000));
+  }
+}
+
 void Pipe::Run() {
   tokens_at_ = Clock::now();
   for (;;) {
     const Clock::time_point now = Clock::now();
     if (fault_.drop_after && head_ >= *fault_.drop_after) {
-      // Every byte before the cut has been handed to the kernel; closing with FIN (not RST)
-      // lets the peer read all of them before it sees the end.
+      // Every byte before the cut has been handed to the kernel: a FIN follows them, and only
+      // once the peer has acknowledged them all is the connection torn down. (Shutting the
+      // reading side at once would not do: Linux answers data that arrives on a socket shut for
+      // reading with a reset, which throws away what is still unacknowledged in the send queue.)
+      shutdown(dst_, SHUT_WR);
+      WaitUntilAcked(dst_);
       Abort();
       return;
     }
@@ -281,11 +294,7 @@ void Pipe::Run() {
 // Closes a socket once the peer has acknowledged everything written to it (or after 5 s):
 // closing earlier could turn into a reset that throws away bytes still in the send queue.
 void CloseAfterDrain(int fd) {
-  for (int i = 0; i < 5000; ++i) {
-    int unsent = 0;
-    if (ioctl(fd, SIOCOUTQ, &unsent) != 0 || unsent == 0) break;
-    std::this_thread::sleep_for(Nanos(1'000'000));
-  }
+  WaitUntilAcked(fd);
   close(fd);
 }
 

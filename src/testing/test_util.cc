@@ -378,4 +378,21 @@ void WriteFormat1(Storage& storage, const Tree& tree, format::LabelMode labels) 
   ASSERT_TRUE(dataset::PublishVersion(storage, 3, snapshot).ok());
 }
 
+std::string ReadStored(Storage& storage, std::string_view path) {
+  auto file = storage.OpenRead(path);
+  EXPECT_TRUE(file.has_value()) << file.error().ToString();
+  if (!file) return "";
+  std::string out((*file)->Size(), '\0');
+  EXPECT_TRUE((*file)->ReadAt(0, {reinterpret_cast<std::byte*>(out.data()), out.size()}).ok());
+  return out;
+}
+
+void WriteStored(Storage& storage, std::string_view path, std::string_view contents) {
+  auto file = storage.Create(path);
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  ASSERT_TRUE((*file)->Append(AsBytes(contents)).ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  ASSERT_TRUE((*file)->Close().ok());
+}
+
 }  // namespace stoker::test

@@ -76,6 +76,9 @@ void WriteTree(const Tree& tree, const std::string& root);
 
 std::string ReadFileToString(const std::string& path);
 void WriteStringToFile(const std::string& path, std::string_view contents);
+// The same through a Storage (gtest failures, not errors, when it refuses).
+std::string ReadStored(Storage& storage, std::string_view path);
+void WriteStored(Storage& storage, std::string_view path, std::string_view contents);
 
 // Bytes <-> string views, for comparing dataset reads with tree contents.
 inline std::string_view AsString(const std::vector<std::byte>& bytes) {
