@@ -164,7 +164,7 @@ Status GpuBatchTransformer::Impl::Resample(std::span<const GpuSample> samples,
     const Planned& p = done[j];
     ResampleJob& job = jobs[j];
     job = ResampleJob{};
-    const size_t pitch = size_t{p.geometry.roi.width} * 3;
+    const size_t pitch = LayoutFor(p.geometry.roi.width, p.geometry.roi.height).pitch;
     const PixelRect& view = p.geometry.view;
     job.src = reinterpret_cast<const uint8_t*>(decoded.data() + p.decoded_at) +
               (size_t{view.y} + p.plan.first_row) * pitch + (size_t{view.x} + p.plan.first_col) * 3;
@@ -218,6 +218,9 @@ cudaStream_t GpuBatchTransformer::stream() const { return impl_->stream; }
 Result<std::vector<Status>> GpuBatchTransformer::Run(std::span<const GpuSample> samples,
                                                      void* device_dst) {
   Impl& d = *impl_;
+  if (device_dst == nullptr && !samples.empty()) {
+    return Err(Status::InvalidArgument("no device buffer for the batch's output"));
+  }
   STOKER_RETURN_IF_ERROR(FromCuda(cudaSetDevice(d.options.device), "set device"));
   std::vector<Status> statuses(samples.size());
 
@@ -232,7 +235,7 @@ Result<std::vector<Status>> GpuBatchTransformer::Run(std::span<const GpuSample> 
     }
     const PixelRect& roi = p->geometry.roi;
     p->decoded_at = decoded_bytes;
-    decoded_bytes += AlignUp(size_t{roi.width} * roi.height * 3);
+    decoded_bytes += AlignUp(LayoutFor(roi.width, roi.height).bytes);
     p->temp_at = temp_bytes;
     temp_bytes += AlignUp(size_t{p->plan.temp_width(d.format.width)} *
                           p->plan.temp_height(d.format.height) * 3);
@@ -255,7 +258,7 @@ Result<std::vector<Status>> GpuBatchTransformer::Run(std::span<const GpuSample> 
                    roi.width,
                    roi.height,
                    reinterpret_cast<uint8_t*>(d.decoded.data() + p.decoded_at),
-                   size_t{roi.width} * 3};
+                   LayoutFor(roi.width, roi.height).pitch};
   }
   std::vector<Status> decoded(planned.size());
   d.decoder->Decode(requests, decoded);

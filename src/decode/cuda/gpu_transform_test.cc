@@ -13,12 +13,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "decode/cuda/gpu_kernels.h"
 #include "decode/cuda/jpeg_markers.h"
+#include "decode/cuda/nvjpeg_decoder.h"
 #include "decode/cuda/resample_plan.h"
 #include "decode/decoder.h"
 #include "decode/resize.h"
@@ -288,6 +291,56 @@ class GpuTransformTest : public testing::Test {
   }
 };
 
+// Regions that end inside a 16x16 block at the image's right or bottom edge, decoded into a
+// slot laid out by LayoutFor and followed by canary bytes: nothing may be written past the slot.
+// For the record, the same into a tight slot (pitch width * 3, height rows): how many bytes the
+// decoder wrote past it (none, on an H200 with nvJPEG 13.3, either backend).
+TEST_F(GpuTransformTest, DecodesStayInsideTheirSlots) {
+  constexpr size_t kCanary = 64 << 10;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (const bool hardware : {true, false}) {
+    auto decoder = NvjpegDecoder::Create(stream, {.hardware = hardware});
+    ASSERT_TRUE(decoder.has_value()) << decoder.error().ToString();
+    for (const Variant& v :
+         {Variants()[1], Variants()[2], Variants()[3], Variant{"470x391", 470, 391, {}}}) {
+      const std::string jpeg = Encode(v);
+      ASSERT_TRUE((*decoder)->ReadHeader(AsBytes(jpeg), {}).has_value());
+      const uint32_t x0 = v.width / 2 / 16 * 16, y0 = v.height / 2 / 16 * 16;
+      for (const auto& [x, y] : {std::pair{0u, 0u}, std::pair{x0, y0}}) {
+        const uint32_t w = v.width - x, h = v.height - y;
+        for (const bool tight : {true, false}) {
+          const RegionLayout l = tight ? RegionLayout{w * 3, size_t{w} * 3 * h} : LayoutFor(w, h);
+          void* device = nullptr;
+          ASSERT_EQ(cudaMalloc(&device, l.bytes + kCanary), cudaSuccess);
+          ASSERT_EQ(cudaMemset(device, 0xA5, l.bytes + kCanary), cudaSuccess);
+          const RoiDecode r{AsBytes(jpeg), x, y, w, h, static_cast<uint8_t*>(device), l.pitch};
+          Status status;
+          (*decoder)->Decode({&r, 1}, {&status, 1});
+          ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+          std::vector<uint8_t> canary(kCanary);
+          ASSERT_EQ(cudaMemcpy(canary.data(), static_cast<uint8_t*>(device) + l.bytes, kCanary,
+                               cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+          ASSERT_EQ(cudaFree(device), cudaSuccess);
+          ASSERT_TRUE(status.ok()) << status.ToString();
+          const size_t past = kCanary - size_t(std::count(canary.begin(), canary.end(), 0xA5));
+          if (tight) {
+            std::printf(
+                "%s hardware=%d region %ux%u at (%u,%u): %zu bytes written past a tight "
+                "slot\n",
+                v.name, (*decoder)->hardware(), w, h, x, y, past);
+          } else {
+            EXPECT_EQ(past, 0u) << v.name << " hardware=" << (*decoder)->hardware() << " region "
+                                << w << "x" << h << " at " << x << "," << y;
+          }
+        }
+      }
+    }
+  }
+  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
 TEST_F(GpuTransformTest, MatchesTheCpuPath) {
   for (const bool hardware : {true, false}) {
     for (const bool train : {true, false}) {
@@ -356,6 +409,18 @@ TEST_F(GpuTransformTest, BadSamplesFailAloneAndPngIsLeftToTheCpu) {
   EXPECT_EQ(s[5].code(), StatusCode::kUnsupported) << s[5].ToString();
   EXPECT_TRUE(s[6].ok()) << s[6].ToString();
   EXPECT_EQ(got[0], got[6]);  // the good samples around the bad ones are intact
+}
+
+TEST_F(GpuTransformTest, NoOutputBufferIsAnError) {
+  const TransformOptions o = CpuOptions(true, DType::kUint8, Layout::kNHWC);
+  auto gpu = GpuBatchTransformer::Create(GpuOptions(o));
+  ASSERT_TRUE(gpu.has_value()) << gpu.error().ToString();
+  const Variant v = Variants()[0];
+  const std::string jpeg = Encode(v);
+  const GpuSample sample{AsBytes(jpeg), ChooseParams(o, v.width, v.height, 0)};
+  const Result<std::vector<Status>> statuses = (*gpu)->Run({&sample, 1}, nullptr);
+  ASSERT_FALSE(statuses.has_value());
+  EXPECT_EQ(statuses.error().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(GpuTransformTest, LimitsAreCheckedOnTheHeader) {

@@ -107,6 +107,15 @@ constexpr unsigned kHandleFlags = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
 
 }  // namespace
 
+RegionLayout LayoutFor(uint32_t width, uint32_t height) {
+  constexpr size_t kBlock = 16;
+  const auto blocks = [](uint32_t n) { return (size_t{n} + kBlock - 1) / kBlock * kBlock; };
+  RegionLayout l;
+  l.pitch = blocks(width) * 3;
+  l.bytes = l.pitch * blocks(height);
+  return l;
+}
+
 struct NvjpegDecoder::Impl {
   cudaStream_t stream = nullptr;
   Handle handle;

@@ -45,6 +45,17 @@ struct RoiDecode {
   size_t pitch = 0;
 };
 
+// Where a region's pixels go: `pitch` bytes per row, `bytes` in all, both rounded up to whole
+// 16x16 blocks (the largest iMCU). A region that ends inside a block at the image's right or
+// bottom edge is still decoded block by block, and nvJPEG documents nothing about where the
+// rest of such a block goes; on an H200 neither backend wrote past a tight slot
+// (gpu_transform_test DecodesStayInsideTheirSlots), but a slot of whole blocks makes that a
+// property of the layout rather than of one driver. Readers use only the region's pixels.
+struct RegionLayout {
+  size_t pitch = 0, bytes = 0;
+};
+RegionLayout LayoutFor(uint32_t width, uint32_t height);
+
 class NvjpegDecoder {
  public:
   struct Options {
