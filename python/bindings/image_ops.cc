@@ -9,6 +9,7 @@
 #include "image_ops.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -66,10 +67,9 @@ std::span<const std::byte> BytesOf(const nb::bytes& data) {
 }  // namespace
 
 decode::Interpolation ParseInterpolation(const std::string& name) {
-  if (name == "nearest") return decode::Interpolation::kNearest;
-  if (name == "bilinear") return decode::Interpolation::kBilinear;
-  if (name == "bicubic") return decode::Interpolation::kBicubic;
-  throw nb::value_error("interpolation must be 'nearest', 'bilinear' or 'bicubic'");
+  const std::optional<decode::Interpolation> mode = decode::ParseInterpolation(name);
+  if (!mode) throw nb::value_error("interpolation must be 'nearest', 'bilinear' or 'bicubic'");
+  return *mode;
 }
 
 void RegisterImageOps(nb::module_& parent) {

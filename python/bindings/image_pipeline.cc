@@ -5,6 +5,7 @@
 // this; see python/stoker/image_loader.py for the options.
 #include "image_pipeline.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,10 +15,11 @@
 #include <nanobind/stl/tuple.h>
 
 #include "dataset.h"
+#include "decode/transform_option_table.h"
 #include "errors.h"
-#include "image_ops.h"
 #include "loader/image_pipeline.h"
 #include "stoker/dataset.h"
+#include "transform_options.h"
 
 namespace nb = nanobind;
 
@@ -34,7 +36,14 @@ T Get(const nb::dict& options, const char* key) {
   return nb::cast<T>(options[key]);
 }
 
-// The options dict built by stoker.ImageLoader (which validates and documents them).
+// The keys stoker.ImageLoader sets besides the transform's options (the table's).
+constexpr const char* kPipelineKeys[] = {"batch_size",       "drop_last",     "threads",
+                                         "prefetch_batches", "seed",          "epoch",
+                                         "on_error",         "memory_budget", "io_depth"};
+
+// The options dict built by stoker.ImageLoader: its pipeline keys, and any of the transform's
+// options (decode/transform_option_table.h), each converted as its kind says. An unknown key
+// is an error, so that a misspelt option cannot be silently ignored.
 ImagePipelineOptions ParseOptions(const nb::dict& o) {
   ImagePipelineOptions options;
   options.batch_size = Get<uint32_t>(o, "batch_size");
@@ -50,34 +59,13 @@ ImagePipelineOptions ParseOptions(const nb::dict& o) {
   options.on_error = on_error == "raise" ? loader::ErrorPolicy::kRaise : loader::ErrorPolicy::kSkip;
   options.read.memory_budget_bytes = Get<uint64_t>(o, "memory_budget");
   options.read.io_depth = Get<uint32_t>(o, "io_depth");
-
-  decode::TransformOptions& t = options.transform;
-  t.train = Get<bool>(o, "train");
-  std::tie(t.crop.scale_min, t.crop.scale_max) = Get<std::tuple<double, double>>(o, "scale");
-  std::tie(t.crop.ratio_min, t.crop.ratio_max) = Get<std::tuple<double, double>>(o, "ratio");
-  t.flip_probability = Get<double>(o, "flip");
-  t.rotation_degrees = Get<double>(o, "rotation");
-  std::tie(t.zoom_min, t.zoom_max) = Get<std::tuple<double, double>>(o, "zoom");
-  t.resize = Get<uint32_t>(o, "resize");
-  t.interpolation = ParseInterpolation(Get<std::string>(o, "interpolation"));
-  t.warp_interpolation = ParseInterpolation(Get<std::string>(o, "warp_interpolation"));
-  t.dct_scaling = Get<bool>(o, "dct_scaling");
-  t.limits.max_pixels = Get<uint64_t>(o, "max_pixels");
-  std::tie(t.output.height, t.output.width) = Get<std::tuple<uint32_t, uint32_t>>(o, "size");
-  const auto dtype = Get<std::string>(o, "dtype");
-  if (dtype != "float32" && dtype != "uint8") throw nb::value_error("dtype: 'float32' or 'uint8'");
-  t.output.dtype = dtype == "uint8" ? decode::DType::kUint8 : decode::DType::kFloat32;
-  const auto layout = Get<std::string>(o, "layout");
-  if (layout != "NCHW" && layout != "NHWC") throw nb::value_error("layout: 'NCHW' or 'NHWC'");
-  t.output.layout = layout == "NHWC" ? decode::Layout::kNHWC : decode::Layout::kNCHW;
-  const auto mean = Get<std::tuple<double, double, double>>(o, "mean");
-  const auto std = Get<std::tuple<double, double, double>>(o, "std");
-  t.output.mean[0] = float(std::get<0>(mean));
-  t.output.mean[1] = float(std::get<1>(mean));
-  t.output.mean[2] = float(std::get<2>(mean));
-  t.output.std[0] = float(std::get<0>(std));
-  t.output.std[1] = float(std::get<1>(std));
-  t.output.std[2] = float(std::get<2>(std));
+  for (const auto& [key, value] : o) {
+    const std::string name = nb::cast<std::string>(key);
+    if (std::ranges::find(kPipelineKeys, name) != std::end(kPipelineKeys)) continue;
+    const decode::TransformOption* option = decode::FindTransformOption(name);
+    if (option == nullptr) throw nb::key_error(("unknown image option " + name).c_str());
+    SetTransformOption(*option, value, options.transform);
+  }
   return options;
 }
 
@@ -185,6 +173,49 @@ class PyImagePipeline {
 }  // namespace
 
 void RegisterImagePipeline(nb::module_& m) {
+  m.def(
+      "transform_options",
+      [] {
+        nb::list table;
+        const decode::TransformOptions defaults;
+        for (const decode::TransformOption& option : decode::TransformOptionTable()) {
+          nb::dict d;
+          d["name"] = std::string(option.name);
+          d["kind"] = std::string(KindName(option.kind));
+          d["doc"] = std::string(option.doc);
+          nb::list choices;
+          for (const std::string_view c : option.choices) choices.append(std::string(c));
+          d["choices"] = choices;
+          d["default"] = TransformOptionValue(option, defaults);
+          table.append(d);
+        }
+        return table;
+      },
+      "The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, "
+      "pair, triple, size), doc, choices, default. stoker.ImageLoader's signature and docs are "
+      "generated from it (scripts/gen_options.py).");
+  m.def(
+      "parse_transform_options",
+      [](const nb::dict& values) {
+        decode::TransformOptions options;
+        for (const auto& [key, value] : values) {
+          const std::string name = nb::cast<std::string>(key);
+          const decode::TransformOption* option = decode::FindTransformOption(name);
+          if (option == nullptr) throw nb::key_error(("unknown image option " + name).c_str());
+          SetTransformOption(*option, value, options);
+        }
+        ThrowIfError(options.Validate());  // ValueError now, not at the first batch
+        nb::dict out;
+        for (const decode::TransformOption& option : decode::TransformOptionTable()) {
+          out[nb::str(option.name.data(), option.name.size())] =
+              TransformOptionValue(option, options);
+        }
+        return out;
+      },
+      nb::arg("values"),
+      "Every transform option's value after setting `values` (a dict of some of them) over the "
+      "defaults, as the image pipeline would; TypeError / ValueError naming the option for a "
+      "bad value, ValueError for a combination the transform refuses.");
   m.def(
       "image_sample_params",
       [](const nb::dict& options_dict, uint32_t width, uint32_t height, uint32_t sample) {

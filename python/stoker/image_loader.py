@@ -22,29 +22,14 @@ import time
 import os
 from typing import Any, Callable, Iterator, Sequence
 
-from ._core import Dataset, ImagePipeline, image_sample_params
+from ._core import Dataset, ImagePipeline, image_sample_params, parse_transform_options
 from .loader import DEFAULT_MIN_BUDGET, _Stream
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 _ON_ERROR = ("raise", "skip", "log")
-_INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 
 log = logging.getLogger("stoker")
-
-
-def _pair(value: float | Sequence[float], name: str) -> tuple[float, float]:
-    if isinstance(value, (int, float)):
-        return float(value), float(value)
-    if len(value) != 2:
-        raise ValueError(f"{name} must be a number or a pair, not {value!r}")
-    return float(value[0]), float(value[1])
-
-
-def _triple(value: Sequence[float], name: str) -> tuple[float, float, float]:
-    if len(value) != 3:
-        raise ValueError(f"{name} must have one value per channel (3), not {value!r}")
-    return float(value[0]), float(value[1]), float(value[2])
 
 
 def _require_torch() -> None:
@@ -65,17 +50,30 @@ class ImageLoader(_Stream):
       uri_or_dataset: a path / file:// URI, or an open stoker.Dataset (JPEG or PNG files,
         whatever their names; for tar-packed samples, the file with an image extension).
       batch_size: images per batch. The last batch may be smaller (drop_last drops it).
-      train: the training transform (random crop, flip, ...) or the validation one.
-      size: output size, an int (square) or (height, width).
-      scale, ratio: RandomResizedCrop's area fraction and aspect (width / height) ranges.
-      flip: probability of a horizontal flip (default 0.5 when training, 0 otherwise).
-      rotation: degrees; the angle is uniform in [-rotation, rotation] (0: off).
-      zoom: (min, max) RandomAffine-style scale about the centre ((1, 1): off).
-      resize: validation: the shorter side before the centre crop (default size * 8 / 7).
-      interpolation: "bilinear" (torchvision's default), "bicubic" or "nearest".
-      mean, std: per-channel normalization of the [0, 1] values (float32 output).
-      dtype: "float32" (normalized) or "uint8" (raw pixels, e.g. to normalize on the GPU).
-      layout: "NCHW" (PyTorch's default) or "NHWC" (channels_last).
+
+    The transform (each option is described once, in C++, in
+    src/decode/transform_option_table.cc; this list, the signature and docs/augment.md's table
+    are generated from it by scripts/gen_options.py):
+      train: the training transform (random crop, flip, ...) or the validation one (resize, centre
+        crop).
+      size: output size in pixels: an int (square) or (height, width).
+      scale: training: RandomResizedCrop's range of the crop's area, as a fraction of the image's.
+      ratio: training: RandomResizedCrop's range of the crop's aspect ratio (width / height).
+      flip: training: the probability of a horizontal flip (validation never flips).
+      rotation: training: degrees; the angle is uniform in [-rotation, rotation] (0: off).
+      zoom: training: (min, max) RandomAffine-style scale about the centre ((1, 1): off).
+      resize: validation: the shorter side before the centre crop (0: the larger side of size * 8 /
+        7, 256 for 224).
+      interpolation: resampling filter: bilinear (torchvision's default), bicubic or nearest.
+      mean: per-channel mean subtracted from the [0, 1] values (float32 output).
+      std: per-channel standard deviation the values are divided by (float32 output).
+      dtype: float32 (normalized) or uint8 (raw pixels, e.g. to normalize on the GPU).
+      layout: NCHW (PyTorch's default) or NHWC (channels_last).
+      dct_scaling: let JPEG decoding downscale in the DCT domain when the crop will be shrunk by 2x
+        or more anyway (faster; off gives torchvision's pixels exactly).
+      max_pixels: images whose header claims more pixels are errors, before anything is allocated.
+
+    Reading:
       shuffle: "chunk" (default when training), "full" or "sequential" (default otherwise:
         storage order, chunk after chunk — index order only for data packed with --order path);
         seed, window, block_size, drop_last, rank, world_size: as for stoker.Loader.
@@ -85,9 +83,6 @@ class ImageLoader(_Stream):
         max_pixels) or read does: "raise" (default; the exception names the sample's path),
         "skip" (left out of its batch, which is then smaller; recorded in `errors`), "log"
         (skip, and log a warning naming it on the "stoker" logger).
-      dct_scaling: let JPEG decoding downscale in the DCT domain when the crop will be shrunk by
-        2x or more anyway (faster; off gives torchvision's pixels exactly).
-      max_pixels: images whose header claims more pixels are errors (before any allocation).
       memory_budget, io_depth: for the read pipeline, as for stoker.Loader.
       pin_memory: copy each batch into page-locked memory (torch's Tensor.pin_memory(), what
         DataLoader(pin_memory=True) does) so .cuda(non_blocking=True) overlaps; default: when
@@ -103,17 +98,19 @@ class ImageLoader(_Stream):
     """
 
     def __init__(self, uri_or_dataset: str | os.PathLike | Dataset, batch_size: int = 256, *,
+                 # BEGIN GENERATED signature
                  train: bool = True, size: int | Sequence[int] = 224,
-                 scale: Sequence[float] = (0.08, 1.0),
-                 ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0), flip: float | None = None,
+                 scale: float | Sequence[float] = (0.08, 1.0),
+                 ratio: float | Sequence[float] = (0.75, 1.3333333333333333), flip: float = 0.5,
                  rotation: float = 0.0, zoom: float | Sequence[float] = (1.0, 1.0),
-                 resize: int | None = None, interpolation: str = "bilinear",
-                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
-                 dtype: str = "float32", layout: str = "NCHW", shuffle: str | None = None,
-                 seed: int = 0, window: int = 16, drop_last: bool = False,
-                 threads: int | None = None, prefetch_batches: int = 2,
-                 on_error: str = "raise", dct_scaling: bool = True,
-                 max_pixels: int = 1 << 26, rank: int | None = None,
+                 resize: int = 0, interpolation: str = "bilinear",
+                 mean: Sequence[float] = (0.485, 0.456, 0.406),
+                 std: Sequence[float] = (0.229, 0.224, 0.225), dtype: str = "float32",
+                 layout: str = "NCHW", dct_scaling: bool = True, max_pixels: int = 67108864,
+                 # END GENERATED signature
+                 shuffle: str | None = None, seed: int = 0, window: int = 16,
+                 drop_last: bool = False, threads: int | None = None, prefetch_batches: int = 2,
+                 on_error: str = "raise", rank: int | None = None,
                  world_size: int | None = None, memory_budget: int | str | None = None,
                  io_depth: int = 8, pin_memory: bool | None = None,
                  batch_transform: Callable[[Any, Any], Any] | None = None,
@@ -123,21 +120,34 @@ class ImageLoader(_Stream):
             raise ValueError("batch_size must be at least 1")
         if on_error not in _ON_ERROR:
             raise ValueError(f"on_error must be one of {_ON_ERROR}, not {on_error!r}")
-        if interpolation not in _INTERPOLATIONS:
-            raise ValueError(f"interpolation must be one of {_INTERPOLATIONS}")
-        if dtype not in ("float32", "uint8"):
-            raise ValueError(f"dtype must be 'float32' or 'uint8', not {dtype!r}")
-        if layout not in ("NCHW", "NHWC"):
-            raise ValueError(f"layout must be 'NCHW' or 'NHWC', not {layout!r}")
         if threads is not None and threads < 1:
             raise ValueError("threads must be at least 1")
-        height, width = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+        # Checked (type, choices, ranges) and normalized by the C++ table now, not at the
+        # first batch.
+        transform = parse_transform_options({
+            # BEGIN GENERATED dict
+            'train': train,
+            'size': size,
+            'scale': scale,
+            'ratio': ratio,
+            'flip': flip,
+            'rotation': rotation,
+            'zoom': zoom,
+            'resize': resize,
+            'interpolation': interpolation,
+            'mean': mean,
+            'std': std,
+            'dtype': dtype,
+            'layout': layout,
+            'dct_scaling': dct_scaling,
+            'max_pixels': max_pixels,
+            # END GENERATED dict
+        })
         if shuffle is None:
-            shuffle = "chunk" if train else "sequential"
+            shuffle = "chunk" if transform["train"] else "sequential"
         super().__init__(uri_or_dataset, shuffle=shuffle, seed=seed, window=window,
                          drop_last=drop_last, transform=None, rank=rank, world_size=world_size,
                          block_size=block_size, batch_size=batch_size)
-        rot = float(rotation)
         self._batch_size = int(batch_size)
         self._on_error = on_error
         self._memory_budget = memory_budget
@@ -151,22 +161,7 @@ class ImageLoader(_Stream):
             "seed": int(seed) & (2**64 - 1),
             "on_error": "raise" if on_error == "raise" else "skip",
             "io_depth": int(io_depth),
-            "train": bool(train),
-            "scale": _pair(scale, "scale"),
-            "ratio": _pair(ratio, "ratio"),
-            "flip": float((0.5 if train else 0.0) if flip is None else flip),
-            "rotation": rot,
-            "zoom": _pair(zoom, "zoom"),
-            "resize": int(resize if resize is not None else round(max(height, width) * 8 / 7)),
-            "interpolation": interpolation,
-            "warp_interpolation": "nearest",
-            "dct_scaling": bool(dct_scaling),
-            "max_pixels": int(max_pixels),
-            "size": (height, width),
-            "dtype": dtype,
-            "layout": layout,
-            "mean": _triple(mean, "mean"),
-            "std": _triple(std, "std"),
+            **transform,
         }
         self._stats: dict[str, Any] = {}
         self.errors: list[tuple[int, int, str]] = []  # (position, sample, message), last pass

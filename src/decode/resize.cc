@@ -474,4 +474,23 @@ void Resizer::Resize(ImageView src, const Box& box, Interpolation interpolation,
   }
 }
 
+std::optional<Interpolation> ParseInterpolation(std::string_view name) {
+  if (name == "nearest") return Interpolation::kNearest;
+  if (name == "bilinear") return Interpolation::kBilinear;
+  if (name == "bicubic") return Interpolation::kBicubic;
+  return std::nullopt;
+}
+
+std::string_view InterpolationName(Interpolation interpolation) {
+  switch (interpolation) {
+    case Interpolation::kNearest:
+      return "nearest";
+    case Interpolation::kBicubic:
+      return "bicubic";
+    case Interpolation::kBilinear:
+      break;
+  }
+  return "bilinear";
+}
+
 }  // namespace stoker::decode

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "decode/image.h"
@@ -17,6 +19,10 @@
 namespace stoker::decode {
 
 enum class Interpolation : uint8_t { kNearest, kBilinear, kBicubic };
+
+// "nearest", "bilinear", "bicubic" (PIL's and torchvision's names) and back.
+std::optional<Interpolation> ParseInterpolation(std::string_view name);
+std::string_view InterpolationName(Interpolation interpolation);
 
 class Resizer {
  public:

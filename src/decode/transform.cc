@@ -47,9 +47,9 @@ Status TransformOptions::Validate() const {
   if (!(zoom_min > 0 && zoom_min <= zoom_max)) {
     return Status::InvalidArgument("zoom must satisfy 0 < min <= max");
   }
-  if (!train && resize < std::max(output.width, output.height)) {
+  if (const uint32_t r = ResizeFor(*this); !train && r < std::max(output.width, output.height)) {
     return Status::InvalidArgument(fmt::format("resize ({}) must be at least the crop size ({}x{})",
-                                               resize, output.width, output.height));
+                                               r, output.width, output.height));
   }
   for (int c = 0; c < 3; ++c) {
     if (!(output.std[c] != 0 && std::isfinite(output.std[c]) && std::isfinite(output.mean[c]))) {
@@ -59,11 +59,17 @@ Status TransformOptions::Validate() const {
   return Status::OK();
 }
 
+uint32_t ResizeFor(const TransformOptions& options) {
+  if (options.resize != 0) return options.resize;
+  const uint32_t side = std::max(options.output.width, options.output.height);
+  return static_cast<uint32_t>(std::lround(side * 8.0 / 7.0));
+}
+
 SampleParams ChooseParams(const TransformOptions& options, uint32_t width, uint32_t height,
                           uint64_t sample_seed) {
   SampleParams params;
   if (!options.train) {
-    params.box = ResizeCenterCropBox(width, height, options.resize, options.output.width,
+    params.box = ResizeCenterCropBox(width, height, ResizeFor(options), options.output.width,
                                      options.output.height);
     params.clip_to_box = false;
     return params;

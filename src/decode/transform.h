@@ -30,7 +30,8 @@ struct TransformOptions {
   double flip_probability = 0.5;      // train
   double rotation_degrees = 0;        // train: angle uniform in [-d, d]; 0 = off
   double zoom_min = 1, zoom_max = 1;  // train: zoom uniform in [min, max]; 1, 1 = off
-  uint32_t resize = 256;              // validation: shorter side before the centre crop
+  uint32_t resize = 0;  // validation: shorter side before the centre crop; 0: size * 8 / 7
+                        // (256 for 224, ImageNet's convention), see ResizeFor
   Interpolation interpolation = Interpolation::kBilinear;
   Interpolation warp_interpolation = Interpolation::kNearest;  // torchvision's default
   bool dct_scaling = true;
@@ -48,6 +49,10 @@ struct SampleParams {
   bool flip = false;
   double angle = 0, zoom = 1;
 };
+
+// Validation's shorter side before the centre crop: options.resize, or when that is 0 the
+// larger output side * 8 / 7, rounded.
+uint32_t ResizeFor(const TransformOptions& options);
 
 // The parameters for an image of width x height: drawn from `sample_seed` when training.
 SampleParams ChooseParams(const TransformOptions& options, uint32_t width, uint32_t height,

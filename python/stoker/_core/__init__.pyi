@@ -83,6 +83,16 @@ class Dataset:
 
     def __setstate__(self, arg: tuple, /) -> None: ...
 
+def transform_options() -> list:
+    """
+    The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, pair, triple, size), doc, choices, default. stoker.ImageLoader's signature and docs are generated from it (scripts/gen_options.py).
+    """
+
+def parse_transform_options(values: dict) -> dict:
+    """
+    Every transform option's value after setting `values` (a dict of some of them) over the defaults, as the image pipeline would; TypeError / ValueError naming the option for a bad value, ValueError for a combination the transform refuses.
+    """
+
 def image_sample_params(options: dict, width: int, height: int, sample: int) -> dict:
     """
     The augmentation parameters sample `sample` (an image of width x height) gets under `options` (as ImagePipeline's, with 'epoch'): box (x0, y0, x1, y1) in source pixels, clip_to_box, flip, angle, zoom.

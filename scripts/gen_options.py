@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Writes what is derived from the image transform's option table (decode/transform_option_table.cc,
+read through stoker._core.transform_options()): stoker.ImageLoader's keyword arguments, the
+dict it hands to C++ and their docs (python/stoker/image_loader.py), and the option table in
+docs/augment.md. Each goes between BEGIN/END GENERATED markers; nothing else is touched.
+
+    python scripts/gen_options.py          # rewrite the generated parts
+    python scripts/gen_options.py --check  # exit 1 (and say where) if any is stale
+
+Run it after adding or changing an option (and rebuilding stoker._core);
+tests/python/test_options.py runs --check.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LOADER = REPO / "python" / "stoker" / "image_loader.py"
+DOCS = REPO / "docs" / "augment.md"
+SOURCE = "decode/transform_option_table.cc"
+# The docstring line after which the options' docs are generated, up to the next blank line.
+DOC_HEADING = "generated from it by scripts/gen_options.py):"
+
+ANNOTATIONS = {
+    "bool": "bool", "unsigned": "int", "number": "float", "choice": "str",
+    "pair": "float | Sequence[float]", "triple": "Sequence[float]", "size": "int | Sequence[int]",
+}
+
+
+def literal(value) -> str:
+    """Python source for a default, strings in the double quotes the code base uses."""
+    if isinstance(value, str):
+        return '"' + value + '"'
+    return repr(value)
+
+
+def signature(table: list[dict]) -> list[str]:
+    """Keyword-only parameters, wrapped at 100 columns with the signature's indent."""
+    indent = " " * 17
+    lines, line = [], indent
+    for o in table:
+        part = f"{o['name']}: {ANNOTATIONS[o['kind']]} = {literal(o['default'])},"
+        if len(line) + len(part) + 1 > 100 and line.strip():
+            lines.append(line.rstrip())
+            line = indent
+        line += part + " "
+    lines.append(line.rstrip())
+    return lines
+
+
+def as_dict(table: list[dict]) -> list[str]:
+    return [f"            {o['name']!r}: {o['name']}," for o in table]
+
+
+def wrap(text: str, first: str, rest: str, width: int = 100) -> list[str]:
+    lines, line = [], first
+    for word in text.split():
+        if len(line) + len(word) + 1 > width and line.strip():
+            lines.append(line.rstrip())
+            line = rest
+        line += word + " "
+    lines.append(line.rstrip())
+    return lines
+
+
+def docstring(table: list[dict]) -> list[str]:
+    out = []
+    for o in table:
+        out += wrap(o["doc"], f"      {o['name']}: ", "        ")
+    return out
+
+
+def docs_table(table: list[dict]) -> list[str]:
+    out = ["| option | type | default | what |", "|---|---|---|---|"]
+    for o in table:
+        kind = o["kind"] if o["kind"] != "choice" else " / ".join(o["choices"])
+        out.append(f"| `{o['name']}` | {kind} | `{literal(o['default'])}` | {o['doc']} |")
+    return out
+
+
+def replace(text: str, tag: str, body: list[str], path: Path) -> str:
+    """`text` with the lines between the BEGIN/END GENERATED `tag` markers replaced by `body`."""
+    lines = text.split("\n")
+    begin = [i for i, line in enumerate(lines) if f"BEGIN GENERATED {tag}" in line]
+    end = [i for i, line in enumerate(lines) if f"END GENERATED {tag}" in line]
+    if len(begin) != 1 or len(end) != 1 or end[0] < begin[0]:
+        sys.exit(f"gen_options: {path}: expected one BEGIN/END GENERATED {tag} pair")
+    return "\n".join(lines[:begin[0] + 1] + body + lines[end[0]:])
+
+
+def replace_after(text: str, heading: str, body: list[str], path: Path) -> str:
+    """`text` with the lines from the one after `heading` to the next blank line replaced by
+    `body` (a docstring has no room for marker comments)."""
+    lines = text.split("\n")
+    begin = [i for i, line in enumerate(lines) if heading in line]
+    if len(begin) != 1:
+        sys.exit(f"gen_options: {path}: expected one line holding {heading!r}")
+    end = next(i for i in range(begin[0] + 1, len(lines) + 1)
+               if i == len(lines) or not lines[i].strip())
+    return "\n".join(lines[:begin[0] + 1] + body + lines[end:])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--check", action="store_true", help="fail if a generated part is stale")
+    check = p.parse_args().check
+    from stoker._core import transform_options
+    table = transform_options()
+
+    loader = LOADER.read_text()
+    new_loader = replace(loader, "signature", signature(table), LOADER)
+    new_loader = replace(new_loader, "dict", as_dict(table), LOADER)
+    new_loader = replace_after(new_loader, DOC_HEADING, docstring(table), LOADER)
+    docs = DOCS.read_text()
+    new_docs = replace(docs, "options", docs_table(table), DOCS)
+
+    stale = [path for path, old, new in ((LOADER, loader, new_loader), (DOCS, docs, new_docs))
+             if old != new]
+    if check:
+        for path in stale:
+            print(f"gen_options: {path.relative_to(REPO)} is stale: run "
+                  f"python scripts/gen_options.py (the table: src/{SOURCE})", file=sys.stderr)
+        return 1 if stale else 0
+    LOADER.write_text(new_loader)
+    DOCS.write_text(new_docs)
+    for path in stale:
+        print(f"gen_options: rewrote {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
