@@ -78,20 +78,19 @@ Status LoadAttributes(const std::string& file, dataset::PackOptions* options) {
   return Status::OK();
 }
 
-int RunPack(const PackArgs& args) {
-  const std::string dst = args.paths.back();
-  const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
-  dataset::PackOptions options;
-  options.chunk_bytes = args.chunk_bytes;
-  options.append = args.append;
-  options.mix_memory_bytes = args.mix_memory_bytes;
+// The pack options the arguments give, but for the source's. On an error, prints it and returns
+// the exit code; else kExitOk.
+int SetPackOptions(const PackArgs& args, dataset::PackOptions* options) {
+  options->chunk_bytes = args.chunk_bytes;
+  options->append = args.append;
+  options->mix_memory_bytes = args.mix_memory_bytes;
   if (!args.attributes_file.empty()) {
-    if (Status st = LoadAttributes(args.attributes_file, &options); !st.ok()) {
+    if (Status st = LoadAttributes(args.attributes_file, options); !st.ok()) {
       PrintError("pack", st);
       return kExitError;
     }
   }
-  options.labels =
+  options->labels =
       args.labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
   if (!args.part.empty()) {
     auto part = ParsePart(args);
@@ -99,49 +98,42 @@ int RunPack(const PackArgs& args) {
       PrintError("pack", part.error());
       return kExitUsage;
     }
-    options.part = *part;
+    options->part = *part;
   }
+  return kExitOk;
+}
 
-  // One directory tree, or any number of tar shards.
+// One directory tree, or any number of tar shards.
+Result<std::unique_ptr<dataset::PackSource>> OpenSource(const PackArgs& args,
+                                                        const std::vector<std::string>& sources,
+                                                        dataset::PackOptions* options) {
   dataset::DirectorySourceOptions dir_options;
   const auto order = dataset::ParseStorageOrder(args.order);  // CLI11 checked the name
-  dataset::SetStorageOrder(*order, args.order_seed, &dir_options, &options);
+  dataset::SetStorageOrder(*order, args.order_seed, &dir_options, options);
   dir_options.threads = args.threads;
   dir_options.layout = *dataset::ParseDirectoryLayout(args.layout);  // CLI11 checked the name
-  auto source = dataset::OpenPackSource(sources, dir_options, &options.group_samples);
-  if (!source) {
-    PrintError("pack", source.error());
-    return kExitError;
+  return dataset::OpenPackSource(sources, dir_options, &options->group_samples);
+}
+
+// A part packed (--part): what it added, and where.
+void PrintPartSummary(const PackArgs& args, const std::string& dst, const dataset::PackSummary& s) {
+  if (args.json) {
+    PrintJson(nlohmann::json{{"dataset", dst},
+                             {"part", s.part_path},
+                             {"files_added", s.files_added},
+                             {"bytes_added", s.bytes_added},
+                             {"chunks_added", s.chunks_added},
+                             {"seconds", s.seconds}});
+  } else if (!args.quiet) {
+    std::cout << fmt::format("packed {} ({}) as {} of {}; `stoker commit` publishes the parts\n",
+                             Counted(s.files_added, "file"), HumanBytes(s.bytes_added), s.part_path,
+                             dst);
   }
-  auto storage = OpenStorage(dst);
-  if (!storage) {
-    PrintError("pack", storage.error());
-    return kExitError;
-  }
-  ProgressBar bar("pack", !args.quiet && !args.json);
-  options.progress = dataset::ShowProgressOn(bar);
-  auto summary = dataset::Pack(**source, **storage, options);
-  bar.Finish();
-  if (!summary) {
-    PrintError("pack", summary.error());
-    return kExitError;
-  }
-  const auto& s = *summary;
-  if (!s.part_path.empty()) {
-    if (args.json) {
-      PrintJson(nlohmann::json{{"dataset", dst},
-                               {"part", s.part_path},
-                               {"files_added", s.files_added},
-                               {"bytes_added", s.bytes_added},
-                               {"chunks_added", s.chunks_added},
-                               {"seconds", s.seconds}});
-    } else if (!args.quiet) {
-      std::cout << fmt::format("packed {} ({}) as {} of {}; `stoker commit` publishes the parts\n",
-                               Counted(s.files_added, "file"), HumanBytes(s.bytes_added),
-                               s.part_path, dst);
-    }
-    return kExitOk;
-  }
+}
+
+// A version published: what it added, the dataset's totals and the speed.
+void PrintVersionSummary(const PackArgs& args, const std::string& dst,
+                         const dataset::PackSummary& s) {
   const double per_file = s.files_total ? static_cast<double>(s.metadata_bytes) / s.files_total : 0;
   if (args.json) {
     nlohmann::json j = {
@@ -176,6 +168,36 @@ int RunPack(const PackArgs& args) {
         Counted(s.classes, "class"), HumanBytes(s.metadata_bytes), per_file, s.seconds,
         s.seconds > 0 ? s.files_added / s.seconds : 0,
         HumanBytes(static_cast<uint64_t>(s.seconds > 0 ? s.bytes_added / s.seconds : 0)));
+  }
+}
+
+int RunPack(const PackArgs& args) {
+  const std::string dst = args.paths.back();
+  const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
+  dataset::PackOptions options;
+  if (const int code = SetPackOptions(args, &options); code != kExitOk) return code;
+  auto source = OpenSource(args, sources, &options);
+  if (!source) {
+    PrintError("pack", source.error());
+    return kExitError;
+  }
+  auto storage = OpenStorage(dst);
+  if (!storage) {
+    PrintError("pack", storage.error());
+    return kExitError;
+  }
+  ProgressBar bar("pack", !args.quiet && !args.json);
+  options.progress = dataset::ShowProgressOn(bar);
+  auto summary = dataset::Pack(**source, **storage, options);
+  bar.Finish();
+  if (!summary) {
+    PrintError("pack", summary.error());
+    return kExitError;
+  }
+  if (summary->part_path.empty()) {
+    PrintVersionSummary(args, dst, *summary);
+  } else {
+    PrintPartSummary(args, dst, *summary);
   }
   return kExitOk;
 }

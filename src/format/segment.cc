@@ -92,9 +92,52 @@ Result<std::string> Segment::ReadSection(uint32_t kind) const {
   return bytes;
 }
 
+namespace {
+
+// The footer's counts contradict each other or exceed this reader's limits.
+bool FooterFieldsInvalid(const SegmentInfo& info, uint32_t section_count, uint32_t block_entries) {
+  const bool grouped = info.flags & kSegmentGrouped;
+  return (info.flags & ~kSegmentKnownFlags) != 0 || block_entries != kBlockEntries ||
+         section_count > kMaxSections || info.first_file > (1ull << 62) ||
+         info.file_count > (1ull << 62) || info.first_sample > (1ull << 62) ||
+         info.sample_count > info.file_count ||
+         (!grouped && info.sample_count != info.file_count) ||
+         (info.file_count > 0 && info.sample_count == 0) ||
+         uint64_t{info.first_label} + info.class_count > 0x7FFFFFFFull ||
+         info.chunk_count > info.file_count + 1 || info.dir_count == 0 ||
+         info.dir_count > info.file_count + (1ull << 32);
+}
+
+// Sections, as (offset, size), tile the bytes between header and footer exactly.
+bool SectionsTile(std::vector<std::pair<uint64_t, uint64_t>> extents, uint64_t footer_offset) {
+  std::sort(extents.begin(), extents.end());
+  uint64_t end = kSegmentHeaderSize;
+  for (const auto& [offset, size] : extents) {
+    if (offset != end) return false;
+    end = offset + size;
+  }
+  return end == footer_offset;
+}
+
+}  // namespace
+
 Status Segment::Load() {
+  STOKER_ASSIGN_OR_RETURN(const std::string footer, ReadFooter());
+  // ReadFooter checked that the footer ends where the trailer begins.
+  const uint64_t footer_offset = size_ - kSegmentTrailerSize - footer.size();
+  STOKER_RETURN_IF_ERROR(ParseFooter(footer, footer_offset));
+  STOKER_RETURN_IF_ERROR(version_ == kFormatVersion2 ? LoadFlatIndexes() : CheckGroupedSizes());
+  STOKER_RETURN_IF_ERROR(LoadTables());
+  STOKER_RETURN_IF_ERROR(LoadClasses());
+  if (grouped() && sections_[kSegSamples].size != 8 * (info_.sample_count + 1)) {
+    return Corrupt("samples section has the wrong size");
+  }
+  return Status::OK();
+}
+
+Result<std::string> Segment::ReadFooter() {
   if (size_ < kSegmentHeaderSize + kSegmentFooterFixedSize + kSegmentTrailerSize) {
-    return Corrupt(fmt::format("{} bytes is too small", size_));
+    return Err(Corrupt(fmt::format("{} bytes is too small", size_)));
   }
   char header[kSegmentHeaderSize], trailer[kSegmentTrailerSize];
   STOKER_RETURN_IF_ERROR(file_->ReadAt(0, {reinterpret_cast<std::byte*>(header), sizeof header}));
@@ -103,7 +146,7 @@ Status Segment::Load() {
   if (std::memcmp(header, kSegmentMagic, 8) != 0 ||
       coding::DecodeFixed<uint32_t>(header + 12) != 0 ||
       std::memcmp(trailer + 24, kSegmentTrailerMagic, 8) != 0) {
-    return Corrupt("not a stoker segment (bad magic)");
+    return Err(Corrupt("not a stoker segment (bad magic)"));
   }
   const auto footer_offset = coding::DecodeFixed<uint64_t>(trailer);
   const auto footer_size = coding::DecodeFixed<uint64_t>(trailer + 8);
@@ -111,24 +154,28 @@ Status Segment::Load() {
   if (footer_size < kSegmentFooterFixedSize || footer_size > kMaxSegmentFooterSize ||
       footer_offset < kSegmentHeaderSize || coding::DecodeFixed<uint32_t>(trailer + 20) != 0 ||
       footer_offset + footer_size + kSegmentTrailerSize != size_) {
-    return Corrupt("bad trailer");
+    return Err(Corrupt("bad trailer"));
   }
   std::string footer(footer_size, '\0');
   STOKER_RETURN_IF_ERROR(
       file_->ReadAt(footer_offset, {reinterpret_cast<std::byte*>(footer.data()), footer.size()}));
   if (options_.verify_checksums && crc32c::Value(footer) != footer_crc_)
-    return Corrupt("CRC32C mismatch in the footer");
+    return Err(Corrupt("CRC32C mismatch in the footer"));
   // Checked after the CRC, so that a damaged version field reads as corruption.
   const auto version = coding::DecodeFixed<uint32_t>(footer.data());
   if (version != kFormatVersion2 && version != kFormatVersion3) {
-    return Status::Unsupported(
+    return Err(Status::Unsupported(
         fmt::format("segment {}: format version {} (this stoker reads {} and {})", name_, version,
-                    kFormatVersion2, kFormatVersion3));
+                    kFormatVersion2, kFormatVersion3)));
   }
   version_ = version;
-  if (coding::DecodeFixed<uint32_t>(header + 8) != version) return Corrupt("bad header");
+  if (coding::DecodeFixed<uint32_t>(header + 8) != version) return Err(Corrupt("bad header"));
+  return footer;
+}
+
+Status Segment::ParseFooter(std::string_view footer, uint64_t footer_offset) {
   ByteCursor c{footer};
-  c.Fixed<uint32_t>();
+  c.Fixed<uint32_t>();  // the version, checked by ReadFooter
   info_.flags = c.Fixed<uint32_t>();
   info_.first_file = c.Fixed<uint64_t>();
   info_.file_count = c.Fixed<uint64_t>();
@@ -142,15 +189,7 @@ Status Segment::Load() {
   info_.attr_count = c.Fixed<uint64_t>();
   const auto section_count = c.Fixed<uint32_t>();
   const auto block_entries = c.Fixed<uint32_t>();
-  if ((info_.flags & ~kSegmentKnownFlags) != 0 || block_entries != kBlockEntries ||
-      section_count > kMaxSections || info_.first_file > (1ull << 62) ||
-      info_.file_count > (1ull << 62) || info_.first_sample > (1ull << 62) ||
-      info_.sample_count > info_.file_count ||
-      (!grouped() && info_.sample_count != info_.file_count) ||
-      (info_.file_count > 0 && info_.sample_count == 0) ||
-      uint64_t{info_.first_label} + info_.class_count > 0x7FFFFFFFull ||
-      info_.chunk_count > info_.file_count + 1 || info_.dir_count == 0 ||
-      info_.dir_count > info_.file_count + (1ull << 32)) {
+  if (FooterFieldsInvalid(info_, section_count, block_entries)) {
     return Corrupt("bad footer fields");
   }
   std::vector<std::pair<uint64_t, uint64_t>> extents;
@@ -169,13 +208,22 @@ Status Segment::Load() {
     extents.emplace_back(offset, size);
   }
   // Sections tile the bytes between header and footer: no byte escapes a check.
-  std::sort(extents.begin(), extents.end());
-  uint64_t end = kSegmentHeaderSize;
-  for (const auto& [offset, size] : extents) {
-    if (offset != end) return Corrupt("sections overlap or leave gaps");
-    end = offset + size;
+  if (!SectionsTile(std::move(extents), footer_offset)) {
+    return Corrupt("sections overlap or leave gaps");
   }
-  if (end != footer_offset) return Corrupt("sections overlap or leave gaps");
+  STOKER_RETURN_IF_ERROR(CheckSectionKinds());
+  for (std::string* key : {&info_.first_key, &info_.last_key}) {
+    const auto n = c.Fixed<uint32_t>();
+    key->assign(c.Bytes(n));
+  }
+  if (!c.ok || !c.in.empty() || (info_.file_count > 0) == info_.first_key.empty() ||
+      info_.first_key > info_.last_key) {
+    return Corrupt("bad footer keys");
+  }
+  return Status::OK();
+}
+
+Status Segment::CheckSectionKinds() const {
   for (uint32_t kind = kSegChunks; kind < kSegSectionKinds; ++kind) {
     const bool expected = kind == kSegSamples    ? grouped()
                           : kind == kSegKeyRanks ? positioned()
@@ -193,16 +241,10 @@ Status Segment::Load() {
     return Corrupt(fmt::format("the footer counts {} files, more than its sections could hold",
                                info_.file_count));
   }
-  for (std::string* key : {&info_.first_key, &info_.last_key}) {
-    const auto n = c.Fixed<uint32_t>();
-    key->assign(c.Bytes(n));
-  }
-  if (!c.ok || !c.in.empty() || (info_.file_count > 0) == info_.first_key.empty() ||
-      info_.first_key > info_.last_key) {
-    return Corrupt("bad footer keys");
-  }
+  return Status::OK();
+}
 
-  STOKER_RETURN_IF_ERROR(version_ == kFormatVersion2 ? LoadFlatIndexes() : CheckGroupedSizes());
+Status Segment::LoadTables() {
   struct TableKinds {
     std::unique_ptr<Table>* table;
     uint32_t blocks, index, keys;
@@ -232,17 +274,16 @@ Status Segment::Load() {
   if (!dirs_->first_key().empty()) {
     return Corrupt("the directories do not start at the root");
   }
+  return Status::OK();
+}
 
+Status Segment::LoadClasses() {
   STOKER_ASSIGN_OR_RETURN(std::string classes, ReadSection(kSegClasses));
   ByteCursor cc{classes};
   for (uint32_t k = 0; k < info_.class_count && cc.ok; ++k) {
     classes_.emplace_back(cc.Bytes(cc.Varint()));
   }
   if (!cc.ok || !cc.in.empty()) return Corrupt("malformed classes section");
-
-  if (grouped() && sections_[kSegSamples].size != 8 * (info_.sample_count + 1)) {
-    return Corrupt("samples section has the wrong size");
-  }
   return Status::OK();
 }
 

@@ -155,6 +155,17 @@ class Segment {
  private:
   Segment() = default;
   Status Load();
+  // Reads the header, trailer and footer and checks them up to the footer's format version
+  // (which it sets); returns the footer's bytes.
+  Result<std::string> ReadFooter();
+  // The footer's fields, section records and keys, into info_ and sections_.
+  Status ParseFooter(std::string_view footer, uint64_t footer_offset);
+  // Each section the format and flags call for is present, and no other; and the sections are
+  // large enough for the footer's file count.
+  Status CheckSectionKinds() const;
+  // The files, directories and attributes tables, checked against the footer.
+  Status LoadTables();
+  Status LoadClasses();
   // Format 2: the chunk table and location index, read whole at open.
   Status LoadFlatIndexes();
   // Format 3: the chunk table's and location index's sizes agree with the footer.

@@ -101,6 +101,30 @@ LocationRecord TakeLocationRecord(std::string_view* in) {
 
 constexpr uint64_t kMaxLocationRecord = 6 * varint::kMaxBytes + 4;
 
+// A file's label in the new segment: by its class directory, as the input gave it, or none.
+int32_t LabelOf(const LocationRecord& l, const SegmentNumbering& n) {
+  if (n.labels == LabelSource::kDirs) return l.dir_class >= 0 ? n.dir_labels[l.dir_class] : -1;
+  if (n.labels == LabelSource::kInput) return l.label;
+  return -1;
+}
+
+// A whole section copied from a spool.
+Status CopySection(SegmentFileWriter& out, uint32_t kind, const Spool& spool) {
+  out.Begin(kind);
+  STOKER_RETURN_IF_ERROR(spool.CopyTo([&](std::string_view b) { return out.Append(b); }));
+  out.End();
+  return Status::OK();
+}
+
+Status WriteClasses(SegmentFileWriter& out, const std::vector<std::string>& names) {
+  std::string classes;
+  for (const std::string& name : names) {
+    varint::Put(&classes, name.size());
+    classes.append(name);
+  }
+  return out.Section(kSegClasses, classes);
+}
+
 }  // namespace
 
 // What Seal's steps share while it runs (SegmentBuilder::State::Seal*).
@@ -157,6 +181,11 @@ struct SegmentBuilder::State {
   Status CheckNoPathIsFileAndDirectory() const;
   Status WriteLocations(SealWork& w);
   Status ForEachKey(const std::function<Status(std::string_view)>& fn) const;
+
+  // Write's steps, in order (after Seal).
+  Status CheckNumbering(const SegmentNumbering& n) const;
+  Status WriteChunkTable(SegmentFileWriter& out, const SegmentNumbering& n) const;
+  Status WriteLocationsSection(SegmentFileWriter& out, const SegmentNumbering& n) const;
 };
 
 SegmentBuilder::SegmentBuilder(SortOptions sort) : s_(std::make_unique<State>(std::move(sort))) {}
@@ -418,91 +447,86 @@ Status SegmentBuilder::ForEachKey(const std::function<Status(std::string_view)>&
   return s_->ForEachKey(fn);
 }
 
-Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const {
-  const State& s = *s_;
-  if (!s.locations) return Status::Internal("SegmentBuilder::Write before Seal");
+Status SegmentBuilder::State::CheckNumbering(const SegmentNumbering& n) const {
+  if (!locations) return Status::Internal("SegmentBuilder::Write before Seal");
   if (n.first_label + uint64_t{n.classes.size()} > 0x7FFFFFFFull) {
     return Status::InvalidArgument("too many classes");
   }
-  if (n.labels == LabelSource::kDirs && n.dir_labels.size() != s.first_dirs.size()) {
+  if (n.labels == LabelSource::kDirs && n.dir_labels.size() != first_dirs.size()) {
     return Status::Internal("a label is needed for every class directory");
   }
   if (n.flags & kSegmentPositioned) return Status::Internal("a new segment is in key order");
+  return Status::OK();
+}
+
+Status SegmentBuilder::State::WriteChunkTable(SegmentFileWriter& out,
+                                              const SegmentNumbering& n) const {
+  const bool grouped_segment = n.flags & kSegmentGrouped;
+  ChunkTableWriter table(out);
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const uint32_t sample_count = grouped_segment ? chunk_samples[c] : chunks[c].entry_count;
+    STOKER_RETURN_IF_ERROR(table.Add(chunks[c], first_location[c], sample_count));
+  }
+  return table.Finish();
+}
+
+Status SegmentBuilder::State::WriteLocationsSection(SegmentFileWriter& out,
+                                                    const SegmentNumbering& n) const {
   const uint64_t label_end = n.first_label + uint64_t{n.classes.size()};
+  // Locations, chunk by chunk in storage order; offsets are implied by the lengths.
+  const bool grouped_segment = n.flags & kSegmentGrouped;
+  LocationsWriter writer(out, files, grouped_segment, sort.temp_dir);
+  Spool::Reader reader(*locations, 1 << 20);
+  size_t c = 0;
+  uint64_t offset = kChunkHeaderSize, previous_length = 0;
+  for (uint64_t k = 0; k < files; ++k) {
+    STOKER_ASSIGN_OR_RETURN(std::string_view head, reader.Peek(kMaxLocationRecord));
+    std::string_view in = head;
+    const LocationRecord l = TakeLocationRecord(&in);
+    reader.Skip(head.size() - in.size());
+    while (first_location[c + 1] <= k) ++c;
+    offset = k == first_location[c] ? kChunkHeaderSize : offset + previous_length;
+    previous_length = l.length;
+    const int32_t label = LabelOf(l, n);
+    if (label >= 0 && static_cast<uint64_t>(label) >= label_end) {
+      return Status::InvalidArgument(
+          fmt::format("the file at position {}: label {} has no class", l.position, label));
+    }
+    STOKER_RETURN_IF_ERROR(writer.Add({.position = l.position,
+                                       .chunk = c,
+                                       .offset = offset,
+                                       .length = l.length,
+                                       .crc32c = l.crc32c,
+                                       .label = label,
+                                       .sample = l.sample,
+                                       .sample_files = l.sample_files}));
+  }
+  return writer.Finish();
+}
+
+Status SegmentBuilder::Write(const SegmentNumbering& n, SegmentSink& sink) const {
+  const State& s = *s_;
+  STOKER_RETURN_IF_ERROR(s.CheckNumbering(n));
   SegmentFileWriter out(sink);
-  const auto copied = [&](uint32_t kind, const Spool& spool) -> Status {
-    out.Begin(kind);
-    STOKER_RETURN_IF_ERROR(spool.CopyTo([&](std::string_view b) { return out.Append(b); }));
-    out.End();
-    return Status::OK();
-  };
   STOKER_RETURN_IF_ERROR(out.Header());
   const bool grouped = n.flags & kSegmentGrouped;
-  {
-    ChunkTableWriter chunks(out);
-    for (size_t c = 0; c < s.chunks.size(); ++c) {
-      const uint32_t samples = grouped ? s.chunk_samples[c] : s.chunks[c].entry_count;
-      STOKER_RETURN_IF_ERROR(chunks.Add(s.chunks[c], s.first_location[c], samples));
-    }
-    STOKER_RETURN_IF_ERROR(chunks.Finish());
-  }
-  {
-    // Locations, chunk by chunk in storage order; offsets are implied by the lengths.
-    LocationsWriter locations(out, s.files, grouped, s.sort.temp_dir);
-    Spool::Reader reader(*s.locations, 1 << 20);
-    size_t c = 0;
-    uint64_t offset = kChunkHeaderSize, previous_length = 0;
-    for (uint64_t k = 0; k < s.files; ++k) {
-      STOKER_ASSIGN_OR_RETURN(std::string_view head, reader.Peek(kMaxLocationRecord));
-      std::string_view in = head;
-      const LocationRecord l = TakeLocationRecord(&in);
-      reader.Skip(head.size() - in.size());
-      while (s.first_location[c + 1] <= k) ++c;
-      offset = k == s.first_location[c] ? kChunkHeaderSize : offset + previous_length;
-      previous_length = l.length;
-      int32_t label = -1;
-      if (n.labels == LabelSource::kDirs) {
-        label = l.dir_class >= 0 ? n.dir_labels[l.dir_class] : -1;
-      } else if (n.labels == LabelSource::kInput) {
-        label = l.label;
-      }
-      if (label >= 0 && static_cast<uint64_t>(label) >= label_end) {
-        return Status::InvalidArgument(
-            fmt::format("the file at position {}: label {} has no class", l.position, label));
-      }
-      STOKER_RETURN_IF_ERROR(locations.Add({.position = l.position,
-                                            .chunk = c,
-                                            .offset = offset,
-                                            .length = l.length,
-                                            .crc32c = l.crc32c,
-                                            .label = label,
-                                            .sample = l.sample,
-                                            .sample_files = l.sample_files}));
-    }
-    STOKER_RETURN_IF_ERROR(locations.Finish());
-  }
-  STOKER_RETURN_IF_ERROR(copied(kSegFiles, *s.file_blocks));
+  STOKER_RETURN_IF_ERROR(s.WriteChunkTable(out, n));
+  STOKER_RETURN_IF_ERROR(s.WriteLocationsSection(out, n));
+  STOKER_RETURN_IF_ERROR(CopySection(out, kSegFiles, *s.file_blocks));
   STOKER_RETURN_IF_ERROR(s.file_table->WriteIndex(out, kSegFileIndex, kSegFileKeys));
   STOKER_RETURN_IF_ERROR(WriteDirTable(out, s.dirs));
-  {
-    std::string classes;
-    for (const std::string& name : n.classes) {
-      varint::Put(&classes, name.size());
-      classes.append(name);
-    }
-    STOKER_RETURN_IF_ERROR(out.Section(kSegClasses, classes));
-  }
-  if (n.flags & kSegmentGrouped) {
+  STOKER_RETURN_IF_ERROR(WriteClasses(out, n.classes));
+  if (grouped) {
     if (!s.grouped) return Status::Internal("a grouped segment from files sealed ungrouped");
-    STOKER_RETURN_IF_ERROR(copied(kSegSamples, *s.samples_section));
+    STOKER_RETURN_IF_ERROR(CopySection(out, kSegSamples, *s.samples_section));
   }
-  STOKER_RETURN_IF_ERROR(copied(kSegAttrs, *s.attr_blocks));
+  STOKER_RETURN_IF_ERROR(CopySection(out, kSegAttrs, *s.attr_blocks));
   STOKER_RETURN_IF_ERROR(s.attr_table->WriteIndex(out, kSegAttrIndex, kSegAttrKeys));
   return out.Finish({.flags = n.flags,
                      .first_file = n.first_file,
                      .files = s.files,
                      .first_sample = n.first_sample,
-                     .samples = (n.flags & kSegmentGrouped) ? s.samples : s.files,
+                     .samples = grouped ? s.samples : s.files,
                      .first_label = n.first_label,
                      .classes = static_cast<uint32_t>(n.classes.size()),
                      .total_bytes = s.total_bytes,

@@ -72,6 +72,13 @@ std::vector<Range> Coalesce(std::vector<Extent> extents, const ReadPipelineOptio
   return ranges;
 }
 
+// Consecutive plan positions [first, end) that the scheduler reads together, with their files.
+struct PlanSegment {
+  uint64_t first = 0, end = 0;
+  std::vector<Extent> extents;
+  uint64_t bytes = 0;  // the files' lengths, in all
+};
+
 }  // namespace
 
 struct ReadPipeline::State {
@@ -99,6 +106,15 @@ struct ReadPipeline::State {
   std::thread scheduler;
 
   void Schedule();
+  // The segment that starts at plan position `first`: see Schedule.
+  PlanSegment NextSegment(uint64_t first, uint64_t segment_bytes) const;
+  // A slot for each of the segment's samples; false if the pipeline is stopping.
+  bool AddSlots(const PlanSegment& segment);
+  // Waits until the budget admits `length` more bytes (or nothing is held) and counts them as
+  // held; false if the pipeline is stopping.
+  bool AdmitRange(uint64_t length);
+  // Opens the range's chunk and submits its read; an unreadable range completes at once.
+  void SubmitRange(Range range, const std::weak_ptr<State>& weak);
   // Takes the I/O path's reference to `buffer` and drops it before the range stops counting as
   // in flight, so Next() never sees a finished range whose bytes still look held.
   void Complete(const Range& range, std::shared_ptr<std::byte[]> buffer, Status status);
@@ -117,7 +133,6 @@ void ReadPipeline::State::Release(const std::weak_ptr<State>& weak, uint64_t byt
 }
 
 void ReadPipeline::State::Schedule() {
-  const PlanLocations& snap = *locations;
   const uint64_t segment_bytes = options.segment_bytes
                                      ? std::min(options.segment_bytes, options.memory_budget_bytes)
                                      : std::max<uint64_t>(1, options.memory_budget_bytes / 2);
@@ -128,93 +143,112 @@ void ReadPipeline::State::Schedule() {
     weak = self_weak;
   }
   while (next < plan.size()) {
-    // One segment: consecutive plan positions worth up to segment_bytes (at least one sample).
-    // All of a segment's reads must fit in the budget together (see Coalesce), so a sample that
-    // would take the segment past segment_bytes starts the next one.
-    std::vector<Extent> extents;
-    uint64_t bytes = 0;
-    const uint64_t first = next;
-    while (next < plan.size()) {
-      const auto [file0, count] = snap.SampleFiles(plan[next]);
-      uint64_t sample_bytes = 0;
-      for (uint64_t k = 0; k < count; ++k) sample_bytes += snap.file(file0 + k).length;
-      if (next > first && bytes + sample_bytes > segment_bytes) break;
-      for (uint32_t k = 0; k < count; ++k) {
-        const dataset::FileLocation r = snap.file(file0 + k);
-        // 32-bit file numbers: Start checked the dataset's counts (PrepareToLoad).
-        extents.push_back(
-            {next, k, static_cast<uint32_t>(file0 + k), r.chunk, r.offset, r.length, r.crc32c});
-        bytes += r.length;
-      }
-      ++next;
-    }
-    {
-      std::lock_guard lock(mu);
-      if (stop) return;
-      for (uint64_t p = first; p < next; ++p) {
-        Slot& slot = slots[p];
-        slot.data.position = p;
-        slot.data.sample = plan[p];
-        slot.data.label = snap.label(plan[p]);
-        const auto [file0, count] = snap.SampleFiles(plan[p]);
-        slot.pending = count;
-        slot.data.files.resize(count);
-      }
-    }
+    PlanSegment segment = NextSegment(next, segment_bytes);
+    next = segment.end;
+    if (!AddSlots(segment)) return;
     // The segment's reads (payload + holes) must fit in the budget together: see Coalesce.
-    const uint64_t holes =
-        options.memory_budget_bytes > bytes ? options.memory_budget_bytes - bytes : 0;
+    const uint64_t holes = options.memory_budget_bytes > segment.bytes
+                               ? options.memory_budget_bytes - segment.bytes
+                               : 0;
     // Ranges are formed in (chunk, offset) order, but submitted in the order the consumer needs
     // them (by their earliest sample): the first samples of a segment, of a pass, of an epoch
     // arrive after their own reads, not after the whole segment's.
-    std::vector<Range> ranges = Coalesce(std::move(extents), options, holes);
+    std::vector<Range> ranges = Coalesce(std::move(segment.extents), options, holes);
     std::stable_sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
       return FirstPosition(a) < FirstPosition(b);
     });
     for (Range& range : ranges) {
-      {
-        std::unique_lock lock(mu);
-        scheduler_waiting_for_budget = true;
-        scheduler_waiting_bytes = range.length;
-        cv.notify_all();
-        cv.wait(lock, [&] {
-          return stop || bytes_held == 0 ||
-                 bytes_held + range.length <= options.memory_budget_bytes;
-        });
-        scheduler_waiting_for_budget = false;
-        if (stop) return;
-        bytes_held += range.length;
-        stats.peak_bytes_held = std::max(stats.peak_bytes_held, bytes_held);
-        ++ranges_in_flight;
-      }
-      const uint64_t length = range.length;
-      // The chunk is opened (its real size checked against the metadata's) before the buffer
-      // is allocated: a length the metadata alone states never sizes an allocation.
-      auto file = dataset->ChunkFile(range.chunk);
-      const bool readable = file && range.offset + length <= (*file)->Size();
-      // The buffer gives its bytes back to the budget when the last sample using it is gone.
-      std::shared_ptr<std::byte[]> buffer(readable ? new std::byte[length] : nullptr,
-                                          [weak, length](std::byte* p) {
-                                            delete[] p;
-                                            Release(weak, length);
-                                          });
-      if (!readable) {
-        Complete(range, std::move(buffer),
-                 file ? Status::Corruption(
-                            fmt::format("{}: bytes {}..{} are past its end ({})",
-                                        dataset::ViewOf(*dataset).ChunkName(range.chunk),
-                                        range.offset, range.offset + length, (*file)->Size()))
-                      : file.error());
-        continue;
-      }
-      auto shared_range = std::make_shared<Range>(std::move(range));
-      engine->Submit({std::move(*file), shared_range->offset,
-                      std::span<std::byte>(buffer.get(), length),
-                      [this, shared_range, buffer](Status s) mutable {
-                        Complete(*shared_range, std::move(buffer), std::move(s));
-                      }});
+      if (!AdmitRange(range.length)) return;
+      SubmitRange(std::move(range), weak);
     }
   }
+}
+
+PlanSegment ReadPipeline::State::NextSegment(uint64_t first, uint64_t segment_bytes) const {
+  const PlanLocations& snap = *locations;
+  // One segment: consecutive plan positions worth up to segment_bytes (at least one sample).
+  // All of a segment's reads must fit in the budget together (see Coalesce), so a sample that
+  // would take the segment past segment_bytes starts the next one.
+  PlanSegment segment;
+  segment.first = first;
+  uint64_t next = first;
+  while (next < plan.size()) {
+    const auto [file0, count] = snap.SampleFiles(plan[next]);
+    uint64_t sample_bytes = 0;
+    for (uint64_t k = 0; k < count; ++k) sample_bytes += snap.file(file0 + k).length;
+    if (next > first && segment.bytes + sample_bytes > segment_bytes) break;
+    for (uint32_t k = 0; k < count; ++k) {
+      const dataset::FileLocation r = snap.file(file0 + k);
+      // 32-bit file numbers: Start checked the dataset's counts (PrepareToLoad).
+      segment.extents.push_back(
+          {next, k, static_cast<uint32_t>(file0 + k), r.chunk, r.offset, r.length, r.crc32c});
+      segment.bytes += r.length;
+    }
+    ++next;
+  }
+  segment.end = next;
+  return segment;
+}
+
+bool ReadPipeline::State::AddSlots(const PlanSegment& segment) {
+  const PlanLocations& snap = *locations;
+  std::lock_guard lock(mu);
+  if (stop) return false;
+  for (uint64_t p = segment.first; p < segment.end; ++p) {
+    Slot& slot = slots[p];
+    slot.data.position = p;
+    slot.data.sample = plan[p];
+    slot.data.label = snap.label(plan[p]);
+    const auto [file0, count] = snap.SampleFiles(plan[p]);
+    slot.pending = count;
+    slot.data.files.resize(count);
+  }
+  return true;
+}
+
+bool ReadPipeline::State::AdmitRange(uint64_t length) {
+  std::unique_lock lock(mu);
+  scheduler_waiting_for_budget = true;
+  scheduler_waiting_bytes = length;
+  cv.notify_all();
+  cv.wait(lock, [&] {
+    return stop || bytes_held == 0 || bytes_held + length <= options.memory_budget_bytes;
+  });
+  scheduler_waiting_for_budget = false;
+  if (stop) return false;
+  bytes_held += length;
+  stats.peak_bytes_held = std::max(stats.peak_bytes_held, bytes_held);
+  ++ranges_in_flight;
+  return true;
+}
+
+void ReadPipeline::State::SubmitRange(Range range, const std::weak_ptr<State>& weak) {
+  const uint64_t length = range.length;
+  // The chunk is opened (its real size checked against the metadata's) before the buffer
+  // is allocated: a length the metadata alone states never sizes an allocation.
+  auto file = dataset->ChunkFile(range.chunk);
+  const bool readable = file && range.offset + length <= (*file)->Size();
+  // The buffer gives its bytes back to the budget when the last sample using it is gone.
+  std::shared_ptr<std::byte[]> buffer(readable ? new std::byte[length] : nullptr,
+                                      [weak, length](std::byte* p) {
+                                        delete[] p;
+                                        Release(weak, length);
+                                      });
+  if (!readable) {
+    Complete(
+        range, std::move(buffer),
+        file ? Status::Corruption(fmt::format("{}: bytes {}..{} are past its end ({})",
+                                              dataset::ViewOf(*dataset).ChunkName(range.chunk),
+                                              range.offset, range.offset + length, (*file)->Size()))
+             : file.error());
+    return;
+  }
+  auto shared_range = std::make_shared<Range>(std::move(range));
+  engine->Submit({std::move(*file), shared_range->offset,
+                  std::span<std::byte>(buffer.get(), length),
+                  [this, shared_range, buffer](Status s) mutable {
+                    Complete(*shared_range, std::move(buffer), std::move(s));
+                  }});
 }
 
 void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte[]> buffer,

@@ -239,12 +239,11 @@ Result<std::shared_ptr<const CachedChunk>> Node::State::ForPeer(uint32_t index) 
 Node::Node(std::shared_ptr<State> state) : state_(std::move(state)) {}
 Node::~Node() { Shutdown(); }
 
-Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
-  STOKER_RETURN_IF_ERROR(options.Validate());
-  auto state = std::make_shared<State>(std::move(options));
-  State& s = *state;
-  const NodeOptions& o = s.options;
+namespace {
 
+// The store, the dataset's version in it, and that version's chunk records.
+Status OpenVersion(Node::State& s) {
+  const NodeOptions& o = s.options;
   // The store, never through a node daemon (this is the daemon).
   StorageOptions store_options;
   store_options.secret = o.secret;
@@ -254,25 +253,37 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   // The version's identity: its record (trainers and peers must present the same).
   s.manifest = format::EncodeVersionRecord(dataset::ViewOf(*s.dataset).record());
   const dataset::VersionView& snap = dataset::ViewOf(*s.dataset);
-  uint64_t largest = 0;
   for (uint32_t i = 0; i < snap.chunk_count(); ++i) {
     STOKER_ASSIGN_OR_RETURN(const dataset::ChunkRef chunk, snap.chunk(i));
     s.chunks.push_back(chunk);
     s.chunk_index.emplace(chunk.id, i);
-    largest = std::max(largest, chunk.file_size);
   }
-  if (!o.disk_dir.empty()) {
-    std::set<uint64_t> ids;
-    for (const auto& [id, index] : s.chunk_index) ids.insert(id);
-    STOKER_ASSIGN_OR_RETURN(s.disk, DiskTier::Open(o.disk_dir + "/" + o.job, o.disk_limit, ids));
-  }
-  if (o.memory_limit < largest) {
-    return Err(Status::InvalidArgument(
-        fmt::format("--memory-limit {} is smaller than the dataset's largest chunk ({} bytes)",
-                    o.memory_limit, largest)));
-  }
+  return Status::OK();
+}
 
-  // The peer-facing server first: its bound port may be this daemon's identity.
+// The disk tier, if --disk-dir asks for one, keeping only this version's chunks.
+Status OpenDiskTier(Node::State& s) {
+  const NodeOptions& o = s.options;
+  if (o.disk_dir.empty()) return Status::OK();
+  std::set<uint64_t> ids;
+  for (const auto& [id, index] : s.chunk_index) ids.insert(id);
+  STOKER_ASSIGN_OR_RETURN(s.disk, DiskTier::Open(o.disk_dir + "/" + o.job, o.disk_limit, ids));
+  return Status::OK();
+}
+
+Status CheckMemoryLimit(const Node::State& s) {
+  uint64_t largest = 0;
+  for (const format::ChunkInfo& chunk : s.chunks) largest = std::max(largest, chunk.file_size);
+  if (s.options.memory_limit < largest) {
+    return Status::InvalidArgument(
+        fmt::format("--memory-limit {} is smaller than the dataset's largest chunk ({} bytes)",
+                    s.options.memory_limit, largest));
+  }
+  return Status::OK();
+}
+
+Status StartPeerServer(Node::State& s) {
+  const NodeOptions& o = s.options;
   server::ServerOptions so;
   so.host = o.listen.host;
   so.port = o.listen.port;
@@ -284,17 +295,30 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
   // Answer buffers of peer reads: four largest READs at once is plenty for a few peers, and
   // keeps the daemon's memory close to its cache limit.
   so.memory_limit = 4 * uint64_t{net::kMaxAnswerFrame};
-  State* raw = state.get();
+  Node::State* raw = &s;
   so.extra_metrics = [raw] { return raw->ready.load() ? RenderNodeMetrics(raw->Stats()) : ""; };
   STOKER_ASSIGN_OR_RETURN(s.server, server::Server::Start(std::move(so)));
+  return Status::OK();
+}
 
+// The membership (this daemon's address may be the peer server's bound port) and the cache,
+// which asks the membership which chunks this daemon owns.
+Status JoinMembership(Node::State& s) {
+  const NodeOptions& o = s.options;
   net::ServerAddress self = o.advertise;
   if (self.host.empty()) self = {o.listen.host, s.server->port()};
   std::vector<net::ServerAddress> peers = o.peers.empty() ? std::vector{self} : o.peers;
   STOKER_ASSIGN_OR_RETURN(s.membership, Membership::Create(o.job, peers, self, o.membership));
+  Node::State* raw = &s;
   s.cache = std::make_unique<ChunkCache>(o.memory_limit, [raw](uint32_t index) {
     return raw->membership->IsOwner(raw->chunks[index].id);
   });
+  return Status::OK();
+}
+
+// Three clients per peer (data, cached-only data, heartbeats); null for this daemon.
+Status ConnectToPeers(Node::State& s) {
+  const NodeOptions& o = s.options;
   net::ClientOptions data_options;
   data_options.connect_timeout = std::max(o.probe_timeout, std::chrono::milliseconds(1000));
   data_options.request_timeout = o.peer_timeout;
@@ -321,26 +345,51 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
     s.peer_data.push_back(std::move(data));
     s.peer_probe.push_back(std::move(probe));
   }
-  STOKER_RETURN_IF_ERROR(s.StartTrainerService());
+  return Status::OK();
+}
+
+void StartHeartbeats(Node::State& s) {
+  Node::State* raw = &s;
   s.membership->Start([raw](size_t peer) { return raw->ProbePeer(peer); },
                       [raw](size_t peer, bool live, const Status& why) {
                         const std::string who = raw->membership->address(peer).ToString();
                         raw->Log(live ? fmt::format("peer {} is back", who)
                                       : fmt::format("peer {} is down: {}", who, why.ToString()));
                       });
-  if (o.prefetch_depth > 0) {
-    s.prefetcher = std::make_unique<Prefetcher>(
-        o.prefetch_streams,
-        [raw] { return raw->cache->PrefetchCandidates(raw->options.prefetch_depth); },
-        [raw](uint32_t index) {
-          auto got = raw->cache->Prefetch(index, raw->ChunkSize(index),
-                                          [raw](uint32_t i, std::span<std::byte> dst) {
-                                            return raw->Fill(i, dst, /*from_peers=*/true);
-                                          });
-          if (got) raw->counters.prefetches.fetch_add(1);
-          return got.has_value();
-        });
-  }
+}
+
+void StartPrefetcher(Node::State& s) {
+  if (s.options.prefetch_depth == 0) return;
+  Node::State* raw = &s;
+  s.prefetcher = std::make_unique<Prefetcher>(
+      s.options.prefetch_streams,
+      [raw] { return raw->cache->PrefetchCandidates(raw->options.prefetch_depth); },
+      [raw](uint32_t index) {
+        auto got = raw->cache->Prefetch(index, raw->ChunkSize(index),
+                                        [raw](uint32_t i, std::span<std::byte> dst) {
+                                          return raw->Fill(i, dst, /*from_peers=*/true);
+                                        });
+        if (got) raw->counters.prefetches.fetch_add(1);
+        return got.has_value();
+      });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
+  STOKER_RETURN_IF_ERROR(options.Validate());
+  auto state = std::make_shared<State>(std::move(options));
+  State& s = *state;
+  STOKER_RETURN_IF_ERROR(OpenVersion(s));
+  STOKER_RETURN_IF_ERROR(OpenDiskTier(s));
+  STOKER_RETURN_IF_ERROR(CheckMemoryLimit(s));
+  // The peer-facing server first: its bound port may be this daemon's identity.
+  STOKER_RETURN_IF_ERROR(StartPeerServer(s));
+  STOKER_RETURN_IF_ERROR(JoinMembership(s));
+  STOKER_RETURN_IF_ERROR(ConnectToPeers(s));
+  STOKER_RETURN_IF_ERROR(s.StartTrainerService());
+  StartHeartbeats(s);
+  StartPrefetcher(s);
   s.ready.store(true);
   return std::unique_ptr<Node>(new Node(std::move(state)));
 }

@@ -38,6 +38,133 @@ constexpr auto kReplyTimeout = std::chrono::seconds(10);
 // A trainer may stay quiet for a whole validation pass; the socket, not a timer, says it left.
 constexpr auto kIdleForever = std::chrono::hours(24 * 365);
 
+// A plan visits each read unit (a chunk, or a block of whole files) once per epoch, so it
+// never has more entries than the dataset has files: a longer one is refused, not stored.
+uint64_t MaxPlanEntries(const std::vector<format::ChunkInfo>& chunks) {
+  uint64_t max_plan_entries = chunks.size();
+  for (const format::ChunkInfo& chunk : chunks) max_plan_entries += chunk.entry_count;
+  return std::min<uint64_t>(max_plan_entries, UINT32_MAX);
+}
+
+// One trainer connection, across its requests.
+struct TrainerSession {
+  Node::State& state;
+  uint64_t plan;  // the connection's plan in the cache
+  uint64_t max_plan_entries;
+  std::vector<ChunkCache::PlannedChunk> order{};  // the current plan, known chunks only
+  uint32_t plan_entries = 0;  // entries received for the current plan, known chunks or not
+  bool greeted = false;
+};
+
+// The answer to one request.
+struct TrainerReply {
+  std::string payload;
+  int fd = -1;
+  std::shared_ptr<const CachedChunk> held;  // alive until the descriptor is sent
+  bool close_after = false;
+};
+
+TrainerReply ErrorReply(const Status& status, bool close_after) {
+  TrainerReply reply;
+  reply.payload = net::EncodeErrorPayload(status);
+  reply.close_after = close_after;
+  return reply;
+}
+
+TrainerReply AnswerHello(TrainerSession& session, net::PayloadReader& r) {
+  const NodeOptions& options = session.state.options;
+  auto theirs = r.Bytes();
+  if (!theirs || !r.ExpectEnd().ok()) {
+    return ErrorReply(Status::InvalidArgument("malformed HELLO"), /*close_after=*/true);
+  }
+  if (!SameDataset(*theirs, session.state.manifest)) {
+    return ErrorReply(
+        Status::InvalidArgument(fmt::format(
+            "the node daemon of job {} serves another dataset or version ({}) than this trainer "
+            "opened",
+            options.job, options.store_uri)),
+        /*close_after=*/false);
+  }
+  session.greeted = true;
+  net::PayloadWriter w;
+  w.String(options.job);
+  TrainerReply reply;
+  reply.payload = net::EncodeErrorPayload(Status::OK()) + w.data();
+  return reply;
+}
+
+TrainerReply AnswerGet(TrainerSession& session, net::PayloadReader& r) {
+  Node::State& state = session.state;
+  auto id = r.U64();
+  auto it = id ? state.chunk_index.find(*id) : state.chunk_index.end();
+  if (!id || !r.ExpectEnd().ok()) {
+    return ErrorReply(Status::InvalidArgument("malformed GET"), /*close_after=*/true);
+  }
+  if (it == state.chunk_index.end()) {
+    return ErrorReply(Status::NotFound(fmt::format("no chunk {:016x} in the dataset", *id)),
+                      /*close_after=*/false);
+  }
+  auto chunk = state.ForTrainer(it->second);
+  if (!chunk) return ErrorReply(chunk.error(), /*close_after=*/false);
+  TrainerReply reply;
+  reply.held = *chunk;
+  net::PayloadWriter w;
+  w.U64(reply.held->size());
+  reply.payload = net::EncodeErrorPayload(Status::OK()) + w.data();
+  reply.fd = reply.held->fd();
+  return reply;
+}
+
+TrainerReply AnswerPlan(TrainerSession& session, net::PayloadReader& r) {
+  Node::State& state = session.state;
+  auto first = r.U8();
+  auto count = r.U32();
+  bool ok = first && count && *count <= kPlanIdsPerMessage;
+  if (ok && *first != 0) {
+    session.order.clear();
+    session.plan_entries = 0;
+  }
+  const bool too_long = ok && session.plan_entries + uint64_t{*count} > session.max_plan_entries;
+  ok = ok && !too_long;
+  for (uint32_t i = 0; ok && i < *count; ++i) {
+    auto id = r.U64();
+    auto until = r.U32();
+    ok = id.has_value() && until.has_value();
+    if (ok) {
+      if (auto it = state.chunk_index.find(*id); it != state.chunk_index.end()) {
+        session.order.push_back({it->second, session.plan_entries, *until});
+      }
+      ++session.plan_entries;
+    }
+  }
+  if (!ok || !r.ExpectEnd().ok()) {
+    return ErrorReply(
+        Status::InvalidArgument(
+            too_long ? fmt::format("PLAN of more than {} entries: the dataset has no more read "
+                                   "units",
+                                   session.max_plan_entries)
+                     : std::string("malformed PLAN")),
+        /*close_after=*/true);
+  }
+  state.cache->SetPlan(session.plan, session.order);
+  if (state.prefetcher) state.prefetcher->Wake();
+  return ErrorReply(Status::OK(), /*close_after=*/false);
+}
+
+TrainerReply Answer(TrainerSession& session, std::string_view message) {
+  net::PayloadReader r(message);
+  auto type = r.U8();
+  if (!type) return ErrorReply(Status::InvalidArgument("empty request"), /*close_after=*/true);
+  if (*type == static_cast<uint8_t>(TrainerRequest::kHello)) return AnswerHello(session, r);
+  if (!session.greeted) {
+    return ErrorReply(Status::InvalidArgument("HELLO first"), /*close_after=*/true);
+  }
+  if (*type == static_cast<uint8_t>(TrainerRequest::kGet)) return AnswerGet(session, r);
+  if (*type == static_cast<uint8_t>(TrainerRequest::kPlan)) return AnswerPlan(session, r);
+  return ErrorReply(Status::Unsupported(fmt::format("unknown request type {}", *type)),
+                    /*close_after=*/true);
+}
+
 }  // namespace
 
 Status Node::State::StartTrainerService() {
@@ -100,15 +227,8 @@ void Node::State::AcceptTrainers() {
 
 void Node::State::ServeTrainer(TrainerConnection& c) {
   counters.trainer_connections.fetch_add(1);
-  const uint64_t plan = cache->AddPlan();
-  std::vector<ChunkCache::PlannedChunk> order;
-  uint32_t plan_entries = 0;  // entries received for the current plan, known chunks or not
-  // A plan visits each read unit (a chunk, or a block of whole files) once per epoch, so it
-  // never has more entries than the dataset has files: a longer one is refused, not stored.
-  uint64_t max_plan_entries = chunks.size();
-  for (const format::ChunkInfo& chunk : chunks) max_plan_entries += chunk.entry_count;
-  max_plan_entries = std::min<uint64_t>(max_plan_entries, UINT32_MAX);
-  bool greeted = false;
+  TrainerSession session{
+      .state = *this, .plan = cache->AddPlan(), .max_plan_entries = MaxPlanEntries(chunks)};
   while (true) {
     int passed = -1;
     auto message = ReceiveMessage(
@@ -117,94 +237,12 @@ void Node::State::ServeTrainer(TrainerConnection& c) {
         stop_pipe[0]);
     if (passed >= 0) ::close(passed);  // trainers send no descriptors
     if (!message) break;
-    net::PayloadReader r(*message);
-    auto type = r.U8();
-    std::string reply;
-    int reply_fd = -1;
-    std::shared_ptr<const CachedChunk> held;  // alive until the descriptor is sent
-    bool close_after = false;
-    if (!type) {
-      reply = net::EncodeErrorPayload(Status::InvalidArgument("empty request"));
-      close_after = true;
-    } else if (*type == static_cast<uint8_t>(TrainerRequest::kHello)) {
-      auto theirs = r.Bytes();
-      if (!theirs || !r.ExpectEnd().ok()) {
-        reply = net::EncodeErrorPayload(Status::InvalidArgument("malformed HELLO"));
-        close_after = true;
-      } else if (!SameDataset(*theirs, manifest)) {
-        reply = net::EncodeErrorPayload(Status::InvalidArgument(fmt::format(
-            "the node daemon of job {} serves another dataset or version ({}) than this trainer "
-            "opened",
-            options.job, options.store_uri)));
-      } else {
-        greeted = true;
-        net::PayloadWriter w;
-        w.String(options.job);
-        reply = net::EncodeErrorPayload(Status::OK()) + w.data();
-      }
-    } else if (!greeted) {
-      reply = net::EncodeErrorPayload(Status::InvalidArgument("HELLO first"));
-      close_after = true;
-    } else if (*type == static_cast<uint8_t>(TrainerRequest::kGet)) {
-      auto id = r.U64();
-      auto it = id ? chunk_index.find(*id) : chunk_index.end();
-      if (!id || !r.ExpectEnd().ok()) {
-        reply = net::EncodeErrorPayload(Status::InvalidArgument("malformed GET"));
-        close_after = true;
-      } else if (it == chunk_index.end()) {
-        reply = net::EncodeErrorPayload(
-            Status::NotFound(fmt::format("no chunk {:016x} in the dataset", *id)));
-      } else if (auto chunk = ForTrainer(it->second); !chunk) {
-        reply = net::EncodeErrorPayload(chunk.error());
-      } else {
-        held = *chunk;
-        net::PayloadWriter w;
-        w.U64(held->size());
-        reply = net::EncodeErrorPayload(Status::OK()) + w.data();
-        reply_fd = held->fd();
-      }
-    } else if (*type == static_cast<uint8_t>(TrainerRequest::kPlan)) {
-      auto first = r.U8();
-      auto count = r.U32();
-      bool ok = first && count && *count <= kPlanIdsPerMessage;
-      if (ok && *first != 0) {
-        order.clear();
-        plan_entries = 0;
-      }
-      const bool too_long = ok && plan_entries + uint64_t{*count} > max_plan_entries;
-      ok = ok && !too_long;
-      for (uint32_t i = 0; ok && i < *count; ++i) {
-        auto id = r.U64();
-        auto until = r.U32();
-        ok = id.has_value() && until.has_value();
-        if (ok) {
-          if (auto it = chunk_index.find(*id); it != chunk_index.end()) {
-            order.push_back({it->second, plan_entries, *until});
-          }
-          ++plan_entries;
-        }
-      }
-      if (!ok || !r.ExpectEnd().ok()) {
-        reply = net::EncodeErrorPayload(Status::InvalidArgument(
-            too_long ? fmt::format("PLAN of more than {} entries: the dataset has no more read "
-                                   "units",
-                                   max_plan_entries)
-                     : std::string("malformed PLAN")));
-        close_after = true;
-      } else {
-        cache->SetPlan(plan, order);
-        if (prefetcher) prefetcher->Wake();
-        reply = net::EncodeErrorPayload(Status::OK());
-      }
-    } else {
-      reply = net::EncodeErrorPayload(
-          Status::Unsupported(fmt::format("unknown request type {}", *type)));
-      close_after = true;
-    }
-    if (!SendMessage(c.socket, reply, reply_fd, net::After(kReplyTimeout)).ok() || close_after)
+    const TrainerReply reply = Answer(session, *message);
+    if (!SendMessage(c.socket, reply.payload, reply.fd, net::After(kReplyTimeout)).ok() ||
+        reply.close_after)
       break;
   }
-  cache->RemovePlan(plan);
+  cache->RemovePlan(session.plan);
   counters.trainer_connections.fetch_sub(1);
   c.socket.ShutdownBoth();
 }
