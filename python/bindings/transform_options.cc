@@ -27,16 +27,27 @@ using decode::OptionKind;
   throw nb::python_error();
 }
 
-bool IsNumber(nb::handle v) {
-  return !PyBool_Check(v.ptr()) && (PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr()));
+// Python and NumPy numbers alike (np.float32 is not a float subclass), but not bools.
+bool IsNumber(nb::handle v) { return !PyBool_Check(v.ptr()) && PyNumber_Check(v.ptr()); }
+
+// An integer (int, np.int64, ...): PyIndex_Check, as range() accepts; not bools.
+bool IsInteger(nb::handle v) { return !PyBool_Check(v.ptr()) && PyIndex_Check(v.ptr()); }
+
+double AsDouble(nb::handle v) {
+  const double d = PyFloat_AsDouble(v.ptr());
+  if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  return d;
 }
 
 // `count` numbers from a sequence, or one number repeated when `repeat` allows it.
 std::vector<double> Numbers(const decode::TransformOption& option, nb::handle value, size_t count,
                             bool repeat, std::string_view what) {
-  if (repeat && IsNumber(value)) return std::vector<double>(count, nb::cast<double>(value));
-  if (!PySequence_Check(value.ptr()) || PyUnicode_Check(value.ptr()) ||
-      PySequence_Size(value.ptr()) != Py_ssize_t(count)) {
+  // A sequence first: a NumPy array is a number to PyNumber_Check too.
+  const bool sequence = PySequence_Check(value.ptr()) && !PyUnicode_Check(value.ptr());
+  if (!sequence && repeat && IsNumber(value)) {
+    return std::vector<double>(count, AsDouble(value));
+  }
+  if (!sequence || PySequence_Size(value.ptr()) != Py_ssize_t(count)) {
     Fail(PyExc_ValueError, option, what, value);
   }
   std::vector<double> out;
@@ -44,7 +55,7 @@ std::vector<double> Numbers(const decode::TransformOption& option, nb::handle va
     nb::object item = nb::steal(PySequence_GetItem(value.ptr(), i));
     if (!item.is_valid()) throw nb::python_error();
     if (!IsNumber(item)) Fail(PyExc_TypeError, option, what, value);
-    out.push_back(nb::cast<double>(item));
+    out.push_back(AsDouble(item));
   }
   return out;
 }
@@ -55,17 +66,17 @@ decode::OptionValue FromPython(const decode::TransformOption& option, nb::handle
       if (!PyBool_Check(value.ptr())) Fail(PyExc_TypeError, option, "True or False", value);
       return nb::cast<bool>(value);
     case OptionKind::kUnsigned: {
-      if (PyBool_Check(value.ptr()) || !PyLong_Check(value.ptr())) {
-        Fail(PyExc_TypeError, option, "an int", value);
-      }
-      const long long n = PyLong_AsLongLong(value.ptr());
+      if (!IsInteger(value)) Fail(PyExc_TypeError, option, "an int", value);
+      nb::object index = nb::steal(PyNumber_Index(value.ptr()));
+      if (!index.is_valid()) throw nb::python_error();
+      const long long n = PyLong_AsLongLong(index.ptr());
       if (n == -1 && PyErr_Occurred()) throw nb::python_error();
       if (n < 0) Fail(PyExc_ValueError, option, "an int >= 0", value);
       return uint64_t(n);
     }
     case OptionKind::kNumber:
       if (!IsNumber(value)) Fail(PyExc_TypeError, option, "a number", value);
-      return nb::cast<double>(value);
+      return AsDouble(value);
     case OptionKind::kChoice: {
       std::string expected = "one of";
       for (const std::string_view c : option.choices) expected += " '" + std::string(c) + "'";

@@ -85,6 +85,20 @@ def test_an_unknown_option_is_refused():
         parse_transform_options({"sizee": 224})
 
 
+def test_numpy_numbers_are_numbers():
+    np = pytest.importorskip("numpy")
+    parsed = parse_transform_options({
+        "mean": np.array([0.5, 0.25, 0.125], dtype=np.float32), "flip": np.float32(0.25),
+        "size": np.int64(128), "max_pixels": np.uint32(1000), "scale": np.float64(0.5),
+        "zoom": np.array([0.75, 1.25])})
+    assert parsed["mean"] == (0.5, 0.25, 0.125)
+    assert parsed["flip"] == 0.25
+    assert parsed["size"] == 128
+    assert parsed["max_pixels"] == 1000
+    assert parsed["scale"] == (0.5, 0.5)
+    assert parsed["zoom"] == (0.75, 1.25)
+
+
 def test_none_keeps_the_default():
     assert parse_transform_options({"resize": None, "flip": None}) == parse_transform_options({})
 
