@@ -36,39 +36,34 @@ def literal(value) -> str:
     return repr(value)
 
 
-def signature(table: list[dict]) -> list[str]:
-    """Keyword-only parameters, wrapped at 100 columns with the signature's indent."""
-    indent = " " * 17
-    lines, line = [], indent
-    for o in table:
-        part = f"{o['name']}: {ANNOTATIONS[o['kind']]} = {literal(o['default'])},"
-        if len(line) + len(part) + 1 > 100 and line.strip():
+def wrap(pieces: list[str], first: str, rest: str, width: int = 100) -> list[str]:
+    """`pieces` joined by spaces into lines of at most `width` columns: the first line starts
+    with `first`, the others with `rest`."""
+    lines, line = [], first
+    for piece in pieces:
+        if len(line) + len(piece) + 1 > width and line.strip():
             lines.append(line.rstrip())
-            line = indent
-        line += part + " "
+            line = rest
+        line += piece + " "
     lines.append(line.rstrip())
     return lines
+
+
+def signature(table: list[dict]) -> list[str]:
+    """Keyword-only parameters, with the signature's indent."""
+    indent = " " * 17
+    return wrap([f"{o['name']}: {ANNOTATIONS[o['kind']]} = {literal(o['default'])},"
+                 for o in table], indent, indent)
 
 
 def as_dict(table: list[dict]) -> list[str]:
     return [f"            {o['name']!r}: {o['name']}," for o in table]
 
 
-def wrap(text: str, first: str, rest: str, width: int = 100) -> list[str]:
-    lines, line = [], first
-    for word in text.split():
-        if len(line) + len(word) + 1 > width and line.strip():
-            lines.append(line.rstrip())
-            line = rest
-        line += word + " "
-    lines.append(line.rstrip())
-    return lines
-
-
 def docstring(table: list[dict]) -> list[str]:
     out = []
     for o in table:
-        out += wrap(o["doc"], f"      {o['name']}: ", "        ")
+        out += wrap(o["doc"].split(), f"      {o['name']}: ", "        ")
     return out
 
 

@@ -5,7 +5,6 @@
 // this; see python/stoker/image_loader.py for the options.
 #include "image_pipeline.h"
 
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,13 +58,7 @@ ImagePipelineOptions ParseOptions(const nb::dict& o) {
   options.on_error = on_error == "raise" ? loader::ErrorPolicy::kRaise : loader::ErrorPolicy::kSkip;
   options.read.memory_budget_bytes = Get<uint64_t>(o, "memory_budget");
   options.read.io_depth = Get<uint32_t>(o, "io_depth");
-  for (const auto& [key, value] : o) {
-    const std::string name = nb::cast<std::string>(key);
-    if (std::ranges::find(kPipelineKeys, name) != std::end(kPipelineKeys)) continue;
-    const decode::TransformOption* option = decode::FindTransformOption(name);
-    if (option == nullptr) throw nb::key_error(("unknown image option " + name).c_str());
-    SetTransformOption(*option, value, options.transform);
-  }
+  SetTransformOptions(o, kPipelineKeys, options.transform);
   return options;
 }
 
@@ -198,12 +191,7 @@ void RegisterImagePipeline(nb::module_& m) {
       "parse_transform_options",
       [](const nb::dict& values) {
         decode::TransformOptions options;
-        for (const auto& [key, value] : values) {
-          const std::string name = nb::cast<std::string>(key);
-          const decode::TransformOption* option = decode::FindTransformOption(name);
-          if (option == nullptr) throw nb::key_error(("unknown image option " + name).c_str());
-          SetTransformOption(*option, value, options);
-        }
+        SetTransformOptions(values, {}, options);
         ThrowIfError(options.Validate());  // ValueError now, not at the first batch
         nb::dict out;
         for (const decode::TransformOption& option : decode::TransformOptionTable()) {

@@ -3,6 +3,7 @@
 
 #include <Python.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -108,11 +109,17 @@ double ShortestFloat32(double v) {
 
 }  // namespace
 
-void SetTransformOption(const decode::TransformOption& option, nb::handle value,
-                        decode::TransformOptions& options) {
-  if (value.is_none()) return;
-  // The setter's message names the option ("size must be whole pixels >= 1, not 10.5").
-  ThrowIfError(option.set(options, FromPython(option, value)));
+void SetTransformOptions(const nb::dict& values, std::span<const char* const> other_keys,
+                         decode::TransformOptions& options) {
+  for (const auto& [key, value] : values) {
+    const std::string name = nb::cast<std::string>(key);
+    if (std::ranges::find(other_keys, name) != other_keys.end()) continue;
+    const decode::TransformOption* option = decode::FindTransformOption(name);
+    if (option == nullptr) throw nb::key_error(("unknown image option " + name).c_str());
+    if (value.is_none()) continue;
+    // The setter's message names the option ("size must be whole pixels >= 1, not 10.5").
+    ThrowIfError(option->set(options, FromPython(*option, value)));
+  }
 }
 
 nb::object TransformOptionValue(const decode::TransformOption& option,

@@ -2,6 +2,7 @@
 // place that turns a keyword argument of stoker.ImageLoader into a TransformOptions field.
 #pragma once
 
+#include <span>
 #include <string_view>
 
 #include <nanobind/nanobind.h>
@@ -10,10 +11,12 @@
 
 namespace stoker::python {
 
-// Converts `value` as `option`'s kind says and writes it into `options`. None leaves the
-// default. TypeError / ValueError naming the option for a value of the wrong type or range.
-void SetTransformOption(const decode::TransformOption& option, nanobind::handle value,
-                        decode::TransformOptions& options);
+// Sets every transform option in `values` (keyword -> Python value), each converted as its
+// kind says; None leaves the default. Keys in `other_keys` belong to the caller and are
+// skipped; any other unknown key is a KeyError, so that a misspelt option is never ignored.
+// TypeError / ValueError naming the option for a value of the wrong type or range.
+void SetTransformOptions(const nanobind::dict& values, std::span<const char* const> other_keys,
+                         decode::TransformOptions& options);
 
 // `option`'s value in `options`, as Python sees it: bool, int, float, str, a tuple of floats,
 // or for a size an int when square, else (height, width).
