@@ -225,8 +225,9 @@ EpochResult RunDataset(const Flags& f) {
   while (true) {
     auto next = (*pipeline)->Next();
     if (!next) Die(next.error().ToString());  // the pipeline itself failed
-    if (!next->has_value()) break;
-    const loader::SampleData& sample = **next;
+    const std::optional<loader::SampleData>& item = *next;
+    if (!item) break;
+    const loader::SampleData& sample = *item;
     ++r.samples;
     if (!sample.status.ok()) {
       if (r.errors++ == 0) r.first_error = sample.status.ToString();
@@ -310,6 +311,7 @@ EpochResult RunFiles(const Flags& f) {
     r.errors += errors;
   };
   std::vector<std::thread> threads;
+  threads.reserve(f.threads);
   for (uint32_t t = 0; t < f.threads; ++t) threads.emplace_back(reader);
   for (auto& t : threads) t.join();
   r.seconds = Since(start);
@@ -319,6 +321,7 @@ EpochResult RunFiles(const Flags& f) {
 }  // namespace
 }  // namespace stoker
 
+// NOLINTNEXTLINE(bugprone-exception-escape): a bad flag ends the benchmark; terminate names it
 int main(int argc, char** argv) {
   using namespace stoker;
   const Flags flags = ParseFlags(argc, argv);

@@ -274,7 +274,7 @@ int RunVersions(const Common& a) {
 }
 
 CLI::App* AddCommand(CLI::App& app, const char* name, const char* help,
-                     std::shared_ptr<Common> args, bool takes_path, bool path_required) {
+                     const std::shared_ptr<Common>& args, bool takes_path, bool path_required) {
   CLI::App* cmd = app.add_subcommand(name, help);
   cmd->add_option("dataset", args->dataset, "dataset path or file:// URI")->required();
   if (takes_path) {

@@ -60,6 +60,7 @@ struct GcArgs {
 
 std::vector<std::string> WriterNames(const std::vector<uint64_t>& writers) {
   std::vector<std::string> out;
+  out.reserve(writers.size());
   for (const uint64_t w : writers) out.push_back(fmt::format("{:016x}", w));
   return out;
 }

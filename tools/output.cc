@@ -58,8 +58,10 @@ void PrintJson(const nlohmann::json& value) {
     const size_t digits = open + kOpen.size();
     const size_t close = text.find(kClose, digits);
     out.append(text, at, open - at);
-    out += JsonQuoted(
-        held[ParseUnsigned<size_t>(std::string_view(text).substr(digits, close - digits)).value()]);
+    // Every string holding a NUL was held, so each "\u0000 string is one of these placeholders.
+    const std::optional<size_t> index =
+        ParseUnsigned<size_t>(std::string_view(text).substr(digits, close - digits));
+    out += JsonQuoted(index && *index < held.size() ? held[*index] : std::string());
     at = close + kClose.size();
   }
   out.append(text, at);

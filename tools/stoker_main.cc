@@ -1,6 +1,7 @@
 // `stoker`: pack datasets, inspect and verify them.
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <numeric>
 #include <string>
 #include <string_view>
@@ -44,9 +45,7 @@ void SuggestCommand(CLI::App& app, int argc, char** argv) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   CLI::App app{"stoker: packed, checksummed datasets that keep GPUs fed", "stoker"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "stoker 0.1.0");
@@ -74,4 +73,19 @@ int main(int argc, char** argv) {
     return stoker::cli::kExitUsage;
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    // The library reports errors as Status; an exception here is a bug (or memory exhausted):
+    // say so in one line and exit as any other failure, rather than abort with a core.
+    std::fprintf(stderr, "stoker: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "stoker: internal error: an unknown exception\n");
+  }
+  return stoker::cli::kExitError;
 }

@@ -100,7 +100,10 @@ inline std::unexpected<Status> Err(Status s) { return std::unexpected<Status>(st
 // (which must return a Status or a Result).
 #define STOKER_ASSIGN_OR_RETURN(lhs, expr) \
   STOKER_ASSIGN_OR_RETURN_IMPL_(STOKER_CONCAT_(stoker_result_, __LINE__), lhs, expr)
+// `tmp` is a name and `lhs` may be a declaration (`auto x`): neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define STOKER_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                 \
   auto tmp = (expr);                                                  \
   if (!tmp.has_value()) return ::stoker::Err(std::move(tmp).error()); \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -118,7 +118,7 @@ void RegisterImageOps(nb::module_& parent) {
 
   m.def(
       "resize",
-      [](PixelsIn pixels, std::tuple<uint32_t, uint32_t> size,
+      [](const PixelsIn& pixels, std::tuple<uint32_t, uint32_t> size,
          std::optional<std::tuple<double, double, double, double>> box,
          const std::string& interpolation) {
         const decode::ImageView src = ViewOf(pixels);
@@ -139,8 +139,8 @@ void RegisterImageOps(nb::module_& parent) {
 
   m.def(
       "warp",
-      [](PixelsIn pixels, double angle, double zoom, std::tuple<uint8_t, uint8_t, uint8_t> fill,
-         const std::string& interpolation) {
+      [](const PixelsIn& pixels, double angle, double zoom,
+         std::tuple<uint8_t, uint8_t, uint8_t> fill, const std::string& interpolation) {
         const decode::ImageView src = ViewOf(pixels);
         decode::WarpParams params;
         params.angle_degrees = angle;

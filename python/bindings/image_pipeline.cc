@@ -64,7 +64,7 @@ ImagePipelineOptions ParseOptions(const nb::dict& o) {
 
 class PyImagePipeline {
  public:
-  PyImagePipeline(nb::object dataset, Plan plan_view, const nb::dict& options_dict)
+  PyImagePipeline(nb::object dataset, const Plan& plan_view, const nb::dict& options_dict)
       : dataset_obj_(std::move(dataset)), options_(ParseOptions(options_dict)) {
     std::vector<uint32_t> plan(plan_view.data(), plan_view.data() + plan_view.shape(0));
     const Dataset& ds = UnwrapDataset(dataset_obj_);

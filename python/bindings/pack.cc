@@ -38,7 +38,7 @@ Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
 }
 
 // The packer's messages name the CLI's flags; a Python caller is told the keyword instead.
-Status SpokenInPython(Status status) {
+Status SpokenInPython(const Status& status) {
   static const std::pair<std::string_view, std::string_view> kFlags[] = {
       {"--append", "append=True"}, {"--labels none", "labels='none'"}};
   std::string message(status.message());

@@ -33,7 +33,7 @@ class PyPipeline {
   using Plan = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
   // `plan`: any buffer of uint32 (the memoryviews Sampler.plan_rank returns, numpy arrays).
-  PyPipeline(nb::object dataset, Plan plan_view, uint64_t memory_budget, uint32_t io_depth,
+  PyPipeline(nb::object dataset, const Plan& plan_view, uint64_t memory_budget, uint32_t io_depth,
              const std::string& engine)
       : dataset_obj_(std::move(dataset)) {
     std::vector<uint32_t> plan(plan_view.data(), plan_view.data() + plan_view.shape(0));

@@ -82,7 +82,7 @@ decode::OptionValue FromPython(const decode::TransformOption& option, nb::handle
       std::string expected = "one of";
       for (const std::string_view c : option.choices) expected += " '" + std::string(c) + "'";
       if (!PyUnicode_Check(value.ptr())) Fail(PyExc_TypeError, option, expected, value);
-      const std::string s = nb::cast<std::string>(value);
+      std::string s = nb::cast<std::string>(value);
       for (const std::string_view c : option.choices) {
         if (c == s) return s;
       }

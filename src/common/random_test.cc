@@ -67,6 +67,7 @@ TEST(Pcg32, BelowGoldenValues) {
   // Pins the rejection method as well as the generator.
   Pcg32 rng(42);
   std::vector<uint64_t> got;
+  got.reserve(8);
   for (int i = 0; i < 8; ++i) got.push_back(rng.Below(1000));
   // Lemire: (x * bound) >> 32 of the golden draws above (none falls in the rejection zone).
   EXPECT_EQ(got, (std::vector<uint64_t>{114, 446, 829, 159, 275, 96, 51, 101}));

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +36,22 @@ inline std::optional<uint64_t> Get(std::string_view* in) {
     }
   }
   return std::nullopt;
+}
+
+// Reads a varint from bytes this process wrote itself moments ago (a spool record, a sort run):
+// one that does not parse means memory or a temporary file was damaged, not that the input was
+// bad, so the process stops with a message rather than write a dataset from damaged metadata.
+// Input from files, peers or users goes through Get.
+inline uint64_t GetOwn(std::string_view* in) {
+  const std::optional<uint64_t> value = Get(in);
+  if (!value) {
+    std::fputs(
+        "stoker: a temporary record this process wrote does not parse (damaged memory or "
+        "temporary file); stopping\n",
+        stderr);
+    std::abort();
+  }
+  return *value;
 }
 
 }  // namespace stoker::varint

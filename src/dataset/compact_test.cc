@@ -143,8 +143,9 @@ TEST_F(CompactTest, AChunksFilesReadAloneMatchTheWholeTableInEverySegmentKind) {
 }
 
 TEST_F(CompactTest, TieredPolicyMergesSmallTrailingSegmentsOnly) {
-  auto refs = [](std::vector<uint64_t> files) {
+  auto refs = [](const std::vector<uint64_t>& files) {
     std::vector<format::SegmentRef> out;
+    out.reserve(files.size());
     for (uint64_t f : files) out.push_back({.files = f});
     return out;
   };

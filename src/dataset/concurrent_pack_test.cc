@@ -88,6 +88,7 @@ TEST_P(ConcurrentPackTest, EveryAppendLandsInAVersionOfItsOwn) {
   std::barrier<> line(kWriters);
   std::atomic<uint64_t> lost{0};
   std::vector<std::thread> writers;
+  writers.reserve(kWriters);
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&, w] {
       storage::FaultOptions faults;
@@ -172,6 +173,7 @@ TEST(ConcurrentFreshPack, OneWinsAndTheOtherLeavesNothing) {
     std::vector<Result<PackSummary>> results(2, Err(Status::Internal("not run")));
     std::barrier<> line(2);  // both get past the fresh-destination check and race to publish
     std::vector<std::thread> writers;
+    writers.reserve(2);
     for (int w = 0; w < 2; ++w) {
       writers.emplace_back([&, w] {
         const test::Tree tree = WriterTree(w);  // TreeSource reads it in place

@@ -225,10 +225,11 @@ TEST_F(CorruptionTest, EveryDamagedByteIsCaughtByVerifyAndNeverReadAsData) {
   Pack(6, 8192);
   std::vector<std::string> chunks;
   const auto names = store_->List("chunks").value();
+  chunks.reserve(names.size());
   for (const auto& name : names) chunks.push_back("chunks/" + name);
   Pcg32 rng(99);
   for (int trial = 0; trial < 400; ++trial) {
-    const std::string chunk = chunks[rng.Below(chunks.size())];
+    const std::string& chunk = chunks[rng.Below(chunks.size())];
     const std::string good = Get(chunk);
     std::string bad = good;
     const uint64_t at = rng.Below(bad.size());

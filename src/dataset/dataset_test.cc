@@ -219,6 +219,7 @@ TEST_F(DatasetApiTest, ListingAndLabels) {
 TEST_F(DatasetApiTest, ConcurrentReadsAreExact) {
   std::vector<std::thread> threads;
   std::atomic<int> bad{0};
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int round = 0; round < 200; ++round) {

@@ -59,23 +59,23 @@ std::string EncodePlanned(uint64_t order_key, const PlannedFile& f) {
 // The order key and path of a record (records are this file's own: well formed).
 std::pair<std::string_view, std::string_view> PlannedOrder(std::string_view r) {
   std::string_view rest = r.substr(8);
-  const uint64_t n = *varint::Get(&rest);
+  const uint64_t n = varint::GetOwn(&rest);
   return {r.substr(0, 8), rest.substr(0, n)};
 }
 
 PlannedFile DecodePlanned(std::string_view r) {
   r.remove_prefix(8);
   PlannedFile f;
-  const uint64_t path = *varint::Get(&r);
+  const uint64_t path = varint::GetOwn(&r);
   f.path = r.substr(0, path);
   r.remove_prefix(path);
-  const uint64_t absolute = *varint::Get(&r);
+  const uint64_t absolute = varint::GetOwn(&r);
   f.absolute = r.substr(0, absolute);
   r.remove_prefix(absolute);
-  f.size = *varint::Get(&r);
-  f.device = *varint::Get(&r);
-  f.inode = *varint::Get(&r);
-  f.ctime_ns = *varint::Get(&r);
+  f.size = varint::GetOwn(&r);
+  f.device = varint::GetOwn(&r);
+  f.inode = varint::GetOwn(&r);
+  f.ctime_ns = varint::GetOwn(&r);
   return f;
 }
 
@@ -259,7 +259,7 @@ class DirectorySource final : public PackSource {
   };
 
   // The next planned file, read from the plan once (under mu_).
-  Result<const PlannedFile*> Peek() {
+  Result<PlannedFile*> Peek() {
     if (!next_) {
       STOKER_ASSIGN_OR_RETURN(auto record, reader_.NextRecord());
       if (!record) return Err(Status::Internal("the plan of files ended early"));
@@ -287,7 +287,7 @@ class DirectorySource final : public PackSource {
         cv_.notify_all();
         continue;
       }
-      PlannedFile file = std::move(*next_);
+      PlannedFile file = std::move(**next);
       next_.reset();
       const uint64_t window = WindowBytes(file);
       window_used_ += window;

@@ -327,6 +327,7 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   Sightings pending;
   STOKER_ASSIGN_OR_RETURN(pending.leases, LiveWriters(storage, options, now, seen.leases, summary));
   std::vector<uint64_t> writers;  // sorted, as the map is
+  writers.reserve(pending.leases.size());
   for (const auto& [writer, lease] : pending.leases) writers.push_back(writer);
   summary.writers_active = writers.size();
   STOKER_ASSIGN_OR_RETURN(auto now_listed, format::ListVersions(storage));

@@ -271,9 +271,9 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
   const Status sealed = add->files->Seal(
       chunks.finished(),
       !options.group_samples ? format::Grouping::kFiles : format::Grouping::kSamplesSharingLabels);
-  if (!sealed.ok() && add->files->duplicate_path()) {
-    return Status::InvalidArgument(
-        fmt::format("duplicate path in the input: {}", *add->files->duplicate_path()));
+  const std::optional<std::string>& duplicate = add->files->duplicate_path();
+  if (!sealed.ok() && duplicate) {
+    return Status::InvalidArgument(fmt::format("duplicate path in the input: {}", *duplicate));
   }
   STOKER_RETURN_IF_ERROR(sealed);
   if (options.progress) options.progress(progress);
@@ -383,8 +383,8 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
       auto now = format::ReadLatestVersion(dst);
       if (!now) {
         listed = true;  // cannot tell: keep everything rather than break a published version
-      } else if (*now) {
-        for (const auto& ref : (*now)->segments) listed |= ref.id == id;
+      } else if (const std::optional<format::VersionRecord>& record = *now) {
+        for (const auto& ref : record->segments) listed |= ref.id == id;
       }
       if (!listed) (void)dst.Remove(segment_path);
     }

@@ -179,9 +179,10 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
   }
   const Status sealed = add.files->Seal(
       std::move(chunks), add.group_samples ? format::Grouping::kSamples : format::Grouping::kFiles);
-  if (!sealed.ok() && add.files->duplicate_path()) {
+  if (const std::optional<std::string>& duplicate = add.files->duplicate_path();
+      !sealed.ok() && duplicate) {
     // Name both parts that hold it.
-    const std::string& path = *add.files->duplicate_path();
+    const std::string& path = *duplicate;
     std::vector<uint32_t> holders;
     for (const Part& part : parts) {
       STOKER_ASSIGN_OR_RETURN(auto found, part.segment->FindFile(path));
@@ -270,7 +271,7 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
   format::InMemorySegmentSink sink;
   STOKER_RETURN_IF_ERROR(add.files->Write(numbering, sink));
   const std::string& bytes = sink.bytes;
-  const std::string path = PartPath(part);
+  std::string path = PartPath(part);
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(fmt::format("{}/{}", kPartsDir, part.job)));
   const Status created =
       dst.CreateExclusive(path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});

@@ -52,12 +52,13 @@ Result<std::unique_ptr<VersionView>> OpenChecked(Storage& storage, std::optional
     report.problems.push_back(latest.error().message());
     return std::unique_ptr<VersionView>();
   }
-  if (!*latest) {
+  const std::optional<format::VersionRecord>& record = *latest;
+  if (!record) {
     return Err(Status::NotFound(storage.Describe("") + " is not a stoker dataset (no versions/)"));
   }
-  report.version = (*latest)->version;
+  report.version = record->version;
   // Every block of every segment, and the samples.
-  auto opened = VersionView::Open(storage, **latest);
+  auto opened = VersionView::Open(storage, *record);
   Status metadata = opened ? Status::OK() : opened.error();
   for (size_t j = 0; metadata.ok() && j < (*opened)->segment_count(); ++j) {
     metadata = (*opened)->segment(j).CheckEveryBlock();

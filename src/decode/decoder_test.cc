@@ -671,6 +671,7 @@ PngFile MakePng(uint32_t width, uint32_t height, int color_type, int bit_depth,
     }
   }
   std::vector<png_bytep> pointers;
+  pointers.reserve(rows.size());
   for (auto& row : rows) pointers.push_back(row.data());
   png_write_image(png, pointers.data());
   png_write_end(png, nullptr);

@@ -51,8 +51,8 @@ void PlanAxis(int in_size, float in0, float in1, int out_size, Interpolation int
   plan.weights.resize(plan.stride);
   for (int i = 0; i < out_size; ++i) {
     const double center = in0 + (i + 0.5) * scale;
-    const int lo = std::max(static_cast<int>(center - support + 0.5), 0);
-    const int hi = std::min(static_cast<int>(center + support + 0.5), in_size);
+    const int lo = std::max(static_cast<int>(std::floor(center - support + 0.5)), 0);
+    const int hi = std::min(static_cast<int>(std::floor(center + support + 0.5)), in_size);
     const int n = std::max(hi - lo, 0);
     double total = 0.0;
     for (int k = 0; k < n; ++k) {

@@ -63,7 +63,7 @@ std::vector<Window> Windows(int in_size, float in0, float in1, int out_size, Int
   std::vector<Window> windows(out_size);
   for (int i = 0; i < out_size; ++i) {
     const double center = in0 + (i + 0.5) * scale;
-    int lo = int(center - support + 0.5), hi = int(center + support + 0.5);
+    int lo = int(std::floor(center - support + 0.5)), hi = int(std::floor(center + support + 0.5));
     if (lo < 0) lo = 0;
     if (hi > in_size) hi = in_size;
     std::vector<double> w;

@@ -110,6 +110,7 @@ TEST(Manifest, EachMalformedLineIsRejectedEvenWithAValidCrc) {
       Body("2"),
       Body(""),
       Body("01"),
+      // NOLINTNEXTLINE(bugprone-suspicious-missing-comma): one body, split over two lines
       "stoker-manifst 1\nversion 3\nsnapshot snapshots/a\nsnapshot-bytes 1\nsnapshot-crc32c "
       "00000000\n",
       // version

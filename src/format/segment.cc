@@ -329,8 +329,10 @@ Status Segment::LoadFlatIndexes() {
   }
   uint64_t next_location = 0;
   for (uint64_t i = 0; i < info_.chunk_count; ++i) {
-    const SegmentChunk ch =
-        *DecodeChunkRecord(chunks.data() + kSegmentChunkRecordSize2 * i, version_, grouped());
+    const std::optional<SegmentChunk> decoded =
+        DecodeChunkRecord(chunks.data() + kSegmentChunkRecordSize2 * i, version_, grouped());
+    if (!decoded) return Corrupt(fmt::format("bad chunk record {}", i));
+    const SegmentChunk& ch = *decoded;
     if (ch.first_location != next_location || ch.file_size < ch.fixed_bytes()) {
       return Corrupt(fmt::format("bad chunk record {}", i));
     }

@@ -150,7 +150,9 @@ Status MergeSegments(std::span<const Segment* const> inputs, const SortOptions& 
       varint::Put(&value, f.location + shift[j].files);
       varint::Put(&value, position);
       STOKER_RETURN_IF_ERROR(files.Add(f.key, value));
-      AddToDirTable(dirs, *PathOfFileKey(f.key), rank);  // the reader checked the key
+      const std::optional<std::string> path = PathOfFileKey(f.key);
+      if (!path) return Status::Corruption(fmt::format("a file key that is no path: {}", f.key));
+      AddToDirTable(dirs, *path, rank);
       record.clear();
       PutBigEndian64(&record, position);
       varint::Put(&record, rank);
@@ -173,7 +175,7 @@ Status MergeSegments(std::span<const Segment* const> inputs, const SortOptions& 
         return Status::Corruption("two of the merged files have the same position");
       }
       r.remove_prefix(8);
-      return writer.Add(*varint::Get(&r));
+      return writer.Add(varint::GetOwn(&r));
     }));
     STOKER_RETURN_IF_ERROR(writer.Finish());
   }

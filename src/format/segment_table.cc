@@ -86,7 +86,7 @@ Status Segment::Table::LoadFlat(const std::string& index, const std::string& key
 Status Segment::Table::LoadTop(const std::string& top, uint32_t top_kind) {
   two_level_ = true;
   const uint64_t index_blocks = BlocksFor(blocks_);
-  const Status bad = segment_->Corrupt(fmt::format("top index section {} is malformed", top_kind));
+  Status bad = segment_->Corrupt(fmt::format("top index section {} is malformed", top_kind));
   ByteCursor c{top};
   for (uint64_t j = 0; j <= index_blocks && c.ok; ++j) {
     Top t;

@@ -77,6 +77,7 @@ SegmentSpec SpecFor(const std::vector<std::string>& paths, uint64_t seed,
 
 std::vector<std::string> TreePaths(int files) {
   std::vector<std::string> paths;
+  paths.reserve(files);
   for (int i = 0; i < files; ++i) {
     paths.push_back(fmt::format("train/n{:08d}/n{:08d}_{}.JPEG", i % 13, i % 13, i));
   }
@@ -361,7 +362,7 @@ TEST(Segment, EmptySegmentHoldsOnlyTheRoot) {
 }
 
 TEST(SegmentBuilder, RejectsWhatTheFormatCannotSay) {
-  auto code = [](SegmentSpec spec) { return BuildSegment(std::move(spec)).error().code(); };
+  auto code = [](const SegmentSpec& spec) { return BuildSegment(spec).error().code(); };
   EXPECT_EQ(code(SpecFor({"a", "b", "a"}, 1)), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(SpecFor({"a", "a/b"}, 1)), StatusCode::kInvalidArgument);  // file and dir
   EXPECT_EQ(code(SpecFor({"a", "../b"}, 1)), StatusCode::kInvalidArgument);
@@ -625,6 +626,7 @@ TEST(SegmentMerge, KeepsEveryFileIndexLocationLabelSampleAndAttribute) {
 
 TEST(SegmentMerge, KeepsSamplesAndMergesAgain) {
   std::vector<std::string> paths;
+  paths.reserve(700);
   for (int i = 0; i < 700; ++i) {
     paths.push_back(fmt::format("shard{}/{:06d}.jpg", i % 4, i));
   }
@@ -634,6 +636,7 @@ TEST(SegmentMerge, KeepsSamplesAndMergesAgain) {
   for (int i = 0; i < 100; ++i) all.push_back(fmt::format("shard0/{:06d}.jpg", 5000 + i));
   const auto bytes = AppendedSegments(all, 4, true);
   std::vector<std::unique_ptr<Segment>> in;
+  in.reserve(bytes.size());
   for (const auto& b : bytes) in.push_back(OpenOrDie(&b));
   const std::string first3 = MergeOrDie({in[0].get(), in[1].get(), in[2].get()});
   auto m3 = OpenOrDie(&first3);

@@ -53,6 +53,7 @@ SnapshotSpec SpecFor(const std::vector<std::string>& paths) {
 
 std::vector<std::string> PathsOf(const test::Tree& tree) {
   std::vector<std::string> paths;
+  paths.reserve(tree.files.size());
   for (const auto& [path, data] : tree.files) paths.push_back(path);
   return paths;
 }
@@ -480,7 +481,7 @@ TEST(SnapshotCorruption, MutationsWithoutChecksumNeverCrash) {
         coding::EncodeFixed<uint32_t>(bytes.data() + at, values[rng.Below(std::size(values))]);
         break;
       }
-      case 3: {  // truncation, with the trailer moved so the size check passes
+      default: {  // 3: truncation, with the trailer moved so the size check passes
         const size_t keep = kSnapshotHeaderSize + rng.Below(good.size() - kSnapshotHeaderSize);
         bytes = good.substr(0, keep);
         bytes += good.substr(good.size() - kSnapshotTrailerSize);

@@ -109,7 +109,7 @@ void AppendSegment(VersionRecord& record, const WrittenSegment& written) {
 
 Status CreateExclusiveOrConfirm(Storage& storage, std::string_view path, std::string_view bytes,
                                 uint64_t limit) {
-  const Status created = storage.CreateExclusive(path, AsBytes(bytes));
+  Status created = storage.CreateExclusive(path, AsBytes(bytes));
   if (created.ok()) return created;
   // AlreadyExists, or an error that may have come after the file was created (a lost reply;
   // an S3 client's retry meeting its own first attempt): the stored bytes decide.
@@ -128,8 +128,8 @@ Status CreateExclusiveOrConfirm(Storage& storage, std::string_view path, std::st
 
 Status PublishVersionRecord(Storage& storage, const VersionRecord& record) {
   STOKER_RETURN_IF_ERROR(storage.CreateDirs(kVersionsDir));
-  const Status s = CreateExclusiveOrConfirm(storage, VersionRecordPath(record.version),
-                                            EncodeVersionRecord(record), kMaxVersionRecordSize);
+  Status s = CreateExclusiveOrConfirm(storage, VersionRecordPath(record.version),
+                                      EncodeVersionRecord(record), kMaxVersionRecordSize);
   if (s.code() == StatusCode::kAlreadyExists) {
     return Status::AlreadyExists(fmt::format("version {} of {} was published by another writer",
                                              record.version, storage.Describe("")));

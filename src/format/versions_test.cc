@@ -79,6 +79,7 @@ TEST(Versions, RacingWritersOnADirectoryGetOneWinnerPerVersion) {
   for (uint64_t version = 1; version <= 10; ++version) {
     std::vector<Status> results(kWriters);
     std::vector<std::thread> threads;
+    threads.reserve(kWriters);
     for (int w = 0; w < kWriters; ++w) {
       threads.emplace_back(
           [&, w] { results[w] = PublishVersionRecord(*storage, Record(version, 100 + w)); });

@@ -42,6 +42,7 @@ constexpr unsigned kMaxBackground = 64;
 // which for readahead can be while fuse_reply_buf's writev is still returning on another thread
 // (the bytes are copied by then, but the buffer must not go away under the call).
 using Handle = std::shared_ptr<OpenFile>;
+// NOLINTNEXTLINE(performance-no-int-to-ptr): libfuse gives the file system an integer to own
 Handle* HandleOf(const fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
 
 // Everything the callbacks need, reached through fuse_req_userdata().
@@ -102,8 +103,8 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
   auto ino = fs.inodes.Lookup(parent, name);
   if (!ino) return ReplyError(req, ino.error());
-  if (*ino) {
-    auto e = EntryOf(fs, **ino);
+  if (const std::optional<uint64_t>& found = *ino) {
+    auto e = EntryOf(fs, *found);
     if (!e) return ReplyError(req, e.error());
     fuse_reply_entry(req, &*e);
     return;
@@ -348,6 +349,7 @@ Status Serve(const Dataset& dataset, const std::string& mountpoint, const MountO
   if (options.allow_other) args_text.insert(args_text.end(), {"-o", "allow_other"});
   for (const std::string& o : options.fuse_options) args_text.insert(args_text.end(), {"-o", o});
   std::vector<char*> argv;
+  argv.reserve(args_text.size());
   for (std::string& a : args_text) argv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
 

@@ -184,6 +184,7 @@ TEST_F(FuseTest, RandomRangesAndConcurrentFirstReads) {
     // Several threads race to the first read: one loads, all get the right bytes.
     std::vector<std::thread> threads;
     std::atomic<int> wrong{0};
+    threads.reserve(4);
     for (int i = 0; i < 4; ++i) {
       threads.emplace_back([&, i] {
         std::vector<std::byte> scratch;

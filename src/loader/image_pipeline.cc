@@ -185,15 +185,16 @@ struct ImagePipeline::State {
         Result<std::optional<SampleData>> item = reader->Next();
         const double waited = SecondsSince(start);
         if (!item) return Fail(item.error());
-        if (!*item) return Fail(Status::Internal("the read pipeline ended before the plan"));
+        std::optional<SampleData>& data = *item;
+        if (!data) return Fail(Status::Internal("the read pipeline ended before the plan"));
         batch->positions[slot] = pos + slot;
-        batch->samples[slot] = (*item)->sample;
-        batch->labels[slot] = (*item)->label;
+        batch->samples[slot] = data->sample;
+        batch->labels[slot] = data->label;
         std::unique_lock lock(mu);
         stats.read_wait_seconds += waited;
         dispatch_cv.wait(lock, [&] { return stopping || tasks.size() < task_capacity; });
         if (stopping) return;
-        tasks.push_back({batch, slot, std::move(**item)});
+        tasks.push_back({batch, slot, *std::move(data)});
         work_cv.notify_one();
       }
       pos += count;

@@ -48,6 +48,7 @@ ImageSet MakeImageSet(int count, const std::map<std::string, std::string>& extra
   EXPECT_TRUE(ds.has_value());
   set.dataset = std::shared_ptr<const Dataset>(std::move(*ds));
   std::vector<uint32_t> chunks;
+  chunks.reserve(set.dataset->sample_count());
   for (uint32_t s = 0; s < set.dataset->sample_count(); ++s) {
     chunks.push_back(
         dataset::ViewOf(*set.dataset).file(set.dataset->SampleFiles(s).value().first).chunk);

@@ -141,17 +141,18 @@ class UringEngine final : public IoEngine {
         auto* op = static_cast<InFlight*>(io_uring_cqe_get_data(cqe));
         const int res = cqe->res;
         const auto& r = op->request;
-        if (res == -EINTR || res == -EAGAIN) {
-          resubmit.push_back(op);
-        } else if (res < 0) {
+        if (res < 0 && res != -EINTR && res != -EAGAIN) {
           Finish(op, Status::FromErrno(-res, "read chunk"));
         } else if (res == 0) {
           Finish(op, Status::IOError(fmt::format("short read: {} of {} bytes at offset {}",
                                                  op->done, r.dst.size(), r.offset)));
-        } else if ((op->done += static_cast<size_t>(res)) < r.dst.size()) {
-          resubmit.push_back(op);  // a short read: ask for the rest
         } else {
-          Finish(op, Status::OK());
+          if (res > 0) op->done += static_cast<size_t>(res);
+          if (op->done < r.dst.size()) {
+            resubmit.push_back(op);  // interrupted, or a short read: ask for the rest
+          } else {
+            Finish(op, Status::OK());
+          }
         }
       }
       io_uring_cq_advance(&ring_, seen);

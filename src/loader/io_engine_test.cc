@@ -58,7 +58,7 @@ TEST(IoEngine, ReadsWithoutADescriptorRunDepthAtOnce) {
       auto engine = CreateIoEngine(kind, kDepth);
       ASSERT_TRUE(engine.has_value()) << engine.error().ToString();
       for (uint32_t i = 0; i < 2 * kDepth; ++i) {
-        (*engine)->Submit({file, i, std::span(buffers).subspan(i * 16, 16), [&](Status s) {
+        (*engine)->Submit({file, i, std::span(buffers).subspan(i * 16, 16), [&](const Status& s) {
                              std::lock_guard lock(mu);
                              ok += s.ok();
                            }});

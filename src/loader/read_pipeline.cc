@@ -117,7 +117,7 @@ struct ReadPipeline::State {
   void SubmitRange(Range range, const std::weak_ptr<State>& weak);
   // Takes the I/O path's reference to `buffer` and drops it before the range stops counting as
   // in flight, so Next() never sees a finished range whose bytes still look held.
-  void Complete(const Range& range, std::shared_ptr<std::byte[]> buffer, Status status);
+  void Complete(const Range& range, std::shared_ptr<std::byte[]> buffer, const Status& status);
   // Marks the range's bytes as no longer held (runs when the last sample using them is gone).
   static void Release(const std::weak_ptr<State>& weak, uint64_t bytes);
 };
@@ -165,6 +165,7 @@ void ReadPipeline::State::Schedule() {
 }
 
 PlanSegment ReadPipeline::State::NextSegment(uint64_t first, uint64_t segment_bytes) const {
+  // NOLINTNEXTLINE(bugprone-unchecked-optional-access): Start sets it before any thread runs
   const PlanLocations& snap = *locations;
   // One segment: consecutive plan positions worth up to segment_bytes (at least one sample).
   // All of a segment's reads must fit in the budget together (see Coalesce), so a sample that
@@ -191,6 +192,7 @@ PlanSegment ReadPipeline::State::NextSegment(uint64_t first, uint64_t segment_by
 }
 
 bool ReadPipeline::State::AddSlots(const PlanSegment& segment) {
+  // NOLINTNEXTLINE(bugprone-unchecked-optional-access): Start sets it before any thread runs
   const PlanLocations& snap = *locations;
   std::lock_guard lock(mu);
   if (stop) return false;
@@ -246,13 +248,13 @@ void ReadPipeline::State::SubmitRange(Range range, const std::weak_ptr<State>& w
   auto shared_range = std::make_shared<Range>(std::move(range));
   engine->Submit({std::move(*file), shared_range->offset,
                   std::span<std::byte>(buffer.get(), length),
-                  [this, shared_range, buffer](Status s) mutable {
-                    Complete(*shared_range, std::move(buffer), std::move(s));
+                  [this, shared_range, buffer](const Status& s) mutable {
+                    Complete(*shared_range, std::move(buffer), s);
                   }});
 }
 
 void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte[]> buffer,
-                                   Status status) {
+                                   const Status& status) {
   const auto& snap = dataset::ViewOf(*dataset);
   // Check CRCs outside the lock: this is the expensive part and runs on I/O threads.
   std::vector<Status> results(range.extents.size());

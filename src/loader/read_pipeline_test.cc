@@ -23,7 +23,7 @@ struct Packed {
   std::shared_ptr<const Dataset> dataset;
 };
 
-Packed PackRandom(uint64_t seed, std::shared_ptr<Storage> storage,
+Packed PackRandom(uint64_t seed, const std::shared_ptr<Storage>& storage,
                   uint64_t chunk_bytes = 64 << 10) {
   test::RandomTreeOptions o;
   o.files = 200;
@@ -40,6 +40,7 @@ Packed PackRandom(uint64_t seed, std::shared_ptr<Storage> storage,
 
 std::vector<uint32_t> Plan(const Dataset& ds, ShuffleMode mode, uint64_t seed) {
   std::vector<uint32_t> chunks;
+  chunks.reserve(ds.sample_count());
   for (uint32_t s = 0; s < ds.sample_count(); ++s) {
     chunks.push_back(dataset::ViewOf(ds).file(ds.SampleFiles(s).value().first).chunk);
   }

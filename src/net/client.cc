@@ -97,6 +97,7 @@ std::vector<size_t> Client::ServerOrder(std::string_view path) const {
   const size_t n = pools_.size();
   const size_t first = n == 1 ? 0 : static_cast<size_t>(Hash64(path) % n);
   std::vector<size_t> order;
+  order.reserve(n);
   for (size_t i = 0; i < n; ++i) order.push_back((first + i) % n);
   // Servers that recently failed every try go last: still tried, but not before healthy ones.
   const int64_t now = NowNs();

@@ -159,6 +159,7 @@ TEST_F(ClientServerTest, ConcurrentReadersGetTheirOwnConnections) {
 
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       for (uint32_t f = static_cast<uint32_t>(t); f < ds.file_count(); f += 3) {

@@ -193,6 +193,7 @@ TEST(ServerLimits, AnswersWaitForRoomUnderTheMemoryLimit) {
   auto server = test::StartServer(options);
   std::vector<std::thread> readers;
   std::atomic<int> right{0};
+  readers.reserve(4);
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&] {
       auto storage = OpenRemoteStorage(test::UriFor({server.get()}, "ds"), test::kSecret,

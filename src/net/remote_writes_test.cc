@@ -68,6 +68,7 @@ TEST_F(RemoteWritesTest, PackAndConcurrentAppendsLandWhole) {
   }
   std::atomic<int> landed = 0;
   std::vector<std::thread> writers;
+  writers.reserve(4);
   for (int w = 0; w < 4; ++w) {
     writers.emplace_back([&, w] {
       auto packed = dataset::Pack(*stoker::test::TreeSource(trees[w]), *Open(), o);
@@ -99,6 +100,7 @@ TEST_F(RemoteWritesTest, PackAndConcurrentAppendsLandWhole) {
 TEST_F(RemoteWritesTest, ExclusiveCreateHasExactlyOneWinner) {
   std::atomic<int> won = 0, lost = 0;
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
       const std::string bytes = "writer " + std::to_string(i);

@@ -14,6 +14,7 @@ constexpr uint64_t kChunk = 4096;
 // A plan read one chunk at a time: each chunk is in use only until the next is first read.
 std::vector<ChunkCache::PlannedChunk> Sequential(const std::vector<uint32_t>& order) {
   std::vector<ChunkCache::PlannedChunk> out;
+  out.reserve(order.size());
   for (uint32_t i = 0; i < order.size(); ++i) out.push_back({order[i], i, i});
   return out;
 }
@@ -38,6 +39,7 @@ TEST(ChunkCacheTest, ConcurrentGetsShareOneFill) {
   filler.delay = std::chrono::milliseconds(50);
   std::vector<std::thread> threads;
   std::atomic<int> right{0};
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
       auto c = cache.Get(7, kChunk, filler.Get());
@@ -60,6 +62,7 @@ TEST(ChunkCacheTest, AFailedFillReachesEveryWaiterAndIsRetriedLater) {
   };
   std::vector<std::thread> threads;
   std::atomic<int> errors{0};
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       auto c = cache.Get(1, kChunk, failing);

@@ -9,7 +9,7 @@
 
 namespace stoker::node {
 
-Result<std::unique_ptr<DiskTier>> DiskTier::Open(std::string dir, uint64_t limit_bytes,
+Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, uint64_t limit_bytes,
                                                  const std::set<uint64_t>& wanted) {
   // Laid out like a dataset: DIR/chunks/<id>.chunk (format::ChunkPath).
   std::error_code ec;

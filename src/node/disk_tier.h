@@ -36,7 +36,7 @@ class DiskTier {
  public:
   // Uses (and creates) `dir`; keeps the files of chunks in `wanted` that are already there and
   // removes every other file in it.
-  static Result<std::unique_ptr<DiskTier>> Open(std::string dir, uint64_t limit_bytes,
+  static Result<std::unique_ptr<DiskTier>> Open(const std::string& dir, uint64_t limit_bytes,
                                                 const std::set<uint64_t>& wanted);
 
   // Fills dst from the chunk's file: NotFound if there is none (or it has another size).

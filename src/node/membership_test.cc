@@ -16,6 +16,7 @@ namespace {
 
 std::vector<net::ServerAddress> Peers(int n) {
   std::vector<net::ServerAddress> out;
+  out.reserve(n);
   for (int i = 0; i < n; ++i) out.push_back({"10.0.0." + std::to_string(i + 1), 7171});
   return out;
 }
@@ -42,6 +43,7 @@ TEST(MembershipTest, EveryDaemonComputesTheSameBalancedPlacement) {
 TEST(MembershipTest, ADeadPeerMovesOnlyItsOwnChunks) {
   auto m = Make(4, 0);
   std::vector<std::vector<size_t>> before;
+  before.reserve(1000);
   for (uint64_t chunk = 0; chunk < 1000; ++chunk) before.push_back(m->LiveRanking(chunk));
   m->MarkDown(2, Status::IOError("test"));
   EXPECT_FALSE(m->IsLive(2));
@@ -111,6 +113,7 @@ TEST(RendezvousTest, DaemonsStartedApartAgreeOnOnePeerList) {
   const std::string file = dir.Join("job.peers");
   std::vector<std::vector<net::ServerAddress>> got(3);
   std::vector<std::thread> daemons;
+  daemons.reserve(3);
   for (int i = 0; i < 3; ++i) {
     daemons.emplace_back([&, i] {
       std::this_thread::sleep_for(std::chrono::milliseconds(150 * i));

@@ -87,9 +87,9 @@ class PeerExport : public Storage {
     return Err(Status::NotFound(Describe(path) + ": a node daemon lists nothing"));
   }
   Result<bool> Exists(std::string_view path) override {
-    return path == format::kManifestPath ||
-           (format::ParseChunkPath(path).has_value() &&
-            state_->chunk_index.contains(*format::ParseChunkPath(path)));
+    if (path == format::kManifestPath) return true;
+    const std::optional<uint64_t> chunk = format::ParseChunkPath(path);
+    return chunk && state_->chunk_index.contains(*chunk);
   }
   std::string Describe(std::string_view path) const override {
     return fmt::format("node cache of job {}: {}", state_->options.job, path);

@@ -33,7 +33,7 @@ uint16_t FreePort() {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
   return ntohs(a.sin_port);
@@ -278,7 +278,7 @@ TEST_F(NodeTest, TheDiskTierServesRereadsAndSurvivesARestart) {
 // daemon goes on serving everyone else.
 TEST_F(NodeTest, MalformedTrainerMessagesAreRefused) {
   StartDaemons(1);
-  auto expect_refused = [&](std::string message) {
+  auto expect_refused = [&](const std::string& message) {
     auto socket = ConnectUnix(Socket(0));
     ASSERT_TRUE(socket.has_value());
     ASSERT_TRUE(SendMessage(*socket, message, -1, net::After(std::chrono::seconds(2))).ok());

@@ -61,6 +61,7 @@ Result<std::vector<net::ServerAddress>> Rendezvous(const std::string& path,
     }
     if (seen.size() == expected) {
       std::vector<net::ServerAddress> peers;
+      peers.reserve(seen.size());
       for (auto& [key, address] : seen) peers.push_back(std::move(address));
       return peers;
     }

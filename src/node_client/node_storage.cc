@@ -277,8 +277,8 @@ class NodeChunkFile : public RandomAccessFile {
 class NodeStorage : public storage::ForwardingStorage {
  public:
   NodeStorage(std::shared_ptr<Storage> store, std::string socket_path)
-      : ForwardingStorage(store),
-        link_(std::make_shared<NodeLink>(store, std::move(socket_path))) {}
+      : ForwardingStorage(store),  // the base is built first: a copy, then the link takes it
+        link_(std::make_shared<NodeLink>(std::move(store), std::move(socket_path))) {}
 
   // Chunk files through the daemon; everything else goes to the store unchanged.
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(std::string_view path) override {

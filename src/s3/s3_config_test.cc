@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "s3/s3_client.h"
 #include "testing/test_util.h"
@@ -87,9 +88,9 @@ TEST(S3Config, MistakesAreNamed) {
   EXPECT_NE(none.error().message().find("AWS_ACCESS_KEY_ID"), std::string::npos);
   const std::map<std::string, std::string> keys{{"AWS_ACCESS_KEY_ID", "a"},
                                                 {"AWS_SECRET_ACCESS_KEY", "s"}};
-  auto with = [&](std::string k, std::string v) {
+  auto with = [&](const std::string& k, std::string v) {
     auto env = keys;
-    env[k] = v;
+    env[k] = std::move(v);
     return LoadS3Config(env, home.path());
   };
   EXPECT_NE(with("AWS_MAX_ATTEMPTS", "0").error().message().find("AWS_MAX_ATTEMPTS"),

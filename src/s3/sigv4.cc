@@ -57,6 +57,7 @@ std::string TrimAll(std::string_view v) {
 // Lower-cased names, sorted; values of repeated names joined by ',' in their order.
 std::vector<std::pair<std::string, std::string>> CanonicalHeaders(const SigningRequest& r) {
   std::vector<std::pair<std::string, std::string>> headers;
+  headers.reserve(r.headers.size());
   for (const auto& [name, value] : r.headers) headers.emplace_back(Lower(name), TrimAll(value));
   std::stable_sort(headers.begin(), headers.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -93,6 +94,7 @@ std::string UriEncode(std::string_view s, bool keep_slash) {
 
 std::string CanonicalQuery(const std::vector<std::pair<std::string, std::string>>& query) {
   std::vector<std::pair<std::string, std::string>> encoded;
+  encoded.reserve(query.size());
   for (const auto& [name, value] : query) {
     encoded.emplace_back(UriEncode(name, false), UriEncode(value, false));
   }

@@ -60,9 +60,15 @@ Status CheckWritablePath(std::string_view path) {
                     "dataset may be written");
 }
 
+// ParentOf for its checks (and, with `create`, its directories) when the path is not needed.
+Status CheckParentOf(const std::string& dir, std::string_view path, bool create) {
+  auto parent = ParentOf(dir, path, create);
+  return parent ? Status::OK() : parent.error();
+}
+
 Status WriteUpload(const std::string& dir, std::string_view path, uint64_t upload, uint64_t offset,
                    std::string_view bytes) {
-  STOKER_ASSIGN_OR_RETURN(const std::string parent, ParentOf(dir, path, /*create=*/true));
+  STOKER_RETURN_IF_ERROR(CheckParentOf(dir, path, /*create=*/true));
   const std::string full = dir + '/' + UploadName(path, upload);
   STOKER_ASSIGN_OR_RETURN(const int fd, OpenUpload(full));
   Status st;
@@ -126,14 +132,14 @@ Status FinishUpload(const std::string& dir, std::string_view path, uint64_t uplo
 }
 
 Status RemoveFile(const std::string& dir, std::string_view path) {
-  STOKER_ASSIGN_OR_RETURN(const std::string parent, ParentOf(dir, path, /*create=*/false));
+  STOKER_RETURN_IF_ERROR(CheckParentOf(dir, path, /*create=*/false));
   const std::string target = dir + '/' + std::string(path);
   if (::unlink(target.c_str()) != 0) return Status::FromErrno(errno, "remove " + target);
   return Status::OK();
 }
 
 Status RenameFile(const std::string& dir, std::string_view from, std::string_view to) {
-  STOKER_ASSIGN_OR_RETURN(const std::string from_parent, ParentOf(dir, from, /*create=*/false));
+  STOKER_RETURN_IF_ERROR(CheckParentOf(dir, from, /*create=*/false));
   STOKER_ASSIGN_OR_RETURN(const std::string to_parent, ParentOf(dir, to, /*create=*/true));
   const std::string source = dir + '/' + std::string(from);
   if (::rename(source.c_str(), (dir + '/' + std::string(to)).c_str()) != 0) {

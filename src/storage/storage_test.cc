@@ -113,6 +113,7 @@ TEST_P(StorageTest, CreateExclusiveHasOneWinnerAmongRacingWriters) {
     const std::string path = "versions/" + std::to_string(round);
     std::vector<std::thread> threads;
     std::vector<Status> results(kWriters);
+    threads.reserve(kWriters);
     for (int w = 0; w < kWriters; ++w) {
       threads.emplace_back([&, w] {
         results[w] = storage_->CreateExclusive(path, AsBytes("writer " + std::to_string(w)));

@@ -127,6 +127,7 @@ std::vector<std::pair<std::string, bool>> Tree::Listing(std::string_view dir) co
     }
   }
   std::vector<std::pair<std::string, bool>> out;
+  out.reserve(subdirs.size());
   for (const auto& d : subdirs) out.emplace_back(d, true);
   for (const auto& f : names) out.emplace_back(f, false);
   return out;
