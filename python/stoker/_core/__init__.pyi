@@ -85,7 +85,7 @@ class Dataset:
 
 def transform_options() -> list:
     """
-    The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, pair, triple, size), doc, choices, default. stoker.ImageLoader's signature and docs are generated from it (scripts/gen_options.py).
+    The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, pair, triple, size), doc, choices, default, text. stoker.ImageLoader's signature and docs are generated from it (scripts/gen_options.py).
     """
 
 def parse_transform_options(values: dict) -> dict:
