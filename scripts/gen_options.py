@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
-"""Writes what is derived from the image transform's option table (decode/transform_option_table.cc,
-read through stoker._core.transform_options()): stoker.ImageLoader's keyword arguments, the
-dict it hands to C++ and their docs (python/stoker/image_loader.py), and the option table in
-docs/augment.md. Each goes between BEGIN/END GENERATED markers; nothing else is touched.
+"""Writes what is derived from the option tables, each goes between BEGIN/END GENERATED markers;
+nothing else is touched:
+  - from the image transform's (decode/transform_option_table.cc, read through
+    stoker._core.transform_options()): stoker.ImageLoader's keyword arguments, the dict it hands
+    to C++ and their docs (python/stoker/image_loader.py), and the option table in
+    docs/augment.md;
+  - from pack's (dataset/pack_option_table.cc, stoker._core.pack_options()): the table of
+    `stoker pack`'s flags and stoker.pack's keyword arguments in README.md. (stoker.pack's
+    signature and docstring are made from the table when the module registers it, and the CLI
+    registers its flags from it.)
 
     python scripts/gen_options.py          # rewrite the generated parts
     python scripts/gen_options.py --check  # exit 1 (and say where) if any is stale
 
-Run it after adding or changing an option (and rebuilding stoker._core);
+Run it after adding or changing an option of either (and rebuilding stoker._core);
 tests/python/test_options.py runs --check.
 """
 from __future__ import annotations
@@ -19,7 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 LOADER = REPO / "python" / "stoker" / "image_loader.py"
 DOCS = REPO / "docs" / "augment.md"
-SOURCE = "decode/transform_option_table.cc"
+README = REPO / "README.md"
+SOURCES = "src/decode/transform_option_table.cc, src/dataset/pack_option_table.cc"
 # The docstring line after which the options' docs are generated, up to the next blank line.
 DOC_HEADING = "generated from it by scripts/gen_options.py):"
 
@@ -75,6 +82,15 @@ def docs_table(table: list[dict]) -> list[str]:
     return out
 
 
+def pack_docs_table(table: list[dict]) -> list[str]:
+    out = ["| flag | keyword | type | default | what |", "|---|---|---|---|---|"]
+    for o in table:
+        kind = o["kind"] if o["kind"] != "choice" else " / ".join(o["choices"])
+        flag = "--" + o["name"].replace("_", "-")
+        out.append(f"| `{flag}` | `{o['name']}` | {kind} | `{o['text']}` | {o['doc']} |")
+    return out
+
+
 def replace(text: str, tag: str, body: list[str], path: Path) -> str:
     """`text` with the lines between the BEGIN/END GENERATED `tag` markers replaced by `body`."""
     lines = text.split("\n")
@@ -102,7 +118,7 @@ def main() -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--check", action="store_true", help="fail if a generated part is stale")
     check = p.parse_args().check
-    from stoker._core import transform_options
+    from stoker._core import pack_options, transform_options
     table = transform_options()
 
     loader = LOADER.read_text()
@@ -111,16 +127,19 @@ def main() -> int:
     new_loader = replace_after(new_loader, DOC_HEADING, docstring(table), LOADER)
     docs = DOCS.read_text()
     new_docs = replace(docs, "options", docs_table(table), DOCS)
+    readme = README.read_text()
+    new_readme = replace(readme, "pack-options", pack_docs_table(pack_options()), README)
 
-    stale = [path for path, old, new in ((LOADER, loader, new_loader), (DOCS, docs, new_docs))
-             if old != new]
+    files = ((LOADER, loader, new_loader), (DOCS, docs, new_docs), (README, readme, new_readme))
+    stale = [path for path, old, new in files if old != new]
     if check:
         for path in stale:
             print(f"gen_options: {path.relative_to(REPO)} is stale: run "
-                  f"python scripts/gen_options.py (the table: src/{SOURCE})", file=sys.stderr)
+                  f"python scripts/gen_options.py (the tables: {SOURCES})", file=sys.stderr)
         return 1 if stale else 0
-    LOADER.write_text(new_loader)
-    DOCS.write_text(new_docs)
+    for path, old, new in files:
+        if old != new:
+            path.write_text(new)
     for path in stale:
         print(f"gen_options: rewrote {path.relative_to(REPO)}")
     return 0

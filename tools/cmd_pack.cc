@@ -7,9 +7,11 @@
 
 #include "common/parse_number.h"
 #include "common/progress.h"
+#include "dataset/pack_option_table.h"
 #include "dataset/packer.h"
 #include "dataset/parts.h"
 #include "tools/commands.h"
+#include "tools/option_flags.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -17,17 +19,12 @@ namespace {
 
 struct PackArgs {
   std::vector<std::string> paths;  // SRC... DST
-  uint64_t chunk_bytes = uint64_t{64} << 20;
-  bool append = false;
-  std::string labels = "auto";
-  int threads = 0;
+  // The options stoker.pack takes too, one flag per entry of dataset/pack_option_table.h.
+  dataset::PackSettings settings;
+  // The CLI's own: Python has no --attributes, --part, --job, --json or --quiet.
   bool json = false;
   bool quiet = false;
   std::string attributes_file;
-  std::string order = "shuffled";
-  std::string layout = "auto";
-  uint64_t order_seed = 0;
-  uint64_t mix_memory_bytes = uint64_t{2} << 30;
   std::string part;  // "K/N", "K", or "env" (Slurm array / Kubernetes Indexed Job)
   std::string job;
 };
@@ -78,20 +75,15 @@ Status LoadAttributes(const std::string& file, dataset::PackOptions* options) {
   return Status::OK();
 }
 
-// The pack options the arguments give, but for the source's. On an error, prints it and returns
-// the exit code; else kExitOk.
+// Adds the CLI's own options (--attributes, --part) to the table's. On an error, prints it and
+// returns the exit code; else kExitOk.
 int SetPackOptions(const PackArgs& args, dataset::PackOptions* options) {
-  options->chunk_bytes = args.chunk_bytes;
-  options->append = args.append;
-  options->mix_memory_bytes = args.mix_memory_bytes;
   if (!args.attributes_file.empty()) {
     if (Status st = LoadAttributes(args.attributes_file, options); !st.ok()) {
       PrintError("pack", st);
       return kExitError;
     }
   }
-  options->labels =
-      args.labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
   if (!args.part.empty()) {
     auto part = ParsePart(args);
     if (!part) {
@@ -101,18 +93,6 @@ int SetPackOptions(const PackArgs& args, dataset::PackOptions* options) {
     options->part = *part;
   }
   return kExitOk;
-}
-
-// One directory tree, or any number of tar shards.
-Result<std::unique_ptr<dataset::PackSource>> OpenSource(const PackArgs& args,
-                                                        const std::vector<std::string>& sources,
-                                                        dataset::PackOptions* options) {
-  dataset::DirectorySourceOptions dir_options;
-  const auto order = dataset::ParseStorageOrder(args.order);  // CLI11 checked the name
-  dataset::SetStorageOrder(*order, args.order_seed, &dir_options, options);
-  dir_options.threads = args.threads;
-  dir_options.layout = *dataset::ParseDirectoryLayout(args.layout);  // CLI11 checked the name
-  return dataset::OpenPackSource(sources, dir_options, &options->group_samples);
 }
 
 // A part packed (--part): what it added, and where.
@@ -174,9 +154,10 @@ void PrintVersionSummary(const PackArgs& args, const std::string& dst,
 int RunPack(const PackArgs& args) {
   const std::string dst = args.paths.back();
   const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
-  dataset::PackOptions options;
+  dataset::PackOptions options = args.settings.pack;
   if (const int code = SetPackOptions(args, &options); code != kExitOk) return code;
-  auto source = OpenSource(args, sources, &options);
+  // One directory tree, or any number of tar shards.
+  auto source = dataset::OpenPackSource(sources, args.settings.source, &options.group_samples);
   if (!source) {
     PrintError("pack", source.error());
     return kExitError;
@@ -213,31 +194,7 @@ void RegisterPack(CLI::App& app, int& exit_code) {
   cmd->add_option("paths", args->paths, "SRC... DST: one directory, or tar files; then the dataset")
       ->required()
       ->expected(2, -1);
-  cmd->add_option("--chunk-size", args->chunk_bytes, "target chunk file size (default 64MiB)")
-      ->transform(ByteSize());
-  cmd->add_flag("--append", args->append, "add the files to DST as a new version");
-  cmd->add_option("--labels", args->labels, "auto: from the first directory level or .cls members")
-      ->check(CLI::IsMember({"auto", "none"}))
-      ->capture_default_str();
-  cmd->add_option("--layout", args->layout,
-                  "a directory's samples: tree (a file each, labels from the first directory "
-                  "level), webdataset (files sharing a key form a sample labelled by its .cls, "
-                  "as in a tar), auto (webdataset when .cls members are there)")
-      ->check(CLI::IsMember({"auto", "tree", "webdataset"}))
-      ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "parallel file reads (default: cores, min 2)");
-  cmd->add_option("--order", args->order,
-                  "where files land in chunks: shuffled (every chunk a random mix of the input, "
-                  "so chunk-wise shuffle mixes classes; tar input: 1024 chunks filled at once) "
-                  "or path (path/archive order: an ImageFolder tree class by class)")
-      ->check(CLI::IsMember({"path", "shuffled"}))
-      ->capture_default_str();
-  cmd->add_option("--order-seed", args->order_seed, "seed of --order shuffled")
-      ->capture_default_str();
-  cmd->add_option("--mix-memory", args->mix_memory_bytes,
-                  "tar input to S3, --order shuffled: memory for the part buffers of the chunks "
-                  "filled at once (32 MiB each; default 2GiB: 64 chunks, 8GiB: 256)")
-      ->transform(ByteSize());
+  AddOptionFlags(*cmd, dataset::PackOptionTable(), args->settings);
   cmd->add_option("--attributes", args->attributes_file,
                   "JSON Lines file of per-file attributes: {\"path\": ..., \"key\": \"value\"}");
   cmd->add_option("--part", args->part,

@@ -17,8 +17,8 @@
 #include "decode/transform_option_table.h"
 #include "errors.h"
 #include "loader/image_pipeline.h"
+#include "options.h"
 #include "stoker/dataset.h"
-#include "transform_options.h"
 
 namespace nb = nanobind;
 
@@ -40,6 +40,8 @@ constexpr const char* kPipelineKeys[] = {"batch_size",       "drop_last",     "t
                                          "prefetch_batches", "seed",          "epoch",
                                          "on_error",         "memory_budget", "io_depth"};
 
+const UnknownKey kUnknownImageOption = {PyExc_KeyError, "unknown image option "};
+
 // The options dict built by stoker.ImageLoader: its pipeline keys, and any of the transform's
 // options (decode/transform_option_table.h), each converted as its kind says. An unknown key
 // is an error, so that a misspelt option cannot be silently ignored.
@@ -58,7 +60,8 @@ ImagePipelineOptions ParseOptions(const nb::dict& o) {
   options.on_error = on_error == "raise" ? loader::ErrorPolicy::kRaise : loader::ErrorPolicy::kSkip;
   options.read.memory_budget_bytes = Get<uint64_t>(o, "memory_budget");
   options.read.io_depth = Get<uint32_t>(o, "io_depth");
-  SetTransformOptions(o, kPipelineKeys, options.transform);
+  SetOptions(o, kPipelineKeys, decode::TransformOptionTable(), kUnknownImageOption,
+             options.transform);
   return options;
 }
 
@@ -167,38 +170,18 @@ class PyImagePipeline {
 
 void RegisterImagePipeline(nb::module_& m) {
   m.def(
-      "transform_options",
-      [] {
-        nb::list table;
-        const decode::TransformOptions defaults;
-        for (const decode::TransformOption& option : decode::TransformOptionTable()) {
-          nb::dict d;
-          d["name"] = std::string(option.name);
-          d["kind"] = std::string(KindName(option.kind));
-          d["doc"] = std::string(option.doc);
-          nb::list choices;
-          for (const std::string_view c : option.choices) choices.append(std::string(c));
-          d["choices"] = choices;
-          d["default"] = TransformOptionValue(option, defaults);
-          table.append(d);
-        }
-        return table;
-      },
+      "transform_options", [] { return DescribeOptions(decode::TransformOptionTable()); },
       "The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, "
-      "pair, triple, size), doc, choices, default. stoker.ImageLoader's signature and docs are "
+      "pair, triple, size), doc, choices, default, text. stoker.ImageLoader's signature and docs "
+      "are "
       "generated from it (scripts/gen_options.py).");
   m.def(
       "parse_transform_options",
       [](const nb::dict& values) {
         decode::TransformOptions options;
-        SetTransformOptions(values, {}, options);
+        SetOptions(values, {}, decode::TransformOptionTable(), kUnknownImageOption, options);
         ThrowIfError(options.Validate());  // ValueError now, not at the first batch
-        nb::dict out;
-        for (const decode::TransformOption& option : decode::TransformOptionTable()) {
-          out[nb::str(option.name.data(), option.name.size())] =
-              TransformOptionValue(option, options);
-        }
-        return out;
+        return OptionValues(decode::TransformOptionTable(), options);
       },
       nb::arg("values"),
       "Every transform option's value after setting `values` (a dict of some of them) over the "

@@ -1,32 +1,38 @@
 // stoker.pack(src, dst, ...) and stoker.verify(uri): the `stoker pack` / `stoker verify`
 // commands as functions returning dicts (the same fields as the CLI's --json output).
-// Both run with the GIL released.
+// Both run with the GIL released. stoker.pack's keyword arguments, signature and docstring come
+// from the pack option table (dataset/pack_option_table.h), but for progress, which only Python
+// has.
 #include "pack.h"
 
-#include <algorithm>
-#include <optional>
-#include <variant>
+#include <string>
 
+#include <fmt/format.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "common/progress.h"
+#include "dataset/pack_option_table.h"
 #include "dataset/packer.h"
 #include "dataset/verify.h"
 #include "errors.h"
 #include "fs_path.h"
+#include "options.h"
 
 namespace nb = nanobind;
 
 namespace stoker::python {
 namespace {
 
+// Python's own keyword argument; the others are the table's.
+constexpr const char* kProgress = "progress";
+constexpr const char* kOwnKeys[] = {kProgress};
+
 Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
-                                     const std::string& dst, dataset::PackOptions options,
-                                     const dataset::DirectorySourceOptions& dir_options,
+                                     const std::string& dst, const dataset::PackSettings& settings,
                                      bool progress) {
-  auto source = dataset::OpenPackSource(sources, dir_options, &options.group_samples);
+  dataset::PackOptions options = settings.pack;
+  auto source = dataset::OpenPackSource(sources, settings.source, &options.group_samples);
   if (!source) return Err(source.error());
   STOKER_ASSIGN_OR_RETURN(auto storage, OpenStorage(dst));
   // The CLI's progress bar, drawn on stderr only when it is a terminal (never in a log).
@@ -50,39 +56,29 @@ Status SpokenInPython(const Status& status) {
   return Status(status.code(), std::move(message));
 }
 
-// A size given as bytes or as text like "64MiB" (the CLI's syntax); ValueError naming `name`.
-uint64_t ByteSize(const std::variant<uint64_t, std::string>& size, const std::string& name) {
-  const auto* text = std::get_if<std::string>(&size);
-  if (!text) return std::get<uint64_t>(size);
-  const Result<uint64_t> bytes = ParseByteSize(*text);
-  if (!bytes) ThrowStatus(bytes.error().WithContext(name));
-  return *bytes;
+// stoker.pack's keyword arguments, all but progress, set over the table's defaults.
+dataset::PackSettings ParsePackOptions(const nb::dict& kwargs) {
+  dataset::PackSettings settings;
+  SetOptions(kwargs, kOwnKeys, dataset::PackOptionTable(),
+             {PyExc_TypeError, "pack() got an unexpected keyword argument "}, settings);
+  return settings;
 }
 
-nb::dict Pack(nb::handle src_arg, nb::handle dst_arg,
-              const std::variant<uint64_t, std::string>& chunk_size, bool append,
-              const std::string& labels, int threads, const std::string& order, uint64_t order_seed,
-              const std::variant<uint64_t, std::string>& mix_memory, const std::string& layout,
-              bool progress) {
-  dataset::PackOptions options;
-  options.chunk_bytes = ByteSize(chunk_size, "chunk_size");
-  options.mix_memory_bytes = ByteSize(mix_memory, "mix_memory");
-  if (labels != "auto" && labels != "none") {
-    ThrowStatus(Status::InvalidArgument("labels must be 'auto' or 'none', not '" + labels + "'"));
-  }
-  options.labels = labels == "none" ? dataset::LabelPolicy::kNone : dataset::LabelPolicy::kAuto;
-  options.append = append;
-  dataset::DirectorySourceOptions dir_options;
-  dir_options.threads = threads;
-  dir_options.layout = ValueOrThrow(dataset::ParseDirectoryLayout(layout));
-  dataset::SetStorageOrder(ValueOrThrow(dataset::ParseStorageOrder(order)), order_seed,
-                           &dir_options, &options);
+bool Progress(const nb::dict& kwargs) {
+  if (!kwargs.contains(kProgress)) return true;
+  const nb::object value = kwargs[kProgress];
+  return std::get<bool>(OptionFromPython(kProgress, OptionKind::kBool, {}, value));
+}
+
+nb::dict Pack(nb::handle src_arg, nb::handle dst_arg, const nb::kwargs& kwargs) {
+  const dataset::PackSettings settings = ParsePackOptions(kwargs);
+  const bool progress = Progress(kwargs);
   const std::vector<std::string> sources = FsPaths(src_arg);
   const std::string dst = FsPath(dst_arg);
   Result<dataset::PackSummary> result = Err(Status::Internal("unset"));
   {
     nb::gil_scoped_release release;
-    result = RunPack(sources, dst, options, dir_options, progress);
+    result = RunPack(sources, dst, settings, progress);
   }
   if (!result) ThrowStatus(SpokenInPython(result.error()));
   const dataset::PackSummary& s = *result;
@@ -134,28 +130,81 @@ nb::dict Verify(nb::handle uri_arg) {
   return d;
 }
 
+// A default as stoker.pack's signature shows it: a byte size as its text ('64MiB').
+std::string PythonDefault(const dataset::PackOption& option) {
+  const OptionValue value = option.get(dataset::PackSettings());
+  if (option.kind == OptionKind::kByteSize)
+    return fmt::format("'{}'", OptionText(option.kind, value));
+  return nb::cast<std::string>(nb::repr(OptionToPython(option.kind, value)));
+}
+
+std::string_view Annotation(OptionKind kind) {
+  switch (kind) {
+    case OptionKind::kBool:
+      return "bool";
+    case OptionKind::kUnsigned:
+      return "int";
+    case OptionKind::kByteSize:
+      return "int | str";
+    case OptionKind::kChoice:
+      return "str";
+    default:
+      return "object";  // no pack option has another kind
+  }
+}
+
+// stoker.pack's signature and docstring, from the table.
+std::string PackSignature() {
+  std::string sig = "def pack(src: object, dst: object, *";
+  for (const dataset::PackOption& option : dataset::PackOptionTable()) {
+    sig +=
+        fmt::format(", {}: {} = {}", option.name, Annotation(option.kind), PythonDefault(option));
+  }
+  return sig + ", progress: bool = True) -> dict";
+}
+
+std::string PackDoc() {
+  std::string doc =
+      "Packs a directory tree (labels from its first level) or a list of tar shards into the "
+      "dataset at `dst`, as a new version, as `stoker pack` does (each keyword argument is the "
+      "flag of the same name). A directory holding .cls members is a WebDataset folder and "
+      "packs as the same files in a tar would (samples grouped by key, labelled by their "
+      ".cls). Returns a summary dict (open_chunks: how many chunks were filled at once).\n\n";
+  for (const dataset::PackOption& option : dataset::PackOptionTable()) {
+    doc += fmt::format("{}: {}\n", option.name, option.doc);
+  }
+  return doc + "progress: the CLI's progress bar on stderr when it is a terminal.";
+}
+
 }  // namespace
 
 void RegisterPack(nb::module_& m) {
-  m.def("pack", &Pack, nb::arg("src"), nb::arg("dst"), nb::kw_only(),
-        nb::arg("chunk_size") = std::string("64MiB"), nb::arg("append") = false,
-        nb::arg("labels") = "auto", nb::arg("threads") = 0, nb::arg("order") = "shuffled",
-        nb::arg("order_seed") = 0, nb::arg("mix_memory") = std::string("2GiB"),
-        nb::arg("layout") = "auto", nb::arg("progress") = true,
-        "Packs a directory tree (labels from its first level) or a list of tar shards into the "
-        "dataset at `dst`, as a new version (append=True adds to an existing one). A directory "
-        "holding .cls members is a WebDataset folder and packs as the same files in a tar "
-        "would (samples grouped by key, labelled by their .cls); layout='tree' or "
-        "'webdataset' says which instead of 'auto'. progress: the CLI's progress bar on "
-        "stderr when it is a terminal. chunk_size "
-        "is bytes or a string like '64MiB'. order='shuffled' (the default) places files in chunks "
-        "in a random order (seeded by order_seed) so that every chunk mixes classes; "
-        "order='path' keeps path (tree) or archive (tar) order. mix_memory: tar input to S3: "
-        "memory for the part buffers of the chunks filled at once (32 MiB each). Returns a "
-        "summary dict (open_chunks: how many chunks were filled at once).");
-  m.def("byte_size", &ByteSize, nb::arg("size"), nb::arg("name") = "size",
-        "A size as bytes: an int, or text like '64MiB', '48G' or '65536' (binary multiples), as "
-        "the CLI takes it. ValueError naming `name` otherwise.");
+  m.def("pack", &Pack, nb::sig(PackSignature().c_str()), nb::arg("src"), nb::arg("dst"),
+        nb::arg("kwargs"), PackDoc().c_str());
+  m.def(
+      "pack_options", [] { return DescribeOptions(dataset::PackOptionTable()); },
+      "stoker.pack's options but progress (`stoker pack`'s shared flags), each a dict: name, "
+      "kind, doc, choices, default, text (the default as the CLI writes it). stoker.pack's "
+      "signature and docstring are made from it, the table in README.md is generated from it "
+      "(scripts/gen_options.py).");
+  m.def(
+      "parse_pack_options",
+      [](const nb::dict& values) {
+        return OptionValues(dataset::PackOptionTable(), ParsePackOptions(values));
+      },
+      nb::arg("values"),
+      "Every pack option's value after setting `values` (a dict of some of stoker.pack's "
+      "keyword arguments) over the defaults, as stoker.pack would; TypeError / ValueError "
+      "naming the option for a bad value.");
+  m.def(
+      "byte_size",
+      [](nb::handle size, const std::string& name) {
+        return std::get<uint64_t>(OptionFromPython(name, OptionKind::kByteSize, {}, size));
+      },
+      nb::sig("def byte_size(size: int | str, name: str = 'size') -> int"), nb::arg("size"),
+      nb::arg("name") = "size",
+      "A size as bytes: an int, or text like '64MiB', '48G' or '65536' (binary multiples), as "
+      "the CLI takes it. ValueError naming `name` otherwise.");
   m.def("verify", &Verify, nb::arg("uri"),
         "Re-reads the current version and checks every CRC. Returns a report dict with 'ok', "
         "'problems', 'corrupt_chunks' and 'corrupt_files'; raises only if the dataset cannot be "

@@ -116,6 +116,16 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   return bytes;
 }
 
+std::string ByteSizeText(uint64_t bytes) {
+  static constexpr std::string_view kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  int unit = -1;
+  while (unit < 3 && bytes != 0 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return unit < 0 ? fmt::format("{}", bytes) : fmt::format("{}{}", bytes, kUnits[unit]);
+}
+
 Result<std::chrono::seconds> ParseDuration(std::string_view text) {
   uint64_t n = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);

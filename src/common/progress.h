@@ -39,6 +39,8 @@ std::string HumanDuration(double seconds);
 // Parses "65536", "64K", "64M", "1G", "64MiB", "2T" (binary multiples; "MB" is MiB too): the
 // one syntax of sizes in the CLI and the Python API. InvalidArgument naming the text.
 Result<uint64_t> ParseByteSize(std::string_view text);
+// The shortest text ParseByteSize reads back as `bytes`: "64MiB", "2GiB", "4097".
+std::string ByteSizeText(uint64_t bytes);
 // Parses "90", "90s", "15m", "36h", "7d" into seconds; InvalidArgument naming the text.
 Result<std::chrono::seconds> ParseDuration(std::string_view text);
 

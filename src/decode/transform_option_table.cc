@@ -200,10 +200,7 @@ const std::vector<TransformOption>& Table() {
 std::span<const TransformOption> TransformOptionTable() { return Table(); }
 
 const TransformOption* FindTransformOption(std::string_view name) {
-  for (const TransformOption& option : Table()) {
-    if (option.name == name) return &option;
-  }
-  return nullptr;
+  return FindOption(TransformOptionTable(), name);
 }
 
 }  // namespace stoker::decode

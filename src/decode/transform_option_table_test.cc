@@ -15,6 +15,7 @@ OptionValue Another(const TransformOption& option, const OptionValue& current) {
     case OptionKind::kBool:
       return !std::get<bool>(current);
     case OptionKind::kUnsigned:
+    case OptionKind::kByteSize:  // no transform option has this kind
       return std::get<uint64_t>(current) + 300;
     case OptionKind::kNumber:
       return std::get<double>(current) / 2 + 0.125;

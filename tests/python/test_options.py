@@ -1,7 +1,9 @@
 """The image transform's options are defined once (src/decode/transform_option_table.cc) and the
 rest is derived: stoker.ImageLoader's signature, docstring and dict, and docs/augment.md's table
-(scripts/gen_options.py). These tests fail when a derived part is stale, when an option does
-not reach its C++ field, and when a bad value is not an error naming its option."""
+(scripts/gen_options.py). So are pack's (src/dataset/pack_option_table.cc): `stoker pack`'s
+flags, stoker.pack's keyword arguments, signature and docstring, and README.md's table. These
+tests fail when a derived part is stale, when an option does not reach its C++ field, and when a
+bad value is not an error naming its option."""
 from __future__ import annotations
 
 import inspect
@@ -13,10 +15,12 @@ import sys
 import pytest
 
 import stoker
-from stoker._core import parse_transform_options, transform_options
+from stoker._core import (pack_options, parse_pack_options, parse_transform_options,
+                          transform_options)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TABLE = transform_options()
+PACK_TABLE = pack_options()
 
 
 def test_the_generated_parts_are_current():
@@ -112,3 +116,89 @@ def test_the_loader_checks_its_options_when_it_is_made(tmp_path):
         stoker.ImageLoader(str(tmp_path / "ds"), layout="CHW")
     with pytest.raises(ValueError, match=r"resize \(100\) must be at least the crop size"):
         stoker.ImageLoader(str(tmp_path / "ds"), train=False, resize=100)
+
+
+# stoker pack / stoker.pack
+
+
+def test_pack_signature_has_every_option_with_the_table_default():
+    signature, doc = stoker.pack.__doc__.split("\n", 1)
+    assert signature.startswith("pack(src: object, dst: object, *, ")
+    assert signature.endswith(", progress: bool = True) -> dict")
+    for option in PACK_TABLE:
+        default = repr(option["text"] if option["kind"] == "byte size" else option["default"])
+        assert f" {option['name']}: " in signature and f" = {default}" in signature, option
+        assert f"\n{option['name']}: {option['doc']}\n" in doc
+    # The public defaults, as they were before the table.
+    assert [(o["name"], o["text"]) for o in PACK_TABLE] == [
+        ("chunk_size", "64MiB"), ("append", "false"), ("labels", "auto"), ("threads", "0"),
+        ("order", "shuffled"), ("order_seed", "0"), ("mix_memory", "2GiB"), ("layout", "auto")]
+
+
+def other_pack_value(option: dict):
+    """A valid value of pack `option` that is not its default, and what it reads back as."""
+    d, kind = option["default"], option["kind"]
+    if kind == "bool":
+        return not d, not d
+    if kind == "unsigned":
+        return d + 3, d + 3
+    if kind == "byte size":
+        return "16KiB", 16 << 10
+    return next(c for c in option["choices"] if c != d), next(c for c in option["choices"]
+                                                              if c != d)
+
+
+@pytest.mark.parametrize("option", PACK_TABLE, ids=[o["name"] for o in PACK_TABLE])
+def test_each_pack_option_reaches_its_field_and_only_it(option):
+    value, read = other_pack_value(option)
+    parsed = parse_pack_options({option["name"]: value})
+    assert parsed[option["name"]] == read
+    for other in PACK_TABLE:
+        if other is not option:
+            assert parsed[other["name"]] == other["default"], other["name"]
+
+
+def test_pack_byte_sizes_take_ints_and_text():
+    assert parse_pack_options({"chunk_size": 12345})["chunk_size"] == 12345
+    assert parse_pack_options({"mix_memory": "8GiB"})["mix_memory"] == 8 << 30
+    np = pytest.importorskip("numpy")
+    assert parse_pack_options({"chunk_size": np.int64(4096)})["chunk_size"] == 4096
+
+
+@pytest.mark.parametrize("name, value, error, says", [
+    ("chunk_size", "1.5G", ValueError, "chunk_size: '1.5G' is not a size"),
+    ("chunk_size", -1, ValueError, "chunk_size must be bytes >= 0"),
+    ("chunk_size", 1.5, TypeError, "chunk_size must be bytes (an int) or text like '64MiB'"),
+    ("mix_memory", "lots", ValueError, "mix_memory: 'lots' is not a size"),
+    ("append", 1, TypeError, "append must be True or False"),
+    ("labels", "some", ValueError, "labels must be one of 'auto' 'none'"),
+    ("order", 3, TypeError, "order must be one of 'shuffled' 'path'"),
+    ("layout", "flat", ValueError, "layout must be one of 'auto' 'tree' 'webdataset'"),
+    ("threads", -1, ValueError, "threads must be an int >= 0"),
+    ("threads", 1 << 40, ValueError, "threads is too large"),
+    ("order_seed", "7", TypeError, "order_seed must be an int"),
+])
+def test_a_bad_pack_value_is_an_error_naming_the_option(name, value, error, says):
+    with pytest.raises(error, match=re.escape(says)):
+        parse_pack_options({name: value})
+
+
+def test_an_unknown_pack_keyword_is_refused(tmp_path):
+    with pytest.raises(TypeError, match="unexpected keyword argument chunksize"):
+        parse_pack_options({"chunksize": 4096})
+    with pytest.raises(TypeError, match="unexpected keyword argument chunksize"):
+        stoker.pack(tmp_path, tmp_path / "ds", chunksize=4096)
+    with pytest.raises(TypeError, match="progress must be True or False"):
+        stoker.pack(tmp_path, tmp_path / "ds", progress="no")
+    assert not (tmp_path / "ds").exists()
+
+
+def test_pack_cli_flags_are_the_table_options(stoker_cli, tmp_path):
+    help_text = stoker_cli("pack", "--help", check=True).stdout
+    for option in PACK_TABLE:
+        flag = "--" + option["name"].replace("_", "-")
+        assert flag in help_text, flag
+        if option["kind"] != "bool":
+            assert f"={option['text']}" in help_text, flag
+            proc = stoker_cli("pack", flag, "bad-value", tmp_path, tmp_path / "ds")
+            assert proc.returncode == 2 and f"{flag}: 'bad-value' is not" in proc.stderr, flag

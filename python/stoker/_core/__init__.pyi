@@ -85,7 +85,7 @@ class Dataset:
 
 def transform_options() -> list:
     """
-    The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, pair, triple, size), doc, choices, default. stoker.ImageLoader's signature and docs are generated from it (scripts/gen_options.py).
+    The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, pair, triple, size), doc, choices, default, text. stoker.ImageLoader's signature and docs are generated from it (scripts/gen_options.py).
     """
 
 def parse_transform_options(values: dict) -> dict:
@@ -119,7 +119,27 @@ class ImagePipeline:
 
 def pack(src: object, dst: object, *, chunk_size: int | str = '64MiB', append: bool = False, labels: str = 'auto', threads: int = 0, order: str = 'shuffled', order_seed: int = 0, mix_memory: int | str = '2GiB', layout: str = 'auto', progress: bool = True) -> dict:
     """
-    Packs a directory tree (labels from its first level) or a list of tar shards into the dataset at `dst`, as a new version (append=True adds to an existing one). A directory holding .cls members is a WebDataset folder and packs as the same files in a tar would (samples grouped by key, labelled by their .cls); layout='tree' or 'webdataset' says which instead of 'auto'. progress: the CLI's progress bar on stderr when it is a terminal. chunk_size is bytes or a string like '64MiB'. order='shuffled' (the default) places files in chunks in a random order (seeded by order_seed) so that every chunk mixes classes; order='path' keeps path (tree) or archive (tar) order. mix_memory: tar input to S3: memory for the part buffers of the chunks filled at once (32 MiB each). Returns a summary dict (open_chunks: how many chunks were filled at once).
+    Packs a directory tree (labels from its first level) or a list of tar shards into the dataset at `dst`, as a new version, as `stoker pack` does (each keyword argument is the flag of the same name). A directory holding .cls members is a WebDataset folder and packs as the same files in a tar would (samples grouped by key, labelled by their .cls). Returns a summary dict (open_chunks: how many chunks were filled at once).
+
+    chunk_size: target chunk file size: bytes, or text like 64MiB.
+    append: add the files to the existing dataset as a new version (its chunks and indices kept).
+    labels: auto: labels from the first directory level, or from .cls members (tar, WebDataset); none: no labels.
+    threads: parallel file reads of a directory (0: the cores, at least 2).
+    order: where files land in chunks: shuffled (every chunk a random mix of the input, so chunk-wise shuffle mixes classes; tar input: 1024 chunks filled at once) or path (path or archive order: an ImageFolder tree class by class).
+    order_seed: the seed of the shuffled order.
+    mix_memory: tar input to S3, shuffled order: memory for the part buffers of the chunks filled at once (32 MiB each; 2GiB: 64 chunks, 8GiB: 256).
+    layout: a directory's samples: tree (a file each, labels from the first directory level), webdataset (files sharing a key form a sample labelled by its .cls, as in a tar), auto (webdataset when .cls members are there).
+    progress: the CLI's progress bar on stderr when it is a terminal.
+    """
+
+def pack_options() -> list:
+    """
+    stoker.pack's options but progress (`stoker pack`'s shared flags), each a dict: name, kind, doc, choices, default, text (the default as the CLI writes it). stoker.pack's signature and docstring are made from it, the table in README.md is generated from it (scripts/gen_options.py).
+    """
+
+def parse_pack_options(values: dict) -> dict:
+    """
+    Every pack option's value after setting `values` (a dict of some of stoker.pack's keyword arguments) over the defaults, as stoker.pack would; TypeError / ValueError naming the option for a bad value.
     """
 
 def byte_size(size: int | str, name: str = 'size') -> int:

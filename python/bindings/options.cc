@@ -1,26 +1,26 @@
-// See transform_options.h.
-#include "transform_options.h"
+// See options.h.
+#include "options.h"
 
-#include <Python.h>
-
-#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include <nanobind/stl/string.h>
-
-#include "errors.h"
+#include "common/progress.h"
 
 namespace nb = nanobind;
 
 namespace stoker::python {
 namespace {
 
-using decode::OptionKind;
+// The parts of an option a conversion needs.
+struct Target {
+  std::string_view name;
+  OptionKind kind;
+  std::span<const std::string_view> choices;
+};
 
-[[noreturn]] void Fail(PyObject* type, const decode::TransformOption& option, std::string_view what,
+[[noreturn]] void Fail(PyObject* type, const Target& option, std::string_view what,
                        nb::handle value) {
   const std::string message = std::string(option.name) + " must be " + std::string(what) +
                               ", not " + nb::cast<std::string>(nb::repr(value));
@@ -41,8 +41,8 @@ double AsDouble(nb::handle v) {
 }
 
 // `count` numbers from a sequence, or one number repeated when `repeat` allows it.
-std::vector<double> Numbers(const decode::TransformOption& option, nb::handle value, size_t count,
-                            bool repeat, std::string_view what) {
+std::vector<double> Numbers(const Target& option, nb::handle value, size_t count, bool repeat,
+                            std::string_view what) {
   // A sequence first: a NumPy array is a number to PyNumber_Check too.
   const bool sequence = PySequence_Check(value.ptr()) && !PyUnicode_Check(value.ptr());
   if (!sequence && repeat && IsNumber(value)) {
@@ -61,19 +61,33 @@ std::vector<double> Numbers(const decode::TransformOption& option, nb::handle va
   return out;
 }
 
-decode::OptionValue FromPython(const decode::TransformOption& option, nb::handle value) {
+// An int >= 0 (int, np.int64, ...); `what` and `at_least_0` say what the option takes.
+uint64_t Unsigned(const Target& option, nb::handle value, std::string_view what,
+                  std::string_view at_least_0) {
+  if (!IsInteger(value)) Fail(PyExc_TypeError, option, what, value);
+  nb::object index = nb::steal(PyNumber_Index(value.ptr()));
+  if (!index.is_valid()) throw nb::python_error();
+  const long long n = PyLong_AsLongLong(index.ptr());
+  if (n == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (n < 0) Fail(PyExc_ValueError, option, at_least_0, value);
+  return uint64_t(n);
+}
+
+OptionValue FromPython(const Target& option, nb::handle value) {
   switch (option.kind) {
     case OptionKind::kBool:
       if (!PyBool_Check(value.ptr())) Fail(PyExc_TypeError, option, "True or False", value);
       return nb::cast<bool>(value);
-    case OptionKind::kUnsigned: {
-      if (!IsInteger(value)) Fail(PyExc_TypeError, option, "an int", value);
-      nb::object index = nb::steal(PyNumber_Index(value.ptr()));
-      if (!index.is_valid()) throw nb::python_error();
-      const long long n = PyLong_AsLongLong(index.ptr());
-      if (n == -1 && PyErr_Occurred()) throw nb::python_error();
-      if (n < 0) Fail(PyExc_ValueError, option, "an int >= 0", value);
-      return uint64_t(n);
+    case OptionKind::kUnsigned:
+      return Unsigned(option, value, "an int", "an int >= 0");
+    case OptionKind::kByteSize: {
+      if (!PyUnicode_Check(value.ptr())) {
+        return Unsigned(option, value, "bytes (an int) or text like '64MiB'", "bytes >= 0");
+      }
+      // The CLI's words for a bad size, after the option's name.
+      const Result<uint64_t> bytes = ParseByteSize(nb::cast<std::string>(value));
+      if (!bytes) ThrowStatus(bytes.error().WithContext(std::string(option.name)));
+      return *bytes;
     }
     case OptionKind::kNumber:
       if (!IsNumber(value)) Fail(PyExc_TypeError, option, "a number", value);
@@ -109,26 +123,17 @@ double ShortestFloat32(double v) {
 
 }  // namespace
 
-void SetTransformOptions(const nb::dict& values, std::span<const char* const> other_keys,
-                         decode::TransformOptions& options) {
-  for (const auto& [key, value] : values) {
-    const std::string name = nb::cast<std::string>(key);
-    if (std::ranges::find(other_keys, name) != other_keys.end()) continue;
-    const decode::TransformOption* option = decode::FindTransformOption(name);
-    if (option == nullptr) throw nb::key_error(("unknown image option " + name).c_str());
-    if (value.is_none()) continue;
-    // The setter's message names the option ("size must be whole pixels >= 1, not 10.5").
-    ThrowIfError(option->set(options, FromPython(*option, value)));
-  }
+OptionValue OptionFromPython(std::string_view name, OptionKind kind,
+                             std::span<const std::string_view> choices, nb::handle value) {
+  return FromPython(Target{name, kind, choices}, value);
 }
 
-nb::object TransformOptionValue(const decode::TransformOption& option,
-                                const decode::TransformOptions& options) {
-  const decode::OptionValue v = option.get(options);
-  switch (option.kind) {
+nb::object OptionToPython(OptionKind kind, const OptionValue& v) {
+  switch (kind) {
     case OptionKind::kBool:
       return nb::cast(std::get<bool>(v));
     case OptionKind::kUnsigned:
+    case OptionKind::kByteSize:
       return nb::cast(std::get<uint64_t>(v));
     case OptionKind::kNumber:
       return nb::cast(std::get<double>(v));
@@ -140,35 +145,15 @@ nb::object TransformOptionValue(const decode::TransformOption& option,
       break;
   }
   const std::vector<double>& values = std::get<std::vector<double>>(v);
-  if (option.kind == OptionKind::kSize) {
+  if (kind == OptionKind::kSize) {
     const auto h = int64_t(values[0]), w = int64_t(values[1]);
     return h == w ? nb::cast(h) : nb::object(nb::make_tuple(h, w));
   }
   nb::list items;
   for (const double x : values) {
-    items.append(option.kind == OptionKind::kTriple ? ShortestFloat32(x) : x);
+    items.append(kind == OptionKind::kTriple ? ShortestFloat32(x) : x);
   }
   return nb::tuple(items);
-}
-
-std::string_view KindName(OptionKind kind) {
-  switch (kind) {
-    case OptionKind::kBool:
-      return "bool";
-    case OptionKind::kUnsigned:
-      return "unsigned";
-    case OptionKind::kNumber:
-      return "number";
-    case OptionKind::kChoice:
-      return "choice";
-    case OptionKind::kPair:
-      return "pair";
-    case OptionKind::kTriple:
-      return "triple";
-    case OptionKind::kSize:
-      return "size";
-  }
-  return "unknown";
 }
 
 }  // namespace stoker::python

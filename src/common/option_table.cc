@@ -1,0 +1,84 @@
+// See option_table.h.
+#include "common/option_table.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/parse_number.h"
+#include "common/progress.h"
+
+namespace stoker {
+
+Result<OptionValue> ParseOptionText(OptionKind kind, std::span<const std::string_view> choices,
+                                    std::string_view text) {
+  switch (kind) {
+    case OptionKind::kBool:
+      if (text == "true") return OptionValue(true);
+      if (text == "false") return OptionValue(false);
+      return Err(Status::InvalidArgument(fmt::format("'{}' is not true or false", text)));
+    case OptionKind::kUnsigned:
+      if (const auto n = ParseUnsigned<uint64_t>(text)) return OptionValue(*n);
+      return Err(Status::InvalidArgument(fmt::format("'{}' is not a whole number >= 0", text)));
+    case OptionKind::kByteSize: {
+      STOKER_ASSIGN_OR_RETURN(const uint64_t bytes, ParseByteSize(text));
+      return OptionValue(bytes);
+    }
+    case OptionKind::kChoice:
+      for (const std::string_view choice : choices) {
+        if (choice == text) return OptionValue(std::string(text));
+      }
+      return Err(Status::InvalidArgument(
+          fmt::format("'{}' is not one of {}", text, fmt::join(choices, ", "))));
+    case OptionKind::kNumber:
+    case OptionKind::kPair:
+    case OptionKind::kTriple:
+    case OptionKind::kSize:
+      break;
+  }
+  return Err(Status::InvalidArgument(
+      fmt::format("{} options are not read from text", OptionKindName(kind))));
+}
+
+std::string OptionText(OptionKind kind, const OptionValue& value) {
+  switch (kind) {
+    case OptionKind::kBool:
+      return std::get<bool>(value) ? "true" : "false";
+    case OptionKind::kUnsigned:
+      return fmt::format("{}", std::get<uint64_t>(value));
+    case OptionKind::kByteSize:
+      return ByteSizeText(std::get<uint64_t>(value));
+    case OptionKind::kNumber:
+      return fmt::format("{}", std::get<double>(value));
+    case OptionKind::kChoice:
+      return std::get<std::string>(value);
+    case OptionKind::kPair:
+    case OptionKind::kTriple:
+    case OptionKind::kSize:
+      break;
+  }
+  return fmt::format("{}", fmt::join(std::get<std::vector<double>>(value), ", "));
+}
+
+std::string_view OptionKindName(OptionKind kind) {
+  switch (kind) {
+    case OptionKind::kBool:
+      return "bool";
+    case OptionKind::kUnsigned:
+      return "unsigned";
+    case OptionKind::kNumber:
+      return "number";
+    case OptionKind::kChoice:
+      return "choice";
+    case OptionKind::kPair:
+      return "pair";
+    case OptionKind::kTriple:
+      return "triple";
+    case OptionKind::kSize:
+      return "size";
+    case OptionKind::kByteSize:
+      return "byte size";
+  }
+  return "unknown";
+}
+
+}  // namespace stoker

@@ -1,0 +1,73 @@
+// What an option table is made of: user-facing options each described once (name, kind, doc,
+// and how it reads and writes a plain options struct, whose field default is the option's).
+// The front ends derive the rest from a table: the Python bindings convert keyword arguments
+// per kind (python/bindings/options.h), the CLI registers its flags from one
+// (tools/option_flags.h), and scripts/gen_options.py writes the signatures and docs tables.
+// The tables: decode/transform_option_table.h (stoker.ImageLoader), dataset/pack_option_table.h
+// (`stoker pack`, stoker.pack).
+//
+// Thread-safety: tables are immutable; the functions are pure.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+enum class OptionKind : uint8_t {
+  kBool,      // bool
+  kUnsigned,  // uint64_t
+  kNumber,    // double
+  kChoice,    // std::string, one of `choices`
+  kPair,      // two numbers (a single number x means (x, x))
+  kTriple,    // three numbers, one per channel (stored as float32)
+  kSize,      // (height, width) in pixels (a single number n means (n, n))
+  kByteSize,  // uint64_t bytes, given as a number or as text like "64MiB" (ParseByteSize)
+};
+
+// A value of any kind: vector<double> holds pairs, triples and sizes.
+using OptionValue = std::variant<bool, uint64_t, double, std::string, std::vector<double>>;
+
+template <typename Options>
+struct Option {
+  std::string_view name;  // the Python keyword argument (a CLI flag is derived from it)
+  OptionKind kind;
+  std::string_view doc;                   // one sentence or two, for the docstring and docs
+  std::vector<std::string_view> choices;  // kChoice only
+  // Writes `value` (already of the option's kind and arity) into `options`. InvalidArgument
+  // for a value the field cannot hold (a size that is not a whole number of pixels, ...);
+  // ranges that depend on other options are the options struct's Validate's.
+  Status (*set)(Options& options, const OptionValue& value);
+  OptionValue (*get)(const Options& options);
+};
+
+// The entry of `table` named `name`, or nullptr.
+template <typename Options>
+const Option<Options>* FindOption(std::span<const Option<Options>> table, std::string_view name) {
+  for (const Option<Options>& option : table) {
+    if (option.name == name) return &option;
+  }
+  return nullptr;
+}
+
+// The value that `text` (as a command line gives it) means for an option of `kind`: "true" /
+// "false" for kBool, a whole number for kUnsigned, a byte size for kByteSize, one of `choices`
+// for kChoice. InvalidArgument saying what was expected; the caller names the option. Kinds of
+// several numbers have no text form here (no CLI flag takes one): InvalidArgument.
+Result<OptionValue> ParseOptionText(OptionKind kind, std::span<const std::string_view> choices,
+                                    std::string_view text);
+
+// `value` as ParseOptionText reads it back ("64MiB" for a byte size of 64 << 20), for help
+// texts and docs; numbers of a pair or triple joined by ", ".
+std::string OptionText(OptionKind kind, const OptionValue& value);
+
+// "bool", "unsigned", ...: the kind's name in Python's view of a table and in the docs.
+std::string_view OptionKindName(OptionKind kind);
+
+}  // namespace stoker

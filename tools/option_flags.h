@@ -1,0 +1,73 @@
+// A subcommand's flags made from an option table (common/option_table.h): one flag per entry,
+// named after the option (chunk_size is --chunk-size), with its doc as help and its default
+// shown. A bool option is a flag without a value; any other takes text that ParseOptionText
+// reads as the option's kind. A bad value is a usage error naming the flag.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "common/option_table.h"
+
+namespace stoker::cli {
+
+// "--chunk-size" for "chunk_size".
+inline std::string FlagName(std::string_view option_name) {
+  std::string flag = "--" + std::string(option_name);
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+// What --help shows for the value: "SIZE", "UINT", "{auto,none}".
+inline std::string FlagTypeName(OptionKind kind, std::span<const std::string_view> choices) {
+  switch (kind) {
+    case OptionKind::kByteSize:
+      return "SIZE";
+    case OptionKind::kUnsigned:
+      return "UINT";
+    case OptionKind::kChoice: {
+      std::string names;
+      for (const std::string_view choice : choices) {
+        names += (names.empty() ? "{" : ",") + std::string(choice);
+      }
+      return names + "}";
+    }
+    default:
+      return "TEXT";
+  }
+}
+
+// Adds a flag for every option of `table` to `cmd`; each writes into `options`, which must
+// outlive the parse (the table is static).
+template <typename Options>
+void AddOptionFlags(CLI::App& cmd, std::span<const Option<Options>> table, Options& options) {
+  for (const Option<Options>& option : table) {
+    const std::string flag = FlagName(option.name);
+    const auto set = [&option, &options, flag](const OptionValue& value) {
+      if (const Status st = option.set(options, value); !st.ok()) {
+        throw CLI::ValidationError(flag, std::string(st.message()));
+      }
+    };
+    if (option.kind == OptionKind::kBool) {
+      cmd.add_flag_callback(flag, [set] { set(true); }, std::string(option.doc));
+      continue;
+    }
+    cmd.add_option_function<std::string>(
+           flag,
+           [&option, set, flag](const std::string& text) {
+             const Result<OptionValue> value = ParseOptionText(option.kind, option.choices, text);
+             if (!value) throw CLI::ValidationError(flag, std::string(value.error().message()));
+             set(*value);
+           },
+           std::string(option.doc))
+        ->type_name(FlagTypeName(option.kind, option.choices))
+        ->default_str(OptionText(option.kind, option.get(options)));
+  }
+}
+
+}  // namespace stoker::cli
