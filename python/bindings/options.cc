@@ -129,6 +129,7 @@ OptionValue OptionFromPython(std::string_view name, OptionKind kind,
 }
 
 nb::object OptionToPython(OptionKind kind, const OptionValue& v) {
+  if (std::holds_alternative<std::monostate>(v)) return nb::none();
   switch (kind) {
     case OptionKind::kBool:
       return nb::cast(std::get<bool>(v));

@@ -1,6 +1,6 @@
 // Python values <-> option tables (common/option_table.h): the one place that turns a keyword
 // argument into an options field, for every table (stoker.ImageLoader's transform options,
-// stoker.pack's options).
+// stoker.pack's options, stoker.Loader's options).
 #pragma once
 
 #include <Python.h>
@@ -25,7 +25,7 @@ OptionValue OptionFromPython(std::string_view name, OptionKind kind,
                              std::span<const std::string_view> choices, nanobind::handle value);
 
 // An option's value as Python sees it: bool, int, float, str, a tuple of floats, or for a size
-// an int when square, else (height, width).
+// an int when square, else (height, width); None when unset (std::monostate).
 nanobind::object OptionToPython(OptionKind kind, const OptionValue& value);
 
 // How a key that names no option is refused: the exception, and the words before the key.

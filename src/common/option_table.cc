@@ -40,6 +40,7 @@ Result<OptionValue> ParseOptionText(OptionKind kind, std::span<const std::string
 }
 
 std::string OptionText(OptionKind kind, const OptionValue& value) {
+  if (std::holds_alternative<std::monostate>(value)) return "";
   switch (kind) {
     case OptionKind::kBool:
       return std::get<bool>(value) ? "true" : "false";

@@ -4,7 +4,7 @@
 // per kind (python/bindings/options.h), the CLI registers its flags from one
 // (tools/option_flags.h), and scripts/gen_options.py writes the signatures and docs tables.
 // The tables: decode/transform_option_table.h (stoker.ImageLoader), dataset/pack_option_table.h
-// (`stoker pack`, stoker.pack).
+// (`stoker pack`, stoker.pack), loader/loader_option_table.h (stoker.Loader).
 //
 // Thread-safety: tables are immutable; the functions are pure.
 #pragma once
@@ -31,8 +31,11 @@ enum class OptionKind : uint8_t {
   kByteSize,  // uint64_t bytes, given as a number or as text like "64MiB" (ParseByteSize)
 };
 
-// A value of any kind: vector<double> holds pairs, triples and sizes.
-using OptionValue = std::variant<bool, uint64_t, double, std::string, std::vector<double>>;
+// A value of any kind: vector<double> holds pairs, triples and sizes. std::monostate is "unset"
+// (Python's None): the value of a nullable option, one whose field is a std::optional that the
+// front end fills in when it is left out (stoker.Loader's rank: torchrun's RANK).
+using OptionValue =
+    std::variant<bool, uint64_t, double, std::string, std::vector<double>, std::monostate>;
 
 template <typename Options>
 struct Option {
@@ -40,10 +43,12 @@ struct Option {
   OptionKind kind;
   std::string_view doc;                   // one sentence or two, for the docstring and docs
   std::vector<std::string_view> choices;  // kChoice only
-  // Writes `value` (already of the option's kind and arity) into `options`. InvalidArgument
-  // for a value the field cannot hold (a size that is not a whole number of pixels, ...);
-  // ranges that depend on other options are the options struct's Validate's.
+  // Writes `value` (already of the option's kind and arity, or std::monostate for a nullable
+  // option: unset it) into `options`. InvalidArgument for a value the field cannot hold (a size
+  // that is not a whole number of pixels, ...); ranges that depend on other options are the
+  // options struct's Validate's.
   Status (*set)(Options& options, const OptionValue& value);
+  // The field's value; std::monostate when a nullable option is unset.
   OptionValue (*get)(const Options& options);
 };
 
@@ -64,7 +69,8 @@ Result<OptionValue> ParseOptionText(OptionKind kind, std::span<const std::string
                                     std::string_view text);
 
 // `value` as ParseOptionText reads it back ("64MiB" for a byte size of 64 << 20), for help
-// texts and docs; numbers of a pair or triple joined by ", ".
+// texts and docs; numbers of a pair or triple joined by ", "; "" when unset (std::monostate):
+// no text means it.
 std::string OptionText(OptionKind kind, const OptionValue& value);
 
 // "bool", "unsigned", ...: the kind's name in Python's view of a table and in the docs.

@@ -50,5 +50,10 @@ TEST(OptionTextTest, OtherKinds) {
   EXPECT_EQ(OptionText(OptionKind::kPair, std::vector<double>{0.5, 2}), "0.5, 2");
 }
 
+TEST(OptionTextTest, AnUnsetValueHasNoText) {
+  EXPECT_EQ(OptionText(OptionKind::kUnsigned, std::monostate{}), "");
+  EXPECT_EQ(OptionText(OptionKind::kByteSize, std::monostate{}), "");
+}
+
 }  // namespace
 }  // namespace stoker
