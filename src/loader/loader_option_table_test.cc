@@ -1,0 +1,124 @@
+// The loader option table: every entry reads and writes its own option, and only it; the
+// nullable ones read back unset by default; every bad value is an error naming its option.
+#include "loader/loader_option_table.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace stoker::loader {
+namespace {
+
+// A value of `option`'s kind that differs from `current` (a number for an unset one).
+OptionValue Another(const LoaderOption& option, const OptionValue& current) {
+  if (std::holds_alternative<std::monostate>(current)) return uint64_t{3};
+  switch (option.kind) {
+    case OptionKind::kBool:
+      return !std::get<bool>(current);
+    case OptionKind::kUnsigned:
+    case OptionKind::kByteSize:
+      return std::get<uint64_t>(current) + 3;
+    case OptionKind::kChoice:
+      for (const std::string_view c : option.choices) {
+        if (c != std::get<std::string>(current)) return std::string(c);
+      }
+      break;
+    case OptionKind::kNumber:
+    case OptionKind::kPair:
+    case OptionKind::kTriple:
+    case OptionKind::kSize:
+      break;
+  }
+  ADD_FAILURE() << option.name << ": no other value";
+  return current;
+}
+
+TEST(LoaderOptionTableTest, NamesAreUniqueAndDocumented) {
+  std::set<std::string_view> names;
+  for (const LoaderOption& option : LoaderOptionTable()) {
+    EXPECT_TRUE(names.insert(option.name).second) << option.name;
+    EXPECT_FALSE(option.doc.empty()) << option.name;
+    EXPECT_EQ(option.kind == OptionKind::kChoice, !option.choices.empty()) << option.name;
+    EXPECT_EQ(FindLoaderOption(option.name), &option);
+  }
+  EXPECT_EQ(FindLoaderOption("no_such_option"), nullptr);
+}
+
+TEST(LoaderOptionTableTest, EachOptionWritesItsOwnFieldOnly) {
+  const LoaderOptions defaults;
+  for (const LoaderOption& option : LoaderOptionTable()) {
+    SCOPED_TRACE(std::string(option.name));
+    LoaderOptions o;
+    ASSERT_TRUE(option.set(o, option.get(defaults)).ok());  // writing the default changes nothing
+    const OptionValue changed = Another(option, option.get(defaults));
+    ASSERT_TRUE(option.set(o, changed).ok());
+    EXPECT_EQ(option.get(o), changed);
+    for (const LoaderOption& other : LoaderOptionTable()) {
+      if (&other != &option) {
+        EXPECT_EQ(other.get(o), other.get(defaults)) << other.name << " changed too";
+      }
+    }
+  }
+}
+
+TEST(LoaderOptionTableTest, TheDefaultsAreStokerLoaders) {
+  const LoaderOptions o;
+  const auto get = [&](std::string_view name) { return FindLoaderOption(name)->get(o); };
+  for (const char* unset : {"batch_size", "rank", "world_size", "memory_budget", "block_size"}) {
+    EXPECT_EQ(get(unset), OptionValue(std::monostate{})) << unset;
+  }
+  EXPECT_EQ(get("shuffle"), OptionValue(std::string("chunk")));
+  EXPECT_EQ(get("seed"), OptionValue(uint64_t{0}));
+  EXPECT_EQ(get("window"), OptionValue(uint64_t{16}));
+  EXPECT_EQ(get("drop_last"), OptionValue(false));
+  EXPECT_EQ(get("io_depth"), OptionValue(uint64_t{8}));
+}
+
+TEST(LoaderOptionTableTest, AnUnsetValueUnsetsANullableOption) {
+  LoaderOptions o;
+  const LoaderOption* rank = FindLoaderOption("rank");
+  ASSERT_TRUE(rank->set(o, uint64_t{2}).ok());
+  EXPECT_EQ(o.rank, std::optional<uint64_t>(2));
+  ASSERT_TRUE(rank->set(o, std::monostate{}).ok());
+  EXPECT_EQ(o.rank, std::nullopt);
+}
+
+TEST(LoaderOptionTableTest, OutOfRangeValuesAreErrorsNamingTheOption) {
+  struct Bad {
+    std::string_view name;
+    OptionValue value;
+    std::string_view says;
+  };
+  const Bad bad[] = {
+      {"batch_size", uint64_t{0}, "batch_size must be at least 1"},
+      {"window", uint64_t{0}, "window must be at least 1"},
+      {"window", uint64_t{1} << 32, "window is too large"},
+      {"io_depth", uint64_t{0}, "io_depth must be at least 1"},
+      {"world_size", uint64_t{0}, "world_size must be at least 1"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(std::string(b.name));
+    LoaderOptions o;
+    const Status st = FindLoaderOption(b.name)->set(o, b.value);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(b.says), std::string::npos) << st.message();
+    EXPECT_EQ(FindLoaderOption(b.name)->get(o), FindLoaderOption(b.name)->get(LoaderOptions()));
+  }
+}
+
+TEST(LoaderOptionTableTest, RankMustBeBelowWorldSize) {
+  LoaderOptions o;
+  EXPECT_TRUE(o.Validate().ok());
+  o.rank = 3;
+  EXPECT_TRUE(o.Validate().ok());  // world_size from the environment: the loader checks it
+  o.world_size = 3;
+  const Status st = o.Validate();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "rank 3 out of range for world_size 3");
+  o.world_size = 4;
+  EXPECT_TRUE(o.Validate().ok());
+}
+
+}  // namespace
+}  // namespace stoker::loader
