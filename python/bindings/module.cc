@@ -6,6 +6,7 @@
 #include "errors.h"
 #include "image_ops.h"
 #include "image_pipeline.h"
+#include "loader_options.h"
 #include "pack.h"
 #include "pipeline.h"
 #include "sampler.h"
@@ -16,6 +17,7 @@ NB_MODULE(_core, m) {
   stoker::python::RegisterDataset(m);
   stoker::python::RegisterImageOps(m);
   stoker::python::RegisterImagePipeline(m);
+  stoker::python::RegisterLoaderOptions(m);
   stoker::python::RegisterPack(m);
   stoker::python::RegisterPipeline(m);
   stoker::python::RegisterSampler(m);

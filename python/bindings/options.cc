@@ -67,10 +67,15 @@ uint64_t Unsigned(const Target& option, nb::handle value, std::string_view what,
   if (!IsInteger(value)) Fail(PyExc_TypeError, option, what, value);
   nb::object index = nb::steal(PyNumber_Index(value.ptr()));
   if (!index.is_valid()) throw nb::python_error();
-  const long long n = PyLong_AsLongLong(index.ptr());
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (n == -1 && PyErr_Occurred()) throw nb::python_error();
-  if (n < 0) Fail(PyExc_ValueError, option, at_least_0, value);
-  return uint64_t(n);
+  if (overflow < 0 || (overflow == 0 && n < 0)) Fail(PyExc_ValueError, option, at_least_0, value);
+  if (overflow == 0) return uint64_t(n);
+  // Above 2^63 still fits (a seed of 64 random bits); above 2^64 is Python's OverflowError.
+  const unsigned long long big = PyLong_AsUnsignedLongLong(index.ptr());
+  if (PyErr_Occurred()) throw nb::python_error();
+  return uint64_t(big);
 }
 
 OptionValue FromPython(const Target& option, nb::handle value) {
