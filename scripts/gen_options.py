@@ -8,12 +8,16 @@ nothing else is touched:
   - from pack's (dataset/pack_option_table.cc, stoker._core.pack_options()): the table of
     `stoker pack`'s flags and stoker.pack's keyword arguments in README.md. (stoker.pack's
     signature and docstring are made from the table when the module registers it, and the CLI
-    registers its flags from it.)
+    registers its flags from it.);
+  - from the loader's (loader/loader_option_table.cc, stoker._core.loader_options()):
+    stoker.Loader's keyword arguments, the dict it checks and their docs
+    (python/stoker/loader.py), and those of the options stoker.ImageLoader shares with it at the
+    same default (python/stoker/image_loader.py).
 
     python scripts/gen_options.py          # rewrite the generated parts
     python scripts/gen_options.py --check  # exit 1 (and say where) if any is stale
 
-Run it after adding or changing an option of either (and rebuilding stoker._core);
+Run it after adding or changing an option of any (and rebuilding stoker._core);
 tests/python/test_options.py runs --check.
 """
 from __future__ import annotations
@@ -23,17 +27,32 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-LOADER = REPO / "python" / "stoker" / "image_loader.py"
+IMAGE_LOADER = REPO / "python" / "stoker" / "image_loader.py"
+LOADER = REPO / "python" / "stoker" / "loader.py"
 DOCS = REPO / "docs" / "augment.md"
 README = REPO / "README.md"
-SOURCES = "src/decode/transform_option_table.cc, src/dataset/pack_option_table.cc"
-# The docstring line after which the options' docs are generated, up to the next blank line.
+SOURCES = ("src/decode/transform_option_table.cc, src/dataset/pack_option_table.cc, "
+           "src/loader/loader_option_table.cc")
+# The docstring line after which the options' docs are generated, up to the next blank line:
+# the table's own options (ImageLoader's transform, Loader's), and the loader options that
+# ImageLoader shares.
 DOC_HEADING = "generated from it by scripts/gen_options.py):"
+SHARED_DOC_HEADING = "src/loader/loader_option_table.cc):"
+# Loader options whose default differs in stoker.ImageLoader, which declares them itself:
+# batch_size (positional, 256) and shuffle (None: chunk when training, else sequential).
+IMAGE_LOADER_OWN = ("batch_size", "shuffle")
 
 ANNOTATIONS = {
     "bool": "bool", "unsigned": "int", "number": "float", "choice": "str",
     "pair": "float | Sequence[float]", "triple": "Sequence[float]", "size": "int | Sequence[int]",
+    "byte size": "int | str",
 }
+
+
+def annotation(option: dict) -> str:
+    """The parameter's type; a nullable option (default None: the loader chooses) takes None."""
+    kind = ANNOTATIONS[option["kind"]]
+    return kind if option["default"] is not None else kind + " | None"
 
 
 def literal(value) -> str:
@@ -59,7 +78,7 @@ def wrap(pieces: list[str], first: str, rest: str, width: int = 100) -> list[str
 def signature(table: list[dict]) -> list[str]:
     """Keyword-only parameters, with the signature's indent."""
     indent = " " * 17
-    return wrap([f"{o['name']}: {ANNOTATIONS[o['kind']]} = {literal(o['default'])},"
+    return wrap([f"{o['name']}: {annotation(o)} = {literal(o['default'])},"
                  for o in table], indent, indent)
 
 
@@ -118,19 +137,32 @@ def main() -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--check", action="store_true", help="fail if a generated part is stale")
     check = p.parse_args().check
-    from stoker._core import pack_options, transform_options
+    from stoker._core import loader_options, pack_options, transform_options
     table = transform_options()
+    loader_table = loader_options()
+    shared = [o for o in loader_table if o["name"] not in IMAGE_LOADER_OWN]
 
+    image_loader = IMAGE_LOADER.read_text()
+    new_image_loader = replace(image_loader, "signature", signature(table), IMAGE_LOADER)
+    new_image_loader = replace(new_image_loader, "dict", as_dict(table), IMAGE_LOADER)
+    new_image_loader = replace_after(new_image_loader, DOC_HEADING, docstring(table),
+                                     IMAGE_LOADER)
+    new_image_loader = replace(new_image_loader, "shared-signature", signature(shared),
+                               IMAGE_LOADER)
+    new_image_loader = replace(new_image_loader, "shared-dict", as_dict(shared), IMAGE_LOADER)
+    new_image_loader = replace_after(new_image_loader, SHARED_DOC_HEADING, docstring(shared),
+                                     IMAGE_LOADER)
     loader = LOADER.read_text()
-    new_loader = replace(loader, "signature", signature(table), LOADER)
-    new_loader = replace(new_loader, "dict", as_dict(table), LOADER)
-    new_loader = replace_after(new_loader, DOC_HEADING, docstring(table), LOADER)
+    new_loader = replace(loader, "signature", signature(loader_table), LOADER)
+    new_loader = replace(new_loader, "dict", as_dict(loader_table), LOADER)
+    new_loader = replace_after(new_loader, DOC_HEADING, docstring(loader_table), LOADER)
     docs = DOCS.read_text()
     new_docs = replace(docs, "options", docs_table(table), DOCS)
     readme = README.read_text()
     new_readme = replace(readme, "pack-options", pack_docs_table(pack_options()), README)
 
-    files = ((LOADER, loader, new_loader), (DOCS, docs, new_docs), (README, readme, new_readme))
+    files = ((IMAGE_LOADER, image_loader, new_image_loader), (LOADER, loader, new_loader),
+             (DOCS, docs, new_docs), (README, readme, new_readme))
     stale = [path for path, old, new in files if old != new]
     if check:
         for path in stale:

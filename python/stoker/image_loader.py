@@ -22,7 +22,8 @@ import time
 import os
 from typing import Any, Callable, Iterator, Sequence
 
-from ._core import Dataset, ImagePipeline, image_sample_params, parse_transform_options
+from ._core import (Dataset, ImagePipeline, image_sample_params, parse_loader_options,
+                    parse_transform_options)
 from .loader import DEFAULT_MIN_BUDGET, _Stream
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -75,21 +76,43 @@ class ImageLoader(_Stream):
 
     Reading:
       shuffle: "chunk" (default when training), "full" or "sequential" (default otherwise:
-        storage order, chunk after chunk — index order only for data packed with --order path);
-        seed, window, block_size, drop_last, rank, world_size: as for stoker.Loader.
+        storage order, chunk after chunk — index order only for data packed with --order path).
       threads: decode threads (default: the CPUs this process may use).
       prefetch_batches: batches made ahead of the consumer.
       on_error: what a sample that cannot be decoded (corrupt, truncated, not an image, over
         max_pixels) or read does: "raise" (default; the exception names the sample's path),
         "skip" (left out of its batch, which is then smaller; recorded in `errors`), "log"
         (skip, and log a warning naming it on the "stoker" logger).
-      memory_budget, io_depth: for the read pipeline, as for stoker.Loader.
       pin_memory: copy each batch into page-locked memory (torch's Tensor.pin_memory(), what
         DataLoader(pin_memory=True) does) so .cuda(non_blocking=True) overlaps; default: when
         CUDA is available.
       batch_transform: a Python callable applied to every (images, labels) before it is
         yielded (e.g. mixup, or moving to the GPU); it runs in the consumer's thread, off the
         C++ fast path. For arbitrary per-sample Python decoding use stoker.Loader(transform=...).
+
+    Reading, as for stoker.Loader (these lines and the signature are generated from
+    src/loader/loader_option_table.cc):
+      seed: the order of epoch e is a function of (seed, e, dataset version, options, the number of
+        ranks the epoch was planned for), identical on every machine.
+      window: chunks per shuffle window (chunk mode): the window holds `window` chunks' worth of
+        bytes.
+      drop_last: skip the last N mod world_size samples of the epoch instead of padding the last
+        round with samples from its start (either way every rank yields the same count, so
+        distributed training never hangs on a short rank); with batch_size, also drop the last
+        incomplete batch.
+      rank: this process's rank; None: torchrun's RANK environment variable, else 0.
+      world_size: the number of ranks; None: torchrun's WORLD_SIZE environment variable, else 1.
+      memory_budget: the most bytes the read pipeline holds (samples still referenced by the
+        consumer included): bytes, or text like 2GiB. None: 2 x window x the largest chunk in chunk
+        mode (whole-chunk reads), at least 256MiB. Less still works, with smaller reads; in chunk
+        mode a warning says that a window's chunks are then read in pieces, and up to about twice
+        per epoch.
+      io_depth: concurrent reads of the read pipeline.
+      block_size: the shuffle unit of chunk mode, in bytes. None: chosen from the labels in the
+        metadata (whole chunks when they mix classes, as `stoker pack` stores them by default, else
+        the largest block of a chunk, 1/4 ... 1/256 of one, whose windows mix classes within 5 % of
+        a full shuffle, with a warning that names the cost and the fix). 0: whole chunks always; an
+        int: blocks of that many bytes. See docs/sampler.md.
 
     Iterating yields (images, labels): images share memory with a C++ buffer that is recycled
     once the tensor is freed (no copy), labels are int64 (-1 for unlabelled samples). stats()
@@ -108,16 +131,19 @@ class ImageLoader(_Stream):
                  std: Sequence[float] = (0.229, 0.224, 0.225), dtype: str = "float32",
                  layout: str = "NCHW", dct_scaling: bool = True, max_pixels: int = 67108864,
                  # END GENERATED signature
-                 shuffle: str | None = None, seed: int = 0, window: int = 16,
-                 drop_last: bool = False, threads: int | None = None, prefetch_batches: int = 2,
-                 on_error: str = "raise", rank: int | None = None,
-                 world_size: int | None = None, memory_budget: int | str | None = None,
-                 io_depth: int = 8, pin_memory: bool | None = None,
+                 # Options of stoker.Loader's table whose default differs here (batch_size, the
+                 # positional 256 above; shuffle, by train) are this class's own.
+                 shuffle: str | None = None, threads: int | None = None,
+                 prefetch_batches: int = 2, on_error: str = "raise",
+                 pin_memory: bool | None = None,
                  batch_transform: Callable[[Any, Any], Any] | None = None,
-                 block_size: int | None = None) -> None:
+                 # BEGIN GENERATED shared-signature
+                 seed: int = 0, window: int = 16, drop_last: bool = False, rank: int | None = None,
+                 world_size: int | None = None, memory_budget: int | str | None = None,
+                 io_depth: int = 8, block_size: int | None = None,
+                 # END GENERATED shared-signature
+                 ) -> None:
         _require_torch()
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
         if on_error not in _ON_ERROR:
             raise ValueError(f"on_error must be one of {_ON_ERROR}, not {on_error!r}")
         if threads is not None and threads < 1:
@@ -145,22 +171,36 @@ class ImageLoader(_Stream):
         })
         if shuffle is None:
             shuffle = "chunk" if transform["train"] else "sequential"
-        super().__init__(uri_or_dataset, shuffle=shuffle, seed=seed, window=window,
-                         drop_last=drop_last, transform=None, rank=rank, world_size=world_size,
-                         block_size=block_size, batch_size=batch_size)
-        self._batch_size = int(batch_size)
+        reading = parse_loader_options({
+            "batch_size": batch_size,
+            "shuffle": shuffle,
+            # BEGIN GENERATED shared-dict
+            'seed': seed,
+            'window': window,
+            'drop_last': drop_last,
+            'rank': rank,
+            'world_size': world_size,
+            'memory_budget': memory_budget,
+            'io_depth': io_depth,
+            'block_size': block_size,
+            # END GENERATED shared-dict
+        })
+        if reading["batch_size"] is None:
+            raise TypeError("batch_size must be an int, not None")
+        super().__init__(uri_or_dataset, reading, None)
+        self._batch_size: int = reading["batch_size"]
         self._on_error = on_error
-        self._memory_budget = memory_budget
+        self._memory_budget: int | None = reading["memory_budget"]
         self._batch_transform = batch_transform
         self._pin_memory = pin_memory
         self._options: dict[str, Any] = {
             "batch_size": self._batch_size,
-            "drop_last": bool(drop_last),
+            "drop_last": reading["drop_last"],
             "threads": 0 if threads is None else int(threads),
             "prefetch_batches": int(prefetch_batches),
-            "seed": int(seed) & (2**64 - 1),
+            "seed": reading["seed"],
             "on_error": "raise" if on_error == "raise" else "skip",
-            "io_depth": int(io_depth),
+            "io_depth": reading["io_depth"],
             **transform,
         }
         self._stats: dict[str, Any] = {}

@@ -27,9 +27,9 @@ import os
 import warnings
 from typing import Any, Callable, Iterator
 
-from ._core import Dataset, EpochCursor, ReadPipeline, Sampler, byte_size, shuffle_unit
+from ._core import (Dataset, EpochCursor, ReadPipeline, Sampler, parse_loader_options,
+                    shuffle_unit)
 
-_MODES = ("sequential", "full", "chunk")
 # Keys of state_dict() that decide the epoch's order: a state is only meaningful for a loader
 # whose order is the same.
 _ORDER_KEYS = ("dataset_version", "num_samples", "shuffle", "seed", "window", "block_size")
@@ -49,14 +49,13 @@ def _human_bytes(n: int) -> str:
 def choose_block_size(ds: Dataset, window: int, batch_size: int | None,
                       block_size: int | None) -> int:
     """The shuffle unit of chunk mode (docs/sampler.md): `block_size` if given (0: whole
-    chunks), else whole chunks when they mix classes like a full shuffle, else the largest block
-    of a chunk that does. Warns once (per dataset and window) when whole chunks would not mix
-    classes — naming the cost and the fix — or when nothing within the window's memory does."""
+    chunks; the caller has checked it with parse_loader_options), else whole chunks when they
+    mix classes like a full shuffle, else the largest block of a chunk that does. Warns once (per
+    dataset and window) when whole chunks would not mix classes — naming the cost and the fix —
+    or when nothing within the window's memory does."""
     batch = int(batch_size or 256)
     if block_size is not None:
-        if int(block_size) < 0:
-            raise ValueError(f"block_size must be >= 0 (0: whole chunks), not {block_size}")
-        return int(block_size)  # checked when the loader builds its Sampler
+        return int(block_size)  # checked against the dataset when the loader builds its Sampler
     unit = shuffle_unit(ds, window, batch)
     whole, chosen = unit["whole_chunks"], unit["chosen"]
     if unit["block_size"] == 0 and unit["mixes_well"]:
@@ -118,8 +117,8 @@ def _identity(item):
 
 
 class _Stream:
-    """What Loader and stoker.torch.StokerIterableDataset share: the options, the per-process
-    Dataset and Sampler, and the position in the epoch.
+    """What Loader, ImageLoader and stoker.torch.StokerIterableDataset share: the options, the
+    per-process Dataset and Sampler, and the position in the epoch.
 
     Where the reading stands — (epoch, position, planned_world_size), where the current (or
     next) pass over this rank's share starts, and the samples yielded since — is the C++
@@ -127,15 +126,11 @@ class _Stream:
     set_epoch and load move it; this class only counts what it yields, with its pass's token.
     """
 
-    def __init__(self, dataset: str | os.PathLike | Dataset, *, shuffle: str, seed: int,
-                 window: int, drop_last: bool, transform: Callable | None,
-                 rank: int | None, world_size: int | None, block_size: int | None = None,
-                 batch_size: int | None = None) -> None:
-        if shuffle not in _MODES:
-            raise ValueError(f"shuffle must be one of {_MODES}, not {shuffle!r}")
-        if window < 1:
-            raise ValueError("window must hold at least one chunk")
-        self._rank, self._world_size = env_world(rank, world_size)
+    def __init__(self, dataset: str | os.PathLike | Dataset, options: dict[str, Any],
+                 transform: Callable | None) -> None:
+        """`options`: what parse_loader_options returns (checked, defaults filled; None where
+        the loader chooses)."""
+        self._rank, self._world_size = env_world(options["rank"], options["world_size"])
         if isinstance(dataset, Dataset):
             ds = dataset
         else:
@@ -144,12 +139,15 @@ class _Stream:
         self._uri: str = ds.uri
         self._version: int = ds.version
         self._num_samples: int = len(ds)
-        self._shuffle, self._seed, self._window = shuffle, int(seed), int(window)
+        self._shuffle: str = options["shuffle"]
+        self._seed: int = options["seed"]
+        self._window: int = options["window"]
         # The shuffle unit, decided once here from the metadata, so every worker and rank of
         # this loader uses the same one.
-        self._block_size = (choose_block_size(ds, self._window, batch_size, block_size)
-                            if shuffle == "chunk" else 0)
-        self._drop_last = bool(drop_last)
+        self._block_size = (choose_block_size(ds, self._window, options["batch_size"],
+                                              options["block_size"])
+                            if self._shuffle == "chunk" else 0)
+        self._drop_last: bool = options["drop_last"]
         self._transform = transform
         self._ds: Dataset | None = ds
         self._sampler: Sampler | None = None
@@ -259,13 +257,11 @@ class _Stream:
         self._cursor.load(int(state["epoch"]), int(state["position"]),
                           int(state["planned_world_size"]))
 
-    def _read_budget(self, ds: Dataset, memory_budget: int | str | None) -> int:
-        """The read pipeline's memory budget: `memory_budget` if given (bytes, or text like
-        "512MiB" as the CLI takes sizes), else enough to read a whole window of chunks while the
+    def _read_budget(self, ds: Dataset, memory_budget: int | None) -> int:
+        """The read pipeline's memory budget: `memory_budget` if given (bytes, as
+        parse_loader_options returns it), else enough to read a whole window of chunks while the
         previous one is consumed (the read pipeline plans in segments of half its budget,
         docs/decisions/0004)."""
-        if memory_budget is not None:
-            memory_budget = byte_size(memory_budget, "memory_budget")
         # A window holds at most every chunk: a dataset of 3 chunks needs no budget for 16.
         window = min(self._window, max(1, ds.num_chunks)) if self._shuffle == "chunk" else 1
         whole_windows = 2 * window * ds.largest_chunk_bytes
@@ -289,28 +285,38 @@ class Loader(_Stream):
 
     Args:
       uri_or_dataset: a path / file:// URI, or an open stoker.Dataset.
+      transform: applied to each sample (bytes, label, path) — for tar-packed datasets
+        ({ext: bytes}, label, key) — before it is yielded or batched; default: the tuple itself.
+      collate: turns a list of transformed samples into a batch; default: the list.
+
+    Options (each described once, in C++, in src/loader/loader_option_table.cc; this list and
+    the signature are generated from it by scripts/gen_options.py):
       batch_size: None yields samples; an int yields collate(list of batch_size samples).
-      shuffle: "chunk" (default: chunks in random order, samples shuffled within windows of
-        `window` chunks — large sequential reads, well mixed), "full" (uniform permutation) or
-        "sequential" (storage order). See docs/sampler.md.
-      seed: the order of epoch e is a function of (seed, e, dataset version, options, the number
-        of ranks the epoch was planned for), identical on every machine.
-      window: chunks per shuffle window (chunk mode): the window holds `window` chunks' worth
-        of bytes.
-      block_size: the shuffle unit of chunk mode, in bytes. None (default): chosen from the
-        labels in the metadata — whole chunks when they mix classes (as `stoker pack` stores
-        them by default), else the largest block of a chunk (1/4 ... 1/256 of one) whose windows
-        mix classes within 5 % of a full shuffle, with a warning that names the cost and the fix
-        (repack in mixed order). 0: whole chunks always; an int: blocks of that many bytes.
-        See docs/sampler.md.
+      shuffle: chunk: chunks in random order, samples shuffled within windows of `window` chunks
+        (large sequential reads, well mixed); full: a uniform permutation; sequential: storage
+        order. See docs/sampler.md.
+      seed: the order of epoch e is a function of (seed, e, dataset version, options, the number of
+        ranks the epoch was planned for), identical on every machine.
+      window: chunks per shuffle window (chunk mode): the window holds `window` chunks' worth of
+        bytes.
       drop_last: skip the last N mod world_size samples of the epoch instead of padding the last
         round with samples from its start (either way every rank yields the same count, so
         distributed training never hangs on a short rank); with batch_size, also drop the last
         incomplete batch.
-      transform: applied to each sample (bytes, label, path) — for tar-packed datasets
-        ({ext: bytes}, label, key) — before it is yielded or batched; default: the tuple itself.
-      collate: turns a list of transformed samples into a batch; default: the list.
-      rank, world_size: default torchrun's RANK and WORLD_SIZE environment variables, else 0, 1.
+      rank: this process's rank; None: torchrun's RANK environment variable, else 0.
+      world_size: the number of ranks; None: torchrun's WORLD_SIZE environment variable, else 1.
+      memory_budget: the most bytes the read pipeline holds (samples still referenced by the
+        consumer included): bytes, or text like 2GiB. None: 2 x window x the largest chunk in chunk
+        mode (whole-chunk reads), at least 256MiB. Less still works, with smaller reads; in chunk
+        mode a warning says that a window's chunks are then read in pieces, and up to about twice
+        per epoch.
+      io_depth: concurrent reads of the read pipeline.
+      block_size: the shuffle unit of chunk mode, in bytes. None: chosen from the labels in the
+        metadata (whole chunks when they mix classes, as `stoker pack` stores them by default, else
+        the largest block of a chunk, 1/4 ... 1/256 of one, whose windows mix classes within 5 % of
+        a full shuffle, with a warning that names the cost and the fix). 0: whole chunks always; an
+        int: blocks of that many bytes. See docs/sampler.md.
+
 
     Epochs: a pass that runs to its end moves the loader to the next epoch, so plain
     `for epoch ...: for batch in loader:` reads epochs 0, 1, 2, ... (what torchdata's
@@ -323,12 +329,11 @@ class Loader(_Stream):
 
     Reading: samples come through the C++ read pipeline (stoker._core.ReadPipeline), which
     fetches this rank's plan ahead of the consumer with coalesced range reads (io_uring where the
-    kernel allows it), checks every CRC32C and holds at most `memory_budget` bytes (samples still
-    referenced by the consumer included). By default (None) that is 2 × window × the largest
-    chunk in chunk mode (whole-chunk reads: 2 GiB for W = 16 and 64 MiB chunks), at least
-    256 MiB; smaller budgets still work, with smaller reads, and in chunk mode a warning: a
-    window's chunks are then read in pieces (from S3 or a server, one request each) and up to
-    about twice per epoch. io_depth: concurrent reads. stats() reports the last pass's counters, including the time spent waiting for data.
+    kernel allows it, `io_depth` at once), checks every CRC32C and holds at most `memory_budget`
+    bytes. Its default, 2 × window × the largest chunk in chunk mode, reads whole chunks (2 GiB
+    for W = 16 and 64 MiB chunks); with less, a window's chunks are read in pieces (from S3 or a
+    server, one request each). stats() reports the last pass's counters, including the time
+    spent waiting for data.
 
     State: state_dict() is a plain dict — "epoch", "position" (samples of the epoch's global
     order read, by all ranks together), "planned_world_size" (the world size the epoch's order
@@ -338,20 +343,33 @@ class Loader(_Stream):
     """
 
     def __init__(self, uri_or_dataset: str | os.PathLike | Dataset, *,
+                 # BEGIN GENERATED signature
                  batch_size: int | None = None, shuffle: str = "chunk", seed: int = 0,
-                 window: int = 16, drop_last: bool = False, transform: Callable | None = None,
-                 collate: Callable | None = None, rank: int | None = None,
+                 window: int = 16, drop_last: bool = False, rank: int | None = None,
                  world_size: int | None = None, memory_budget: int | str | None = None,
-                 io_depth: int = 8, block_size: int | None = None) -> None:
-        if batch_size is not None and batch_size < 1:
-            raise ValueError("batch_size must be at least 1 (or None for single samples)")
-        super().__init__(uri_or_dataset, shuffle=shuffle, seed=seed, window=window,
-                         drop_last=drop_last, transform=transform, rank=rank,
-                         world_size=world_size, block_size=block_size, batch_size=batch_size)
-        self._batch_size = batch_size
+                 io_depth: int = 8, block_size: int | None = None,
+                 # END GENERATED signature
+                 transform: Callable | None = None, collate: Callable | None = None) -> None:
+        # Checked (type, choices, ranges) and normalized by the C++ table.
+        options = parse_loader_options({
+            # BEGIN GENERATED dict
+            'batch_size': batch_size,
+            'shuffle': shuffle,
+            'seed': seed,
+            'window': window,
+            'drop_last': drop_last,
+            'rank': rank,
+            'world_size': world_size,
+            'memory_budget': memory_budget,
+            'io_depth': io_depth,
+            'block_size': block_size,
+            # END GENERATED dict
+        })
+        super().__init__(uri_or_dataset, options, transform)
+        self._batch_size: int | None = options["batch_size"]
         self._collate = collate
-        self._memory_budget = memory_budget
-        self._io_depth = io_depth
+        self._memory_budget: int | None = options["memory_budget"]
+        self._io_depth: int = options["io_depth"]
         self._stats: dict[str, Any] = {}
 
     @property

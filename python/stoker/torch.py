@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 import torch.utils.data
 
 from .loader import _identity, _Stream, reopen_dataset
-from ._core import Dataset, ReadPipeline, byte_size
+from ._core import Dataset, ReadPipeline, parse_loader_options
 
 
 def _worker() -> tuple[int, int]:
@@ -76,12 +76,15 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
                  memory_budget: int | str = 256 << 20, block_size: int | None = None) -> None:
         if loader_batch_size < 1:
             raise ValueError("loader_batch_size must be at least 1")
-        _Stream.__init__(self, uri, shuffle=shuffle, seed=seed, window=window,
-                         drop_last=drop_last, transform=transform, rank=rank,
-                         world_size=world_size, block_size=block_size)
+        # Per DataLoader worker: each worker runs its own read pipeline over its share, hence a
+        # smaller default memory_budget than stoker.Loader's.
+        options = parse_loader_options({
+            "shuffle": shuffle, "seed": seed, "window": window, "drop_last": drop_last,
+            "rank": rank, "world_size": world_size, "memory_budget": memory_budget,
+            "block_size": block_size})
+        _Stream.__init__(self, uri, options, transform)
         self._block = int(loader_batch_size)
-        # Per DataLoader worker: each worker runs its own read pipeline over its share.
-        self._memory_budget = byte_size(memory_budget, "memory_budget")
+        self._memory_budget: int = options["memory_budget"]
         self._worker_skip = 0  # samples of its own share a worker skips (per-worker resume)
 
     def __len__(self) -> int:

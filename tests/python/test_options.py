@@ -1,9 +1,11 @@
 """The image transform's options are defined once (src/decode/transform_option_table.cc) and the
 rest is derived: stoker.ImageLoader's signature, docstring and dict, and docs/augment.md's table
 (scripts/gen_options.py). So are pack's (src/dataset/pack_option_table.cc): `stoker pack`'s
-flags, stoker.pack's keyword arguments, signature and docstring, and README.md's table. These
-tests fail when a derived part is stale, when an option does not reach its C++ field, and when a
-bad value is not an error naming its option."""
+flags, stoker.pack's keyword arguments, signature and docstring, and README.md's table. And the
+loader's (src/loader/loader_option_table.cc): stoker.Loader's signature, docstring and checks,
+and those of the options stoker.ImageLoader shares with it. These tests fail when a derived part
+is stale, when an option does not reach its C++ field, and when a bad value is not an error
+naming its option."""
 from __future__ import annotations
 
 import inspect
@@ -15,12 +17,13 @@ import sys
 import pytest
 
 import stoker
-from stoker._core import (pack_options, parse_pack_options, parse_transform_options,
-                          transform_options)
+from stoker._core import (loader_options, pack_options, parse_loader_options, parse_pack_options,
+                          parse_transform_options, transform_options)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TABLE = transform_options()
 PACK_TABLE = pack_options()
+LOADER_TABLE = loader_options()
 
 
 def test_the_generated_parts_are_current():
@@ -202,3 +205,101 @@ def test_pack_cli_flags_are_the_table_options(stoker_cli, tmp_path):
             assert f"={option['text']}" in help_text, flag
             proc = stoker_cli("pack", flag, "bad-value", tmp_path, tmp_path / "ds")
             assert proc.returncode == 2 and f"{flag}: 'bad-value' is not" in proc.stderr, flag
+
+
+# stoker.Loader (and the options stoker.ImageLoader shares with it)
+
+
+def test_the_loader_signature_is_the_public_one():
+    params = inspect.signature(stoker.Loader.__init__).parameters
+    # The public defaults, as they were before the table; None: chosen by the loader.
+    assert {name: p.default for name, p in params.items() if name not in ("self",)} == {
+        "uri_or_dataset": inspect.Parameter.empty, "batch_size": None, "shuffle": "chunk",
+        "seed": 0, "window": 16, "drop_last": False, "rank": None, "world_size": None,
+        "memory_budget": None, "io_depth": 8, "block_size": None, "transform": None,
+        "collate": None}
+    for option in LOADER_TABLE:
+        assert params[option["name"]].kind is inspect.Parameter.KEYWORD_ONLY
+        assert params[option["name"]].default == option["default"], option["name"]
+        assert f"      {option['name']}: " in stoker.Loader.__doc__
+    assert "memory_budget: int | str | None = None" in inspect.getsource(stoker.Loader.__init__)
+
+
+def test_the_image_loader_shares_the_loader_options_of_the_same_default():
+    params = inspect.signature(stoker.ImageLoader.__init__).parameters
+    assert params["batch_size"].default == 256 and params["shuffle"].default is None
+    for option in LOADER_TABLE:
+        if option["name"] not in ("batch_size", "shuffle"):
+            assert params[option["name"]].default == option["default"], option["name"]
+            assert f"      {option['name']}: " in stoker.ImageLoader.__doc__
+
+
+def other_loader_value(option: dict):
+    """A valid value of loader `option` that is not its default."""
+    d, kind = option["default"], option["kind"]
+    if kind == "bool":
+        return not d
+    if kind == "choice":
+        return next(c for c in option["choices"] if c != d)
+    return 3 if d is None else d + 3
+
+
+@pytest.mark.parametrize("option", LOADER_TABLE, ids=[o["name"] for o in LOADER_TABLE])
+def test_each_loader_option_reaches_its_field_and_only_it(option):
+    value = other_loader_value(option)
+    parsed = parse_loader_options({option["name"]: value})
+    assert parsed[option["name"]] == value
+    for other in LOADER_TABLE:
+        if other is not option:
+            assert parsed[other["name"]] == other["default"], other["name"]
+
+
+def test_loader_none_keeps_the_default_and_sizes_take_text():
+    defaults = parse_loader_options({})
+    assert defaults == {o["name"]: o["default"] for o in LOADER_TABLE}
+    assert parse_loader_options({"rank": None, "window": None}) == defaults
+    assert parse_loader_options({"memory_budget": "2GiB"})["memory_budget"] == 2 << 30
+    # Seeds of 64 random bits, as Loader took them before the table.
+    assert parse_loader_options({"seed": 2**64 - 1})["seed"] == 2**64 - 1
+    with pytest.raises(OverflowError):
+        parse_loader_options({"seed": 2**64})
+
+
+@pytest.mark.parametrize("name, value, error, says", [
+    ("shuffle", "random", ValueError, "shuffle must be one of 'sequential' 'full' 'chunk'"),
+    ("batch_size", 0, ValueError, "batch_size must be at least 1"),
+    ("batch_size", 2.5, TypeError, "batch_size must be an int"),
+    ("window", 0, ValueError, "window must be at least 1"),
+    ("io_depth", 0, ValueError, "io_depth must be at least 1"),
+    ("world_size", 0, ValueError, "world_size must be at least 1"),
+    ("rank", -1, ValueError, "rank must be an int >= 0"),
+    ("seed", "7", TypeError, "seed must be an int"),
+    ("drop_last", 1, TypeError, "drop_last must be True or False"),
+    ("block_size", -1, ValueError, "block_size must be an int >= 0"),
+    ("memory_budget", "lots", ValueError, "memory_budget: 'lots' is not a size"),
+])
+def test_a_bad_loader_value_is_an_error_naming_the_option(name, value, error, says):
+    with pytest.raises(error, match=re.escape(says)):
+        parse_loader_options({name: value})
+
+
+def test_loader_rank_must_be_below_world_size():
+    with pytest.raises(ValueError, match="rank 2 out of range for world_size 2"):
+        parse_loader_options({"rank": 2, "world_size": 2})
+
+
+def test_an_unknown_loader_keyword_is_refused():
+    with pytest.raises(TypeError, match="unexpected keyword argument windows"):
+        parse_loader_options({"windows": 4})
+
+
+def test_the_loaders_check_their_options_when_they_are_made(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.bin").write_bytes(b"x")
+    stoker.pack(str(tmp_path / "src"), str(tmp_path / "ds"))
+    with pytest.raises(ValueError, match="window must be at least 1"):
+        stoker.Loader(str(tmp_path / "ds"), window=0)
+    with pytest.raises(ValueError, match="io_depth must be at least 1"):
+        stoker.Loader(str(tmp_path / "ds"), io_depth=0)
+    with pytest.raises(ValueError, match="memory_budget: 'lots' is not a size"):
+        stoker.Loader(str(tmp_path / "ds"), memory_budget="lots")
