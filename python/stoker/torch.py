@@ -27,6 +27,9 @@ import torch.utils.data
 from .loader import _identity, _Stream, reopen_dataset
 from ._core import Dataset, ReadPipeline, parse_loader_options
 
+# A DataLoader worker's read pipeline holds at most this by default (each worker has its own).
+_WORKER_MEMORY_BUDGET = 256 << 20
+
 
 def _worker() -> tuple[int, int]:
     """(worker id, number of workers) of this DataLoader worker process; (0, 1) outside one."""
@@ -73,7 +76,7 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
                  seed: int = 0, window: int = 16, drop_last: bool = False,
                  transform: Callable | None = None, rank: int | None = None,
                  world_size: int | None = None, loader_batch_size: int = 1,
-                 memory_budget: int | str = 256 << 20, block_size: int | None = None) -> None:
+                 memory_budget: int | str = _WORKER_MEMORY_BUDGET, block_size: int | None = None) -> None:
         if loader_batch_size < 1:
             raise ValueError("loader_batch_size must be at least 1")
         # Per DataLoader worker: each worker runs its own read pipeline over its share, hence a
@@ -84,7 +87,9 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
             "block_size": block_size})
         _Stream.__init__(self, uri, options, transform)
         self._block = int(loader_batch_size)
-        self._memory_budget: int = options["memory_budget"]
+        # None keeps this class's default, as for every other option.
+        self._memory_budget: int = (options["memory_budget"] if options["memory_budget"] is not None
+                                    else _WORKER_MEMORY_BUDGET)
         self._worker_skip = 0  # samples of its own share a worker skips (per-worker resume)
 
     def __len__(self) -> int:
