@@ -4,61 +4,19 @@
 
 #include <gtest/gtest.h>
 
-#include <set>
 #include <string>
+
+#include "testing/option_table_checks.h"
 
 namespace stoker::dataset {
 namespace {
 
-// A value of `option`'s kind that differs from `current`.
-OptionValue Another(const PackOption& option, const OptionValue& current) {
-  switch (option.kind) {
-    case OptionKind::kBool:
-      return !std::get<bool>(current);
-    case OptionKind::kUnsigned:
-    case OptionKind::kByteSize:
-      return std::get<uint64_t>(current) + 300;
-    case OptionKind::kChoice:
-      for (const std::string_view c : option.choices) {
-        if (c != std::get<std::string>(current)) return std::string(c);
-      }
-      break;
-    case OptionKind::kNumber:
-    case OptionKind::kPair:
-    case OptionKind::kTriple:
-    case OptionKind::kSize:
-      break;
-  }
-  ADD_FAILURE() << option.name << ": no other value";
-  return current;
-}
-
 TEST(PackOptionTableTest, NamesAreUniqueAndDocumented) {
-  std::set<std::string_view> names;
-  for (const PackOption& option : PackOptionTable()) {
-    EXPECT_TRUE(names.insert(option.name).second) << option.name;
-    EXPECT_FALSE(option.doc.empty()) << option.name;
-    EXPECT_EQ(option.kind == OptionKind::kChoice, !option.choices.empty()) << option.name;
-    EXPECT_EQ(FindPackOption(option.name), &option);
-  }
-  EXPECT_EQ(FindPackOption("no_such_option"), nullptr);
+  test::ExpectNamesUniqueAndDocumented<PackSettings>(PackOptionTable(), FindPackOption);
 }
 
 TEST(PackOptionTableTest, EachOptionWritesItsOwnFieldOnly) {
-  const PackSettings defaults;
-  for (const PackOption& option : PackOptionTable()) {
-    SCOPED_TRACE(std::string(option.name));
-    PackSettings s;
-    ASSERT_TRUE(option.set(s, option.get(defaults)).ok());  // writing the default changes nothing
-    const OptionValue changed = Another(option, option.get(defaults));
-    ASSERT_TRUE(option.set(s, changed).ok());
-    EXPECT_EQ(option.get(s), changed);
-    for (const PackOption& other : PackOptionTable()) {
-      if (&other != &option) {
-        EXPECT_EQ(other.get(s), other.get(defaults)) << other.name << " changed too";
-      }
-    }
-  }
+  test::ExpectEachOptionWritesItsOwnFieldOnly<PackSettings>(PackOptionTable());
 }
 
 TEST(PackOptionTableTest, TheFieldsAreTheOnesThePackerReads) {

@@ -3,73 +3,30 @@
 
 #include <gtest/gtest.h>
 
-#include <set>
 #include <string>
+
+#include "testing/option_table_checks.h"
 
 namespace stoker::decode {
 namespace {
 
-// A value of `option`'s kind that differs from `current`.
-OptionValue Another(const TransformOption& option, const OptionValue& current) {
-  switch (option.kind) {
-    case OptionKind::kBool:
-      return !std::get<bool>(current);
-    case OptionKind::kUnsigned:
-    case OptionKind::kByteSize:  // no transform option has this kind
-      return std::get<uint64_t>(current) + 300;
-    case OptionKind::kNumber:
-      return std::get<double>(current) / 2 + 0.125;
-    case OptionKind::kChoice:
-      for (const std::string_view c : option.choices) {
-        if (c != std::get<std::string>(current)) return std::string(c);
-      }
-      break;
-    case OptionKind::kPair:
-    case OptionKind::kTriple:
-    case OptionKind::kSize: {
-      std::vector<double> v = std::get<std::vector<double>>(current);
-      for (double& x : v) x += option.kind == OptionKind::kSize ? 16 : 0.25;
-      return v;
-    }
-  }
-  ADD_FAILURE() << option.name << ": no other value";
-  return current;
-}
-
 TEST(TransformOptionTableTest, NamesAreUniqueAndDocumented) {
-  std::set<std::string_view> names;
-  for (const TransformOption& option : TransformOptionTable()) {
-    EXPECT_TRUE(names.insert(option.name).second) << option.name;
-    EXPECT_FALSE(option.doc.empty()) << option.name;
-    EXPECT_EQ(option.kind == OptionKind::kChoice, !option.choices.empty()) << option.name;
-    EXPECT_EQ(FindTransformOption(option.name), &option);
-  }
-  EXPECT_EQ(FindTransformOption("no_such_option"), nullptr);
+  test::ExpectNamesUniqueAndDocumented<TransformOptions>(TransformOptionTable(),
+                                                         FindTransformOption);
 }
 
 TEST(TransformOptionTableTest, EachOptionWritesItsOwnFieldOnly) {
-  const TransformOptions defaults;
-  for (const TransformOption& option : TransformOptionTable()) {
-    SCOPED_TRACE(std::string(option.name));
-    TransformOptions o;
-    ASSERT_TRUE(option.set(o, option.get(defaults)).ok());  // writing the default changes nothing
-    const OptionValue changed = Another(option, option.get(defaults));
-    ASSERT_TRUE(option.set(o, changed).ok());
-    const OptionValue read = option.get(o);
-    if (option.kind == OptionKind::kTriple) {  // stored as float32
-      for (int c = 0; c < 3; ++c) {
-        EXPECT_FLOAT_EQ(std::get<std::vector<double>>(read)[c],
-                        std::get<std::vector<double>>(changed)[c]);
-      }
-    } else {
-      EXPECT_EQ(read, changed);
-    }
-    for (const TransformOption& other : TransformOptionTable()) {
-      if (&other != &option) {
-        EXPECT_EQ(other.get(o), other.get(defaults)) << other.name << " changed too";
-      }
-    }
-  }
+  // mean and std are stored as float32: equal to float precision.
+  test::ExpectEachOptionWritesItsOwnFieldOnly<TransformOptions>(
+      TransformOptionTable(), [](const OptionValue& read, const OptionValue& written) {
+        const auto* r = std::get_if<std::vector<double>>(&read);
+        const auto* w = std::get_if<std::vector<double>>(&written);
+        if (r == nullptr || w == nullptr || r->size() != 3) {
+          EXPECT_EQ(read, written);
+          return;
+        }
+        for (int c = 0; c < 3; ++c) EXPECT_FLOAT_EQ((*r)[c], (*w)[c]);
+      });
 }
 
 TEST(TransformOptionTableTest, SizesMustBeWholePixels) {

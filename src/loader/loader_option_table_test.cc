@@ -4,62 +4,19 @@
 
 #include <gtest/gtest.h>
 
-#include <set>
 #include <string>
+
+#include "testing/option_table_checks.h"
 
 namespace stoker::loader {
 namespace {
 
-// A value of `option`'s kind that differs from `current` (a number for an unset one).
-OptionValue Another(const LoaderOption& option, const OptionValue& current) {
-  if (std::holds_alternative<std::monostate>(current)) return uint64_t{3};
-  switch (option.kind) {
-    case OptionKind::kBool:
-      return !std::get<bool>(current);
-    case OptionKind::kUnsigned:
-    case OptionKind::kByteSize:
-      return std::get<uint64_t>(current) + 3;
-    case OptionKind::kChoice:
-      for (const std::string_view c : option.choices) {
-        if (c != std::get<std::string>(current)) return std::string(c);
-      }
-      break;
-    case OptionKind::kNumber:
-    case OptionKind::kPair:
-    case OptionKind::kTriple:
-    case OptionKind::kSize:
-      break;
-  }
-  ADD_FAILURE() << option.name << ": no other value";
-  return current;
-}
-
 TEST(LoaderOptionTableTest, NamesAreUniqueAndDocumented) {
-  std::set<std::string_view> names;
-  for (const LoaderOption& option : LoaderOptionTable()) {
-    EXPECT_TRUE(names.insert(option.name).second) << option.name;
-    EXPECT_FALSE(option.doc.empty()) << option.name;
-    EXPECT_EQ(option.kind == OptionKind::kChoice, !option.choices.empty()) << option.name;
-    EXPECT_EQ(FindLoaderOption(option.name), &option);
-  }
-  EXPECT_EQ(FindLoaderOption("no_such_option"), nullptr);
+  test::ExpectNamesUniqueAndDocumented<LoaderOptions>(LoaderOptionTable(), FindLoaderOption);
 }
 
 TEST(LoaderOptionTableTest, EachOptionWritesItsOwnFieldOnly) {
-  const LoaderOptions defaults;
-  for (const LoaderOption& option : LoaderOptionTable()) {
-    SCOPED_TRACE(std::string(option.name));
-    LoaderOptions o;
-    ASSERT_TRUE(option.set(o, option.get(defaults)).ok());  // writing the default changes nothing
-    const OptionValue changed = Another(option, option.get(defaults));
-    ASSERT_TRUE(option.set(o, changed).ok());
-    EXPECT_EQ(option.get(o), changed);
-    for (const LoaderOption& other : LoaderOptionTable()) {
-      if (&other != &option) {
-        EXPECT_EQ(other.get(o), other.get(defaults)) << other.name << " changed too";
-      }
-    }
-  }
+  test::ExpectEachOptionWritesItsOwnFieldOnly<LoaderOptions>(LoaderOptionTable());
 }
 
 TEST(LoaderOptionTableTest, TheDefaultsAreStokerLoaders) {
