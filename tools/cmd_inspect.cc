@@ -160,9 +160,11 @@ int RunInfo(const Common& a) {
       {"bytes", r.bytes},
       {"chunk_bytes", chunk_bytes},
       {"classes", r.classes},
-      {"labels", !v.labelled() ? "none"
-                 : v.grouped() ? "from .cls members"
-                               : "from first-level directories"},
+      {"labels", !v.labelled()                ? std::string("none")
+                 : !v.columns().label.empty() ? "from column " + v.columns().label
+                 : v.grouped()                ? std::string("from .cls members")
+                                              : std::string("from first-level directories")},
+      {"columns", r.columns},
       {"segments", r.segments.size()},
       {"metadata_bytes", metadata_bytes},
       {"metadata_bytes_per_file", per_file},
@@ -181,6 +183,7 @@ int RunInfo(const Common& a) {
       Counted(r.chunks, "chunk"), HumanBytes(chunk_bytes), j["labels"].get<std::string>(),
       Counted(r.classes, "class"), HumanBytes(metadata_bytes),
       Counted(r.segments.size(), "segment"), per_file);
+  if (!r.columns.empty()) std::cout << "columns    " << r.columns << "\n";
   return kExitOk;
 }
 

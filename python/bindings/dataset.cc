@@ -7,8 +7,9 @@
 //
 // Samples vs files: a sample is one file, except in datasets packed from tar shards (WebDataset),
 // where the files sharing a key ("dir/x.jpg", "dir/x.cls") form one sample; ds[i] then returns
-// ({"jpg": b"...", "cls": b"..."}, label, "dir/x"). Indices given to find/stat/read/read_buffer
-// are file indices. Labels are -1 for unlabelled data.
+// ({"jpg": b"...", "cls": b"..."}, label, "dir/x"); in a column dataset (stoker.Writer) ds[i] is
+// a dict of typed values, {"image": b"...", "label": 3, "emb": array(...)}. Indices given to
+// find/stat/read/read_buffer are file indices. Labels are -1 for unlabelled data.
 //
 // Every call that touches storage releases the GIL. Pickling keeps only (uri, version): the copy
 // reopens lazily on first use (so DataLoader workers each open their own), and refuses to
@@ -27,13 +28,17 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
+#include <fmt/format.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "columns.h"
 #include "dataset/version_view.h"
 #include "errors.h"
 #include "fs_path.h"
@@ -165,10 +170,10 @@ class PyDataset {
     return {reinterpret_cast<const uint8_t*>(owned->data()), 1, shape, owner};
   }
 
-  nb::tuple GetItem(int64_t index) {
+  nb::object GetItem(int64_t index) {
     const uint64_t sample = SampleIndex(index);
     const auto [first, count] = ValueOrThrow(Get().SampleFiles(sample));
-    return SampleTuple(Get(), first, count, ValueOrThrow(Get().SampleLabel(sample)),
+    return SampleValue(Get(), first, count, ValueOrThrow(Get().SampleLabel(sample)),
                        [this](uint64_t f) { return ReadBytes(f); });
   }
 
@@ -222,20 +227,60 @@ class PyDataset {
 
 }  // namespace
 
-nb::tuple SampleTuple(const Dataset& ds, uint64_t first, uint64_t count, int32_t label,
-                      const std::function<nb::bytes(uint64_t)>& file_bytes) {
-  if (!dataset::ViewOf(ds).grouped()) {
+namespace {
+
+// The text after the first '.' of a file name: a tar member's extension, or a column's name.
+std::pair<std::string, std::string> KeyAndExtension(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+  if (dot == std::string::npos) return {path, ""};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
+nb::dict ColumnValues(const Dataset& ds, const format::Schema& schema, uint64_t first,
+                      uint64_t count, const std::function<nb::bytes(uint64_t)>& file_bytes) {
+  // By column, so the dict lists the columns in the schema's order whichever a sample has.
+  std::vector<nb::object> values(schema.columns.size());
+  std::string key;
+  for (uint64_t f = first; f < first + count; ++f) {
+    const std::string path = ValueOrThrow(ds.Path(f));
+    auto [file_key, name] = KeyAndExtension(path);
+    const format::Column* column = schema.Find(name);
+    if (column == nullptr || (!key.empty() && file_key != key)) {
+      ThrowStatus(
+          Status::Corruption(fmt::format("{}: not a file of a column of this dataset", path)));
+    }
+    key = std::move(file_key);
+    values[static_cast<size_t>(column - schema.columns.data())] =
+        ColumnValue(*column, file_bytes(f), path);
+  }
+  nb::dict out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const format::Column& column = schema.columns[i];
+    if (!values[i].is_valid() && !column.optional) {
+      ThrowStatus(Status::Corruption(fmt::format(
+          "sample {}: no value for column '{}', which is not optional", key, column.name)));
+    }
+    out[column.name.c_str()] = values[i].is_valid() ? values[i] : nb::none();
+  }
+  return out;
+}
+
+}  // namespace
+
+nb::object SampleValue(const Dataset& ds, uint64_t first, uint64_t count, int32_t label,
+                       const std::function<nb::bytes(uint64_t)>& file_bytes) {
+  const dataset::VersionView& view = dataset::ViewOf(ds);
+  if (!view.columns().empty()) return ColumnValues(ds, view.columns(), first, count, file_bytes);
+  if (!view.grouped()) {
     return nb::make_tuple(file_bytes(first), label, FsName(ValueOrThrow(ds.Path(first))));
   }
   // WebDataset sample: {extension: bytes}, keyed by the text after the key's first '.'.
   nb::dict members;
   std::string key;
   for (uint64_t f = first; f < first + count; ++f) {
-    const std::string path = ValueOrThrow(ds.Path(f));
-    const size_t slash = path.rfind('/');
-    const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
-    if (key.empty()) key = path.substr(0, dot);
-    const std::string ext = dot == std::string::npos ? std::string() : path.substr(dot + 1);
+    auto [file_key, ext] = KeyAndExtension(ValueOrThrow(ds.Path(f)));
+    if (key.empty()) key = std::move(file_key);
     members[FsName(ext)] = file_bytes(f);
   }
   return nb::make_tuple(members, label, FsName(key));
@@ -261,7 +306,8 @@ void RegisterDataset(nb::module_& m) {
   nb::class_<PyDataset>(m, "Dataset",
                         "A packed dataset (one version), map-style: len(ds) samples, "
                         "ds[i] -> (bytes, label, path); for tar-packed datasets "
-                        "ds[i] -> ({ext: bytes}, label, key). Labels are -1 when absent.")
+                        "ds[i] -> ({ext: bytes}, label, key); for column datasets "
+                        "(stoker.Writer) ds[i] -> {column: value}. Labels are -1 when absent.")
       .def(
           "__init__",
           [](PyDataset* self, nb::handle uri, std::optional<uint64_t> version) {
@@ -313,6 +359,17 @@ void RegisterDataset(nb::module_& m) {
       .def_prop_ro("num_chunks",
                    [](PyDataset& self) { return dataset::ViewOf(self.Get()).chunk_count(); })
       .def_prop_ro("classes", &PyDataset::Classes, "Class names; label i is classes[i].")
+      .def_prop_ro(
+          "columns",
+          [](PyDataset& self) { return SchemaDict(dataset::ViewOf(self.Get()).columns()); },
+          "A column dataset's schema {name: type} (stoker.Writer); {} for other datasets.")
+      .def_prop_ro(
+          "label_column",
+          [](PyDataset& self) -> std::optional<std::string> {
+            const std::string& label = dataset::ViewOf(self.Get()).columns().label;
+            return label.empty() ? std::nullopt : std::optional(label);
+          },
+          "The column whose values label a column dataset's samples, or None.")
       .def_prop_ro(
           "grouped", [](PyDataset& self) { return dataset::ViewOf(self.Get()).grouped(); },
           "True for tar-packed datasets, whose samples are groups of files.")

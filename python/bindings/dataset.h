@@ -23,10 +23,11 @@ const Dataset& UnwrapDataset(nanobind::handle obj);
 void AddNodeStats(const Dataset& dataset, nanobind::dict& stats);
 
 // What ds[i] returns for the sample of files [first, first + count): (bytes, label, path), or
-// ({ext: bytes}, label, key) for a sample of several files (tar input). `file_bytes` supplies
-// each file's bytes. (The files are given, not looked up: a loader knows them from its plan,
-// and looking them up would read the samples section, 8 bytes per sample.)
-nanobind::tuple SampleTuple(const Dataset& ds, uint64_t first, uint64_t count, int32_t label,
-                            const std::function<nanobind::bytes(uint64_t)>& file_bytes);
+// ({ext: bytes}, label, key) for a sample of several files (tar input), or for a column
+// dataset (stoker.Writer) a dict {column: value} with None for an optional column it lacks.
+// `file_bytes` supplies each file's bytes. (The files are given, not looked up: a loader knows
+// them from its plan, and looking them up would read the samples section, 8 bytes per sample.)
+nanobind::object SampleValue(const Dataset& ds, uint64_t first, uint64_t count, int32_t label,
+                             const std::function<nanobind::bytes(uint64_t)>& file_bytes);
 
 }  // namespace stoker::python

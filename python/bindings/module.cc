@@ -10,6 +10,7 @@
 #include "pack.h"
 #include "pipeline.h"
 #include "sampler.h"
+#include "writer.h"
 
 NB_MODULE(_core, m) {
   m.doc() = "stoker C++ core: datasets, pack, verify and the sampler";
@@ -21,4 +22,5 @@ NB_MODULE(_core, m) {
   stoker::python::RegisterPack(m);
   stoker::python::RegisterPipeline(m);
   stoker::python::RegisterSampler(m);
+  stoker::python::RegisterWriter(m);
 }

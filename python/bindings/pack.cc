@@ -43,6 +43,8 @@ Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
   return summary;
 }
 
+}  // namespace
+
 // The packer's messages name the CLI's flags; a Python caller is told the keyword instead.
 Status SpokenInPython(const Status& status) {
   static const std::pair<std::string_view, std::string_view> kFlags[] = {
@@ -55,6 +57,30 @@ Status SpokenInPython(const Status& status) {
   }
   return Status(status.code(), std::move(message));
 }
+
+nb::dict PackSummaryDict(const std::string& dst, const dataset::PackSummary& s) {
+  nb::dict d;
+  d["dataset"] = FsName(dst);
+  d["version"] = s.version;
+  d["files_added"] = s.files_added;
+  d["bytes_added"] = s.bytes_added;
+  d["files"] = s.files_total;
+  d["bytes"] = s.bytes_total;
+  d["samples"] = s.samples;
+  d["classes"] = s.classes;
+  d["chunks_added"] = s.chunks_added;
+  d["chunks"] = s.chunks_total;
+  d["open_chunks"] = s.open_chunks;
+  d["classes_added"] = s.classes_added;
+  d["segment_bytes"] = s.segment_bytes;
+  d["metadata_bytes"] = s.metadata_bytes;
+  d["segments"] = s.segments;
+  d["publish_attempts"] = s.publish_attempts;
+  d["seconds"] = s.seconds;
+  return d;
+}
+
+namespace {
 
 // stoker.pack's keyword arguments, all but progress, set over the table's defaults.
 dataset::PackSettings ParsePackOptions(const nb::dict& kwargs) {
@@ -81,26 +107,7 @@ nb::dict Pack(nb::handle src_arg, nb::handle dst_arg, const nb::kwargs& kwargs) 
     result = RunPack(sources, dst, settings, progress);
   }
   if (!result) ThrowStatus(SpokenInPython(result.error()));
-  const dataset::PackSummary& s = *result;
-  nb::dict d;
-  d["dataset"] = FsName(dst);
-  d["version"] = s.version;
-  d["files_added"] = s.files_added;
-  d["bytes_added"] = s.bytes_added;
-  d["files"] = s.files_total;
-  d["bytes"] = s.bytes_total;
-  d["samples"] = s.samples;
-  d["classes"] = s.classes;
-  d["chunks_added"] = s.chunks_added;
-  d["chunks"] = s.chunks_total;
-  d["open_chunks"] = s.open_chunks;
-  d["classes_added"] = s.classes_added;
-  d["segment_bytes"] = s.segment_bytes;
-  d["metadata_bytes"] = s.metadata_bytes;
-  d["segments"] = s.segments;
-  d["publish_attempts"] = s.publish_attempts;
-  d["seconds"] = s.seconds;
-  return d;
+  return PackSummaryDict(dst, *result);
 }
 
 nb::dict Verify(nb::handle uri_arg) {

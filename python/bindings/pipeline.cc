@@ -58,7 +58,7 @@ class PyPipeline {
     pipeline_ = ValueOrThrow(std::move(started));
   }
 
-  nb::tuple Next() {
+  nb::object Next() {
     if (!pipeline_) throw nb::stop_iteration();
     Result<std::optional<loader::SampleData>> item = Err(Status::Internal("unset"));
     {
@@ -70,7 +70,7 @@ class PyPipeline {
     ThrowIfError(sample->status);
     const Dataset& ds = UnwrapDataset(dataset_obj_);
     if (sample->files.empty()) throw nb::index_error("a delivered sample without files");  // a bug
-    return SampleTuple(
+    return SampleValue(
         ds, sample->files.front().index, sample->files.size(), sample->label, [&](uint64_t file) {
           for (const auto& f : sample->files) {
             if (f.index == file) {

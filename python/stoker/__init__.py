@@ -7,6 +7,11 @@
     ds.read("n01440764/x.JPEG"); ds.stat(0); ds.listdir("")
     report = stoker.verify("/data/train.stoker")        # report["ok"]
 
+    with stoker.Writer("/data/caps.stoker", columns={"image": "jpeg", "label": "int",
+                                                      "caption": "str", "emb": "ndarray"}) as w:
+        w.write({"image": jpeg_bytes, "label": 3, "caption": "a cat", "emb": vector})
+    stoker.Dataset("/data/caps.stoker")[0]              # {"image": b"...", "label": 3, ...}
+
     loader = stoker.Loader("/data/train.stoker", batch_size=256, shuffle="chunk",
                            transform=decode, collate=collate)   # this rank's share
     for batch in loader: ...                            # epochs 0, 1, ... (or set_epoch(e))
@@ -35,14 +40,14 @@ from __future__ import annotations
 
 import importlib
 
-from ._core import (CorruptionError, Dataset, Sampler, byte_size, pack, shuffle_report,
+from ._core import (CorruptionError, Dataset, Sampler, Writer, byte_size, pack, shuffle_report,
                     shuffle_unit, verify)
 from .image_loader import ImageLoader
-from .loader import Loader
+from .loader import Loader, collate_columns
 
 __version__ = "0.1.0"
-__all__ = ["CorruptionError", "Dataset", "ImageLoader", "Loader", "Sampler", "byte_size", "pack",
-           "shuffle_report", "shuffle_unit", "verify", "__version__"]
+__all__ = ["CorruptionError", "Dataset", "ImageLoader", "Loader", "Sampler", "Writer", "byte_size",
+           "collate_columns", "pack", "shuffle_report", "shuffle_unit", "verify", "__version__"]
 
 
 def __getattr__(name: str):

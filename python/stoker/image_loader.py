@@ -44,6 +44,31 @@ def _require_torch() -> None:
             "pip install 'stoker[torch]' (or a torch build of your choice, e.g. for CUDA)") from e
 
 
+def _image_column(ds: Dataset, image: str | None, label: str | None) -> str:
+    """The member that holds the image ('' outside column datasets), checking `image` and
+    `label` against a column dataset's schema."""
+    columns = ds.columns
+    if not columns:
+        if image is not None or label is not None:
+            raise ValueError("image= and label= choose columns of a column dataset "
+                             "(stoker.Writer); this dataset has none")
+        return ""
+    images = [name for name, kind in columns.items() if kind.rstrip("?") in ("jpeg", "png")]
+    if image is None:
+        if len(images) != 1:
+            raise ValueError(f"pass image= to choose the column to decode; the dataset's image "
+                             f"columns: {images or 'none (jpeg or png)'}")
+        image = images[0]
+    elif image not in images:
+        raise ValueError(f"image={image!r} is not a jpeg or png column of the dataset "
+                         f"(its columns: {columns})")
+    if label is not None and label != ds.label_column:
+        raise ValueError(f"label={label!r}: labels come from the dataset's label column "
+                         f"({ds.label_column!r}), chosen when it was written "
+                         f"(stoker.Writer(..., label=...))")
+    return image
+
+
 class ImageLoader(_Stream):
     """Batches of (images, labels) torch tensors from one rank's share of a packed image dataset.
 
@@ -89,6 +114,9 @@ class ImageLoader(_Stream):
       batch_transform: a Python callable applied to every (images, labels) before it is
         yielded (e.g. mixup, or moving to the GPU); it runs in the consumer's thread, off the
         C++ fast path. For arbitrary per-sample Python decoding use stoker.Loader(transform=...).
+      image: a column dataset's (stoker.Writer) jpeg or png column to decode; default: its only
+        one.
+      label: a column dataset's label column (ds.label_column, the default); None there: -1.
 
     Reading, as for stoker.Loader (these lines and the signature are generated from
     src/loader/loader_option_table.cc):
@@ -137,6 +165,7 @@ class ImageLoader(_Stream):
                  prefetch_batches: int = 2, on_error: str = "raise",
                  pin_memory: bool | None = None,
                  batch_transform: Callable[[Any, Any], Any] | None = None,
+                 image: str | None = None, label: str | None = None,
                  # BEGIN GENERATED shared-signature
                  seed: int = 0, window: int = 16, drop_last: bool = False, rank: int | None = None,
                  world_size: int | None = None, memory_budget: int | str | None = None,
@@ -201,6 +230,7 @@ class ImageLoader(_Stream):
             "seed": reading["seed"],
             "on_error": "raise" if on_error == "raise" else "skip",
             "io_depth": reading["io_depth"],
+            "image_member": _image_column(self._handles()[0], image, label),
             **transform,
         }
         self._stats: dict[str, Any] = {}

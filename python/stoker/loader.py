@@ -112,6 +112,27 @@ def reopen_dataset(uri: str, version: int) -> Dataset:
 DEFAULT_MIN_BUDGET = 256 << 20
 
 
+def collate_columns(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """A batch of column-dataset samples as {column: values}: one stacked NumPy array where
+    every value is an int, a float, or an array of the same shape and dtype; else a list."""
+    import numpy as np
+    batch: dict[str, Any] = {}
+    for name in samples[0] if samples else ():
+        values = [sample[name] for sample in samples]
+        first = values[0]
+        if isinstance(first, np.ndarray) and all(
+                isinstance(v, np.ndarray) and v.shape == first.shape and v.dtype == first.dtype
+                for v in values):
+            batch[name] = np.stack(values)
+        elif all(type(v) is int for v in values):
+            batch[name] = np.array(values, dtype=np.int64)
+        elif all(type(v) is float for v in values):
+            batch[name] = np.array(values, dtype=np.float64)
+        else:
+            batch[name] = values
+    return batch
+
+
 def _identity(item):
     return item
 
@@ -286,8 +307,11 @@ class Loader(_Stream):
     Args:
       uri_or_dataset: a path / file:// URI, or an open stoker.Dataset.
       transform: applied to each sample (bytes, label, path) — for tar-packed datasets
-        ({ext: bytes}, label, key) — before it is yielded or batched; default: the tuple itself.
-      collate: turns a list of transformed samples into a batch; default: the list.
+        ({ext: bytes}, label, key), for column datasets (stoker.Writer) {column: value} —
+        before it is yielded or batched; default: the sample itself.
+      collate: turns a list of transformed samples into a batch; default: the list, or for a
+        column dataset without a transform stoker.collate_columns (a dict of columns: stacked
+        NumPy arrays where values are numbers or arrays of one shape, else lists).
 
     Options (each described once, in C++, in src/loader/loader_option_table.cc; this list and
     the signature are generated from it by scripts/gen_options.py):
@@ -410,7 +434,8 @@ class Loader(_Stream):
                     yield item
             else:
                 size = self._batch_size
-                collate = self._collate or _identity
+                collate = self._collate or (collate_columns if ds.columns and self._transform
+                                            is None else _identity)
                 for begin in range(0, len(plan), size):
                     count = min(size, len(plan) - begin)
                     if self._drop_last and count < size:

@@ -49,6 +49,25 @@ Status CheckCompatible(const Addition& add, uint32_t flags) {
   return Status::OK();
 }
 
+}  // namespace
+
+Status CheckSameColumns(std::string_view ours, std::string_view theirs) {
+  if (ours == theirs) return Status::OK();
+  if (ours.empty()) {
+    return Status::InvalidArgument(
+        "the dataset holds files, not typed columns: add to it with `stoker pack --append`");
+  }
+  if (theirs.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "the dataset holds typed columns ({}): add to it with stoker.Writer(..., append=True)",
+        ours));
+  }
+  return Status::InvalidArgument(
+      fmt::format("the dataset's columns are '{}'; this writer's are '{}'", ours, theirs));
+}
+
+namespace {
+
 // Numbers the addition after `base` (nullptr: the first version): file, sample and class
 // numbers continue where the base's end; a class directory seen before keeps its label. Done
 // again on every attempt, since another writer may have published first.
@@ -136,6 +155,7 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
       STOKER_ASSIGN_OR_RETURN(base, VersionView::Open(dst, *latest));
       flags = latest->flags;
       STOKER_RETURN_IF_ERROR(CheckCompatible(add, flags));
+      STOKER_RETURN_IF_ERROR(CheckSameColumns(latest->columns, add.columns));
       uint64_t taken = 0;
       STOKER_ASSIGN_OR_RETURN(auto examples, PathsHeld(*add.files, *base, 5, &taken));
       if (taken > 0) {
@@ -161,6 +181,7 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
     record.created_unix_seconds = static_cast<uint64_t>(std::time(nullptr));
     record.writer = writer;
     record.flags = flags;
+    record.columns = add.columns;
     format::AppendSegment(record, written);
     // gc holds back this writer's files while its lease stands; a writer frozen for longer
     // than gc's --writer-timeout may have lost them: never publish a version that names a

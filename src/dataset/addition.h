@@ -21,6 +21,7 @@ struct Addition {
   // anew on each attempt to publish.
   std::unique_ptr<format::SegmentBuilder> files;
   bool group_samples = false;  // samples group by key (WebDataset)
+  std::string columns;         // a column dataset's schema (PackOptions::columns)
   LabelPolicy labels = LabelPolicy::kAuto;
   bool any_cls_label() const { return files->max_label() >= 0; }
 };
@@ -39,6 +40,10 @@ enum class PublishPolicy : uint8_t {
   kAppend,  // the next version: NotFound if there is no dataset
   kEither,  // the first version or the next one (`stoker commit`)
 };
+
+// OK if an addition with schema `theirs` (empty: not a column dataset) may extend a dataset
+// whose schema is `ours`; else InvalidArgument saying how they differ.
+Status CheckSameColumns(std::string_view ours, std::string_view theirs);
 
 // Publishes `add` as a new version. `summary` comes back completed. *segment_path: the path of
 // the segment once written (so a failed writer can tell whether a version lists it). `lease`

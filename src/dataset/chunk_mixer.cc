@@ -17,7 +17,13 @@ ChunkMixer::Placement ChunkMixer::Place(uint64_t bytes, uint64_t remaining_bytes
   // Open a chunk when the open ones cannot take what remains (and a slot is free). One per
   // sample at most: the estimate of what remains is rough early on (a few bytes of input read),
   // and a chunk opened too many ends part-filled, while one opened a little late costs nothing.
-  if (live_.size() < slots_.size() && (free_ < needed || live_.empty())) {
+  // With no estimate (input from Python: stoker.Writer), the open chunks grow with the input
+  // seen: one more per chunk_bytes / kUnknownGrowth placed, so a small input still gets a few
+  // well-filled chunks, not one per sample.
+  const bool room_short = needed == kUnknown
+                              ? placed_ >= live_.size() * (chunk_bytes_ / kUnknownGrowth)
+                              : free_ < needed;
+  if (live_.size() < slots_.size() && (room_short || live_.empty())) {
     uint32_t s = 0;
     while (slots_[s].open) ++s;
     slots_[s] = {true, 0};
@@ -43,6 +49,7 @@ ChunkMixer::Placement ChunkMixer::Place(uint64_t bytes, uint64_t remaining_bytes
   }
   free_ -= std::min(bytes, Room(p.slot));
   slots_[p.slot].used += bytes;
+  placed_ += bytes;
   last_ = p.slot;
   return p;
 }
@@ -59,6 +66,7 @@ ChunkMixer::Placement ChunkMixer::Continue(uint64_t bytes) {
   }
   free_ -= std::min(bytes, Room(p.slot));
   slot.used += bytes;
+  placed_ += bytes;
   return p;
 }
 

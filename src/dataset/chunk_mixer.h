@@ -9,7 +9,8 @@
 //
 // A chunk is opened (one per sample at most) only while the open ones cannot take what remains
 // of the input, so a small input gets about ceil(bytes / chunk size) chunks, not K part-filled
-// ones.
+// ones. Without an estimate of the input left, one more chunk opens per chunk_bytes /
+// kUnknownGrowth of input placed (so chunks average at least that much).
 // Deterministic: the choice depends only on the seed and the sequence of calls (the packer's
 // calls carry an estimate of the input left, and its K depends on the file descriptors and
 // write-buffer memory it may use, so a layout is reproducible on like machines, not everywhere;
@@ -28,6 +29,7 @@ class ChunkMixer {
   ChunkMixer(uint32_t open_chunks, uint64_t chunk_bytes, uint64_t seed);
 
   static constexpr uint64_t kUnknown = ~uint64_t{0};
+  static constexpr uint64_t kUnknownGrowth = 16;
 
   struct Placement {
     uint32_t slot = 0;  // the chunk (slot 0 .. open_chunks-1) the sample goes to
@@ -53,6 +55,7 @@ class ChunkMixer {
   std::vector<uint32_t> live_;  // indices of open slots
   uint32_t last_ = 0;           // the slot of the latest placement
   uint64_t free_ = 0;           // the open slots' room together
+  uint64_t placed_ = 0;         // bytes placed so far
   const uint64_t chunk_bytes_;
   Pcg32 rng_;
 };

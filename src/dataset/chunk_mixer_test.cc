@@ -70,6 +70,18 @@ TEST(ChunkMixerTest, ClassOrderedInputEndsUpMixed) {
   EXPECT_GE(classes_per_chunk(1024), 8.0);
 }
 
+TEST(ChunkMixerTest, WithoutAnEstimateChunksOpenAsTheInputGrows) {
+  // 1000 samples of 10 bytes into 1600-byte chunks, input size unknown (stoker.Writer): one
+  // chunk opens per 100 bytes placed (1600 / kUnknownGrowth), not one per sample.
+  ChunkMixer mixer(1024, 1600, 2);
+  const auto chunks = Assign(mixer, 1000, 10, false);
+  std::map<uint32_t, uint64_t> bytes;
+  for (uint32_t c : chunks) bytes[c] += 10;
+  EXPECT_GE(bytes.size(), 50u);
+  EXPECT_LE(bytes.size(), 1000u * 10 / (1600 / ChunkMixer::kUnknownGrowth) + 1);
+  for (const auto& [chunk, b] : bytes) EXPECT_LE(b, 1600u) << chunk;
+}
+
 TEST(ChunkMixerTest, SameSeedSamePlacement) {
   ChunkMixer a(16, 100, 42), b(16, 100, 42), c(16, 100, 43);
   const auto pa = Assign(a, 500, 7, false), pb = Assign(b, 500, 7, false),

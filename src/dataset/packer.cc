@@ -19,6 +19,7 @@
 #include "dataset/parts.h"
 #include "dataset/publish.h"
 #include "format/chunk.h"
+#include "format/columns.h"
 #include "format/segment_builder.h"
 #include "format/snapshot_builder.h"
 #include "format/versions.h"
@@ -68,10 +69,15 @@ uint32_t OpenChunks(const PackOptions& options, const PackSource& source, const 
   return static_cast<uint32_t>(std::max<uint64_t>(1, open));
 }
 
-// WebDataset class labels: a ".cls" member holding a decimal integer (other text: no label).
-// A label above kMaxClsLabel is refused, naming the member.
-Result<int32_t> LabelFromClsMember(std::string_view path, const std::vector<std::byte>& bytes) {
-  if (!path.ends_with(".cls")) return format::kNoLabel;
+// Class labels from members: WebDataset's ".cls" (or a column dataset's label column, `ext`)
+// holding a decimal integer (other text: no label). A label above kMaxClsLabel is refused,
+// naming the member.
+Result<int32_t> LabelFromMember(std::string_view path, const std::vector<std::byte>& bytes,
+                                std::string_view ext) {
+  if (ext.empty() || !path.ends_with(ext) || path.size() == ext.size() ||
+      path[path.size() - ext.size() - 1] != '.') {
+    return format::kNoLabel;
+  }
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) {
     text.remove_suffix(1);
@@ -84,11 +90,19 @@ Result<int32_t> LabelFromClsMember(std::string_view path, const std::vector<std:
     return format::kNoLabel;
   if (label > kMaxClsLabel) {
     return Err(Status::InvalidArgument(fmt::format(
-        "{}: label {} is above the largest a .cls member may hold ({}; classes are named "
+        "{}: label {} is above the largest a .{} member may hold ({}; classes are named "
         "\"0\" up to the largest label)",
-        path, text, kMaxClsLabel)));
+        path, text, ext, kMaxClsLabel)));
   }
   return static_cast<int32_t>(label);
+}
+
+// The extension of the members that label samples: ".cls", or a column dataset's label column
+// (none if it has none).
+Result<std::string> LabelMemberExtension(const PackOptions& options) {
+  if (options.columns.empty()) return std::string("cls");
+  STOKER_ASSIGN_OR_RETURN(const format::Schema schema, format::ParseSchema(options.columns));
+  return schema.label;
 }
 
 // Refuses to pack into a directory that holds anything but (leftovers of) a stoker dataset, so
@@ -218,6 +232,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
   std::unordered_set<std::string_view> attributed;  // paths of options.attributes seen
   uint64_t payload_so_far = 0;                      // with index entries: what the chunks hold
   std::string previous_sample;
+  STOKER_ASSIGN_OR_RETURN(const std::string label_ext, LabelMemberExtension(options));
   add->files = std::make_unique<format::SegmentBuilder>(options.sort);
   while (true) {
     STOKER_ASSIGN_OR_RETURN(auto item, source.Next());
@@ -239,7 +254,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
     if (!ref) return ref.error().WithContext(item->path);
     int32_t label = format::kNoLabel;
     if (options.group_samples && options.labels == LabelPolicy::kAuto && !item->stream) {
-      STOKER_ASSIGN_OR_RETURN(label, LabelFromClsMember(item->path, item->bytes));
+      STOKER_ASSIGN_OR_RETURN(label, LabelFromMember(item->path, item->bytes, label_ext));
     }
     std::span<const format::Attribute> attributes;
     if (auto it = options.attributes.find(item->path); it != options.attributes.end()) {
@@ -312,6 +327,13 @@ Status PackOptions::Validate() const {
     return Status::InvalidArgument(
         fmt::format("chunk size must be at least {} bytes", kMinChunkBytes));
   }
+  if (!columns.empty()) {
+    if (!group_samples) return Status::InvalidArgument("a column dataset groups its samples");
+    if (part) {
+      return Status::Unsupported("parts (--part K/N) of a column dataset are not supported yet");
+    }
+    if (auto schema = format::ParseSchema(columns); !schema) return schema.error();
+  }
   return Status::OK();
 }
 
@@ -339,6 +361,8 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
     return Err(Status::AlreadyExists(
         fmt::format("{} already holds a dataset (version {}); use --append to add files to it",
                     dst.Describe(""), latest->version)));
+  } else {
+    STOKER_RETURN_IF_ERROR(CheckSameColumns(latest->columns, options.columns));
   }
   // Before the first chunk: gc holds back what a writer with a lease writes.
   STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(dst));
@@ -355,6 +379,7 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   if (read.ok()) read = dst.SyncDir(kChunksDir);
   add.group_samples = options.group_samples;
   add.labels = options.labels;
+  add.columns = options.columns;
   Result<PackSummary> result = Err(read);
   if (read.ok() && options.part) {
     auto part = WritePart(dst, add, *options.part);

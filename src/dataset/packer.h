@@ -64,6 +64,10 @@ struct PackOptions {
   std::optional<PartSpec> part;
   // Optional user attributes (key, value) by file path; every path must be among the input.
   std::unordered_map<std::string, std::vector<std::pair<std::string, std::string>>> attributes;
+  // A column dataset's schema, in its text form (format/columns.h; stoker.Writer): published
+  // in the version record, and its label column's members (not .cls) label the samples.
+  // Appending needs the dataset's schema, exactly.
+  std::string columns;
   // Where the files' metadata is sorted, in bounded memory (temporary files; memory budget).
   SortOptions sort;
   // Called from the packing thread after every file and once at the end.

@@ -31,6 +31,15 @@ Result<std::unique_ptr<VersionView>> VersionView::Open(Storage& storage,
   }
   v->record_ = std::move(record);
   const format::VersionRecord& r = v->record_;
+  if (!r.columns.empty()) {
+    // The record's parser checked it already.
+    STOKER_ASSIGN_OR_RETURN(v->columns_, format::ParseSchema(r.columns));
+    if (!v->grouped()) {
+      return Err(Status::Corruption(
+          fmt::format("version {} of {} has columns but its samples are not grouped", r.version,
+                      storage.Describe(""))));
+    }
+  }
   uint64_t files = 0, samples = 0, bytes = 0, chunks = 0;
   for (const format::SegmentRef& ref : r.segments) {
     const std::string path = format::SegmentPath(ref.id);

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/columns.h"
 #include "format/segment.h"
 #include "format/version_record.h"
 #include "stoker/dataset.h"
@@ -89,6 +90,8 @@ class VersionView {
   bool grouped() const;
   bool labelled() const;
   bool labels_from_dirs() const;
+  // A column dataset's schema (stoker.Writer; format/columns.h); empty for other datasets.
+  const format::Schema& columns() const { return columns_; }
 
   // Chunk c (< chunk_count()): read from its segment's chunk table (a group of 256 records at a
   // time, when first asked for), so that opening a version reads no per-chunk metadata.
@@ -161,6 +164,7 @@ class VersionView {
   FileLocation Global(const Part& part, const format::SegmentLocation& l) const;
 
   format::VersionRecord record_;
+  format::Schema columns_;
   std::vector<Part> parts_;
   uint32_t chunk_count_ = 0;
   std::vector<std::string> classes_;

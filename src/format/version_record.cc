@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
+#include "format/columns.h"
 #include "format/segment_layout.h"
 #include "format/text_fields.h"
 
@@ -51,10 +52,11 @@ uint64_t VersionOfRecordName(std::string_view name) {
 
 std::string EncodeVersionRecord(const VersionRecord& r) {
   std::string body = fmt::format(
-      "stoker-version 2\nversion {}\nparent {}\ncreated {}\nwriter {:016x}\nflags {}\nfiles {}\n"
+      "stoker-version {}\nversion {}\nparent {}\ncreated {}\nwriter {:016x}\nflags {}\nfiles {}\n"
       "samples {}\nclasses {}\nchunks {}\nbytes {}\n",
-      r.version, r.parent, r.created_unix_seconds, r.writer, r.flags, r.files, r.samples, r.classes,
-      r.chunks, r.bytes);
+      r.columns.empty() ? 2 : 3, r.version, r.parent, r.created_unix_seconds, r.writer, r.flags,
+      r.files, r.samples, r.classes, r.chunks, r.bytes);
+  if (!r.columns.empty()) body += fmt::format("columns {}\n", r.columns);
   for (const SegmentRef& s : r.segments) {
     body += fmt::format("segment {:016x} {} {:08x} {} {} {} {}\n", s.id, s.bytes, s.footer_crc32c,
                         s.files, s.samples, s.classes, s.chunks);
@@ -78,9 +80,11 @@ Result<VersionRecord> ParseVersionRecord(std::string_view text) {
   }
   text = text.substr(0, last + 1);
   STOKER_ASSIGN_OR_RETURN(auto format, TakeField(text, "stoker-version", kRecord));
-  if (format != "2") {
-    return Err(Status::Unsupported(
-        fmt::format("version record: format '{}' (this build reads 2)", format.substr(0, 20))));
+  if (format != "2" && format != "3") {
+    return Err(
+        Status::Unsupported(fmt::format("version record: format '{}' (this build reads 2 "
+                                        "and 3)",
+                                        format.substr(0, 20))));
   }
   VersionRecord r;
   STOKER_ASSIGN_OR_RETURN(r.version, Decimal(text, "version"));
@@ -94,6 +98,12 @@ Result<VersionRecord> ParseVersionRecord(std::string_view text) {
   STOKER_ASSIGN_OR_RETURN(r.classes, Decimal(text, "classes"));
   STOKER_ASSIGN_OR_RETURN(r.chunks, Decimal(text, "chunks"));
   STOKER_ASSIGN_OR_RETURN(r.bytes, Decimal(text, "bytes"));
+  if (format == "3") {
+    STOKER_ASSIGN_OR_RETURN(auto columns, TakeField(text, "columns", kRecord));
+    auto schema = ParseSchema(columns);
+    if (!schema) return Err(Status::Corruption("version record: " + schema.error().message()));
+    r.columns = std::string(columns);
+  }
   if (r.version == 0 || r.parent >= r.version || (flags & ~uint64_t{kSegmentDatasetFlags}) != 0) {
     return Err(Status::Corruption("version record: bad version, parent or flags"));
   }

@@ -14,6 +14,7 @@
 //   classes 1000
 //   chunks 2213
 //   bytes 147897477120
+//   columns image:jpeg label:int label=label   (column datasets only: then "stoker-version 3")
 //   segment 3c1d0a9e5b7f2a60 30718512 5e1f0c2d 1271167 1271167 1000 2196
 //   segment 77aa01be9c3d4f10 243105 0a1b2c3d 10000 10000 0 17
 //   record-crc32c 1a2b3c4d            (CRC32C of all the bytes before this line)
@@ -51,6 +52,10 @@ struct VersionRecord {
   uint64_t writer = 0;  // a random id of the writer that published it
   uint32_t flags = 0;   // the segments' flags (segment_layout.h)
   uint64_t files = 0, samples = 0, classes = 0, chunks = 0, bytes = 0;
+  // The schema of a column dataset (dataset/columns.h, its text form); empty: not one. Every
+  // version of a dataset has the same. Records with columns say "stoker-version 3", so readers
+  // that predate columns refuse them as a newer format instead of misreading their samples.
+  std::string columns;
   std::vector<SegmentRef> segments;
   bool operator==(const VersionRecord&) const = default;
 };

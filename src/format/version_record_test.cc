@@ -32,6 +32,27 @@ TEST(VersionRecord, RoundTrips) {
   EXPECT_EQ(*parsed, Sample());
 }
 
+TEST(VersionRecord, ColumnsMakeAFormat3RecordThatRoundTrips) {
+  VersionRecord r = Sample();
+  r.columns = "caption:str image:jpeg label:int label=label";
+  const std::string text = EncodeVersionRecord(r);
+  EXPECT_TRUE(text.starts_with("stoker-version 3\n")) << text;
+  EXPECT_NE(text.find("\ncolumns caption:str image:jpeg label:int label=label\n"),
+            std::string::npos);
+  auto parsed = ParseVersionRecord(text);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().ToString();
+  EXPECT_EQ(*parsed, r);
+}
+
+TEST(VersionRecord, RefusesABadColumnsLine) {
+  VersionRecord r = Sample();
+  r.columns = "image:jpg";  // not a type
+  auto parsed = ParseVersionRecord(EncodeVersionRecord(r));
+  ASSERT_FALSE(parsed.has_value());
+  EXPECT_EQ(parsed.error().code(), StatusCode::kCorruption) << parsed.error().ToString();
+  EXPECT_NE(parsed.error().message().find("unknown type"), std::string::npos);
+}
+
 TEST(VersionRecord, NamesSortByVersion) {
   EXPECT_EQ(VersionRecordPath(5), "versions/0000000000000005.version");
   EXPECT_EQ(VersionOfRecordName("000000000000001a.version"), 26u);
@@ -65,7 +86,7 @@ TEST(VersionRecord, TotalsMustMatchTheSegments) {
 }
 
 TEST(VersionRecord, ANewerFormatIsUnsupportedNotCorrupt) {
-  std::string body = "stoker-version 3\nwhatever\n";
+  std::string body = "stoker-version 4\nwhatever\n";
   body += "record-crc32c " + fmt::format("{:08x}", crc32c::Value(body)) + "\n";
   EXPECT_EQ(ParseVersionRecord(body).error().code(), StatusCode::kUnsupported);
 }

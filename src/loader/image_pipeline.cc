@@ -141,10 +141,22 @@ struct ImagePipeline::State {
   std::thread dispatcher;
   std::vector<std::thread> workers;
 
-  // The file of `sample` that holds its image: the only one, or (for samples packed from tar
-  // shards) the first with an image extension, else the first. An error if a path is unreadable.
+  // The file of `sample` that holds its image: the image member's (options.image_member), the
+  // only one, or (for samples packed from tar shards) the first with an image extension, else
+  // the first. An error if a path is unreadable or the image member is missing.
   Result<const SampleData::File*> ImageFile(const SampleData& data) const {
     if (data.files.empty()) return Err(Status::InvalidArgument("the sample has no files"));
+    if (!options.image_member.empty()) {
+      const std::string suffix = "." + options.image_member;
+      std::string path;
+      for (const SampleData::File& f : data.files) {
+        STOKER_ASSIGN_OR_RETURN(path, dataset->Path(f.index));
+        if (path.ends_with(suffix)) return &f;
+      }
+      return Err(Status::InvalidArgument(
+          fmt::format("sample {} has no '{}' member (its files end like {})", data.sample,
+                      options.image_member, path)));
+    }
     if (data.files.size() == 1) return &data.files[0];
     for (const SampleData::File& f : data.files) {
       STOKER_ASSIGN_OR_RETURN(const std::string path, dataset->Path(f.index));

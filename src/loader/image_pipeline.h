@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "decode/transform.h"
@@ -40,6 +41,9 @@ struct ImagePipelineOptions {
   uint32_t prefetch_batches = 0;  // batches made ahead of the consumer; 0: 2
   uint64_t seed = 0, epoch = 0;   // augmentation randomness (with each sample's index)
   ErrorPolicy on_error = ErrorPolicy::kRaise;
+  // The member holding a sample's image: the file whose name ends in "." + image_member (a
+  // column dataset's image column). Empty: the only file, or the first with an image extension.
+  std::string image_member;
   Status Validate() const;
 };
 

@@ -12,7 +12,7 @@ from stoker._core import image as image
 
 class Dataset:
     """
-    A packed dataset (one version), map-style: len(ds) samples, ds[i] -> (bytes, label, path); for tar-packed datasets ds[i] -> ({ext: bytes}, label, key). Labels are -1 when absent.
+    A packed dataset (one version), map-style: len(ds) samples, ds[i] -> (bytes, label, path); for tar-packed datasets ds[i] -> ({ext: bytes}, label, key); for column datasets (stoker.Writer) ds[i] -> {column: value}. Labels are -1 when absent.
     """
 
     def __init__(self, uri: object, version: int | None = None) -> None:
@@ -22,7 +22,7 @@ class Dataset:
 
     def __len__(self) -> int: ...
 
-    def __getitem__(self, index: int) -> tuple: ...
+    def __getitem__(self, index: int) -> object: ...
 
     def find(self, path: object) -> int:
         """
@@ -66,6 +66,16 @@ class Dataset:
     @property
     def classes(self) -> list:
         """Class names; label i is classes[i]."""
+
+    @property
+    def columns(self) -> dict:
+        """
+        A column dataset's schema {name: type} (stoker.Writer); {} for other datasets.
+        """
+
+    @property
+    def label_column(self) -> str | None:
+        """The column whose values label a column dataset's samples, or None."""
 
     @property
     def grouped(self) -> bool:
@@ -171,7 +181,7 @@ class ReadPipeline:
 
     def __iter__(self) -> object: ...
 
-    def __next__(self) -> tuple: ...
+    def __next__(self) -> object: ...
 
     def stats(self) -> dict:
         """
@@ -274,3 +284,49 @@ class EpochCursor:
     def __getstate__(self) -> tuple: ...
 
     def __setstate__(self, arg: tuple, /) -> None: ...
+
+class Writer:
+    """
+    Writes typed samples into a new dataset (or, with append=True, the next version of an existing one).
+
+        with stoker.Writer('out.stoker', columns={'image': 'jpeg', 'label': 'int',
+                                                  'caption': 'str?'}) as w:
+            w.write({'image': jpeg_bytes, 'label': 3, 'caption': 'a cat'})
+
+    Column types: bytes, str, int, float, json, ndarray, jpeg, png, tokens; 'ndarray:float32' fixes an array's dtype, 'tokens:uint16' a token column's (default int32), 'float:nan' lets NaN and infinities in, and a trailing '?' makes a column optional (None or absent). `label` names an int column whose values label the samples (classes 0 .. 2^22-1); an int column called 'label' does by default. Other keyword arguments are stoker.pack's (chunk_size, append, order, order_seed, mix_memory) and progress.
+
+    A bad value raises TypeError/ValueError naming the sample and column, and that sample is left out. Nothing is visible until close() (the end of a `with` block without an exception) publishes the version; an exception or abort() publishes nothing.
+    """
+
+    def __init__(self, output: object, columns: dict, *, label: str | None = None, **kwargs) -> None: ...
+
+    def write(self, sample: object) -> None:
+        """Adds one sample: a dict {column: value}."""
+
+    def close(self) -> dict:
+        """Publishes the version; returns stoker.pack's summary dict."""
+
+    def abort(self) -> None:
+        """Stops without publishing; removes what was written."""
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(self, type: object | None, value: object | None, traceback: object | None) -> None: ...
+
+    @property
+    def columns(self) -> dict:
+        """The schema: {name: type}."""
+
+    @property
+    def label(self) -> str | None:
+        """The label column, or None."""
+
+    @property
+    def samples_written(self) -> int: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def summary(self) -> object:
+        """close()'s summary once closed, else None."""

@@ -1,0 +1,105 @@
+// Typed columns (stoker.Writer, docs/format.md §9): a column dataset is a grouped dataset whose
+// sample `key` holds one file `key.<column>` per column it has a value for, and whose version
+// records carry the schema. Each value is stored in a form other tools read too (the FUSE view
+// shows them as files):
+//
+//   bytes, jpeg, png   the bytes themselves (jpeg/png: an encoded image ImageLoader decodes)
+//   str, json          UTF-8 text (json: one JSON document)
+//   int                decimal text, like a WebDataset .cls member ("-12")
+//   float              the shortest decimal text that reads back as the same double
+//   ndarray            a NumPy .npy file (format 1.0, little-endian, C order)
+//   tokens             the integers, little-endian, of the column's element type, back to back
+//
+// The schema's text form, as a version record holds it (space-separated, columns in name
+// order, then the label column if any):
+//   "caption:str emb:ndarray:float32? image:jpeg label:int score:float:nan label=label"
+// A column is `name:type[:parameter][?]`: `?` marks it optional (a sample may lack it); the
+// parameter is an ndarray's fixed dtype, a tokens column's element type (default int32), or
+// `nan` for a float column that accepts NaN and infinities. `label=NAME` names an int column
+// whose values are the samples' class labels (0 .. kMaxClsLabel).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker::format {
+
+enum class ColumnType : uint8_t {
+  kBytes,
+  kStr,
+  kInt,
+  kFloat,
+  kJson,
+  kNdarray,
+  kJpeg,
+  kPng,
+  kTokens
+};
+
+// A fixed-size numeric element type, as NumPy names it.
+struct ElementType {
+  char kind = 'i';            // 'b' bool, 'i' signed, 'u' unsigned, 'f' float, 'c' complex
+  uint8_t size = 4;           // bytes
+  std::string Name() const;   // "int32", "float16", "bool", "complex64"
+  std::string Descr() const;  // NumPy's array-protocol string: "<i4", "|u1", "<f2", "|b1"
+  bool operator==(const ElementType&) const = default;
+};
+Result<ElementType> ParseElementType(std::string_view name);     // "int32", "uint8", ...
+Result<ElementType> ElementTypeOfDescr(std::string_view descr);  // "<i4", "|u1", ...
+
+struct Column {
+  std::string name;
+  ColumnType type = ColumnType::kBytes;
+  // ndarray: the fixed element type (nullopt: any); tokens: the element type (integers only).
+  std::optional<ElementType> element;
+  bool optional = false;
+  bool allow_nan = false;  // float: NaN and infinities are values, not errors
+  bool operator==(const Column&) const = default;
+};
+
+struct Schema {
+  std::vector<Column> columns;  // in name order
+  std::string label;            // the int column that labels samples; empty: none
+  bool empty() const { return columns.empty(); }
+  const Column* Find(std::string_view name) const;
+  bool operator==(const Schema&) const = default;
+};
+
+std::string_view ColumnTypeName(ColumnType type);
+// One column from its name and type text ("ndarray:float32?"); InvalidArgument naming it.
+Result<Column> ParseColumn(std::string_view name, std::string_view type);
+std::string ColumnTypeText(const Column& column);  // "ndarray:float32?"
+// Builds a schema (sorted by name, checked: names, types, a label column of type int).
+Result<Schema> MakeSchema(std::vector<Column> columns, std::string label);
+// The text form above; Parse is strict (a version record's `columns` line).
+std::string FormatSchema(const Schema& schema);
+Result<Schema> ParseSchema(std::string_view text);
+
+// The file of `column` in sample `key`: "key.column".
+std::string ColumnPath(std::string_view key, std::string_view column);
+
+// An .npy (format 1.0) header for a C-order array; `shape` may be empty (a scalar).
+std::string NpyHeader(const ElementType& element, std::span<const uint64_t> shape);
+struct NpyLayout {
+  ElementType element;
+  std::vector<uint64_t> shape;
+  uint64_t data_offset = 0;  // where the elements start
+  uint64_t count = 0;        // product of shape
+};
+// Parses an .npy file's header and checks that the data that follows is exactly the array's
+// (hostile input: Corruption, never an allocation from a declared size).
+Result<NpyLayout> ParseNpy(std::span<const std::byte> file);
+
+// int/float columns: the text of a value, and back (Corruption on anything else).
+std::string IntText(int64_t value);
+std::string FloatText(double value);
+Result<int64_t> ParseIntText(std::string_view text);
+Result<double> ParseFloatText(std::string_view text);
+
+}  // namespace stoker::format

@@ -1,0 +1,300 @@
+"""stoker.Writer and column datasets (issue 16): typed samples written from Python, read back as
+typed values by stoker.Dataset, stoker.Loader and stoker.ImageLoader, with the guarantees of
+`stoker pack` (atomic versions, appends that keep indices, CRC on every byte)."""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stoker
+
+COLUMNS = {"image": "bytes", "label": "int", "caption": "str?", "emb": "ndarray:float32",
+           "meta": "json", "ids": "tokens:uint16", "score": "float", "any": "ndarray?"}
+
+
+def sample(i: int) -> dict:
+    rng = np.random.default_rng(i)
+    return {
+        "image": rng.bytes(int(rng.integers(0, 3000))),
+        "label": i % 7,
+        "caption": None if i % 3 == 0 else f"caption {i} \N{SNOWMAN}",
+        "emb": rng.standard_normal(8).astype(np.float32),
+        "meta": {"i": i, "tags": ["a", "b"][: i % 3], "nested": {"x": i / 4}},
+        "ids": rng.integers(0, 60000, size=int(rng.integers(0, 50))),  # int64: converted
+        "score": float(rng.standard_normal()) * 10 ** int(rng.integers(-300, 300)),
+        **({"any": rng.integers(0, 9, size=(2, i % 4, 3)).astype(np.int16)} if i % 2 else {}),
+    }
+
+
+def check_equal(got: dict, want: dict) -> None:
+    assert list(got) == sorted(COLUMNS)  # every column, in the schema's (name) order
+    for name in COLUMNS:
+        g, w = got[name], want.get(name)
+        if isinstance(w, np.ndarray):
+            assert isinstance(g, np.ndarray) and g.shape == w.shape, name
+            np.testing.assert_array_equal(g, w)
+            if name == "ids":
+                assert g.dtype == np.uint16
+        else:
+            assert g == w, name
+
+
+def write(path: Path, count: int, start: int = 0, **kwargs) -> dict:
+    with stoker.Writer(path, columns=COLUMNS, progress=False, **kwargs) as w:
+        for i in range(start, start + count):
+            w.write(sample(i))
+    assert w.closed and w.samples_written == count
+    return w.summary
+
+
+def test_typed_samples_round_trip(tmp_path):
+    summary = write(tmp_path / "d.stoker", 300, chunk_size="64KiB")
+    assert summary["samples"] == 300 and summary["version"] == 1
+    assert summary["chunks"] > 1  # mixed over several chunks
+    ds = stoker.Dataset(tmp_path / "d.stoker")
+    assert len(ds) == 300
+    assert ds.columns == COLUMNS
+    assert ds.label_column == "label"  # an int column called "label" labels samples
+    assert ds.classes == [str(c) for c in range(7)]
+    for i in range(300):
+        check_equal(ds[i], sample(i))  # indices are the order of writing
+    assert ds[0]["emb"].flags.writeable is False  # a view of the read bytes, not a copy
+    assert stoker.verify(tmp_path / "d.stoker")["ok"]
+
+
+def test_values_are_stored_as_files_other_tools_read(tmp_path):
+    write(tmp_path / "d.stoker", 4)
+    ds = stoker.Dataset(tmp_path / "d.stoker")
+    paths = ds.sample_files(1)
+    assert sorted(p.rsplit(".", 1)[1] for p in paths) == sorted(COLUMNS)
+    by_column = {p.rsplit(".", 1)[1]: ds.read(p) for p in paths}
+    assert by_column["label"] == b"1"
+    assert json.loads(by_column["meta"]) == sample(1)["meta"]
+    np.testing.assert_array_equal(np.load(io.BytesIO(by_column["emb"])), sample(1)["emb"])
+    assert float(by_column["score"]) == sample(1)["score"]
+
+
+def test_loader_yields_typed_samples_and_stacks_batches(tmp_path):
+    write(tmp_path / "d.stoker", 50, chunk_size="64KiB")
+    ds = stoker.Dataset(tmp_path / "d.stoker")
+    seen = []
+    for s in stoker.Loader(ds, shuffle="chunk", seed=3):
+        seen.append(s["meta"]["i"])
+        check_equal(s, sample(s["meta"]["i"]))
+    assert sorted(seen) == list(range(50))
+    batch = next(iter(stoker.Loader(ds, batch_size=8, shuffle="sequential")))
+    assert batch["emb"].shape == (8, 8) and batch["emb"].dtype == np.float32
+    assert batch["label"].dtype == np.int64 and batch["score"].dtype == np.float64
+    assert isinstance(batch["image"], list) and isinstance(batch["ids"], list)  # ragged
+    # Ranks split the epoch evenly, and a state_dict resumes exactly, as for any dataset.
+    ranks = [[s["meta"]["i"] for s in stoker.Loader(ds, rank=r, world_size=3, seed=1)]
+             for r in range(3)]
+    assert len({len(r) for r in ranks}) == 1
+    assert set().union(*map(set, ranks)) == set(range(50))
+    loader = stoker.Loader(ds, batch_size=5, seed=9)
+    it = iter(loader)
+    first = [next(it)["label"].tolist() for _ in range(3)]
+    state = loader.state_dict()
+    rest = [b["label"].tolist() for b in it]
+    again = stoker.Loader(ds, batch_size=5, seed=9)
+    again.load_state_dict(state)
+    assert [b["label"].tolist() for b in again] == rest
+    assert len(first) + len(rest) == 10
+
+
+def test_append_keeps_indices_and_needs_the_same_columns(tmp_path, stoker_cli):
+    path = tmp_path / "d.stoker"
+    write(path, 20)
+    before = [stoker.Dataset(path)[i] for i in range(20)]
+    summary = write(path, 15, start=20, append=True)
+    assert summary["version"] == 2 and summary["samples"] == 35
+    ds = stoker.Dataset(path)
+    for i in range(35):
+        check_equal(ds[i], sample(i))
+    for i in range(20):
+        check_equal(stoker.Dataset(path, version=1)[i], before[i])
+    with pytest.raises(FileExistsError, match="append=True"):
+        stoker.Writer(path, columns=COLUMNS)
+    with pytest.raises(ValueError, match="columns are"):
+        stoker.Writer(path, columns={"image": "bytes"}, append=True)
+    # A tree or tar cannot be appended to a column dataset, nor samples to a plain dataset.
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "a" / "x.jpg").write_bytes(b"x")
+    proc = stoker_cli("pack", "--append", tree, path)
+    assert proc.returncode != 0 and "stoker.Writer" in proc.stderr, proc.stderr
+    plain = tmp_path / "plain.stoker"
+    stoker.pack(tree, plain, progress=False)
+    with pytest.raises(ValueError, match="holds files, not typed columns"):
+        stoker.Writer(plain, columns={"image": "bytes"}, append=True)
+    info = json.loads(stoker_cli("info", "--json", path, check=True).stdout)
+    assert info["columns"].startswith("any:ndarray? caption:str? emb:ndarray:float32")
+    assert info["labels"] == "from column label"
+
+
+def test_bad_values_name_the_sample_and_column_and_are_left_out(tmp_path):
+    path = tmp_path / "d.stoker"
+    cases = [
+        ({"label": "3"}, TypeError, "column 'label': expected int, got str"),
+        ({"label": True}, TypeError, "expected int, got bool"),
+        ({"label": -1}, ValueError, "label -1 is outside"),
+        ({"score": float("nan")}, ValueError, "column 'score': nan is not allowed"),
+        ({"score": "1.5"}, TypeError, "expected float"),
+        ({"emb": np.zeros(8, np.float64)}, TypeError, "dtype float64, but the column holds float32"),
+        ({"ids": np.array([70000])}, ValueError, "token 70000 .* does not fit uint16"),
+        ({"ids": np.array([-1])}, ValueError, "does not fit uint16"),
+        ({"ids": np.zeros((2, 2), np.uint16)}, ValueError, "2-D; tokens are 1-D"),
+        ({"ids": np.zeros(3, np.float32)}, TypeError, "tokens are integers"),
+        ({"image": "text"}, TypeError, "expected bytes-like"),
+        ({"caption": "\udcff"}, ValueError, "not encodable as UTF-8"),
+        ({"meta": {"x": float("nan")}}, ValueError, "column 'meta': not JSON"),
+        ({"meta": object()}, ValueError, "not JSON"),
+        ({"any": np.array([object()])}, TypeError, "column 'any'"),
+        ({"extra": 1}, ValueError, "'extra' is not a column"),
+        ({"emb": None}, ValueError, "no value for column 'emb'"),
+    ]
+    with stoker.Writer(path, columns=COLUMNS, progress=False) as w:
+        w.write(sample(0))
+        for n, (change, error, message) in enumerate(cases):
+            bad = dict(sample(1), **change)
+            with pytest.raises(error, match=f"sample 1: .*{message}"):
+                w.write(bad)
+        with pytest.raises(ValueError, match="no value for column 'image'"):
+            w.write({k: v for k, v in sample(1).items() if k != "image"})
+        with pytest.raises(TypeError, match="expected a dict"):
+            w.write([1, 2])
+        w.write(sample(1))
+    ds = stoker.Dataset(path)
+    assert len(ds) == 2  # the bad samples were left out, the writer went on
+    check_equal(ds[1], sample(1))
+
+
+def test_bad_schemas_and_options(tmp_path):
+    with pytest.raises(ValueError, match="unknown type 'integer'"):
+        stoker.Writer(tmp_path / "a", columns={"x": "integer"})
+    with pytest.raises(ValueError, match="'a.b'"):
+        stoker.Writer(tmp_path / "a", columns={"a.b": "int"})
+    with pytest.raises(ValueError, match="must be of type int"):
+        stoker.Writer(tmp_path / "a", columns={"x": "str"}, label="x")
+    with pytest.raises(TypeError, match="'threads'"):
+        stoker.Writer(tmp_path / "a", columns={"x": "str"}, threads=4)
+    with pytest.raises(TypeError, match="chunk_sise"):
+        stoker.Writer(tmp_path / "a", columns={"x": "str"}, chunk_sise=4)
+    with pytest.raises(TypeError):
+        stoker.Writer(tmp_path / "a", columns=["x"])
+    assert not (tmp_path / "a" / "versions").exists()
+
+
+def test_an_exception_or_abort_publishes_nothing(tmp_path):
+    path = tmp_path / "d.stoker"
+    with pytest.raises(RuntimeError):
+        with stoker.Writer(path, columns={"x": "int"}, progress=False) as w:
+            for i in range(100):
+                w.write({"x": i})
+            raise RuntimeError("the job failed")
+    assert w.closed and w.summary is None
+    with pytest.raises(FileNotFoundError):
+        stoker.Dataset(path)
+    assert not list((path / "chunks").iterdir()) if (path / "chunks").exists() else True
+    w = stoker.Writer(path, columns={"x": "int"}, progress=False)
+    w.write({"x": 1})
+    w.abort()
+    with pytest.raises(ValueError, match="closed"):
+        w.write({"x": 2})
+    with pytest.raises(FileNotFoundError):
+        stoker.Dataset(path)
+    # A fresh writer then succeeds in the same place.
+    with stoker.Writer(path, columns={"x": "int"}, progress=False) as w:
+        w.write({"x": 5})
+    assert stoker.Dataset(path)[0] == {"x": 5}
+
+
+def test_kill_9_while_writing_leaves_no_dataset(tmp_path):
+    path = tmp_path / "d.stoker"
+    script = textwrap.dedent(f"""
+        import os, stoker
+        w = stoker.Writer({str(path)!r}, columns={{"x": "bytes"}}, progress=False,
+                          chunk_size="1MiB")
+        for i in range(100000):
+            w.write({{"x": os.urandom(1000)}})
+            if i == 5000:
+                print("writing", flush=True)
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with pytest.raises(FileNotFoundError):
+        stoker.Dataset(path)
+    # The leftovers do not stop a new writer (gc collects them).
+    with stoker.Writer(path, columns={"x": "bytes"}, progress=False) as w:
+        w.write({"x": b"ok"})
+    assert stoker.Dataset(path)[0] == {"x": b"ok"}
+
+
+def test_corrupt_values_are_reported_by_name(tmp_path):
+    path = tmp_path / "d.stoker"
+    with stoker.Writer(path, columns={"n": "int", "a": "ndarray"}, progress=False,
+                       order="path") as w:
+        w.write({"n": 12345, "a": np.arange(6).reshape(2, 3)})
+    # Flip a byte of the int's text in its chunk: the CRC catches it, naming the file.
+    chunk = next((path / "chunks").iterdir())
+    data = bytearray(chunk.read_bytes())
+    at = data.find(b"12345")
+    data[at] ^= 0x01
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(stoker.CorruptionError, match=r"\.n"):
+        stoker.Dataset(path)[0]
+
+
+def test_image_loader_trains_on_an_image_column(tmp_path):
+    torch = pytest.importorskip("torch")
+    from PIL import Image
+    path = tmp_path / "img.stoker"
+    rng = np.random.default_rng(0)
+    with stoker.Writer(path, columns={"image": "jpeg", "label": "int", "caption": "str",
+                                      "thumb": "png?"}, progress=False) as w:
+        for i in range(40):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (40, 50, 3), dtype=np.uint8)).save(buf, "JPEG")
+            w.write({"image": buf.getvalue(), "label": i % 4, "caption": f"c{i}"})
+    images = stoker.ImageLoader(path, batch_size=8, size=32, train=False, image="image",
+                                label="label")
+    labels = []
+    for x, y in images:
+        assert x.shape[1:] == (3, 32, 32)
+        labels += y.tolist()
+    assert sorted(labels) == sorted(i % 4 for i in range(40))
+    # Its image column is found without image= when it is the only jpeg column... but here a
+    # png column exists too, so the choice must be made.
+    with pytest.raises(ValueError, match="pass image="):
+        stoker.ImageLoader(path, batch_size=8)
+    with pytest.raises(ValueError, match="not a jpeg or png column"):
+        stoker.ImageLoader(path, batch_size=8, image="caption")
+    with pytest.raises(ValueError, match="label column"):
+        stoker.ImageLoader(path, batch_size=8, image="image", label="caption")
+    # Samples without the optional png fail by name when it is chosen.
+    with pytest.raises(ValueError, match="has no 'thumb' member"):
+        next(iter(stoker.ImageLoader(path, batch_size=8, image="thumb")))
+    assert torch is not None
+
+
+def test_mount_shows_columns_as_files(tmp_path, stoker_cli):
+    # The same files the FUSE view shows (stoker ls lists the tree without mounting).
+    path = tmp_path / "d.stoker"
+    write(path, 3)
+    top = stoker_cli("ls", path, check=True).stdout.split()
+    assert len(top) == 1  # one directory per writer, its samples numbered in it
+    listing = stoker_cli("ls", path, top[0].rstrip("/"), check=True).stdout.split()
+    assert sorted(n for n in listing if n.endswith(".emb")) == [
+        f"{i:012}.emb" for i in range(3)]
