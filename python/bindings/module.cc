@@ -10,6 +10,7 @@
 #include "pack.h"
 #include "pipeline.h"
 #include "sampler.h"
+#include "tokens.h"
 #include "writer.h"
 
 NB_MODULE(_core, m) {
@@ -22,5 +23,6 @@ NB_MODULE(_core, m) {
   stoker::python::RegisterPack(m);
   stoker::python::RegisterPipeline(m);
   stoker::python::RegisterSampler(m);
+  stoker::python::RegisterTokens(m);
   stoker::python::RegisterWriter(m);
 }

@@ -19,8 +19,9 @@ std::vector<SourceItem> Sample(uint64_t k, size_t bytes) {
   for (const char* column : {"a", "label"}) {
     SourceItem item;
     item.path = "w/" + std::to_string(1000000 + k) + "." + column;
-    const std::string text = std::string(column) == "label" ? std::to_string(k % 5)
-                                                            : std::string(bytes, char('a' + k % 26));
+    const std::string text = std::string(column) == "label"
+                                 ? std::to_string(k % 5)
+                                 : std::string(bytes, char('a' + k % 26));
     const auto* p = reinterpret_cast<const std::byte*>(text.data());
     item.bytes.assign(p, p + text.size());
     items.push_back(std::move(item));

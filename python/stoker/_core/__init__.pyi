@@ -285,6 +285,26 @@ class EpochCursor:
 
     def __setstate__(self, arg: tuple, /) -> None: ...
 
+class TokenStream:
+    """
+    A tokens column as one stream, chunk after chunk (the samples that start in a chunk, in order): what stoker.TokenLoader reads.
+    """
+
+    def __init__(self, dataset: object, column: str) -> None: ...
+
+    @property
+    def chunk_tokens(self) -> Annotated[NDArray[numpy.uint64], dict(shape=(None,), writable=False)]:
+        """Tokens per chunk (uint64)."""
+
+    @property
+    def dtype(self) -> str:
+        """The column's element type ('uint16', ...)."""
+
+    def read_chunk(self, chunk: int) -> object:
+        """
+        Chunk `chunk`'s tokens, CRC-checked: a read-only NumPy array over a C++ buffer.
+        """
+
 class Writer:
     """
     Writes typed samples into a new dataset (or, with append=True, the next version of an existing one).

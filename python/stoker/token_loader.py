@@ -1,0 +1,279 @@
+"""stoker.TokenLoader: blocks of consecutive tokens for LLM training.
+
+    with stoker.Writer("corpus.stoker", columns={"tokens": "tokens:uint16"}) as w:
+        for doc in docs:
+            w.write({"tokens": tokenizer.encode(doc)})
+    loader = stoker.TokenLoader("corpus.stoker", block_size=2048, batch_size=8)
+    for batch in loader:                  # (8, 2049) uint16 NumPy array
+        x, y = batch[:, :-1], batch[:, 1:]
+
+The tokens column is one stream (docs/format.md §9; loader/token_stream.h): chunk after chunk,
+and in a chunk the documents that start in it, in order. Block k is tokens [k*B, k*B + B + 1)
+of the stream (B = block_size): documents cross block edges, as in Megatron and LitData's
+TokensLoader, and each token is the input of exactly one block per epoch (a final remainder
+shorter than a block is left out). Blocks are shuffled chunk-wise, by the same C++ sampler as
+stoker.Loader (a block belongs to the chunk it starts in): chunks in random order, blocks
+shuffled within windows of `window` chunks, so the reads are whole chunks. Ranks get equal
+shares (position p of the epoch's order goes to rank p mod world_size); state_dict() is a
+position in the epoch's order, so load_state_dict() resumes exactly with any world size.
+
+Reading: whole chunks, CRC-checked, in C++ threads ahead of the consumer (the GIL released);
+a chunk is dropped after the last block that needs it. Memory: about (window + prefetch)
+chunks. Blocks are gathered into a batch with NumPy slicing, no per-token Python.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Iterator
+
+import numpy as np
+
+from ._core import Dataset, EpochCursor, Sampler, TokenStream
+from .loader import env_world, reopen_dataset
+
+_ORDER_KEYS = ("dataset_version", "column", "block_size", "num_blocks", "shuffle", "seed",
+               "window")
+
+
+class TokenLoader:
+    """Yields batches of token blocks: NumPy arrays of shape (batch_size, block_size + 1), in
+    the column's dtype (or `dtype`); with batch_size=None, single blocks.
+
+    Args:
+      dataset: a path / URI of a column dataset (stoker.Writer), or an open stoker.Dataset.
+      column: its tokens column.
+      block_size: tokens per block, plus the one that follows (the last target).
+      batch_size: blocks per batch; None yields blocks one by one.
+      shuffle: "chunk" (default) or "sequential" (the stream's order), as stoker.Loader.
+      seed, window, drop_last, rank, world_size: as stoker.Loader (rank and world size from
+        torchrun's RANK and WORLD_SIZE by default).
+      dtype: convert blocks to this NumPy dtype (e.g. "int64" for torch embeddings).
+      prefetch: chunks read ahead beyond those in use.
+    """
+
+    def __init__(self, dataset: str | os.PathLike | Dataset, column: str = "tokens",
+                 block_size: int = 2048, batch_size: int | None = 8, *,
+                 shuffle: str = "chunk", seed: int = 0, window: int = 16,
+                 drop_last: bool = False, rank: int | None = None,
+                 world_size: int | None = None, dtype: str | None = None,
+                 prefetch: int = 2) -> None:
+        if int(block_size) < 1:
+            raise ValueError("block_size must be at least 1")
+        if batch_size is not None and int(batch_size) < 1:
+            raise ValueError("batch_size must be at least 1, or None")
+        if int(prefetch) < 0:
+            raise ValueError("prefetch must be at least 0")
+        if shuffle not in ("chunk", "sequential"):
+            # A uniform permutation of blocks would keep nearly every chunk in memory until its
+            # last block: chunk mode mixes within windows at whole-chunk reads instead.
+            raise ValueError(f"shuffle must be 'chunk' or 'sequential', not {shuffle!r}")
+        self._rank, self._world_size = env_world(rank, world_size)
+        ds = dataset if isinstance(dataset, Dataset) else Dataset(os.fspath(dataset))
+        self._uri, self._version = ds.uri, ds.version
+        self._column = column
+        self._block = int(block_size)
+        self._batch_size = None if batch_size is None else int(batch_size)
+        self._shuffle, self._seed, self._window = shuffle, int(seed), int(window)
+        self._drop_last = bool(drop_last)
+        self._dtype = None if dtype is None else np.dtype(dtype)
+        self._prefetch = int(prefetch)
+        self._ds: Dataset | None = ds
+        self._pid = os.getpid()
+        self._stream: TokenStream | None = None
+        self._sampler: Sampler | None = None
+        stream, sampler = self._handles()  # a bad column or option fails here
+        self._num_blocks = sampler.num_samples
+        self._cursor = EpochCursor(self._num_blocks, self._world_size, self._drop_last)
+        self._stats: dict[str, Any] = {}
+
+    # -- per-process handles ----------------------------------------------------------------
+
+    def _handles(self) -> tuple[TokenStream, Sampler]:
+        if self._pid != os.getpid() or self._ds is None:
+            self._ds = reopen_dataset(self._uri, self._version)
+            self._stream = self._sampler = None
+            self._pid = os.getpid()
+        if self._stream is None or self._sampler is None:
+            self._stream = TokenStream(self._ds, self._column)
+            counts = np.asarray(self._stream.chunk_tokens, dtype=np.uint64)
+            self._ends = np.cumsum(counts, dtype=np.uint64)
+            total = int(self._ends[-1]) if len(self._ends) else 0
+            blocks = (total - 1) // self._block if total > 1 else 0
+            starts = np.arange(blocks, dtype=np.uint64) * np.uint64(self._block)
+            # A block belongs to the chunk its first token lies in.
+            chunks = np.searchsorted(self._ends, starts, side="right").astype(np.uint32)
+            self._sampler = Sampler.from_chunks(chunks, self._version, mode=self._shuffle,
+                                                seed=self._seed, window=self._window,
+                                                drop_last=self._drop_last)
+        return self._stream, self._sampler
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_ds"] = state["_stream"] = state["_sampler"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # -- properties ----------------------------------------------------------------------------
+
+    @property
+    def num_blocks(self) -> int:
+        """Blocks in an epoch (all ranks)."""
+        return self._num_blocks
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens in the stream."""
+        self._handles()
+        return int(self._ends[-1]) if len(self._ends) else 0
+
+    @property
+    def epoch(self) -> int:
+        return self._cursor.epoch
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        return self._world_size
+
+    def set_epoch(self, epoch: int) -> None:
+        """As stoker.Loader.set_epoch."""
+        self._cursor.set_epoch(int(epoch))
+
+    def __len__(self) -> int:
+        blocks = self._cursor.pass_samples()
+        if self._batch_size is None:
+            return blocks
+        return blocks // self._batch_size if self._drop_last else -(-blocks // self._batch_size)
+
+    # -- iteration -------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        token = self._cursor.begin_pass()
+        stream, sampler = self._handles()
+        c = self._cursor
+        plan, _, _ = sampler.plan_rank(c.epoch, c.position, c.planned_world_size,
+                                       self._world_size, self._rank)
+        return self._generate(stream, np.asarray(plan, dtype=np.int64), token)
+
+    def _generate(self, stream: TokenStream, plan: np.ndarray, token: int) -> Iterator[np.ndarray]:
+        width = self._block + 1
+        ends = self._ends
+        begins = ends - np.asarray(stream.chunk_tokens, dtype=np.uint64)
+        starts = plan * self._block
+        first = np.searchsorted(ends, starts, side="right")
+        last = np.searchsorted(ends, starts + (width - 1), side="right")
+        # Chunks in the order blocks first need them, and where each is needed last.
+        needs: list[tuple[int, int]] = []
+        for p in np.flatnonzero(last > first).tolist():
+            needs.extend((p, c) for c in range(int(first[p]) + 1, int(last[p]) + 1))
+        positions = np.concatenate([np.arange(len(plan)), np.array([p for p, _ in needs],
+                                                                     dtype=np.int64)])
+        chunks = np.concatenate([first, np.array([c for _, c in needs], dtype=first.dtype)])
+        order = np.lexsort((chunks, positions))
+        positions, chunks = positions[order], chunks[order]
+        last_use: dict[int, int] = {}
+        schedule: list[int] = []  # chunks in the order of first need
+        for p, ch in zip(positions.tolist(), chunks.tolist()):
+            if ch not in last_use:
+                schedule.append(ch)
+            last_use[ch] = p
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stoker-tokens")
+        loaded: dict[int, Future] = {}
+        requested: set[int] = set()  # a chunk is read once per pass
+        cursor = 0  # into schedule
+        ahead = self._window + self._prefetch
+        stats = {"blocks": 0, "tokens": 0, "chunks_read": 0}
+
+        def load(ch: int) -> None:
+            loaded[ch] = pool.submit(stream.read_chunk, ch)
+            requested.add(ch)
+            stats["chunks_read"] += 1
+
+        def top_up() -> None:
+            nonlocal cursor
+            while cursor < len(schedule) and len(loaded) < ahead:
+                if schedule[cursor] not in requested:
+                    load(schedule[cursor])
+                cursor += 1
+
+        def tokens(ch: int) -> np.ndarray:
+            if ch not in loaded:  # needed sooner than the schedule's read-ahead reached it
+                load(ch)
+            return loaded[ch].result()
+
+        def block(p: int) -> np.ndarray:
+            s, c0, c1 = int(starts[p]), int(first[p]), int(last[p])
+            local = s - int(begins[c0])
+            if c0 == c1:
+                return tokens(c0)[local:local + width]
+            parts = [tokens(c0)[local:]] + [tokens(ch) for ch in range(c0 + 1, c1 + 1)]
+            return np.concatenate(parts)[:width]
+
+        def release(begin: int, end: int) -> None:
+            # Chunks whose last block was in plan positions [begin, end).
+            for ch in [ch for ch in loaded if begin <= last_use[ch] < end]:
+                del loaded[ch]
+
+        size = self._batch_size
+        dtype = self._dtype or np.dtype(stream.dtype)
+        try:
+            top_up()
+            step = 1 if size is None else size
+            for begin in range(0, len(plan), step):
+                count = min(step, len(plan) - begin)
+                if size is not None and self._drop_last and count < size:
+                    break
+                out = np.empty((count, width), dtype=dtype)
+                for i in range(count):
+                    out[i] = block(begin + i)
+                release(begin, begin + count)
+                top_up()
+                stats["blocks"] += count
+                stats["tokens"] += count * self._block
+                self._cursor.add_yielded(token, count)
+                yield out[0] if size is None else out
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            self._stats = stats
+        self._cursor.end_pass(token)
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of the last pass: blocks, tokens (block_size per block), chunks_read."""
+        return dict(self._stats)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this loader is, as stoker.Loader's: plain ints, strs and bools."""
+        c = self._cursor
+        return {
+            "epoch": c.epoch, "position": c.consumed_position(c.yielded),
+            "planned_world_size": c.planned_world_size, "world_size": self._world_size,
+            "rank": self._rank, "dataset_version": self._version, "column": self._column,
+            "block_size": self._block, "num_blocks": self._num_blocks,
+            "shuffle": self._shuffle, "seed": self._seed, "window": self._window,
+            "drop_last": self._drop_last,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continues from `state` (any world size); ValueError if it belongs to another order."""
+        mine = self.state_dict()
+        for key in _ORDER_KEYS:
+            if state.get(key) != mine[key]:
+                raise ValueError(f"the state was saved with {key}={state.get(key)!r}, this "
+                                 f"loader has {key}={mine[key]!r}: the epoch's order would "
+                                 "differ")
+        self._cursor.load(int(state["epoch"]), int(state["position"]),
+                          int(state["planned_world_size"]))
+
+    def __repr__(self) -> str:
+        return (f"stoker.TokenLoader('{self._uri}', column='{self._column}', "
+                f"block_size={self._block}, batch_size={self._batch_size}, "
+                f"shuffle='{self._shuffle}', rank={self._rank}, world_size={self._world_size}, "
+                f"epoch={self.epoch})")

@@ -1,0 +1,51 @@
+// The tokens of a column dataset's tokens column (stoker.Writer) as one stream, for LLM
+// training (stoker.TokenLoader): chunk after chunk, and within a chunk the token files of the
+// samples that start in it, in sample order. A loader cuts the stream into blocks of
+// block_size + 1 tokens that cross document (and chunk) edges, as Megatron and LitData's
+// TokensLoader do, and shuffles them chunk-wise: a block belongs to the chunk it starts in.
+//
+// Open reads every chunk's locations once (32 bytes per file, streamed, not kept) to count the
+// tokens of each chunk; ReadChunk reads one chunk's token files with one range read, each file
+// CRC-checked. Thread-safe after Open (ReadChunk from several threads).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/columns.h"
+#include "stoker/dataset.h"
+
+namespace stoker::loader {
+
+class TokenStream {
+ public:
+  static Result<std::unique_ptr<TokenStream>> Open(std::shared_ptr<const Dataset> dataset,
+                                                   const std::string& column);
+
+  const format::ElementType& element() const { return element_; }
+  // Tokens of each chunk (their sum is the stream's length).
+  const std::vector<uint64_t>& chunk_tokens() const { return chunk_tokens_; }
+  // Chunk c's tokens, CRC-checked (Corruption names the file and chunk).
+  Result<std::vector<std::byte>> ReadChunk(uint32_t c) const;
+
+ private:
+  struct TokenFile {
+    uint64_t file = 0;
+    uint32_t chunk = 0;
+    uint64_t offset = 0, length = 0;
+    uint32_t crc32c = 0;
+  };
+  // The token files of the samples that start in chunk c, in sample order.
+  Result<std::vector<TokenFile>> ChunkTokenFiles(uint32_t c) const;
+
+  std::shared_ptr<const Dataset> dataset_;
+  std::string suffix_;  // "." + the column's name
+  format::ElementType element_;
+  int64_t position_ = -1;  // the column's file within a complete sample; -1: look it up
+  uint64_t columns_ = 0;   // files of a sample holding every column
+  std::vector<uint64_t> chunk_tokens_;
+};
+
+}  // namespace stoker::loader
