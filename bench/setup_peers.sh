@@ -4,12 +4,14 @@
 # is left alone, so re-running only retries what failed. Each step is independent; a peer that
 # cannot be installed is reported and skipped (run_decode.py records why when it fails to start).
 #
-#   bash bench/setup_peers.sh [tv] [simd] [dali] [ffcv]      (default: all four)
+#   bash bench/setup_peers.sh [tv] [simd] [dali] [ffcv] [streaming]   (default: the first four)
 #
 #   venv-tv    torch 2.14.1 + torchvision 0.29.1 + Pillow (the reference: ImageFolder + DataLoader)
 #   venv-simd  the same with Pillow replaced by pillow-simd (compiled from source with AVX2)
 #   venv-dali  nvidia-dali-cuda120 (its CPU-only mode) + torch for the output tensors
 #   venv-ffcv  ffcv 1.0.2 (needs Debian's libopencv-dev, libturbojpeg0-dev, pkg-config)
+#   venv-streaming  mosaicml-streaming + litdata (bench/run_columns.py); streaming imports
+#              torchvision, hence the same torch + torchvision pair
 #
 # torchvision does not import beside the project's torch 2.13.0, which is why these do not use
 # /work/main/.venv. torch 2.14.1 is a CUDA build (~5.5 GB installed); it runs on the CPU.
@@ -39,6 +41,14 @@ setup_tv() {
   local v=$CACHE/venv-tv
   "$v/bin/pip" install "$TORCH" "$TV" pillow numpy || return 1
   "$v/bin/python" -c "import torchvision, PIL; print('venv-tv:', torchvision.__version__, PIL.__version__)" \
+    && touch "$v/.stoker-ready"
+}
+
+setup_streaming() {
+  make_venv venv-streaming; case $? in 0) return 0;; 2) return 1;; esac
+  local v=$CACHE/venv-streaming
+  "$v/bin/pip" install "$TORCH" "$TV" mosaicml-streaming litdata numpy || return 1
+  "$v/bin/python" -c "import streaming, litdata; print('venv-streaming:', streaming.__version__, litdata.__version__)" \
     && touch "$v/.stoker-ready"
 }
 

@@ -89,7 +89,7 @@ nb::object ColumnValue(const format::Column& column, const nb::bytes& data, std:
           .attr("reshape")(nb::tuple(shape));
     }
     case ColumnType::kTokens: {
-      const format::ElementType element = *column.element;
+      const format::ElementType element = column.element.value_or(format::kDefaultTokenElement);
       if (data.size() % element.size != 0) {
         Corrupt(path, fmt::format("{} bytes is not a whole number of {} tokens", data.size(),
                                   element.Name()));

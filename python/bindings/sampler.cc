@@ -155,6 +155,26 @@ void RegisterSampler(nb::module_& m) {
           "planned_world_size ranks) to the epoch's end: (samples, padded, dropped).");
 
   m.def(
+      "sample_chunks",
+      [](nb::handle dataset) {
+        const Dataset& ds = UnwrapDataset(dataset);
+        std::vector<uint32_t> chunks;
+        Status loaded;
+        {
+          nb::gil_scoped_release release;
+          // Every file's location (32 bytes per file), read once per process.
+          loaded = ds.LoadLocations();
+          if (loaded.ok()) chunks = loader::SampleChunks(ds);
+        }
+        ThrowIfError(loaded);
+        return ToMemoryview(std::move(chunks));
+      },
+      nb::arg("dataset"),
+      "The chunk of each sample's first file (uint32 memoryview): what Sampler.from_chunks "
+      "takes, for a subset of the samples (stoker.Dataset.subset). Reads every file's "
+      "location once.");
+
+  m.def(
       "shuffle_unit",
       [](nb::handle dataset, uint32_t window, uint32_t batch_size,
          std::optional<uint64_t> block_size) {

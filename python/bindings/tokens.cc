@@ -43,25 +43,76 @@ class PyTokenStream {
   // The chunk's tokens as bytes in a C++ buffer, handed to NumPy without a copy.
   nb::object ReadChunk(uint32_t chunk) const {
     if (chunk >= stream_->chunk_tokens().size()) throw nb::index_error("chunk out of range");
-    Result<std::vector<std::byte>> read = Err(Status::Internal("unset"));
+    using Tokens = loader::TokenStream::Tokens;
+    Result<Tokens> read = Err(Status::Internal("unset"));
     {
       nb::gil_scoped_release release;
       read = stream_->ReadChunk(chunk);
     }
-    auto* owned = new std::vector<std::byte>(ValueOrThrow(std::move(read)));
-    nb::capsule owner(owned,
-                      [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
-    const size_t shape[1] = {owned->size()};
+    auto* owned = new Tokens(ValueOrThrow(std::move(read)));
+    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Tokens*>(p); });
+    const size_t shape[1] = {owned->size};
     nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>> bytes(
-        reinterpret_cast<const uint8_t*>(owned->data()), 1, shape, owner);
+        reinterpret_cast<const uint8_t*>(owned->data.get()), 1, shape, owner);
     return nb::cast(bytes).attr("view")(stream_->element().Descr());
   }
 
   std::string dtype() const { return stream_->element().Name(); }
+  std::shared_ptr<const loader::TokenStream> stream() const { return stream_; }
 
  private:
   nb::object dataset_obj_;
-  std::unique_ptr<loader::TokenStream> stream_;
+  std::shared_ptr<const loader::TokenStream> stream_;
+};
+
+class PyTokenBatches {
+ public:
+  using Plan = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+  PyTokenBatches(nb::object stream, const Plan& plan, uint64_t block, uint32_t batch,
+                 uint32_t ahead)
+      : stream_obj_(std::move(stream)) {
+    const auto& s = nb::cast<const PyTokenStream&>(stream_obj_);
+    element_ = s.stream()->element();
+    width_ = block + 1;
+    batch_ = batch;
+    std::vector<uint32_t> blocks(plan.data(), plan.data() + plan.shape(0));
+    Result<std::unique_ptr<loader::TokenBatches>> started = Err(Status::Internal("unset"));
+    {
+      nb::gil_scoped_release release;
+      started = loader::TokenBatches::Start(s.stream(), std::move(blocks), {block, batch, ahead});
+    }
+    batches_ = ValueOrThrow(std::move(started));
+  }
+
+  // The next batch as a (count, block + 1) array over a C++ buffer; None at the end.
+  nb::object Next() {
+    auto* owned = new std::vector<std::byte>(size_t{batch_} * width_ * element_.size);
+    nb::capsule owner(owned,
+                      [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
+    Result<uint32_t> count = Err(Status::Internal("unset"));
+    {
+      nb::gil_scoped_release release;
+      count = batches_->Next(*owned);
+    }
+    const uint32_t n = ValueOrThrow(std::move(count));
+    if (n == 0) return nb::none();
+    const size_t shape[1] = {size_t{n} * width_ * element_.size};
+    nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>> bytes(
+        reinterpret_cast<const uint8_t*>(owned->data()), 1, shape, owner);
+    return nb::cast(bytes)
+        .attr("view")(element_.Descr())
+        .attr("reshape")(nb::make_tuple(n, width_));
+  }
+
+  uint64_t chunks_read() const { return batches_->chunks_read(); }
+
+ private:
+  nb::object stream_obj_;  // keeps the stream (and its dataset) alive
+  format::ElementType element_;
+  uint64_t width_ = 0;
+  uint32_t batch_ = 0;
+  std::unique_ptr<loader::TokenBatches> batches_;
 };
 
 }  // namespace
@@ -75,6 +126,15 @@ void RegisterTokens(nb::module_& m) {
       .def_prop_ro("dtype", &PyTokenStream::dtype, "The column's element type ('uint16', ...).")
       .def("read_chunk", &PyTokenStream::ReadChunk, nb::arg("chunk"),
            "Chunk `chunk`'s tokens, CRC-checked: a read-only NumPy array over a C++ buffer.");
+  nb::class_<PyTokenBatches>(m, "TokenBatches",
+                             "Batches of token blocks in a plan's order, made in C++ (chunks "
+                             "read ahead by two threads): what stoker.TokenLoader iterates.")
+      .def(nb::init<nb::object, const PyTokenBatches::Plan&, uint64_t, uint32_t, uint32_t>(),
+           nb::arg("stream"), nb::arg("plan"), nb::arg("block_size"), nb::arg("batch_size"),
+           nb::arg("ahead"))
+      .def("next", &PyTokenBatches::Next,
+           "The next batch, a read-only (count, block_size + 1) array; None at the end.")
+      .def_prop_ro("chunks_read", &PyTokenBatches::chunks_read);
 }
 
 }  // namespace stoker::python

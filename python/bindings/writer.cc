@@ -107,7 +107,7 @@ std::vector<std::byte> ToBytes(std::string_view s) {
 
 class PyWriter {
  public:
-  PyWriter(nb::handle output, const nb::dict& columns, std::optional<std::string> label,
+  PyWriter(nb::handle output, const nb::dict& columns, const std::optional<std::string>& label,
            const nb::kwargs& kwargs)
       : output_(FsPath(output)) {
     std::vector<Column> list;
@@ -391,7 +391,7 @@ class PyWriter {
     const Py_buffer& v = buffer.view();
     const auto element = ElementOfFormat(v.format, v.itemsize);
     if (v.ndim > 1) Bad(PyExc_ValueError, column, fmt::format("{}-D; tokens are 1-D", v.ndim));
-    const ElementType want = *column.element;
+    const ElementType want = column.element.value_or(format::kDefaultTokenElement);
     if (!element || (element->kind != 'i' && element->kind != 'u' && v.len > 0)) {
       Bad(PyExc_TypeError, column,
           fmt::format("tokens are integers; got dtype with format '{}'",
@@ -462,9 +462,8 @@ void RegisterWriter(nb::module_& m) {
       .def(
           "__init__",
           [](PyWriter* self, nb::handle output, const nb::dict& columns,
-             std::optional<std::string> label, const nb::kwargs& kwargs) {
-            new (self) PyWriter(output, columns, std::move(label), kwargs);
-          },
+             const std::optional<std::string>& label,
+             const nb::kwargs& kwargs) { new (self) PyWriter(output, columns, label, kwargs); },
           nb::arg("output"), nb::arg("columns"), nb::kw_only(), nb::arg("label") = nb::none(),
           nb::arg("kwargs"))
       .def("write", &PyWriter::Write, nb::arg("sample"), "Adds one sample: a dict {column: value}.")

@@ -45,9 +45,10 @@ from ._core import (CorruptionError, Dataset, Sampler, Writer, byte_size, pack, 
 from .image_loader import ImageLoader
 from .loader import Loader, collate_columns
 from .token_loader import TokenLoader
+from .views import DatasetView
 
 __version__ = "0.1.0"
-__all__ = ["CorruptionError", "Dataset", "ImageLoader", "Loader", "Sampler", "TokenLoader",
+__all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Sampler", "TokenLoader",
            "Writer", "byte_size", "collate_columns", "pack", "shuffle_report", "shuffle_unit",
            "verify", "__version__"]
 

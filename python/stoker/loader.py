@@ -27,8 +27,11 @@ import os
 import warnings
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from ._core import (Dataset, EpochCursor, ReadPipeline, Sampler, parse_loader_options,
-                    shuffle_unit)
+                    sample_chunks, shuffle_unit)
+from .views import DatasetView
 
 # Keys of state_dict() that decide the epoch's order: a state is only meaningful for a loader
 # whose order is the same.
@@ -115,7 +118,6 @@ DEFAULT_MIN_BUDGET = 256 << 20
 def collate_columns(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """A batch of column-dataset samples as {column: values}: one stacked NumPy array where
     every value is an int, a float, or an array of the same shape and dtype; else a list."""
-    import numpy as np
     batch: dict[str, Any] = {}
     for name in samples[0] if samples else ():
         values = [sample[name] for sample in samples]
@@ -152,22 +154,29 @@ class _Stream:
         """`options`: what parse_loader_options returns (checked, defaults filled; None where
         the loader chooses)."""
         self._rank, self._world_size = env_world(options["rank"], options["world_size"])
-        if isinstance(dataset, Dataset):
+        # A view (ds.subset / ds.filter): its base's samples `_indices`, planned as a dataset
+        # of their own over the base's chunks.
+        self._indices: np.ndarray | None = None
+        if isinstance(dataset, DatasetView):
+            ds, self._indices = dataset.base, dataset.indices
+        elif isinstance(dataset, Dataset):
             ds = dataset
         else:
             ds = Dataset(os.fspath(dataset))
         # Opened once here, so a bad URI fails now and every worker and rank reads this version.
         self._uri: str = ds.uri
         self._version: int = ds.version
-        self._num_samples: int = len(ds)
+        self._num_samples: int = len(ds) if self._indices is None else len(self._indices)
         self._shuffle: str = options["shuffle"]
         self._seed: int = options["seed"]
         self._window: int = options["window"]
         # The shuffle unit, decided once here from the metadata, so every worker and rank of
-        # this loader uses the same one.
+        # this loader uses the same one. A view's is whole chunks.
+        if self._indices is not None and options["block_size"]:
+            raise ValueError("block_size: a subset or filter view is shuffled by whole chunks")
         self._block_size = (choose_block_size(ds, self._window, options["batch_size"],
                                               options["block_size"])
-                            if self._shuffle == "chunk" else 0)
+                            if self._shuffle == "chunk" and self._indices is None else 0)
         self._drop_last: bool = options["drop_last"]
         self._transform = transform
         self._ds: Dataset | None = ds
@@ -186,7 +195,12 @@ class _Stream:
             self._ds = reopen_dataset(self._uri, self._version)
             self._sampler = None
             self._pid = os.getpid()
-        if self._sampler is None:
+        if self._sampler is None and self._indices is not None:
+            chunks = np.asarray(sample_chunks(self._ds))[self._indices]
+            self._sampler = Sampler.from_chunks(chunks, self._version, mode=self._shuffle,
+                                                seed=self._seed, window=self._window,
+                                                drop_last=self._drop_last)
+        elif self._sampler is None:
             self._sampler = Sampler(self._ds, mode=self._shuffle, seed=self._seed,
                                     window=self._window, drop_last=self._drop_last,
                                     block_size=self._block_size)
@@ -240,8 +254,11 @@ class _Stream:
         memoryview), plus the counts of padded and dropped samples."""
         _, sampler = self._handles()
         c = self._cursor
-        return sampler.plan_rank(c.epoch, c.position, c.planned_world_size, self._world_size,
-                                 self._rank)
+        plan, padded, dropped = sampler.plan_rank(c.epoch, c.position, c.planned_world_size,
+                                                  self._world_size, self._rank)
+        if self._indices is not None:  # positions in the view -> the base's samples
+            plan = np.ascontiguousarray(self._indices[np.asarray(plan)])
+        return plan, padded, dropped
 
     def _state(self, consumed: int) -> dict[str, Any]:
         return {

@@ -17,20 +17,21 @@ shuffled within windows of `window` chunks, so the reads are whole chunks. Ranks
 shares (position p of the epoch's order goes to rank p mod world_size); state_dict() is a
 position in the epoch's order, so load_state_dict() resumes exactly with any world size.
 
-Reading: whole chunks, CRC-checked, in C++ threads ahead of the consumer (the GIL released);
-a chunk is dropped after the last block that needs it. Memory: about (window + prefetch)
-chunks. Blocks are gathered into a batch with NumPy slicing, no per-token Python.
+Reading (C++, _core.TokenBatches): whole chunks, CRC-checked, by two threads ahead of the
+consumer in the order the plan needs them; a chunk is dropped after the last block that needs
+it, so memory is about (window + prefetch) chunks. Batches are copied out in C++ with the GIL
+released: no per-block or per-token Python.
 """
 from __future__ import annotations
 
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterator
 
 import numpy as np
 
-from ._core import Dataset, EpochCursor, Sampler, TokenStream
+from ._core import Dataset, EpochCursor, Sampler, TokenBatches, TokenStream
 from .loader import env_world, reopen_dataset
+from .views import DatasetView
 
 _ORDER_KEYS = ("dataset_version", "column", "block_size", "num_blocks", "shuffle", "seed",
                "window")
@@ -68,6 +69,9 @@ class TokenLoader:
             # A uniform permutation of blocks would keep nearly every chunk in memory until its
             # last block: chunk mode mixes within windows at whole-chunk reads instead.
             raise ValueError(f"shuffle must be 'chunk' or 'sequential', not {shuffle!r}")
+        if isinstance(dataset, DatasetView):
+            raise ValueError("TokenLoader reads a tokens column's whole stream; subset and "
+                             "filter views are not supported yet")
         self._rank, self._world_size = env_world(rank, world_size)
         ds = dataset if isinstance(dataset, Dataset) else Dataset(os.fspath(dataset))
         self._uri, self._version = ds.uri, ds.version
@@ -96,11 +100,11 @@ class TokenLoader:
             self._pid = os.getpid()
         if self._stream is None or self._sampler is None:
             self._stream = TokenStream(self._ds, self._column)
-            counts = np.asarray(self._stream.chunk_tokens, dtype=np.uint64)
-            self._ends = np.cumsum(counts, dtype=np.uint64)
+            counts = np.asarray(self._stream.chunk_tokens, dtype=np.int64)
+            self._ends = np.cumsum(counts, dtype=np.int64)
             total = int(self._ends[-1]) if len(self._ends) else 0
             blocks = (total - 1) // self._block if total > 1 else 0
-            starts = np.arange(blocks, dtype=np.uint64) * np.uint64(self._block)
+            starts = np.arange(blocks, dtype=np.int64) * self._block
             # A block belongs to the chunk its first token lies in.
             chunks = np.searchsorted(self._ends, starts, side="right").astype(np.uint32)
             self._sampler = Sampler.from_chunks(chunks, self._version, mode=self._shuffle,
@@ -162,84 +166,22 @@ class TokenLoader:
         return self._generate(stream, np.asarray(plan, dtype=np.int64), token)
 
     def _generate(self, stream: TokenStream, plan: np.ndarray, token: int) -> Iterator[np.ndarray]:
-        width = self._block + 1
-        ends = self._ends
-        begins = ends - np.asarray(stream.chunk_tokens, dtype=np.uint64)
-        starts = plan * self._block
-        first = np.searchsorted(ends, starts, side="right")
-        last = np.searchsorted(ends, starts + (width - 1), side="right")
-        # Chunks in the order blocks first need them, and where each is needed last.
-        needs: list[tuple[int, int]] = []
-        for p in np.flatnonzero(last > first).tolist():
-            needs.extend((p, c) for c in range(int(first[p]) + 1, int(last[p]) + 1))
-        positions = np.concatenate([np.arange(len(plan)), np.array([p for p, _ in needs],
-                                                                     dtype=np.int64)])
-        chunks = np.concatenate([first, np.array([c for _, c in needs], dtype=first.dtype)])
-        order = np.lexsort((chunks, positions))
-        positions, chunks = positions[order], chunks[order]
-        last_use: dict[int, int] = {}
-        schedule: list[int] = []  # chunks in the order of first need
-        for p, ch in zip(positions.tolist(), chunks.tolist()):
-            if ch not in last_use:
-                schedule.append(ch)
-            last_use[ch] = p
-        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stoker-tokens")
-        loaded: dict[int, Future] = {}
-        requested: set[int] = set()  # a chunk is read once per pass
-        cursor = 0  # into schedule
-        ahead = self._window + self._prefetch
-        stats = {"blocks": 0, "tokens": 0, "chunks_read": 0}
-
-        def load(ch: int) -> None:
-            loaded[ch] = pool.submit(stream.read_chunk, ch)
-            requested.add(ch)
-            stats["chunks_read"] += 1
-
-        def top_up() -> None:
-            nonlocal cursor
-            while cursor < len(schedule) and len(loaded) < ahead:
-                if schedule[cursor] not in requested:
-                    load(schedule[cursor])
-                cursor += 1
-
-        def tokens(ch: int) -> np.ndarray:
-            if ch not in loaded:  # needed sooner than the schedule's read-ahead reached it
-                load(ch)
-            return loaded[ch].result()
-
-        def block(p: int) -> np.ndarray:
-            s, c0, c1 = int(starts[p]), int(first[p]), int(last[p])
-            local = s - int(begins[c0])
-            if c0 == c1:
-                return tokens(c0)[local:local + width]
-            parts = [tokens(c0)[local:]] + [tokens(ch) for ch in range(c0 + 1, c1 + 1)]
-            return np.concatenate(parts)[:width]
-
-        def release(begin: int, end: int) -> None:
-            # Chunks whose last block was in plan positions [begin, end).
-            for ch in [ch for ch in loaded if begin <= last_use[ch] < end]:
-                del loaded[ch]
-
         size = self._batch_size
-        dtype = self._dtype or np.dtype(stream.dtype)
+        if size is not None and self._drop_last:
+            plan = plan[:len(plan) - len(plan) % size]
+        batches = TokenBatches(stream, np.ascontiguousarray(plan, dtype=np.uint32), self._block,
+                               size or 1, self._window + self._prefetch)
+        stats = {"blocks": 0, "tokens": 0, "chunks_read": 0}
         try:
-            top_up()
-            step = 1 if size is None else size
-            for begin in range(0, len(plan), step):
-                count = min(step, len(plan) - begin)
-                if size is not None and self._drop_last and count < size:
-                    break
-                out = np.empty((count, width), dtype=dtype)
-                for i in range(count):
-                    out[i] = block(begin + i)
-                release(begin, begin + count)
-                top_up()
-                stats["blocks"] += count
-                stats["tokens"] += count * self._block
-                self._cursor.add_yielded(token, count)
-                yield out[0] if size is None else out
+            while (batch := batches.next()) is not None:
+                if self._dtype is not None:
+                    batch = batch.astype(self._dtype)
+                stats["blocks"] += len(batch)
+                stats["tokens"] += len(batch) * self._block
+                self._cursor.add_yielded(token, len(batch))
+                yield batch[0] if size is None else batch
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            stats["chunks_read"] = batches.chunks_read
             self._stats = stats
         self._cursor.end_pass(token)
 

@@ -142,7 +142,7 @@ Result<Column> ParseColumn(std::string_view name, std::string_view type) {
                                            type.substr(0, 40), TypeList())));
   }
   c.type = it->first;
-  if (c.type == ColumnType::kTokens) c.element = ElementType{'i', 4};
+  if (c.type == ColumnType::kTokens) c.element = kDefaultTokenElement;
   if (!parameter) return c;
   switch (c.type) {
     case ColumnType::kFloat:
@@ -167,7 +167,7 @@ Result<Column> ParseColumn(std::string_view name, std::string_view type) {
 
 std::string ColumnTypeText(const Column& c) {
   std::string text(ColumnTypeName(c.type));
-  const bool default_tokens = c.type == ColumnType::kTokens && c.element == ElementType{'i', 4};
+  const bool default_tokens = c.type == ColumnType::kTokens && c.element == kDefaultTokenElement;
   if (c.element && !default_tokens) text += ":" + c.element->Name();
   if (c.allow_nan) text += ":nan";
   if (c.optional) text += "?";

@@ -50,6 +50,8 @@ struct ElementType {
   std::string Descr() const;  // NumPy's array-protocol string: "<i4", "|u1", "<f2", "|b1"
   bool operator==(const ElementType&) const = default;
 };
+// A tokens column's element type when its type names none ("tokens").
+inline constexpr ElementType kDefaultTokenElement{'i', 4};
 Result<ElementType> ParseElementType(std::string_view name);     // "int32", "uint8", ...
 Result<ElementType> ElementTypeOfDescr(std::string_view descr);  // "<i4", "|u1", ...
 

@@ -1,7 +1,11 @@
 #include "loader/token_stream.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -28,7 +32,7 @@ Result<std::unique_ptr<TokenStream>> TokenStream::Open(std::shared_ptr<const Dat
   std::unique_ptr<TokenStream> stream(new TokenStream());
   stream->dataset_ = std::move(dataset);
   stream->suffix_ = "." + column;
-  stream->element_ = *c->element;
+  stream->element_ = c->element.value_or(format::kDefaultTokenElement);
   // A sample's files are in path order, "key.<column>" by column name. Where no optional column
   // sorts before this one, its file is the same one of every sample that has all its columns.
   const auto at = static_cast<int64_t>(c - schema.columns.data());
@@ -92,7 +96,7 @@ Result<std::vector<TokenStream::TokenFile>> TokenStream::ChunkTokenFiles(uint32_
   return out;
 }
 
-Result<std::vector<std::byte>> TokenStream::ReadChunk(uint32_t c) const {
+Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c) const {
   STOKER_ASSIGN_OR_RETURN(const auto files, ChunkTokenFiles(c));
   uint64_t total = 0, begin = UINT64_MAX, end = 0;
   for (const TokenFile& f : files) {
@@ -101,20 +105,31 @@ Result<std::vector<std::byte>> TokenStream::ReadChunk(uint32_t c) const {
     begin = std::min(begin, f.offset);
     end = std::max(end, f.offset + f.length);
   }
-  std::vector<std::byte> out(total);
-  // One read of the span the chunk's token files cover (other columns' values between them
-  // come along; a dataset of tokens alone has none).
+  Tokens tokens{std::make_unique_for_overwrite<std::byte[]>(total), total};
+  const std::span<std::byte> out(tokens.data.get(), total);
+  // Token files back to back in the chunk (a dataset of tokens alone): one read straight into
+  // the output. Else one read of the span they cover (other columns' values between them come
+  // along), copied out file by file.
+  bool adjacent = !files.empty();
+  for (size_t i = 0; i < files.size() && adjacent; ++i) {
+    adjacent = files[i].chunk == c &&
+               (i == 0 || files[i].offset == files[i - 1].offset + files[i - 1].length);
+  }
   std::vector<std::byte> span;
   if (end > begin) {
     STOKER_ASSIGN_OR_RETURN(auto chunk, dataset_->ChunkFile(c));
-    span.resize(end - begin);
-    STOKER_RETURN_IF_ERROR(chunk->ReadAt(begin, span));
+    if (adjacent) {
+      STOKER_RETURN_IF_ERROR(chunk->ReadAt(begin, out));
+    } else {
+      span.resize(end - begin);
+      STOKER_RETURN_IF_ERROR(chunk->ReadAt(begin, span));
+    }
   }
   uint64_t at = 0;
   for (const TokenFile& f : files) {
     const std::span<std::byte> dst(out.data() + at, f.length);
     if (f.chunk == c) {
-      std::memcpy(dst.data(), span.data() + (f.offset - begin), f.length);
+      if (!adjacent) std::memcpy(dst.data(), span.data() + (f.offset - begin), f.length);
       if (crc32c::Value(dst) != f.crc32c) {
         return Err(
             Status::Corruption(fmt::format("{}: CRC32C mismatch in {}", dataset_->FilePath(f.file),
@@ -125,7 +140,172 @@ Result<std::vector<std::byte>> TokenStream::ReadChunk(uint32_t c) const {
     }
     at += f.length;
   }
-  return out;
+  return tokens;
+}
+
+}  // namespace stoker::loader
+
+namespace stoker::loader {
+
+struct TokenBatches::State {
+  std::shared_ptr<const TokenStream> stream;
+  Options options;
+  std::vector<uint32_t> plan;
+  std::vector<uint64_t> begins;               // the stream position of each chunk's first token
+  std::vector<uint32_t> first, last;          // per plan position: the chunks its block spans
+  std::vector<uint32_t> schedule;             // chunks in the order the plan first needs them
+  std::vector<std::vector<uint32_t>> expire;  // per plan position: chunks last needed there
+  size_t position = 0;                        // next plan position to hand out
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unordered_map<uint32_t, std::shared_ptr<const TokenStream::Tokens>> resident;
+  size_t next_read = 0;                // into schedule
+  size_t released = 0;                 // chunks released so far
+  size_t wanted = 0;                   // the consumer waits for schedule[< wanted]
+  std::vector<size_t> schedule_index;  // chunk -> its index in schedule
+  uint64_t reads = 0;
+  Status failed;
+  bool stopping = false;
+  std::vector<std::thread> readers;
+
+  void Read() {
+    std::unique_lock lock(mu);
+    while (true) {
+      cv.wait(lock, [&] {
+        return stopping || !failed.ok() ||
+               (next_read < schedule.size() &&
+                (next_read < released + options.ahead || next_read < wanted));
+      });
+      if (stopping || !failed.ok()) return;
+      const uint32_t chunk = schedule[next_read++];
+      lock.unlock();
+      auto tokens = stream->ReadChunk(chunk);
+      lock.lock();
+      if (!tokens) {
+        failed = tokens.error();
+      } else {
+        resident[chunk] = std::make_shared<const TokenStream::Tokens>(*std::move(tokens));
+        ++reads;
+      }
+      cv.notify_all();
+    }
+  }
+
+  // Chunk c's tokens, waiting for its read. Called with `lock` held.
+  Result<std::shared_ptr<const TokenStream::Tokens>> Chunk(uint32_t c,
+                                                           std::unique_lock<std::mutex>& lock) {
+    if (auto it = resident.find(c); it != resident.end()) return it->second;
+    if (schedule_index[c] + 1 > wanted) {  // readers may go past `ahead` to reach it
+      wanted = schedule_index[c] + 1;
+      cv.notify_all();
+    }
+    cv.wait(lock, [&] { return !failed.ok() || resident.contains(c); });
+    if (!failed.ok()) return Err(failed);
+    return resident[c];
+  }
+};
+
+TokenBatches::TokenBatches(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Result<std::unique_ptr<TokenBatches>> TokenBatches::Start(std::shared_ptr<const TokenStream> stream,
+                                                          std::vector<uint32_t> plan,
+                                                          const Options& options) {
+  if (options.block == 0 || options.batch == 0 || options.ahead == 0) {
+    return Err(Status::InvalidArgument("block, batch and ahead must be at least 1"));
+  }
+  auto s = std::make_unique<State>();
+  const std::vector<uint64_t>& counts = stream->chunk_tokens();
+  std::vector<uint64_t> ends(counts.size());
+  uint64_t total = 0;
+  s->begins.resize(counts.size());
+  for (size_t c = 0; c < counts.size(); ++c) {
+    s->begins[c] = total;
+    total += counts[c];
+    ends[c] = total;
+  }
+  const uint64_t width = options.block + 1;
+  s->first.resize(plan.size());
+  s->last.resize(plan.size());
+  s->schedule_index.assign(counts.size(), SIZE_MAX);
+  std::vector<size_t> last_use(counts.size(), 0);
+  for (size_t p = 0; p < plan.size(); ++p) {
+    const uint64_t start = uint64_t{plan[p]} * options.block;
+    if (start + width > total) {
+      return Err(
+          Status::InvalidArgument(fmt::format("block {} is past the stream's end", plan[p])));
+    }
+    s->first[p] = static_cast<uint32_t>(std::ranges::upper_bound(ends, start) - ends.begin());
+    s->last[p] =
+        static_cast<uint32_t>(std::ranges::upper_bound(ends, start + width - 1) - ends.begin());
+    for (uint32_t c = s->first[p]; c <= s->last[p]; ++c) {
+      if (counts[c] == 0) continue;
+      if (s->schedule_index[c] == SIZE_MAX) {
+        s->schedule_index[c] = s->schedule.size();
+        s->schedule.push_back(c);
+      }
+      last_use[c] = p;
+    }
+  }
+  s->expire.resize(plan.size());
+  for (uint32_t c : s->schedule) s->expire[last_use[c]].push_back(c);
+  s->stream = std::move(stream);
+  s->options = options;
+  s->plan = std::move(plan);
+  State* state = s.get();
+  for (int i = 0; i < 2; ++i) s->readers.emplace_back([state] { state->Read(); });
+  return std::unique_ptr<TokenBatches>(new TokenBatches(std::move(s)));
+}
+
+TokenBatches::~TokenBatches() {
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stopping = true;
+  }
+  state_->cv.notify_all();
+  for (std::thread& t : state_->readers) t.join();
+}
+
+Result<uint32_t> TokenBatches::Next(std::span<std::byte> dst) {
+  State& s = *state_;
+  const uint64_t esize = s.stream->element().size;
+  const uint64_t width = s.options.block + 1;
+  const size_t count = std::min<size_t>(s.options.batch, s.plan.size() - s.position);
+  if (dst.size() < count * width * esize) return Err(Status::InvalidArgument("batch too small"));
+  std::unique_lock lock(s.mu);
+  for (size_t row = 0; row < count; ++row) {
+    const size_t p = s.position + row;
+    uint64_t at = uint64_t{s.plan[p]} * s.options.block;  // stream position to copy next
+    std::byte* out = dst.data() + row * width * esize;
+    uint64_t left = width;
+    for (uint32_t c = s.first[p]; c <= s.last[p] && left > 0; ++c) {
+      const uint64_t in_chunk = s.stream->chunk_tokens()[c];
+      if (in_chunk == 0) continue;
+      STOKER_ASSIGN_OR_RETURN(auto tokens, s.Chunk(c, lock));
+      const uint64_t local = at - s.begins[c];
+      const uint64_t n = std::min(left, in_chunk - local);
+      std::memcpy(out, tokens->data.get() + local * esize, n * esize);
+      out += n * esize;
+      at += n;
+      left -= n;
+    }
+  }
+  bool released = false;
+  for (size_t p = s.position; p < s.position + count; ++p) {
+    for (uint32_t c : s.expire[p]) {
+      s.resident.erase(c);
+      ++s.released;
+      released = true;
+    }
+  }
+  s.position += count;
+  if (released) s.cv.notify_all();  // room for the readers (waking them per batch costs more)
+  return static_cast<uint32_t>(count);
+}
+
+uint64_t TokenBatches::chunks_read() const {
+  std::lock_guard lock(state_->mu);
+  return state_->reads;
 }
 
 }  // namespace stoker::loader

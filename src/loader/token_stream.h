@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,13 @@ class TokenStream {
   const format::ElementType& element() const { return element_; }
   // Tokens of each chunk (their sum is the stream's length).
   const std::vector<uint64_t>& chunk_tokens() const { return chunk_tokens_; }
+  // A chunk's tokens, little-endian, back to back (not zero-filled first: read straight in).
+  struct Tokens {
+    std::unique_ptr<std::byte[]> data;
+    size_t size = 0;  // bytes
+  };
   // Chunk c's tokens, CRC-checked (Corruption names the file and chunk).
-  Result<std::vector<std::byte>> ReadChunk(uint32_t c) const;
+  Result<Tokens> ReadChunk(uint32_t c) const;
 
  private:
   struct TokenFile {
@@ -46,6 +52,38 @@ class TokenStream {
   int64_t position_ = -1;  // the column's file within a complete sample; -1: look it up
   uint64_t columns_ = 0;   // files of a sample holding every column
   std::vector<uint64_t> chunk_tokens_;
+};
+
+}  // namespace stoker::loader
+
+namespace stoker::loader {
+
+// Batches of blocks of a TokenStream in a plan's order (stoker.TokenLoader): block k is tokens
+// [k * block, k * block + block + 1) of the stream. Chunks are read by two threads in the order
+// the plan first needs them, at most `ahead` beyond those released (more only when the
+// consumer waits for one), and released after the plan position that needs them last; Next
+// copies each block out of its chunk(s). Thread-safety: Next from one consumer thread.
+class TokenBatches {
+ public:
+  struct Options {
+    uint64_t block = 2048;  // tokens per block, without the one that follows
+    uint32_t batch = 8;
+    uint32_t ahead = 18;  // chunks held beyond the ones released
+  };
+  static Result<std::unique_ptr<TokenBatches>> Start(std::shared_ptr<const TokenStream> stream,
+                                                     std::vector<uint32_t> plan,
+                                                     const Options& options);
+  ~TokenBatches();
+
+  // The next batch's blocks (at most options.batch), written row by row into `dst`, which
+  // holds batch * (block + 1) tokens; 0 at the end of the plan.
+  Result<uint32_t> Next(std::span<std::byte> dst);
+  uint64_t chunks_read() const;
+
+ private:
+  struct State;
+  explicit TokenBatches(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace stoker::loader

@@ -48,6 +48,16 @@ class Dataset:
     def sample_files(self, index: int) -> list:
         """Paths of the files making up sample `index`."""
 
+    def subset(self, indices: object) -> object:
+        """
+        A stoker.DatasetView of samples `indices` (in that order, each at most once), which every loader takes.
+        """
+
+    def filter(self, predicate: object) -> object:
+        """
+        A stoker.DatasetView of the samples for which predicate(sample) is true, or given {column: fn}, every fn(sample[column]). Reads every sample once, chunk by chunk.
+        """
+
     @property
     def uri(self) -> str: ...
 
@@ -232,6 +242,11 @@ class Sampler:
         What `rank` of `world_size` reads from `position` of the epoch's order (built for planned_world_size ranks) to the epoch's end: (samples, padded, dropped).
         """
 
+def sample_chunks(dataset: object) -> Annotated[memoryview, dict(dtype='uint32', shape=(None,), writable=False)]:
+    """
+    The chunk of each sample's first file (uint32 memoryview): what Sampler.from_chunks takes, for a subset of the samples (stoker.Dataset.subset). Reads every file's location once.
+    """
+
 def shuffle_unit(dataset: object, window: int = 16, batch_size: int = 256, block_size: int | None = None) -> dict:
     """
     The shuffle unit chunk mode uses on `dataset` (docs/sampler.md): with block_size None, whole chunks when they mix classes within `target` of a full shuffle, else the largest block of a chunk that does; with an int, that block size (0: whole chunks). Returns {block_size, units_per_window, mixes_well, target, whole_chunks, chosen}, the last two with the expected distinct classes per batch and a full shuffle's.
@@ -304,6 +319,21 @@ class TokenStream:
         """
         Chunk `chunk`'s tokens, CRC-checked: a read-only NumPy array over a C++ buffer.
         """
+
+class TokenBatches:
+    """
+    Batches of token blocks in a plan's order, made in C++ (chunks read ahead by two threads): what stoker.TokenLoader iterates.
+    """
+
+    def __init__(self, stream: object, plan: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)], block_size: int, batch_size: int, ahead: int) -> None: ...
+
+    def next(self) -> object:
+        """
+        The next batch, a read-only (count, block_size + 1) array; None at the end.
+        """
+
+    @property
+    def chunks_read(self) -> int: ...
 
 class Writer:
     """

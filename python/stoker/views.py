@@ -1,0 +1,110 @@
+"""Subsets and filters of a dataset (issue 16 item 6): views that stoker.Loader, ImageLoader and
+stoker.torch take wherever a dataset goes, with the same guarantees (equal ranks, exact
+resume).
+
+    small = ds.subset(range(0, len(ds), 10))          # every tenth sample
+    cats = ds.filter(lambda s: s["label"] == 3)        # reads every sample once
+    cats = ds.filter({"label": lambda v: v < 10})      # a predicate per column
+    loader = stoker.Loader(cats, batch_size=64)
+
+A view is its base dataset (one version) and the base's sample indices it holds, in the order
+given (duplicates and out-of-range indices are refused): view[i] is base[indices[i]]. Its
+loaders plan epochs over the view's samples with the base's chunks (chunk-wise shuffle keeps
+its whole-chunk reads), and their state_dict names positions in the view's epoch order.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ._core import Dataset, ReadPipeline, sample_chunks
+
+
+class DatasetView:
+    """Samples `indices` of `base` (see the module docstring). Other attributes (columns,
+    classes, uri, version, ...) are the base's."""
+
+    def __init__(self, base: Dataset, indices: Iterable[int] | np.ndarray) -> None:
+        self.base = base
+        self.indices = _checked(indices, len(base)).astype(np.uint32)
+        self.indices.flags.writeable = False
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.base[int(self.indices[i])]
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("base", "indices"):
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.indices)
+
+    def subset(self, indices: Iterable[int]) -> DatasetView:
+        """A view of this view's samples `indices`."""
+        return DatasetView(self.base, self.indices[_checked(indices, len(self))])
+
+    def filter(self, predicate: Callable[[Any], bool] | dict[str, Callable[[Any], bool]], *,
+               memory_budget: int = 256 << 20) -> DatasetView:
+        """The samples for which `predicate(sample)` is true — or, given {column: fn}, for which
+        every fn(sample[column]) is — in this view's order. Reads every sample once, chunk by
+        chunk (a pass of the read pipeline, CRC-checked)."""
+        return DatasetView(self.base, self.indices[_matching(self.base, self.indices, predicate,
+                                                             memory_budget)])
+
+    def chunk_of_samples(self) -> np.ndarray:
+        """The base chunk of each of this view's samples (what its loaders plan with)."""
+        return np.asarray(sample_chunks(self.base))[self.indices]
+
+    def __reduce__(self):
+        return (DatasetView, (self.base, self.indices))
+
+    def __repr__(self) -> str:
+        return f"stoker.DatasetView({self.base!r}, {len(self)} of {len(self.base)} samples)"
+
+
+def _checked(indices: Iterable[int] | np.ndarray, n: int) -> np.ndarray:
+    """`indices` as int64 in [0, n) (negative ones count from the end), each at most once."""
+    if isinstance(indices, range):
+        indices = np.arange(indices.start, indices.stop, indices.step)
+    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+    if len(idx) and (idx.min() < -n or idx.max() >= n):
+        bad = idx[(idx < -n) | (idx >= n)][0]
+        raise IndexError(f"sample index {int(bad)} out of range ({n} samples)")
+    idx = np.where(idx < 0, idx + n, idx)
+    if len(np.unique(idx)) != len(idx):
+        raise ValueError("a subset holds each sample at most once (indices repeat)")
+    return idx
+
+
+def _matching(base: Dataset, indices: np.ndarray, predicate, memory_budget: int) -> np.ndarray:
+    if isinstance(predicate, dict):
+        columns = dict(predicate)
+        unknown = set(columns) - set(base.columns)
+        if unknown:
+            raise ValueError(f"filter: {sorted(unknown)} are not columns of the dataset "
+                             f"(its columns: {sorted(base.columns)})")
+
+        def test(sample) -> bool:
+            return all(fn(sample[c]) for c, fn in columns.items())
+    elif callable(predicate):
+        test = predicate
+    else:
+        raise TypeError("filter takes a callable (sample -> bool) or {column: callable}")
+    # Read in storage order (chunk by chunk), then answer in the view's order.
+    chunks = np.asarray(sample_chunks(base))[indices]
+    order = np.argsort(chunks, kind="stable")
+    plan = np.ascontiguousarray(indices[order], dtype=np.uint32)
+    keep = np.zeros(len(indices), dtype=bool)
+    pipe = ReadPipeline(base, plan, memory_budget=memory_budget, io_depth=8)
+    try:
+        for pos in order:
+            keep[pos] = bool(test(next(pipe)))
+    finally:
+        pipe.close()
+    return np.flatnonzero(keep)

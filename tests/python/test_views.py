@@ -1,0 +1,83 @@
+"""Dataset views (issue 16 item 6): ds.subset(indices) and ds.filter(predicate), taken by every
+loader with equal ranks and exact resume."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import stoker
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory):
+    path = tmp_path_factory.mktemp("views") / "d.stoker"
+    with stoker.Writer(path, columns={"i": "int", "label": "int", "x": "bytes"},
+                       progress=False, chunk_size="64KiB") as w:
+        for i in range(600):
+            w.write({"i": i, "label": i % 6, "x": bytes(i % 500)})
+    return stoker.Dataset(path)
+
+
+def ids(samples) -> list[int]:
+    return [s["i"] for s in samples]
+
+
+def test_subset_indexes_the_base(ds):
+    v = ds.subset(range(0, 600, 7))
+    assert len(v) == 86 and v[0]["i"] == 0 and v[-1]["i"] == 595 and v[3]["i"] == 21
+    assert v.columns == ds.columns and v.version == ds.version
+    assert ids(v.subset([1, -1])[i] for i in range(2)) == [7, 595]
+    assert isinstance(v, stoker.DatasetView)
+    with pytest.raises(IndexError, match="600 out of range"):
+        ds.subset([1, 600])
+    with pytest.raises(ValueError, match="repeat"):
+        ds.subset([1, 2, 1])
+    assert pickle.loads(pickle.dumps(v))[5]["i"] == 35
+
+
+def test_filter_by_function_and_by_column(ds):
+    odd = ds.filter(lambda s: s["i"] % 2 == 1)
+    assert ids(odd[i] for i in range(len(odd))) == list(range(1, 600, 2))
+    threes = odd.filter({"label": lambda v: v == 3})  # of odd i: i % 6 == 3
+    assert ids(threes[i] for i in range(len(threes))) == list(range(3, 600, 6))
+    with pytest.raises(ValueError, match="not columns"):
+        ds.filter({"nope": bool})
+    with pytest.raises(TypeError):
+        ds.filter(3)
+
+
+@pytest.mark.parametrize("shuffle", ["chunk", "full", "sequential"])
+def test_loaders_read_a_view_with_equal_ranks(ds, shuffle):
+    v = ds.filter({"label": lambda v: v in (0, 1, 2)})
+    want = sorted(v[i]["i"] for i in range(len(v)))
+    ranks = [ids(stoker.Loader(v, shuffle=shuffle, seed=4, rank=r, world_size=3))
+             for r in range(3)]
+    assert len({len(r) for r in ranks}) == 1
+    assert sorted(sum(ranks, [])) == want  # 300 samples: 3 ranks divide it
+
+
+def test_a_view_resumes_exactly(ds):
+    v = ds.subset(np.arange(0, 600, 3)[::-1])  # any order
+    loader = stoker.Loader(v, batch_size=10, seed=2)
+    it = iter(loader)
+    first = [b["i"].tolist() for b in (next(it) for _ in range(7))]
+    state = loader.state_dict()
+    again = stoker.Loader(v, batch_size=10, seed=2)
+    again.load_state_dict(state)
+    rest = [b["i"].tolist() for b in again]
+    whole = [b["i"].tolist() for b in stoker.Loader(v, batch_size=10, seed=2)]
+    assert first + rest == whole
+    assert sorted(sum(whole, [])) == list(range(0, 600, 3))
+
+
+def test_views_and_options_that_do_not_fit(ds, tmp_path):
+    with pytest.raises(ValueError, match="whole chunks"):
+        stoker.Loader(ds.subset([1, 2]), block_size=4096)
+    with stoker.Writer(tmp_path / "t.stoker", columns={"tokens": "tokens"},
+                       progress=False) as w:
+        w.write({"tokens": np.arange(10)})
+    tokens = stoker.Dataset(tmp_path / "t.stoker")
+    with pytest.raises(ValueError, match="not supported"):
+        stoker.TokenLoader(tokens.subset([0]))
