@@ -16,15 +16,17 @@ namespace {
 
 using format::ColumnType;
 
-[[noreturn]] void Corrupt(std::string_view path, std::string_view why) {
-  ThrowStatus(Status::Corruption(fmt::format("{}: {}", path, why)));
+using PathOf = std::function<std::string()>;
+
+[[noreturn]] void Corrupt(const PathOf& path, std::string_view why) {
+  ThrowStatus(Status::Corruption(fmt::format("{}: {}", path(), why)));
 }
 
 std::string_view Text(const nb::bytes& data) {
   return {static_cast<const char*>(data.data()), data.size()};
 }
 
-nb::object Utf8(const nb::bytes& data, std::string_view path) {
+nb::object Utf8(const nb::bytes& data, const PathOf& path) {
   PyObject* s = PyUnicode_DecodeUTF8(static_cast<const char*>(data.data()),
                                      static_cast<Py_ssize_t>(data.size()), "strict");
   if (s == nullptr) {
@@ -46,7 +48,7 @@ nb::object ArrayView(const nb::bytes& data, const format::ElementType& element, 
 
 }  // namespace
 
-nb::object ColumnValue(const format::Column& column, const nb::bytes& data, std::string_view path) {
+nb::object ColumnValue(const format::Column& column, const nb::bytes& data, const PathOf& path) {
   switch (column.type) {
     case ColumnType::kBytes:
     case ColumnType::kJpeg:

@@ -2,7 +2,8 @@
 // bytes, JSON values, and NumPy arrays that view the file's bytes without a copy.
 #pragma once
 
-#include <string_view>
+#include <functional>
+#include <string>
 
 #include <nanobind/nanobind.h>
 
@@ -10,11 +11,11 @@
 
 namespace stoker::python {
 
-// The value of `column` stored as `data` (the bytes of file `path`, named in errors: a value
-// that does not parse is a stoker.CorruptionError). Arrays (ndarray, tokens) are read-only
-// views of `data`.
+// The value of `column` stored as `data` (the bytes of a file, which `path()` names in errors,
+// called only then: a value that does not parse is a stoker.CorruptionError). Arrays (ndarray,
+// tokens) are read-only views of `data`.
 nanobind::object ColumnValue(const format::Column& column, const nanobind::bytes& data,
-                             std::string_view path);
+                             const std::function<std::string()>& path);
 
 // {name: type text} of a schema (empty for a dataset without columns).
 nanobind::dict SchemaDict(const format::Schema& schema);

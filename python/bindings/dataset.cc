@@ -242,24 +242,34 @@ nb::dict ColumnValues(const Dataset& ds, const format::Schema& schema, uint64_t 
   // By column, so the dict lists the columns in the schema's order whichever a sample has.
   std::vector<nb::object> values(schema.columns.size());
   std::string key;
-  for (uint64_t f = first; f < first + count; ++f) {
-    const std::string path = ValueOrThrow(ds.Path(f));
-    auto [file_key, name] = KeyAndExtension(path);
-    const format::Column* column = schema.Find(name);
-    if (column == nullptr || (!key.empty() && file_key != key)) {
-      ThrowStatus(
-          Status::Corruption(fmt::format("{}: not a file of a column of this dataset", path)));
+  if (count == schema.columns.size()) {
+    // Every column there: the files are "key.<column>" in path order, i.e. in the schema's
+    // (name) order, so no path needs looking up.
+    for (uint64_t i = 0; i < count; ++i) {
+      values[i] = ColumnValue(schema.columns[i], file_bytes(first + i),
+                              [&] { return ds.FilePath(first + i); });
     }
-    key = std::move(file_key);
-    values[static_cast<size_t>(column - schema.columns.data())] =
-        ColumnValue(*column, file_bytes(f), path);
+  } else {
+    for (uint64_t f = first; f < first + count; ++f) {
+      const std::string path = ValueOrThrow(ds.Path(f));
+      auto [file_key, name] = KeyAndExtension(path);
+      const format::Column* column = schema.Find(name);
+      if (column == nullptr || (!key.empty() && file_key != key)) {
+        ThrowStatus(
+            Status::Corruption(fmt::format("{}: not a file of a column of this dataset", path)));
+      }
+      key = std::move(file_key);
+      values[static_cast<size_t>(column - schema.columns.data())] =
+          ColumnValue(*column, file_bytes(f), [&] { return path; });
+    }
   }
   nb::dict out;
   for (size_t i = 0; i < values.size(); ++i) {
     const format::Column& column = schema.columns[i];
     if (!values[i].is_valid() && !column.optional) {
-      ThrowStatus(Status::Corruption(fmt::format(
-          "sample {}: no value for column '{}', which is not optional", key, column.name)));
+      ThrowStatus(Status::Corruption(
+          fmt::format("sample {}: no value for column '{}', which is not optional",
+                      ds.FilePath(first), column.name)));
     }
     out[column.name.c_str()] = values[i].is_valid() ? values[i] : nb::none();
   }

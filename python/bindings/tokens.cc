@@ -97,12 +97,16 @@ class PyTokenBatches {
     }
     const uint32_t n = ValueOrThrow(std::move(count));
     if (n == 0) return nb::none();
-    const size_t shape[1] = {size_t{n} * width_ * element_.size};
-    nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>> bytes(
-        reinterpret_cast<const uint8_t*>(owned->data()), 1, shape, owner);
-    return nb::cast(bytes)
-        .attr("view")(element_.Descr())
-        .attr("reshape")(nb::make_tuple(n, width_));
+    // Built with its dtype and shape at once: a view() and reshape() per batch cost more than
+    // the copy of its tokens.
+    const size_t shape[2] = {n, width_};
+    const nb::dlpack::dtype dtype{
+        static_cast<uint8_t>(element_.kind == 'u' ? nb::dlpack::dtype_code::UInt
+                                                  : nb::dlpack::dtype_code::Int),
+        static_cast<uint8_t>(element_.size * 8), 1};
+    nb::ndarray<nb::numpy, nb::ndim<2>, nb::ro> batch(owned->data(), 2, shape, owner, nullptr,
+                                                      dtype);
+    return nb::cast(batch);
   }
 
   uint64_t chunks_read() const { return batches_->chunks_read(); }
