@@ -251,7 +251,7 @@ nb::dict ColumnValues(const Dataset& ds, const format::Schema& schema, uint64_t 
     }
   } else {
     for (uint64_t f = first; f < first + count; ++f) {
-      const std::string path = ValueOrThrow(ds.Path(f));
+      std::string path = ValueOrThrow(ds.Path(f));
       auto [file_key, name] = KeyAndExtension(path);
       const format::Column* column = schema.Find(name);
       if (column == nullptr || (!key.empty() && file_key != key)) {
