@@ -44,13 +44,14 @@ from ._core import (CorruptionError, Dataset, Sampler, Writer, byte_size, pack, 
                     shuffle_unit, verify)
 from .image_loader import ImageLoader
 from .loader import Loader, collate_columns
+from .mix import Mix
 from .token_loader import TokenLoader
 from .views import DatasetView
 
 __version__ = "0.1.0"
-__all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Sampler", "TokenLoader",
-           "Writer", "byte_size", "collate_columns", "pack", "shuffle_report", "shuffle_unit",
-           "verify", "__version__"]
+__all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Mix", "Sampler",
+           "TokenLoader", "Writer", "byte_size", "collate_columns", "pack", "shuffle_report",
+           "shuffle_unit", "verify", "__version__"]
 
 
 def __getattr__(name: str):

@@ -322,7 +322,9 @@ class Loader(_Stream):
     """Iterates one rank's share of a packed dataset, sample by sample or batch by batch.
 
     Args:
-      uri_or_dataset: a path / file:// URI, or an open stoker.Dataset.
+      uri_or_dataset: a path / file:// URI, an open stoker.Dataset, a view of one
+        (ds.subset / ds.filter), or a stoker.Mix of datasets (then each item, or batch, comes
+        with its source: (sample, source) / (batch, sources); stoker.mix).
       transform: applied to each sample (bytes, label, path) — for tar-packed datasets
         ({ext: bytes}, label, key), for column datasets (stoker.Writer) {column: value} —
         before it is yielded or batched; default: the sample itself.
@@ -382,6 +384,13 @@ class Loader(_Stream):
     fix the order, which load_state_dict() checks. It is exact only when all ranks save at the
     same step (as DDP does); load it into loaders with any world size.
     """
+
+    def __new__(cls, uri_or_dataset: Any = None, *args: Any, **kwargs: Any) -> Loader:
+        # A stoker.Mix is read by the mixing loader (stoker.mix.MixLoader), same options.
+        from .mix import Mix, MixLoader
+        if cls is Loader and isinstance(uri_or_dataset, Mix):
+            return super().__new__(MixLoader)
+        return super().__new__(cls)
 
     def __init__(self, uri_or_dataset: str | os.PathLike | Dataset, *,
                  # BEGIN GENERATED signature
