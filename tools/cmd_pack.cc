@@ -1,4 +1,10 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -151,9 +157,44 @@ void PrintVersionSummary(const PackArgs& args, const std::string& dst,
   }
 }
 
+// Parquet input is read by the Python package (PyArrow; python/stoker/sources.py): the CLI hands
+// it over to the Python installed beside it (the virtual environment that installed this
+// binary), else the first python3 on PATH.
+int RunParquetPack(const PackArgs& args) {
+  if (!args.part.empty() || !args.attributes_file.empty() || args.json) {
+    PrintError("pack", Status::InvalidArgument(
+                           "--part, --attributes and --json are not supported for Parquet input"));
+    return kExitUsage;
+  }
+  const dataset::PackSettings& s = args.settings;
+  std::vector<std::string> argv = {"python3", "-m", "stoker.sources"};
+  argv.insert(argv.end(), args.paths.begin(), args.paths.end());
+  argv.insert(argv.end(), {"--chunk-size", std::to_string(s.pack.chunk_bytes), "--order",
+                           s.source.shuffle_seed ? "shuffled" : "path", "--order-seed",
+                           std::to_string(s.pack.mix_seed)});
+  if (s.pack.append) argv.emplace_back("--append");
+  if (args.quiet) argv.emplace_back("-q");
+  std::vector<char*> c_argv;
+  for (std::string& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string beside = (self.parent_path() / "python3").string();
+  if (!ec && ::access(beside.c_str(), X_OK) == 0) ::execv(beside.c_str(), c_argv.data());
+  ::execvp("python3", c_argv.data());
+  PrintError("pack", Status::NotFound(fmt::format(
+                         "Parquet input is read by stoker's Python package (with pyarrow), but no "
+                         "python3 could be run: {}",
+                         std::strerror(errno))));
+  return kExitError;
+}
+
 int RunPack(const PackArgs& args) {
   const std::string dst = args.paths.back();
   const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
+  if (std::ranges::any_of(sources, [](const std::string& p) { return p.ends_with(".parquet"); })) {
+    return RunParquetPack(args);
+  }
   dataset::PackOptions options = args.settings.pack;
   if (const int code = SetPackOptions(args, &options); code != kExitOk) return code;
   // One directory tree, or any number of tar shards.
@@ -189,8 +230,9 @@ void RegisterPack(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PackArgs>();
   CLI::App* cmd = app.add_subcommand(
       "pack",
-      "Pack a directory tree (labels from its first level, like ImageFolder) or tar "
-      "shards (WebDataset) into a dataset");
+      "Pack a directory tree (labels from its first level, like ImageFolder), tar "
+      "shards (WebDataset) or Parquet files (typed columns; needs the Python package with "
+      "pyarrow) into a dataset");
   cmd->add_option("paths", args->paths, "SRC... DST: one directory, or tar files; then the dataset")
       ->required()
       ->expected(2, -1);
