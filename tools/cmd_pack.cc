@@ -175,6 +175,7 @@ int RunParquetPack(const PackArgs& args) {
   if (s.pack.append) argv.emplace_back("--append");
   if (args.quiet) argv.emplace_back("-q");
   std::vector<char*> c_argv;
+  c_argv.reserve(argv.size() + 1);
   for (std::string& a : argv) c_argv.push_back(a.data());
   c_argv.push_back(nullptr);
   std::error_code ec;
