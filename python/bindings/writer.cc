@@ -14,6 +14,8 @@
 
 #include <Python.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -48,7 +50,8 @@ using format::ColumnType;
 using format::ElementType;
 
 constexpr const char* kProgress = "progress";
-constexpr const char* kOwnKeys[] = {kProgress};
+constexpr const char* kName = "name";
+constexpr const char* kOwnKeys[] = {kProgress, kName};
 // Pack options that describe a directory or tar input, which a writer has not.
 constexpr std::string_view kInputOnlyKeys[] = {"threads", "layout", "labels"};
 // Samples waiting for the packing thread: enough to keep it busy, small beside a pack's memory.
@@ -141,7 +144,7 @@ class PyWriter {
     options.progress = [bar = bar_.get()](const dataset::PackProgress& p) {
       bar->Update(p.files_done, 0, p.bytes_done);
     };
-    key_prefix_ = fmt::format("{:016x}/", UniqueId());
+    key_prefix_ = KeyPrefix(kwargs);
     Result<std::unique_ptr<dataset::StreamPack>> started = Err(Status::Internal("unset"));
     {
       nb::gil_scoped_release release;
@@ -237,6 +240,27 @@ class PyWriter {
     if (!columns.contains("label")) return "";
     const nb::object type = columns["label"];
     return nb::isinstance<nb::str>(type) && nb::cast<std::string>(type) == "int" ? "label" : "";
+  }
+
+  // Where this writer's samples go: "<name>/" (Writer(name=...), e.g. one per input group of
+  // stoker.optimize, so a rerun can tell which groups a dataset holds), else a random id: two
+  // writers appending at once never share a path.
+  static std::string KeyPrefix(const nb::kwargs& kwargs) {
+    if (!kwargs.contains(kName) || kwargs[kName].is_none()) {
+      return fmt::format("{:016x}/", UniqueId());
+    }
+    if (!nb::isinstance<nb::str>(kwargs[kName])) throw nb::type_error("name must be a str");
+    const std::string name = nb::cast<std::string>(kwargs[kName]);
+    const bool valid = !name.empty() && name.size() <= 64 && name != "." && name != ".." &&
+                       std::ranges::all_of(name, [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' ||
+                                c == '_' || c == '-';
+                       });
+    if (!valid) {
+      throw nb::value_error(
+          fmt::format("name '{}': 1 to 64 letters, digits, '.', '_' or '-'", name).c_str());
+    }
+    return name + "/";
   }
 
   std::string ColumnNames() const {
@@ -455,7 +479,8 @@ void RegisterWriter(nb::module_& m) {
       "lets NaN and infinities in, and a trailing '?' makes a column optional (None or absent). "
       "`label` names an int column whose values label the samples (classes 0 .. 2^22-1); an int "
       "column called 'label' does by default. Other keyword arguments are stoker.pack's "
-      "(chunk_size, append, order, order_seed, mix_memory) and progress.\n\n"
+      "(chunk_size, append, order, order_seed, mix_memory), progress, and name (the directory "
+      "the samples go in; default: a random id).\n\n"
       "A bad value raises TypeError/ValueError naming the sample and column, and that sample is "
       "left out. Nothing is visible until close() (the end of a `with` block without an "
       "exception) publishes the version; an exception or abort() publishes nothing.")

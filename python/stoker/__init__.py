@@ -45,6 +45,7 @@ from ._core import (CorruptionError, Dataset, Sampler, Writer, byte_size, pack, 
 from .image_loader import ImageLoader
 from .loader import Loader, collate_columns
 from .mix import Mix
+from .optimize import optimize
 from .sources import from_huggingface, from_parquet
 from .token_loader import TokenLoader
 from .views import DatasetView
@@ -52,7 +53,8 @@ from .views import DatasetView
 __version__ = "0.1.0"
 __all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Mix", "Sampler",
            "TokenLoader", "Writer", "byte_size", "collate_columns", "from_huggingface",
-           "from_parquet", "pack", "shuffle_report", "shuffle_unit", "verify", "__version__"]
+           "from_parquet", "optimize", "pack", "shuffle_report", "shuffle_unit", "verify",
+           "__version__"]
 
 
 def __getattr__(name: str):

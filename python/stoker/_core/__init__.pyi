@@ -343,7 +343,7 @@ class Writer:
                                                   'caption': 'str?'}) as w:
             w.write({'image': jpeg_bytes, 'label': 3, 'caption': 'a cat'})
 
-    Column types: bytes, str, int, float, json, ndarray, jpeg, png, tokens; 'ndarray:float32' fixes an array's dtype, 'tokens:uint16' a token column's (default int32), 'float:nan' lets NaN and infinities in, and a trailing '?' makes a column optional (None or absent). `label` names an int column whose values label the samples (classes 0 .. 2^22-1); an int column called 'label' does by default. Other keyword arguments are stoker.pack's (chunk_size, append, order, order_seed, mix_memory) and progress.
+    Column types: bytes, str, int, float, json, ndarray, jpeg, png, tokens; 'ndarray:float32' fixes an array's dtype, 'tokens:uint16' a token column's (default int32), 'float:nan' lets NaN and infinities in, and a trailing '?' makes a column optional (None or absent). `label` names an int column whose values label the samples (classes 0 .. 2^22-1); an int column called 'label' does by default. Other keyword arguments are stoker.pack's (chunk_size, append, order, order_seed, mix_memory), progress, and name (the directory the samples go in; default: a random id).
 
     A bad value raises TypeError/ValueError naming the sample and column, and that sample is left out. Nothing is visible until close() (the end of a `with` block without an exception) publishes the version; an exception or abort() publishes nothing.
     """
