@@ -19,6 +19,19 @@ namespace nb = nanobind;
 namespace stoker::python {
 namespace {
 
+// A read-only NumPy array of `element`s over `data`, which `owner` keeps alive; built with its
+// dtype and shape at once (a view() and reshape() per batch cost more than copying its tokens).
+template <size_t N>
+nb::object TokenArray(void* data, const size_t (&shape)[N], const nb::capsule& owner,
+                      const format::ElementType& element) {
+  const nb::dlpack::dtype dtype{
+      static_cast<uint8_t>(element.kind == 'u' ? nb::dlpack::dtype_code::UInt
+                                               : nb::dlpack::dtype_code::Int),
+      static_cast<uint8_t>(element.size * 8), 1};
+  return nb::cast(
+      nb::ndarray<nb::numpy, nb::ndim<N>, nb::ro>(data, N, shape, owner, nullptr, dtype));
+}
+
 class PyTokenStream {
  public:
   PyTokenStream(nb::object dataset, const std::string& column) : dataset_obj_(std::move(dataset)) {
@@ -51,10 +64,8 @@ class PyTokenStream {
     }
     auto* owned = new Tokens(ValueOrThrow(std::move(read)));
     nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Tokens*>(p); });
-    const size_t shape[1] = {owned->size};
-    nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>> bytes(
-        reinterpret_cast<const uint8_t*>(owned->data.get()), 1, shape, owner);
-    return nb::cast(bytes).attr("view")(stream_->element().Descr());
+    const size_t shape[1] = {owned->size / stream_->element().size};
+    return TokenArray(owned->data.get(), shape, owner, stream_->element());
   }
 
   std::string dtype() const { return stream_->element().Name(); }
@@ -97,16 +108,8 @@ class PyTokenBatches {
     }
     const uint32_t n = ValueOrThrow(std::move(count));
     if (n == 0) return nb::none();
-    // Built with its dtype and shape at once: a view() and reshape() per batch cost more than
-    // the copy of its tokens.
     const size_t shape[2] = {n, width_};
-    const nb::dlpack::dtype dtype{
-        static_cast<uint8_t>(element_.kind == 'u' ? nb::dlpack::dtype_code::UInt
-                                                  : nb::dlpack::dtype_code::Int),
-        static_cast<uint8_t>(element_.size * 8), 1};
-    nb::ndarray<nb::numpy, nb::ndim<2>, nb::ro> batch(owned->data(), 2, shape, owner, nullptr,
-                                                      dtype);
-    return nb::cast(batch);
+    return TokenArray(owned->data(), shape, owner, element_);
   }
 
   uint64_t chunks_read() const { return batches_->chunks_read(); }

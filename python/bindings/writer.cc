@@ -28,8 +28,8 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include "columns.h"
 #include "common/progress.h"
-#include "common/random.h"
 #include "common/unique_id.h"
 #include "dataset/addition.h"
 #include "dataset/pack_option_table.h"
@@ -219,11 +219,7 @@ class PyWriter {
     pack_.reset();
   }
 
-  nb::dict Columns() const {
-    nb::dict d;
-    for (const Column& c : schema_.columns) d[c.name.c_str()] = format::ColumnTypeText(c);
-    return d;
-  }
+  nb::dict Columns() const { return SchemaDict(schema_); }
   std::optional<std::string> label() const {
     return schema_.label.empty() ? std::nullopt : std::optional(schema_.label);
   }

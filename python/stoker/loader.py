@@ -139,7 +139,34 @@ def _identity(item):
     return item
 
 
-class _Stream:
+class _Epochs:
+    """The epoch, rank and world size every loader reports (stoker.Loader, ImageLoader,
+    TokenLoader): from its EpochCursor `_cursor`, `_rank` and `_world_size`."""
+
+    _cursor: EpochCursor
+    _rank: int
+    _world_size: int
+
+    @property
+    def epoch(self) -> int:
+        return self._cursor.epoch
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        return self._world_size
+
+    def set_epoch(self, epoch: int) -> None:
+        """Reads epoch `epoch` next. A different epoch than the current one starts at its
+        beginning; the current one keeps its position (so set_epoch(e) after loading a state
+        saved in epoch e continues that epoch instead of restarting it)."""
+        self._cursor.set_epoch(int(epoch))
+
+
+class _Stream(_Epochs):
     """What Loader, ImageLoader and stoker.torch.StokerIterableDataset share: the options, the
     per-process Dataset and Sampler, and the position in the epoch.
 
@@ -219,31 +246,13 @@ class _Stream:
     # -- epochs and state --------------------------------------------------------------------
 
     @property
-    def epoch(self) -> int:
-        return self._cursor.epoch
-
-    @property
     def block_size(self) -> int:
         """The shuffle unit in bytes (chunk mode; 0: whole chunks), see the block_size option."""
         return self._block_size
 
     @property
-    def rank(self) -> int:
-        return self._rank
-
-    @property
-    def world_size(self) -> int:
-        return self._world_size
-
-    @property
     def dataset_version(self) -> int:
         return self._version
-
-    def set_epoch(self, epoch: int) -> None:
-        """Reads epoch `epoch` next. A different epoch than the current one starts at its
-        beginning; the current one keeps its position (so set_epoch(e) after loading a state
-        saved in epoch e continues that epoch instead of restarting it)."""
-        self._cursor.set_epoch(int(epoch))
 
     def _pass_samples(self) -> int:
         """Samples this rank reads in the pass under way, or else in the next one."""

@@ -25,7 +25,7 @@ import multiprocessing
 import os
 import sys
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -76,11 +76,12 @@ def _run(job):
     return _samples(fn, item)
 
 
-def _groups_done(output: str) -> set[str]:
+def _groups_done(output: str) -> set[str] | None:
+    """The group directories the dataset at `output` holds; None if there is no dataset."""
     try:
         ds = Dataset(output)
     except FileNotFoundError:
-        return set()
+        return None
     return {name.rstrip("/") for name in ds.listdir("")}
 
 
@@ -106,9 +107,9 @@ def _part(part) -> tuple[int, int]:
 class _Progress:
     """One line on stderr when it is a terminal: groups and samples done, rate."""
 
-    def __init__(self, enabled: bool, groups: int) -> None:
+    def __init__(self, enabled: bool, groups: int, done: int) -> None:
         self.enabled = enabled and sys.stderr.isatty()
-        self.groups, self.done, self.samples, self.start = groups, 0, 0, time.monotonic()
+        self.groups, self.done, self.samples, self.start = groups, done, 0, time.monotonic()
 
     def update(self, samples: int = 0, group: bool = False) -> None:
         self.samples += samples
@@ -140,12 +141,12 @@ def optimize(fn: Callable[[Any], Any], inputs: Iterable[Any], output: str | os.P
     output = os.fspath(output)
     k, n = _part(part)
     groups = [g for g in range(-(-len(items) // group_size)) if g % n == k]
-    done = _groups_done(output) if resume else set()
-    todo = [g for g in groups if _GROUP.format(g) not in done]
+    held = _groups_done(output)
+    exists = held is not None  # then each group is an append
+    todo = [g for g in groups if not (resume and exists and _GROUP.format(g) in held)]
     workers = num_workers or os.cpu_count() or 1
-    bar = _Progress(progress, len(groups))
-    bar.update(group=False)
-    bar.done = len(groups) - len(todo)
+    bar = _Progress(progress, len(groups), len(groups) - len(todo))
+    bar.update()
     result = {"groups": len(todo), "groups_skipped": len(groups) - len(todo), "samples": 0,
               "version": None}
     pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
@@ -174,14 +175,14 @@ def optimize(fn: Callable[[Any], Any], inputs: Iterable[Any], output: str | os.P
 
     try:
         for g in todo:
-            append = _is_dataset(output)
             try:
-                write_group(g, append)
+                write_group(g, exists)
             except FileExistsError:
-                if append:
+                if exists:
                     raise
                 # Another part created the dataset first: this group becomes an append.
                 write_group(g, True)
+            exists = exists or result["version"] is not None
             bar.update(group=True)
     finally:
         if pool is not None:
@@ -189,10 +190,3 @@ def optimize(fn: Callable[[Any], Any], inputs: Iterable[Any], output: str | os.P
         bar.finish()
     return result
 
-
-def _is_dataset(output: str) -> bool:
-    try:
-        Dataset(output)
-        return True
-    except FileNotFoundError:
-        return False

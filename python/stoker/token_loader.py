@@ -30,14 +30,14 @@ from typing import Any, Iterator
 import numpy as np
 
 from ._core import Dataset, EpochCursor, Sampler, TokenBatches, TokenStream
-from .loader import env_world, reopen_dataset
+from .loader import _Epochs, env_world, reopen_dataset
 from .views import DatasetView
 
 _ORDER_KEYS = ("dataset_version", "column", "block_size", "num_blocks", "shuffle", "seed",
                "window")
 
 
-class TokenLoader:
+class TokenLoader(_Epochs):
     """Yields batches of token blocks: NumPy arrays of shape (batch_size, block_size + 1), in
     the column's dtype (or `dtype`); with batch_size=None, single blocks.
 
@@ -132,22 +132,6 @@ class TokenLoader:
         """Tokens in the stream."""
         self._handles()
         return int(self._ends[-1]) if len(self._ends) else 0
-
-    @property
-    def epoch(self) -> int:
-        return self._cursor.epoch
-
-    @property
-    def rank(self) -> int:
-        return self._rank
-
-    @property
-    def world_size(self) -> int:
-        return self._world_size
-
-    def set_epoch(self, epoch: int) -> None:
-        """As stoker.Loader.set_epoch."""
-        self._cursor.set_epoch(int(epoch))
 
     def __len__(self) -> int:
         blocks = self._cursor.pass_samples()

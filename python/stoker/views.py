@@ -57,10 +57,6 @@ class DatasetView:
         return DatasetView(self.base, self.indices[_matching(self.base, self.indices, predicate,
                                                              memory_budget)])
 
-    def chunk_of_samples(self) -> np.ndarray:
-        """The base chunk of each of this view's samples (what its loaders plan with)."""
-        return np.asarray(sample_chunks(self.base))[self.indices]
-
     def __reduce__(self):
         return (DatasetView, (self.base, self.indices))
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
-import os
 import signal
 import subprocess
 import sys
