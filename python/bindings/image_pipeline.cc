@@ -28,6 +28,7 @@ namespace {
 using loader::ImagePipeline;
 using loader::ImagePipelineOptions;
 using Plan = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Order = nb::ndarray<const uint16_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 template <typename T>
 T Get(const nb::dict& options, const char* key) {
@@ -68,18 +69,24 @@ ImagePipelineOptions ParseOptions(const nb::dict& o) {
 
 class PyImagePipeline {
  public:
-  PyImagePipeline(nb::object dataset, const Plan& plan_view, const nb::dict& options_dict)
-      : dataset_obj_(std::move(dataset)), options_(ParseOptions(options_dict)) {
-    std::vector<uint32_t> plan(plan_view.data(), plan_view.data() + plan_view.shape(0));
-    const Dataset& ds = UnwrapDataset(dataset_obj_);
-    // The Python Dataset owns the C++ one; dataset_obj_ keeps it alive as long as we live.
-    std::shared_ptr<const Dataset> shared(&ds, [](const Dataset*) {});
-    Result<std::unique_ptr<ImagePipeline>> started = Err(Status::Internal("unset"));
-    {
-      nb::gil_scoped_release release;
-      started = ImagePipeline::Start(std::move(shared), std::move(plan), options_);
+  PyImagePipeline(nb::object dataset, const Plan& plan, const nb::dict& options_dict)
+      : options_(ParseOptions(options_dict)) {
+    std::vector<loader::ImageSource> sources(1);
+    sources[0] = Source(std::move(dataset), plan, 0);
+    Start(std::move(sources), {});
+  }
+
+  // A mix: `sources` a list of (dataset, plan, memory_budget); order[p] the source of position
+  // p (see loader::ImagePipeline::Start).
+  PyImagePipeline(const nb::list& sources_list, const Order& order, const nb::dict& options_dict)
+      : options_(ParseOptions(options_dict)) {
+    std::vector<loader::ImageSource> sources;
+    sources.reserve(sources_list.size());
+    for (nb::handle item : sources_list) {
+      auto [dataset, plan, budget] = nb::cast<std::tuple<nb::object, Plan, uint64_t>>(item);
+      sources.push_back(Source(std::move(dataset), plan, budget));
     }
-    pipeline_ = ValueOrThrow(std::move(started));
+    Start(std::move(sources), std::vector<uint16_t>(order.data(), order.data() + order.shape(0)));
   }
 
   // (images, labels, samples, consumed, errors): images a torch tensor sharing the batch
@@ -94,7 +101,7 @@ class PyImagePipeline {
     std::optional<loader::ImageBatch> batch = ValueOrThrow(std::move(item));
     if (!batch) throw nb::stop_iteration();
     return nb::make_tuple(Images(*batch), Labels(batch->labels), Samples(batch->samples),
-                          batch->consumed, Errors(batch->errors));
+                          batch->consumed, Errors(batch->errors), Sources(batch->sources));
   }
 
   nb::dict Stats() const {
@@ -114,7 +121,7 @@ class PyImagePipeline {
     d["bytes_read"] = s.read.bytes_read;
     d["ranges"] = s.read.ranges;
     d["peak_bytes_held"] = s.read.peak_bytes_held;
-    AddNodeStats(UnwrapDataset(dataset_obj_), d);
+    AddNodeStats(UnwrapDataset(datasets_[0]), d);  // node counters are per process
     return d;
   }
 
@@ -124,6 +131,23 @@ class PyImagePipeline {
   }
 
  private:
+  // The Python Dataset owns the C++ one; datasets_ keeps it alive as long as we live.
+  loader::ImageSource Source(nb::object dataset, const Plan& plan, uint64_t budget) {
+    const Dataset& ds = UnwrapDataset(dataset);
+    datasets_.push_back(std::move(dataset));
+    return {std::shared_ptr<const Dataset>(&ds, [](const Dataset*) {}),
+            std::vector<uint32_t>(plan.data(), plan.data() + plan.shape(0)), budget};
+  }
+
+  void Start(std::vector<loader::ImageSource> sources, std::vector<uint16_t> order) {
+    Result<std::unique_ptr<ImagePipeline>> started = Err(Status::Internal("unset"));
+    {
+      nb::gil_scoped_release release;
+      started = ImagePipeline::Start(std::move(sources), std::move(order), options_);
+    }
+    pipeline_ = ValueOrThrow(std::move(started));
+  }
+
   nb::object Images(loader::ImageBatch& batch) const {
     const decode::OutputSpec& out = options_.transform.output;
     size_t shape[4] = {batch.count, 3, out.height, out.width};
@@ -149,20 +173,23 @@ class PyImagePipeline {
     return nb::cast(nb::ndarray<nb::pytorch, T, nb::ndim<1>>(copy->data(), 1, shape, capsule));
   }
   static nb::object Labels(const std::vector<int64_t>& labels) { return Vector(labels); }
+  // torch has no uint32 tensors in older releases: widen to int64.
   static nb::object Samples(const std::vector<uint32_t>& samples) {
-    // torch has no uint32 tensors in older releases: widen to int64.
     return Vector(std::vector<int64_t>(samples.begin(), samples.end()));
+  }
+  static nb::object Sources(const std::vector<uint16_t>& sources) {
+    return Vector(std::vector<int64_t>(sources.begin(), sources.end()));
   }
 
   static nb::list Errors(const std::vector<loader::SampleError>& errors) {
     nb::list list;
     for (const loader::SampleError& e : errors) {
-      list.append(nb::make_tuple(e.position, e.sample, e.status.ToString()));
+      list.append(nb::make_tuple(e.position, e.sample, e.status.ToString(), e.source));
     }
     return list;
   }
 
-  nb::object dataset_obj_;
+  std::vector<nb::object> datasets_;
   ImagePipelineOptions options_;
   std::unique_ptr<ImagePipeline> pipeline_;
 };
@@ -211,9 +238,14 @@ void RegisterImagePipeline(nb::module_& m) {
 
   nb::class_<PyImagePipeline>(m, "ImagePipeline",
                               "Decodes and transforms `plan` into batches in C++ threads; "
-                              "iterating yields (images, labels, samples, consumed, errors).")
+                              "iterating yields (images, labels, samples, consumed, errors, "
+                              "sources).")
       .def(nb::init<nb::object, Plan, const nb::dict&>(), nb::arg("dataset"), nb::arg("plan"),
            nb::arg("options"))
+      .def(nb::init<const nb::list&, Order, const nb::dict&>(), nb::arg("sources"),
+           nb::arg("order"), nb::arg("options"),
+           "A mix: `sources` a list of (dataset, plan, memory_budget or 0), `order` (uint16) the "
+           "source of each position of the batches' sequence.")
       .def("__iter__", [](nb::handle self) { return self; })
       .def("__next__", &PyImagePipeline::Next)
       .def("stats", &PyImagePipeline::Stats,

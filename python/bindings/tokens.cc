@@ -4,6 +4,7 @@
 #include "tokens.h"
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,7 @@ class PyTokenStream {
 class PyTokenBatches {
  public:
   using Plan = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+  using Rows = Plan;
 
   PyTokenBatches(nb::object stream, const Plan& plan, uint64_t block, uint32_t batch,
                  uint32_t ahead)
@@ -112,6 +114,23 @@ class PyTokenBatches {
     return TokenArray(owned->data(), shape, owner, element_);
   }
 
+  // The next len(rows) blocks written into rows `rows` of `out` (a mix's batch, filled from
+  // several streams); returns how many were left to write (fewer at the plan's end).
+  uint32_t Fill(nb::ndarray<nb::numpy, nb::ndim<2>, nb::c_contig, nb::device::cpu> out,
+                const Rows& rows) {
+    if (out.shape(1) != width_ || out.itemsize() != element_.size) {
+      throw nb::value_error("out must be (rows, block_size + 1) of the column's element size");
+    }
+    std::span<std::byte> dst(static_cast<std::byte*>(out.data()), out.nbytes());
+    std::span<const uint32_t> wanted(rows.data(), rows.shape(0));
+    Result<uint32_t> count = Err(Status::Internal("unset"));
+    {
+      nb::gil_scoped_release release;
+      count = batches_->NextRows(dst, wanted);
+    }
+    return ValueOrThrow(std::move(count));
+  }
+
   uint64_t chunks_read() const { return batches_->chunks_read(); }
 
  private:
@@ -141,6 +160,9 @@ void RegisterTokens(nb::module_& m) {
            nb::arg("ahead"))
       .def("next", &PyTokenBatches::Next,
            "The next batch, a read-only (count, block_size + 1) array; None at the end.")
+      .def("fill", &PyTokenBatches::Fill, nb::arg("out"), nb::arg("rows"),
+           "Writes the next len(rows) blocks into those rows of `out` (a writable (n, "
+           "block_size + 1) array of the column's element size); returns how many it wrote.")
       .def_prop_ro("chunks_read", &PyTokenBatches::chunks_read);
 }
 

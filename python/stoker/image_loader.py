@@ -22,9 +22,12 @@ import time
 import os
 from typing import Any, Callable, Iterator, Sequence
 
-from ._core import (Dataset, ImagePipeline, image_sample_params, parse_loader_options,
+import numpy as np
+
+from ._core import (Dataset, ImagePipeline, Sampler, image_sample_params, parse_loader_options,
                     parse_transform_options)
-from .loader import DEFAULT_MIN_BUDGET, _Stream
+from .loader import DEFAULT_MIN_BUDGET, _Stream, choose_block_size, env_world
+from .mix import Mix, MixReading
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -146,7 +149,17 @@ class ImageLoader(_Stream):
     once the tensor is freed (no copy), labels are int64 (-1 for unlabelled samples). stats()
     has counters of the last pass: samples, images/s, time waiting for reads vs decoding.
     Prints nothing by default.
+
+    Passed a stoker.Mix of image datasets (stoker.mix), it yields (images, labels, sources):
+    sources[i] (int64) is the dataset image i came from; with batch_transform,
+    (batch_transform(images, labels), sources). Each source keeps its own labels and is read by
+    its own read pipeline (memory_budget each); the decode threads are shared.
     """
+
+    def __new__(cls, uri_or_dataset: Any = None, *args: Any, **kwargs: Any) -> ImageLoader:
+        if cls is ImageLoader and isinstance(uri_or_dataset, Mix):
+            return super().__new__(MixImageLoader)
+        return super().__new__(cls)
 
     def __init__(self, uri_or_dataset: str | os.PathLike | Dataset, batch_size: int = 256, *,
                  # BEGIN GENERATED signature
@@ -216,7 +229,7 @@ class ImageLoader(_Stream):
         })
         if reading["batch_size"] is None:
             raise TypeError("batch_size must be an int, not None")
-        super().__init__(uri_or_dataset, reading, None)
+        image_member = self._open(uri_or_dataset, reading, image, label)
         self._batch_size: int = reading["batch_size"]
         self._on_error = on_error
         self._memory_budget: int | None = reading["memory_budget"]
@@ -230,11 +243,18 @@ class ImageLoader(_Stream):
             "seed": reading["seed"],
             "on_error": "raise" if on_error == "raise" else "skip",
             "io_depth": reading["io_depth"],
-            "image_member": _image_column(self._handles()[0], image, label),
+            "image_member": image_member,
             **transform,
         }
         self._stats: dict[str, Any] = {}
         self.errors: list[tuple[int, int, str]] = []  # (position, sample, message), last pass
+
+    def _open(self, dataset: Any, reading: dict[str, Any], image: str | None,
+              label: str | None) -> str:
+        """Sets up the reading (the dataset, its order, the position); returns the image
+        member to decode."""
+        _Stream.__init__(self, dataset, reading, None)
+        return _image_column(self._handles()[0], image, label)
 
     @property
     def batch_size(self) -> int:
@@ -260,27 +280,33 @@ class ImageLoader(_Stream):
         ds, _ = self._handles()
         options = dict(self._options, epoch=self._cursor.epoch,
                        memory_budget=self._read_budget(ds, self._memory_budget))
+        for images, labels, _ in self._batches(ImagePipeline(ds, plan, options), token, False):
+            if self._batch_transform is not None:
+                yield self._batch_transform(images, labels)
+            else:
+                yield images, labels
+
+    def _batches(self, pipe: ImagePipeline, token: int, mixed: bool) -> Iterator[tuple]:
+        """(images, labels, sources) of `pipe`'s batches (pinned if asked), counting what they
+        consume; skipped samples go to `errors` — (position, sample, message), and the source
+        in a mix."""
         pin = self._pin_memory
         if pin is None:
             import torch
             pin = torch.cuda.is_available()
-        pipe = ImagePipeline(ds, plan, options)
         self.errors = []
         start = time.perf_counter()
         try:
-            for images, labels, _samples, consumed, errors in pipe:
+            for images, labels, _samples, consumed, errors, sources in pipe:
                 if errors:
-                    self.errors.extend(errors)
+                    self.errors.extend(e if mixed else e[:3] for e in errors)
                     if self._on_error == "log":
-                        for _, _, message in errors:
-                            log.warning("stoker: skipped a sample: %s", message)
+                        for e in errors:
+                            log.warning("stoker: skipped a sample: %s", e[2])
                 self._cursor.add_yielded(token, consumed)
                 if pin:
                     images = images.pin_memory()
-                if self._batch_transform is not None:
-                    yield self._batch_transform(images, labels)
-                else:
-                    yield images, labels
+                yield images, labels, sources
         finally:
             elapsed = time.perf_counter() - start
             self._stats = dict(pipe.stats(), seconds=elapsed)
@@ -318,5 +344,80 @@ class ImageLoader(_Stream):
     def __repr__(self) -> str:
         o = self._options
         return (f"stoker.ImageLoader('{self._uri}', train={o['train']}, size={o['size']}, "
+                f"batch_size={self._batch_size}, shuffle='{self._shuffle}', "
+                f"rank={self._rank}, world_size={self._world_size}, epoch={self.epoch})")
+
+
+class MixImageLoader(MixReading, ImageLoader):
+    """ImageLoader over a stoker.Mix (see ImageLoader): the mix's order (stoker.mix) read by one
+    C++ image pipeline with a read pipeline per source."""
+
+    def _open(self, dataset: Any, reading: dict[str, Any], image: str | None,
+              label: str | None) -> str:
+        mix: Mix = dataset
+        self._rank, self._world_size = env_world(reading["rank"], reading["world_size"])
+        self._shuffle, self._seed = reading["shuffle"], reading["seed"]
+        self._window, self._drop_last = reading["window"], reading["drop_last"]
+        self._blocks = [choose_block_size(ds, self._window, reading["batch_size"],
+                                          reading["block_size"])
+                        if self._shuffle == "chunk" else 0 for ds in mix.sources]
+        members = {_image_column(ds, image, label) for ds in mix.sources}
+        if len(members) > 1:
+            raise ValueError(f"the sources keep their images in different columns "
+                             f"({sorted(members)}); mix datasets with one image column name")
+        self._samplers: list[Sampler] | None = None
+        self._pid = os.getpid()
+        self._batch_size = reading["batch_size"]
+        self._init_mix(mix, [len(ds) for ds in mix.sources], "samples")
+        return members.pop()
+
+    def _handles_mix(self) -> tuple[Mix, list[Sampler]]:
+        if self._pid != os.getpid():
+            self._mix = self._mix.reopened()
+            self._samplers = None
+            self._pid = os.getpid()
+        if self._samplers is None:
+            self._samplers = [Sampler(ds, mode=self._shuffle, seed=self._seed,
+                                      window=self._window, drop_last=False, block_size=b)
+                              for ds, b in zip(self._mix.sources, self._blocks)]
+        return self._mix, self._samplers
+
+    def _source_order(self, source: int, k: int) -> np.ndarray:
+        return np.asarray(self._handles_mix()[1][source].global_order(k, 1))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = MixReading.__getstate__(self)
+        state["_samplers"] = None
+        return state
+
+    @property
+    def dataset(self) -> Mix:  # type: ignore[override]
+        return self._mix
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        token = self._cursor.begin_pass()
+        mix, _ = self._handles_mix()
+        source, sample = self._rank_order()
+        plans = [(ds, np.ascontiguousarray(sample[source == i], dtype=np.uint32),
+                  self._read_budget(ds, self._memory_budget))
+                 for i, ds in enumerate(mix.sources)]
+        options = dict(self._options, epoch=self._cursor.epoch, memory_budget=plans[0][2])
+        pipe = ImagePipeline(plans, np.ascontiguousarray(source, dtype=np.uint16), options)
+        return self._generate_mix(pipe, token)
+
+    def _generate_mix(self, pipe: ImagePipeline, token: int) -> Iterator[tuple[Any, ...]]:
+        for images, labels, sources in self._batches(pipe, token, True):
+            if self._batch_transform is not None:
+                yield self._batch_transform(images, labels), sources
+            else:
+                yield images, labels, sources
+
+    def _order_state(self) -> dict[str, Any]:
+        return {"num_samples": self._epoch_size, "shuffle": self._shuffle, "seed": self._seed,
+                "window": self._window, "block_size": list(self._blocks)}
+
+    def __repr__(self) -> str:
+        o = self._options
+        return (f"stoker.ImageLoader({self._mix!r}, train={o['train']}, size={o['size']}, "
                 f"batch_size={self._batch_size}, shuffle='{self._shuffle}', "
                 f"rank={self._rank}, world_size={self._world_size}, epoch={self.epoch})")

@@ -1,20 +1,23 @@
-"""stoker.Mix: datasets mixed by proportion (issue 16 item 5), for stoker.Loader.
+"""stoker.Mix: datasets mixed by proportion (issue 16 item 5), for stoker.Loader, ImageLoader
+and TokenLoader.
 
     mix = stoker.Mix(["web.stoker", "books.stoker"], weights=[0.7, 0.3])
     loader = stoker.Loader(mix, batch_size=32, seed=0)
     for batch, sources in loader:          # sources[i]: which dataset batch[i] came from
         ...
+    for images, labels, sources in stoker.ImageLoader(mix, batch_size=256): ...
+    for blocks, sources in stoker.TokenLoader(mix, block_size=2048): ...
 
-Epoch e of a mix of E samples (`epoch_size`, default: all sources' samples together) takes
-n_i = w_i * E samples from source i, rounded by largest remainder (so each source's share of
-every epoch is within one sample of its weight), in an order the C++ sampler decides from
-(seed, e) (a uniform permutation of the sources' slots, docs/sampler.md's algorithm, so every
-machine computes the same). Source i is read as a stream of its own epochs, each in its own
-sampler order (chunk-wise shuffled by default): mix epoch e takes stream positions
-[e * n_i, (e + 1) * n_i), so a source that runs out goes on with its next epoch, a new
-permutation. Position p of the mix's order goes to rank p mod world_size, and the state is a
-position in it, as for a single dataset: ranks are equal and resume is exact with any world
-size.
+A loader mixes units — samples, or token blocks for TokenLoader. Epoch e of a mix of E units
+(`epoch_size`, default: all sources' units together) takes n_i = w_i * E units from source i,
+rounded by largest remainder (so each source's share of every epoch is within one unit of its
+weight), in an order the C++ sampler decides from (seed, e) (a uniform permutation of the
+sources' slots, docs/sampler.md's algorithm, so every machine computes the same). Source i is
+read as a stream of its own epochs, each in its own sampler order (chunk-wise shuffled by
+default): mix epoch e takes stream positions [e * n_i, (e + 1) * n_i), so a source that runs out
+goes on with its next epoch, a new permutation. Position p of the mix's order goes to rank
+p mod world_size, and the state is a position in it, as for a single dataset: ranks are equal
+and resume is exact with any world size.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from ._core import Dataset, EpochCursor, ReadPipeline, Sampler
-from .loader import (_ORDER_KEYS, Loader, choose_block_size, collate_columns, env_world,
+from .loader import (Loader, _Epochs, choose_block_size, collate_columns, env_world,
                      reopen_dataset, _identity)
 
 # Sampler.from_chunks wants a dataset version for its seed; the mix's order is its own.
@@ -35,50 +38,165 @@ _MIX_SALT = 0x6D6978
 class Mix:
     """Datasets and their weights (see the module docstring). `sources`: paths, URIs or open
     stoker.Datasets; `weights`: non-negative, any scale (default: the sources' sizes, i.e. one
-    pass over each per epoch); `epoch_size`: samples per epoch (default: all sources')."""
+    pass over each per epoch); `epoch_size`: units per epoch (default: all sources'). `counts`
+    and `epoch_size` are in samples; a TokenLoader counts token blocks instead."""
 
     def __init__(self, sources: Sequence[str | os.PathLike | Dataset],
                  weights: Sequence[float] | None = None, epoch_size: int | None = None) -> None:
         if not sources:
             raise ValueError("Mix needs at least one source")
+        if len(sources) > 65535:
+            raise ValueError("a Mix takes at most 65535 sources")
         self.sources = [s if isinstance(s, Dataset) else Dataset(os.fspath(s)) for s in sources]
-        sizes = [len(s) for s in self.sources]
-        w = [float(x) for x in (weights if weights is not None else sizes)]
-        if len(w) != len(self.sources):
-            raise ValueError(f"{len(w)} weights for {len(self.sources)} sources")
-        if any(not math.isfinite(x) or x < 0 for x in w) or sum(w) <= 0:
-            raise ValueError("weights must be finite, non-negative and not all 0")
-        self.weights = [x / sum(w) for x in w]
-        self.epoch_size = int(epoch_size) if epoch_size is not None else sum(sizes)
-        if self.epoch_size < 1:
+        self._weights = None if weights is None else [float(x) for x in weights]
+        if self._weights is not None:
+            w = self._weights
+            if len(w) != len(self.sources):
+                raise ValueError(f"{len(w)} weights for {len(self.sources)} sources")
+            if any(not math.isfinite(x) or x < 0 for x in w) or sum(w) <= 0:
+                raise ValueError("weights must be finite, non-negative and not all 0")
+        self._epoch_size = None if epoch_size is None else int(epoch_size)
+        if self._epoch_size is not None and self._epoch_size < 1:
             raise ValueError("epoch_size must be at least 1")
-        # Largest remainder: the counts sum to epoch_size, each within 1 of its share.
-        exact = [x * self.epoch_size for x in self.weights]
+        self.weights, self.counts, self.epoch_size = self.split(
+            [len(s) for s in self.sources], "samples")
+
+    def split(self, sizes: Sequence[int], unit: str) -> tuple[list[float], list[int], int]:
+        """(weights, units per epoch of each source, epoch size) for sources of `sizes` units:
+        the weights given (normalized) or the sizes, the epoch size given or their sum, each
+        count within one unit of its share (largest remainder)."""
+        raw = self._weights if self._weights is not None else [float(n) for n in sizes]
+        if sum(raw) <= 0:
+            raise ValueError(f"the sources hold no {unit}")
+        weights = [x / sum(raw) for x in raw]
+        epoch_size = self._epoch_size if self._epoch_size is not None else sum(sizes)
+        exact = [x * epoch_size for x in weights]
         counts = [math.floor(x) for x in exact]
         for i in sorted(range(len(exact)), key=lambda i: (counts[i] - exact[i], i))[
-                :self.epoch_size - sum(counts)]:
+                :epoch_size - sum(counts)]:
             counts[i] += 1
-        self.counts = counts
-        for s, n, size in zip(sources, counts, sizes):
+        for s, n, size in zip(self.sources, counts, sizes):
             if n > 0 and size == 0:
-                raise ValueError(f"source {s!r} has no samples but a weight above 0")
+                raise ValueError(f"source {s.uri!r} has no {unit} but a weight above 0")
+        return weights, counts, epoch_size
 
     def __len__(self) -> int:
         return self.epoch_size
 
     def __reduce__(self):
-        return (Mix, (self.sources, self.weights, self.epoch_size))
+        return (Mix, (self.sources, self._weights, self._epoch_size))
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{s.uri!r}: {w:.3g}" for s, w in zip(self.sources, self.weights))
         return f"stoker.Mix({{{parts}}}, epoch_size={self.epoch_size})"
 
-    def identity(self) -> list:
-        """What a saved state must match: each source's URI and version, the counts."""
-        return [[s.uri, s.version, n] for s, n in zip(self.sources, self.counts)]
+    def reopened(self) -> Mix:
+        """The same mix with its datasets opened again (in a forked or spawned process)."""
+        return Mix([reopen_dataset(s.uri, s.version) for s in self.sources], self._weights,
+                   self._epoch_size)
 
 
-class MixLoader(Loader):
+class MixReading(_Epochs):
+    """The order, ranks and state of a loader over a Mix, whatever its units (samples or token
+    blocks). A subclass calls _init_mix, implements _source_order (source i's order in its k-th
+    epoch) and reads what _rank_order says: (source, unit) of each of this rank's positions in
+    the pass under way."""
+
+    _mix: Mix
+    _seed: int
+    _drop_last: bool
+    _batch_size: int | None
+
+    def _init_mix(self, mix: Mix, sizes: Sequence[int], unit: str) -> None:
+        self._mix = mix
+        self._sizes = [int(n) for n in sizes]
+        _, self._counts, self._epoch_size = mix.split(self._sizes, unit)
+        self._slots: Sampler | None = None
+        self._cursor = EpochCursor(self._epoch_size, self._world_size, self._drop_last)
+
+    def _source_order(self, source: int, k: int) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def mix(self) -> Mix:
+        return self._mix
+
+    @property
+    def counts(self) -> list[int]:
+        """Units (samples, or token blocks) each source gives every epoch."""
+        return list(self._counts)
+
+    def epoch_order(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """(source, unit) of every position of `epoch`'s order, all ranks."""
+        if self._slots is None:
+            # The order of the sources' slots: a uniform permutation from (seed, epoch).
+            self._slots = Sampler.from_chunks(np.zeros(self._epoch_size, dtype=np.uint32),
+                                              _MIX_SALT, mode="full", seed=self._seed)
+        counts = np.asarray(self._counts, dtype=np.int64)
+        base = np.repeat(np.arange(len(counts), dtype=np.uint16), counts)
+        source = base[np.asarray(self._slots.global_order(epoch, 1))]
+        unit = np.empty(len(source), dtype=np.uint32)
+        for i, (size, n) in enumerate(zip(self._sizes, self._counts)):
+            if n == 0:
+                continue
+            q = epoch * n + np.arange(n, dtype=np.int64)  # positions in source i's stream
+            picked = np.empty(n, dtype=np.uint32)
+            for k in np.unique(q // size).tolist():
+                here = (q // size) == k
+                picked[here] = np.asarray(self._source_order(i, k))[q[here] % size]
+            unit[source == i] = picked
+        return source, unit
+
+    def _rank_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(source, unit) of this rank's positions in the pass under way (or the next)."""
+        c = self._cursor
+        source, unit = self.epoch_order(c.epoch)
+        start = c.consumed_position(0)
+        pos = start + self._rank + self._world_size * np.arange(c.pass_samples(), dtype=np.int64)
+        pos %= self._epoch_size  # the padded last round wraps to the epoch's start
+        return source[pos], unit[pos]
+
+    def __len__(self) -> int:
+        units = self._cursor.pass_samples()
+        if self._batch_size is None:
+            return units
+        return units // self._batch_size if self._drop_last else -(-units // self._batch_size)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_slots"] = None
+        return state
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def _order_state(self) -> dict[str, Any]:
+        """What besides the mix decides the order (the loader's options), for state_dict."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """A position in the mix's order (as stoker.Loader's; valid for any world size), with
+        what decides the order: each source's URI, version and count, and the options."""
+        c = self._cursor
+        return {"epoch": c.epoch, "position": c.consumed_position(c.yielded),
+                "planned_world_size": c.planned_world_size, "world_size": self._world_size,
+                "rank": self._rank, "drop_last": self._drop_last,
+                "mix": [[s.uri, s.version, n] for s, n in zip(self._mix.sources, self._counts)],
+                **self._order_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continues from `state` (any world size); ValueError if it is another order's."""
+        if "mix" not in state:
+            raise ValueError("not the state of a loader over a stoker.Mix")
+        mine = self.state_dict()
+        for key in ("mix",) + tuple(self._order_state()):
+            if key in state and state[key] != mine[key]:
+                raise ValueError(f"the state was saved with {key}={state[key]!r}, this loader "
+                                 f"has {key}={mine[key]!r}: the epoch's order would differ")
+        self._cursor.load(int(state["epoch"]), int(state["position"]),
+                          int(state["planned_world_size"]))
+
+
+class MixLoader(MixReading, Loader):
     """stoker.Loader over a Mix: yields (sample, source) — batched, (collate(samples), sources
     as an int array) — with the Loader's options (shuffle, window and block_size apply to each
     source's own order)."""
@@ -93,7 +211,6 @@ class MixLoader(Loader):
             "batch_size": batch_size, "shuffle": shuffle, "seed": seed, "window": window,
             "drop_last": drop_last, "rank": rank, "world_size": world_size,
             "memory_budget": memory_budget, "io_depth": io_depth, "block_size": block_size})
-        self._mix = mix
         self._rank, self._world_size = env_world(options["rank"], options["world_size"])
         self._batch_size = options["batch_size"]
         self._shuffle, self._seed = options["shuffle"], options["seed"]
@@ -103,39 +220,29 @@ class MixLoader(Loader):
         self._blocks = [choose_block_size(ds, self._window, self._batch_size,
                                           options["block_size"])
                         if self._shuffle == "chunk" else 0 for ds in mix.sources]
-        self._num_samples = mix.epoch_size
-        self._version = 0  # a mix has no version of its own; its identity() is checked
         self._samplers: list[Sampler] | None = None
-        self._slots: Sampler | None = None
         self._pid = os.getpid()
-        self._cursor = EpochCursor(self._num_samples, self._world_size, self._drop_last)
+        self._init_mix(mix, [len(ds) for ds in mix.sources], "samples")
         self._stats: dict[str, Any] = {}
-
-    # -- handles ---------------------------------------------------------------------------------
 
     def _handles(self):
         if self._pid != os.getpid():
-            self._mix = Mix([reopen_dataset(s.uri, s.version) for s in self._mix.sources],
-                            self._mix.weights, self._mix.epoch_size)
-            self._samplers = self._slots = None
+            self._mix = self._mix.reopened()
+            self._samplers = None
             self._pid = os.getpid()
         if self._samplers is None:
             self._samplers = [Sampler(ds, mode=self._shuffle, seed=self._seed,
                                       window=self._window, drop_last=False, block_size=b)
                               for ds, b in zip(self._mix.sources, self._blocks)]
-            # The order of the sources' slots: a uniform permutation from (seed, epoch).
-            self._slots = Sampler.from_chunks(np.zeros(self._num_samples, dtype=np.uint32),
-                                              _MIX_SALT, mode="full", seed=self._seed)
-        return self._mix, self._samplers, self._slots
+        return self._mix, self._samplers
+
+    def _source_order(self, source: int, k: int) -> np.ndarray:
+        return np.asarray(self._handles()[1][source].global_order(k, 1))
 
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_samplers"] = state["_slots"] = None
+        state = MixReading.__getstate__(self)
+        state["_samplers"] = None
         return state
-
-    @property
-    def mix(self) -> Mix:
-        return self._mix
 
     @property
     def block_size(self) -> list[int]:  # type: ignore[override]
@@ -143,56 +250,20 @@ class MixLoader(Loader):
         return list(self._blocks)
 
     @property
-    def dataset(self) -> Mix:
+    def dataset(self) -> Mix:  # type: ignore[override]
         return self._mix
-
-    # -- the epoch's order -----------------------------------------------------------------------
-
-    def epoch_order(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        """(source, sample) of every position of `epoch`'s order, all ranks."""
-        mix, samplers, slots = self._handles()
-        counts = np.asarray(mix.counts, dtype=np.int64)
-        base = np.repeat(np.arange(len(counts), dtype=np.uint16), counts)
-        source = base[np.asarray(slots.global_order(epoch, 1))]
-        sample = np.empty(len(source), dtype=np.uint32)
-        for i, (ds, n) in enumerate(zip(mix.sources, mix.counts)):
-            if n == 0:
-                continue
-            q = epoch * n + np.arange(n, dtype=np.int64)  # positions in source i's stream
-            size = len(ds)
-            picked = np.empty(n, dtype=np.uint32)
-            for k in np.unique(q // size).tolist():
-                here = (q // size) == k
-                picked[here] = np.asarray(samplers[i].global_order(k, 1))[q[here] % size]
-            sample[source == i] = picked
-        return source, sample
-
-    def _rank_positions(self) -> np.ndarray:
-        c = self._cursor
-        count = c.pass_samples()
-        start = c.consumed_position(0)
-        pos = start + self._rank + self._world_size * np.arange(count, dtype=np.int64)
-        return pos % self._num_samples  # the padded last round wraps to the epoch's start
-
-    def __len__(self) -> int:
-        samples = self._cursor.pass_samples()
-        if self._batch_size is None:
-            return samples
-        return samples // self._batch_size if self._drop_last else -(-samples // self._batch_size)
 
     def __iter__(self) -> Iterator[Any]:
         token = self._cursor.begin_pass()
         return self._generate_mix(token)
 
     def _generate_mix(self, token: int) -> Iterator[Any]:
-        mix, _, _ = self._handles()
-        source, sample = self.epoch_order(self._cursor.epoch)
-        positions = self._rank_positions()
-        mine_source = source[positions]
+        mix, _ = self._handles()
+        mine_source, mine_sample = self._rank_order()
         budget = self._memory_budget
         pipes = []
         for i, ds in enumerate(mix.sources):
-            plan = np.ascontiguousarray(sample[positions][mine_source == i], dtype=np.uint32)
+            plan = np.ascontiguousarray(mine_sample[mine_source == i], dtype=np.uint32)
             pipes.append(ReadPipeline(ds, plan, memory_budget=self._read_budget(ds, budget),
                                       io_depth=self._io_depth) if len(plan) else None)
         transform = self._transform or _identity
@@ -225,26 +296,9 @@ class MixLoader(Loader):
                     p.close()
         self._cursor.end_pass(token)
 
-    # -- state -----------------------------------------------------------------------------------
-
-    def state_dict(self) -> dict[str, Any]:
-        c = self._cursor
-        return {"epoch": c.epoch, "position": c.consumed_position(c.yielded),
-                "planned_world_size": c.planned_world_size, "world_size": self._world_size,
-                "rank": self._rank, "mix": self._mix.identity(), "num_samples": self._num_samples,
-                "shuffle": self._shuffle, "seed": self._seed, "window": self._window,
-                "block_size": list(self._blocks), "drop_last": self._drop_last}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        mine = self.state_dict()
-        for key in ("mix",) + tuple(k for k in _ORDER_KEYS if k != "dataset_version"):
-            if key in state and state[key] != mine[key]:
-                raise ValueError(f"the state was saved with {key}={state[key]!r}, this loader "
-                                 f"has {key}={mine[key]!r}: the epoch's order would differ")
-        if "mix" not in state:
-            raise ValueError("not the state of a loader over a stoker.Mix")
-        self._cursor.load(int(state["epoch"]), int(state["position"]),
-                          int(state["planned_world_size"]))
+    def _order_state(self) -> dict[str, Any]:
+        return {"num_samples": self._epoch_size, "shuffle": self._shuffle, "seed": self._seed,
+                "window": self._window, "block_size": list(self._blocks)}
 
     def __repr__(self) -> str:
         return (f"stoker.Loader({self._mix!r}, shuffle='{self._shuffle}', "

@@ -21,6 +21,10 @@ Reading (C++, _core.TokenBatches): whole chunks, CRC-checked, by two threads ahe
 consumer in the order the plan needs them; a chunk is dropped after the last block that needs
 it, so memory is about (window + prefetch) chunks. Batches are copied out in C++ with the GIL
 released: no per-block or per-token Python.
+
+A stoker.Mix of token datasets mixes blocks (stoker.mix): each batch comes with the source of
+every row, `for blocks, sources in TokenLoader(mix, ...)`; memory is (window + prefetch) chunks
+per source.
 """
 from __future__ import annotations
 
@@ -31,10 +35,40 @@ import numpy as np
 
 from ._core import Dataset, EpochCursor, Sampler, TokenBatches, TokenStream
 from .loader import _Epochs, env_world, reopen_dataset
+from .mix import Mix, MixReading
 from .views import DatasetView
 
 _ORDER_KEYS = ("dataset_version", "column", "block_size", "num_blocks", "shuffle", "seed",
                "window")
+
+
+def _check_options(block_size: int, batch_size: int | None, shuffle: str, prefetch: int) -> None:
+    if int(block_size) < 1:
+        raise ValueError("block_size must be at least 1")
+    if batch_size is not None and int(batch_size) < 1:
+        raise ValueError("batch_size must be at least 1, or None")
+    if int(prefetch) < 0:
+        raise ValueError("prefetch must be at least 0")
+    if shuffle not in ("chunk", "sequential"):
+        # A uniform permutation of blocks would keep nearly every chunk in memory until its
+        # last block: chunk mode mixes within windows at whole-chunk reads instead.
+        raise ValueError(f"shuffle must be 'chunk' or 'sequential', not {shuffle!r}")
+
+
+class _Blocks:
+    """A tokens column cut into blocks of `block` (+ 1) tokens: its TokenStream and a Sampler
+    over the blocks, each block in the chunk its first token lies in."""
+
+    def __init__(self, ds: Dataset, column: str, block: int, shuffle: str, seed: int,
+                 window: int, drop_last: bool) -> None:
+        self.stream = TokenStream(ds, column)
+        ends = np.cumsum(np.asarray(self.stream.chunk_tokens, dtype=np.int64), dtype=np.int64)
+        self.num_tokens = int(ends[-1]) if len(ends) else 0
+        blocks = (self.num_tokens - 1) // block if self.num_tokens > 1 else 0
+        starts = np.arange(blocks, dtype=np.int64) * block
+        chunks = np.searchsorted(ends, starts, side="right").astype(np.uint32)
+        self.sampler = Sampler.from_chunks(chunks, ds.version, mode=shuffle, seed=seed,
+                                           window=window, drop_last=drop_last)
 
 
 class TokenLoader(_Epochs):
@@ -51,7 +85,14 @@ class TokenLoader(_Epochs):
         torchrun's RANK and WORLD_SIZE by default).
       dtype: convert blocks to this NumPy dtype (e.g. "int64" for torch embeddings).
       prefetch: chunks read ahead beyond those in use.
+
+    Passed a stoker.Mix of token datasets, it yields (batch, sources): the source of each row.
     """
+
+    def __new__(cls, dataset: Any = None, *args: Any, **kwargs: Any) -> TokenLoader:
+        if cls is TokenLoader and isinstance(dataset, Mix):
+            return super().__new__(MixTokenLoader)
+        return super().__new__(cls)
 
     def __init__(self, dataset: str | os.PathLike | Dataset, column: str = "tokens",
                  block_size: int = 2048, batch_size: int | None = 8, *,
@@ -59,16 +100,7 @@ class TokenLoader(_Epochs):
                  drop_last: bool = False, rank: int | None = None,
                  world_size: int | None = None, dtype: str | None = None,
                  prefetch: int = 2) -> None:
-        if int(block_size) < 1:
-            raise ValueError("block_size must be at least 1")
-        if batch_size is not None and int(batch_size) < 1:
-            raise ValueError("batch_size must be at least 1, or None")
-        if int(prefetch) < 0:
-            raise ValueError("prefetch must be at least 0")
-        if shuffle not in ("chunk", "sequential"):
-            # A uniform permutation of blocks would keep nearly every chunk in memory until its
-            # last block: chunk mode mixes within windows at whole-chunk reads instead.
-            raise ValueError(f"shuffle must be 'chunk' or 'sequential', not {shuffle!r}")
+        _check_options(block_size, batch_size, shuffle, prefetch)
         if isinstance(dataset, DatasetView):
             raise ValueError("TokenLoader reads a tokens column's whole stream; subset and "
                              "filter views are not supported yet")
@@ -84,8 +116,7 @@ class TokenLoader(_Epochs):
         self._prefetch = int(prefetch)
         self._ds: Dataset | None = ds
         self._pid = os.getpid()
-        self._stream: TokenStream | None = None
-        self._sampler: Sampler | None = None
+        self._blocks: _Blocks | None = None
         stream, sampler = self._handles()  # a bad column or option fails here
         self._num_blocks = sampler.num_samples
         self._cursor = EpochCursor(self._num_blocks, self._world_size, self._drop_last)
@@ -96,25 +127,16 @@ class TokenLoader(_Epochs):
     def _handles(self) -> tuple[TokenStream, Sampler]:
         if self._pid != os.getpid() or self._ds is None:
             self._ds = reopen_dataset(self._uri, self._version)
-            self._stream = self._sampler = None
+            self._blocks = None
             self._pid = os.getpid()
-        if self._stream is None or self._sampler is None:
-            self._stream = TokenStream(self._ds, self._column)
-            counts = np.asarray(self._stream.chunk_tokens, dtype=np.int64)
-            self._ends = np.cumsum(counts, dtype=np.int64)
-            total = int(self._ends[-1]) if len(self._ends) else 0
-            blocks = (total - 1) // self._block if total > 1 else 0
-            starts = np.arange(blocks, dtype=np.int64) * self._block
-            # A block belongs to the chunk its first token lies in.
-            chunks = np.searchsorted(self._ends, starts, side="right").astype(np.uint32)
-            self._sampler = Sampler.from_chunks(chunks, self._version, mode=self._shuffle,
-                                                seed=self._seed, window=self._window,
-                                                drop_last=self._drop_last)
-        return self._stream, self._sampler
+        if self._blocks is None:
+            self._blocks = _Blocks(self._ds, self._column, self._block, self._shuffle,
+                                   self._seed, self._window, self._drop_last)
+        return self._blocks.stream, self._blocks.sampler
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_ds"] = state["_stream"] = state["_sampler"] = None
+        state["_ds"] = state["_blocks"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -131,7 +153,8 @@ class TokenLoader(_Epochs):
     def num_tokens(self) -> int:
         """Tokens in the stream."""
         self._handles()
-        return int(self._ends[-1]) if len(self._ends) else 0
+        assert self._blocks is not None
+        return self._blocks.num_tokens
 
     def __len__(self) -> int:
         blocks = self._cursor.pass_samples()
@@ -200,6 +223,110 @@ class TokenLoader(_Epochs):
 
     def __repr__(self) -> str:
         return (f"stoker.TokenLoader('{self._uri}', column='{self._column}', "
+                f"block_size={self._block}, batch_size={self._batch_size}, "
+                f"shuffle='{self._shuffle}', rank={self._rank}, world_size={self._world_size}, "
+                f"epoch={self.epoch})")
+
+
+class MixTokenLoader(MixReading, TokenLoader):
+    """TokenLoader over a stoker.Mix: blocks of each source's tokens column (the same column
+    name and element type in every source), mixed by the Mix's weights counted in blocks;
+    yields (batch, sources) — (block, source) with batch_size=None."""
+
+    def __init__(self, mix: Mix, column: str = "tokens", block_size: int = 2048,
+                 batch_size: int | None = 8, *, shuffle: str = "chunk", seed: int = 0,
+                 window: int = 16, drop_last: bool = False, rank: int | None = None,
+                 world_size: int | None = None, dtype: str | None = None,
+                 prefetch: int = 2) -> None:
+        _check_options(block_size, batch_size, shuffle, prefetch)
+        self._rank, self._world_size = env_world(rank, world_size)
+        self._column, self._block = column, int(block_size)
+        self._batch_size = None if batch_size is None else int(batch_size)
+        self._shuffle, self._seed, self._window = shuffle, int(seed), int(window)
+        self._drop_last = bool(drop_last)
+        self._dtype = None if dtype is None else np.dtype(dtype)
+        self._prefetch = int(prefetch)
+        self._pid = os.getpid()
+        self._sources: list[_Blocks] | None = None
+        self._mix = mix
+        sources = self._handles_mix()
+        types = {b.stream.dtype for b in sources}
+        if len(types) > 1:
+            raise ValueError(f"the sources' {column!r} columns hold different types "
+                             f"({', '.join(sorted(types))}): write them with one")
+        self._element = np.dtype(types.pop())
+        self._init_mix(mix, [b.sampler.num_samples for b in sources], "token blocks")
+        self._num_blocks = self._epoch_size
+        self._stats: dict[str, Any] = {}
+
+    def _handles_mix(self) -> list[_Blocks]:
+        if self._pid != os.getpid():
+            self._mix = self._mix.reopened()
+            self._sources = None
+            self._pid = os.getpid()
+        if self._sources is None:
+            # Each source's own order over all its blocks; the mix's drop_last acts on it.
+            self._sources = [_Blocks(ds, self._column, self._block, self._shuffle, self._seed,
+                                     self._window, False) for ds in self._mix.sources]
+        return self._sources
+
+    def _source_order(self, source: int, k: int) -> np.ndarray:
+        return np.asarray(self._handles_mix()[source].sampler.global_order(k, 1))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = MixReading.__getstate__(self)
+        state["_sources"] = None
+        return state
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens in the sources' streams together."""
+        return sum(b.num_tokens for b in self._handles_mix())
+
+    def __iter__(self) -> Iterator[Any]:
+        token = self._cursor.begin_pass()
+        return self._generate_mix(token)
+
+    def _generate_mix(self, token: int) -> Iterator[Any]:
+        sources = self._handles_mix()
+        source, block = self._rank_order()
+        size = self._batch_size
+        if size is not None and self._drop_last:
+            source, block = source[:len(source) - len(source) % size], block[:len(block) - len(
+                block) % size]
+        batches = [TokenBatches(b.stream, np.ascontiguousarray(block[source == i],
+                                                               dtype=np.uint32),
+                                self._block, size or 1, self._window + self._prefetch)
+                   if np.any(source == i) else None for i, b in enumerate(sources)]
+        step = size or 1
+        stats = {"blocks": 0, "tokens": 0, "chunks_read": 0}
+        try:
+            for begin in range(0, len(source), step):
+                part = source[begin:begin + step]
+                out = np.empty((len(part), self._block + 1), dtype=self._element)
+                for i in np.unique(part).tolist():
+                    batches[i].fill(out, np.flatnonzero(part == i).astype(np.uint32))
+                if self._dtype is not None:
+                    out = out.astype(self._dtype)
+                stats["blocks"] += len(part)
+                stats["tokens"] += len(part) * self._block
+                self._cursor.add_yielded(token, len(part))
+                if size is None:
+                    yield out[0], int(part[0])
+                else:
+                    yield out, part.astype(np.int64)
+        finally:
+            stats["chunks_read"] = sum(b.chunks_read for b in batches if b is not None)
+            self._stats = stats
+        self._cursor.end_pass(token)
+
+    def _order_state(self) -> dict[str, Any]:
+        return {"column": self._column, "block_size": self._block,
+                "num_blocks": self._epoch_size, "shuffle": self._shuffle, "seed": self._seed,
+                "window": self._window}
+
+    def __repr__(self) -> str:
+        return (f"stoker.TokenLoader({self._mix!r}, column='{self._column}', "
                 f"block_size={self._block}, batch_size={self._batch_size}, "
                 f"shuffle='{self._shuffle}', rank={self._rank}, world_size={self._world_size}, "
                 f"epoch={self.epoch})")

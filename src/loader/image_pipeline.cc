@@ -82,6 +82,7 @@ struct PendingBatch {
   uint32_t remaining = 0;  // slots not yet written (guarded by State::mu)
   std::vector<uint64_t> positions;
   std::vector<uint32_t> samples;
+  std::vector<uint16_t> sources;
   std::vector<int64_t> labels;
   std::vector<Status> status;
 };
@@ -89,6 +90,7 @@ struct PendingBatch {
 struct Task {
   std::shared_ptr<PendingBatch> batch;
   uint32_t slot = 0;
+  uint16_t source = 0;
   SampleData data;
 };
 
@@ -98,6 +100,12 @@ bool HasImageExtension(std::string_view path) {
   std::string ext(path.substr(dot + 1));
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return ext == "jpg" || ext == "jpeg" || ext == "png";
+}
+
+// The augmentation seed of a source's samples: the loader's for source 0 (a single dataset), so
+// that a sample of another source with the same index draws other crops.
+uint64_t SourceSeed(uint64_t seed, uint16_t source) {
+  return source == 0 ? seed : seed ^ (0x9E3779B97F4A7C15ULL * source);
 }
 
 }  // namespace
@@ -118,13 +126,17 @@ Status ImagePipelineOptions::Validate() const {
 }
 
 struct ImagePipeline::State {
-  std::shared_ptr<const Dataset> dataset;
-  std::vector<uint32_t> plan;
+  struct Source {
+    std::shared_ptr<const Dataset> dataset;
+    std::unique_ptr<ReadPipeline> reader;
+  };
+  std::vector<Source> sources;
+  std::vector<uint16_t> order;  // per position, its source; empty: all from source 0
+  size_t positions = 0;
   ImagePipelineOptions options;
   size_t sample_bytes = 0;
   uint32_t prefetch = 2;
   size_t task_capacity = 0;
-  std::unique_ptr<ReadPipeline> reader;
   std::shared_ptr<BufferPool> pool;
 
   mutable std::mutex mu;
@@ -144,13 +156,13 @@ struct ImagePipeline::State {
   // The file of `sample` that holds its image: the image member's (options.image_member), the
   // only one, or (for samples packed from tar shards) the first with an image extension, else
   // the first. An error if a path is unreadable or the image member is missing.
-  Result<const SampleData::File*> ImageFile(const SampleData& data) const {
+  Result<const SampleData::File*> ImageFile(const Dataset& dataset, const SampleData& data) const {
     if (data.files.empty()) return Err(Status::InvalidArgument("the sample has no files"));
     if (!options.image_member.empty()) {
       const std::string suffix = "." + options.image_member;
       std::string path;
       for (const SampleData::File& f : data.files) {
-        STOKER_ASSIGN_OR_RETURN(path, dataset->Path(f.index));
+        STOKER_ASSIGN_OR_RETURN(path, dataset.Path(f.index));
         if (path.ends_with(suffix)) return &f;
       }
       return Err(Status::InvalidArgument(
@@ -159,7 +171,7 @@ struct ImagePipeline::State {
     }
     if (data.files.size() == 1) return &data.files[0];
     for (const SampleData::File& f : data.files) {
-      STOKER_ASSIGN_OR_RETURN(const std::string path, dataset->Path(f.index));
+      STOKER_ASSIGN_OR_RETURN(const std::string path, dataset.Path(f.index));
       if (HasImageExtension(path)) return &f;
     }
     return &data.files[0];
@@ -173,8 +185,8 @@ struct ImagePipeline::State {
 
   void Dispatch() {
     const uint32_t batch_size = options.batch_size;
-    for (size_t pos = 0; pos < plan.size();) {
-      const auto count = static_cast<uint32_t>(std::min<size_t>(batch_size, plan.size() - pos));
+    for (size_t pos = 0; pos < positions;) {
+      const auto count = static_cast<uint32_t>(std::min<size_t>(batch_size, positions - pos));
       if (options.drop_last && count < batch_size) break;
       auto batch = std::make_shared<PendingBatch>();
       {
@@ -186,6 +198,7 @@ struct ImagePipeline::State {
       batch->remaining = count;
       batch->positions.resize(count);
       batch->samples.resize(count);
+      batch->sources.resize(count);
       batch->labels.resize(count);
       batch->status.resize(count);
       {
@@ -193,20 +206,22 @@ struct ImagePipeline::State {
         batches.push_back(batch);
       }
       for (uint32_t slot = 0; slot < count; ++slot) {
+        const uint16_t source = order.empty() ? 0 : order[pos + slot];
         const Clock::time_point start = Clock::now();
-        Result<std::optional<SampleData>> item = reader->Next();
+        Result<std::optional<SampleData>> item = sources[source].reader->Next();
         const double waited = SecondsSince(start);
         if (!item) return Fail(item.error());
         std::optional<SampleData>& data = *item;
         if (!data) return Fail(Status::Internal("the read pipeline ended before the plan"));
         batch->positions[slot] = pos + slot;
         batch->samples[slot] = data->sample;
+        batch->sources[slot] = source;
         batch->labels[slot] = data->label;
         std::unique_lock lock(mu);
         stats.read_wait_seconds += waited;
         dispatch_cv.wait(lock, [&] { return stopping || tasks.size() < task_capacity; });
         if (stopping) return;
-        tasks.push_back({batch, slot, *std::move(data)});
+        tasks.push_back({batch, slot, source, *std::move(data)});
         work_cv.notify_one();
       }
       pos += count;
@@ -235,14 +250,16 @@ struct ImagePipeline::State {
       Status status = task.data.status;
       const uint32_t sample = task.data.sample;
       if (status.ok()) {
-        auto file = ImageFile(task.data);
+        const Dataset& dataset = *sources[task.source].dataset;
+        auto file = ImageFile(dataset, task.data);
         if (!file) {
           status = file.error();
         } else {
           std::byte* slot = task.batch->buffer.get() + size_t{task.slot} * sample_bytes;
-          status = transformer.Run((*file)->bytes,
-                                   decode::AugmentSeed(options.seed, options.epoch, sample), slot);
-          if (!status.ok()) status = status.WithContext(dataset->FilePath((*file)->index));
+          const uint64_t seed = SourceSeed(options.seed, task.source);
+          status = transformer.Run((*file)->bytes, decode::AugmentSeed(seed, options.epoch, sample),
+                                   slot);
+          if (!status.ok()) status = status.WithContext(dataset.FilePath((*file)->index));
         }
       }
       task.data = {};  // give the bytes back to the read pipeline's budget now
@@ -270,13 +287,14 @@ struct ImagePipeline::State {
                        base + size_t{slot} * sample_bytes, sample_bytes);
         }
         batch.samples.push_back(pending.samples[slot]);
+        batch.sources.push_back(pending.sources[slot]);
         batch.labels.push_back(pending.labels[slot]);
         ++batch.count;
         continue;
       }
       if (options.on_error == ErrorPolicy::kRaise) return Err(pending.status[slot]);
-      batch.errors.push_back(
-          {pending.positions[slot], pending.samples[slot], pending.status[slot]});
+      batch.errors.push_back({pending.positions[slot], pending.samples[slot], pending.sources[slot],
+                              pending.status[slot]});
     }
     batch.images = std::move(pending.buffer);
     return batch;
@@ -288,7 +306,34 @@ ImagePipeline::ImagePipeline(std::shared_ptr<State> state) : state_(std::move(st
 Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::shared_ptr<const Dataset> dataset,
                                                             std::vector<uint32_t> plan,
                                                             const ImagePipelineOptions& options) {
+  std::vector<ImageSource> sources(1);
+  sources[0].dataset = std::move(dataset);
+  sources[0].plan = std::move(plan);
+  return Start(std::move(sources), {}, options);
+}
+
+Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::vector<ImageSource> sources,
+                                                            std::vector<uint16_t> order,
+                                                            const ImagePipelineOptions& options) {
   STOKER_RETURN_IF_ERROR(options.Validate());
+  if (sources.empty()) return Err(Status::InvalidArgument("an image pipeline needs a source"));
+  if (sources.size() > UINT16_MAX) return Err(Status::InvalidArgument("too many sources"));
+  std::vector<size_t> taken(sources.size(), 0);
+  for (uint16_t s : order) {
+    if (s >= sources.size()) {
+      return Err(
+          Status::InvalidArgument(fmt::format("order names source {} of {}", s, sources.size())));
+    }
+    ++taken[s];
+  }
+  if (order.empty()) taken[0] = sources[0].plan.size();
+  for (size_t s = 0; s < sources.size(); ++s) {
+    if (taken[s] != sources[s].plan.size()) {
+      return Err(Status::InvalidArgument(
+          fmt::format("order takes {} samples of source {}, whose plan has {}", taken[s], s,
+                      sources[s].plan.size())));
+    }
+  }
   auto state = std::make_shared<State>();
   state->options = options;
   const uint32_t threads = options.threads ? options.threads : DefaultTransformThreads();
@@ -300,10 +345,16 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::shared_ptr<cons
   state->sample_bytes = options.transform.output.sample_bytes();
   state->pool =
       std::make_shared<BufferPool>(state->sample_bytes * options.batch_size, state->prefetch + 2);
-  state->dataset = dataset;
-  state->plan = plan;
-  STOKER_ASSIGN_OR_RETURN(state->reader,
-                          ReadPipeline::Start(std::move(dataset), std::move(plan), options.read));
+  state->positions = order.empty() ? sources[0].plan.size() : order.size();
+  state->order = std::move(order);
+  state->sources.reserve(sources.size());
+  for (ImageSource& source : sources) {
+    ReadPipelineOptions read = options.read;
+    if (source.memory_budget_bytes != 0) read.memory_budget_bytes = source.memory_budget_bytes;
+    STOKER_ASSIGN_OR_RETURN(auto reader,
+                            ReadPipeline::Start(source.dataset, std::move(source.plan), read));
+    state->sources.push_back({std::move(source.dataset), std::move(reader)});
+  }
   state->dispatcher = std::thread([s = state.get()] { s->Dispatch(); });
   for (uint32_t i = 0; i < threads; ++i) {
     state->workers.emplace_back([s = state.get()] { s->Work(); });
@@ -365,7 +416,16 @@ ImagePipelineStats ImagePipeline::stats() const {
     std::lock_guard lock(state_->mu);
     out = state_->stats;
   }
-  out.read = state_->reader->stats();
+  for (const State::Source& source : state_->sources) {
+    const ReadPipelineStats r = source.reader->stats();
+    out.read.samples += r.samples;
+    out.read.ranges += r.ranges;
+    out.read.bytes_read += r.bytes_read;
+    out.read.payload_bytes += r.payload_bytes;
+    out.read.consumer_waits += r.consumer_waits;
+    out.read.consumer_wait_seconds += r.consumer_wait_seconds;
+    out.read.peak_bytes_held += r.peak_bytes_held;  // an upper bound of the peaks' sum
+  }
   return out;
 }
 

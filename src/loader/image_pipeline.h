@@ -15,6 +15,10 @@
 // sample out of its batch (which then holds fewer images — every rank still yields the same
 // number of batches) and reports it in ImageBatch::errors.
 //
+// Several sources (a stoker.Mix): each has its own dataset, plan and read pipeline, and
+// `order` says which source each position of the batches' sequence comes from; a sample's
+// augmentation then also depends on its source.
+//
 // Thread-safety: Next() and stats() from one consumer thread.
 #pragma once
 
@@ -48,8 +52,9 @@ struct ImagePipelineOptions {
 };
 
 struct SampleError {
-  uint64_t position = 0;  // in the plan
+  uint64_t position = 0;  // in the plan (of all sources: in `order`)
   uint32_t sample = 0;
+  uint16_t source = 0;
   Status status;  // names the sample's path
 };
 
@@ -60,6 +65,7 @@ struct ImageBatch {
   uint32_t consumed = 0;            // plan positions the batch covers: count + skipped samples
   std::vector<int64_t> labels;      // per image (-1: unlabelled)
   std::vector<uint32_t> samples;    // per image: sample index in the dataset
+  std::vector<uint16_t> sources;    // per image: its source (0 with one source)
   std::vector<SampleError> errors;  // skipped samples (kSkip)
 };
 
@@ -75,10 +81,22 @@ struct ImagePipelineStats {
   ReadPipelineStats read;
 };
 
+// One dataset of a pipeline and the samples it contributes, in the order they are taken.
+struct ImageSource {
+  std::shared_ptr<const Dataset> dataset;
+  std::vector<uint32_t> plan;
+  uint64_t memory_budget_bytes = 0;  // its read pipeline's; 0: options.read's
+};
+
 class ImagePipeline {
  public:
   static Result<std::unique_ptr<ImagePipeline>> Start(std::shared_ptr<const Dataset> dataset,
                                                       std::vector<uint32_t> plan,
+                                                      const ImagePipelineOptions& options);
+  // Position p of the batches' sequence is the next sample of sources[order[p]]; `order`
+  // names each source as many times as its plan is long.
+  static Result<std::unique_ptr<ImagePipeline>> Start(std::vector<ImageSource> sources,
+                                                      std::vector<uint16_t> order,
                                                       const ImagePipelineOptions& options);
   ~ImagePipeline();  // stops the threads; batches already handed out stay valid
 

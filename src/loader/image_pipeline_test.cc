@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -236,6 +237,43 @@ TEST(ImagePipelineTest, RejectsBadOptions) {
   o = SmallOptions(true);
   o.transform.crop.scale_min = 0;
   EXPECT_FALSE(ImagePipeline::Start(set.dataset, set.plan, o).has_value());
+}
+
+// Two sources in an interleaved order: every image comes from the source `order` names, in
+// that source's plan order, decoded with the validation transform (deterministic) as the
+// source alone decodes it.
+TEST(ImagePipelineTest, MixesSourcesInTheOrderGiven) {
+  const ImageSet a = MakeImageSet(12), b = MakeImageSet(7);
+  const ImagePipelineOptions o = SmallOptions(false);
+  const Epoch alone_a = RunEpoch(a, o), alone_b = RunEpoch(b, o);
+  std::vector<uint16_t> order;
+  for (size_t i = 0; i < a.plan.size() + b.plan.size(); ++i) {
+    order.push_back(i % 2 == 1 && std::ranges::count(order, 1) < 7 ? 1 : 0);
+  }
+  std::vector<ImageSource> sources = {{a.dataset, a.plan, 0}, {b.dataset, b.plan, 4 << 20}};
+  auto pipe = ImagePipeline::Start(sources, order, o);
+  ASSERT_TRUE(pipe.has_value()) << pipe.error().ToString();
+  const size_t bytes = o.transform.output.sample_bytes();
+  size_t position = 0, next[2] = {0, 0};
+  for (;;) {
+    auto batch = (*pipe)->Next();
+    ASSERT_TRUE(batch.has_value()) << batch.error().ToString();
+    if (!*batch) break;
+    for (uint32_t i = 0; i < (*batch)->count; ++i, ++position) {
+      const uint16_t s = (*batch)->sources[i];
+      ASSERT_EQ(s, order[position]);
+      const Epoch& alone = s == 0 ? alone_a : alone_b;
+      const size_t k = next[s]++;
+      EXPECT_EQ((*batch)->samples[i], alone.samples[k]);
+      EXPECT_EQ(std::memcmp((*batch)->images.get() + i * bytes, alone.images[k].data(), bytes), 0);
+    }
+  }
+  EXPECT_EQ(position, order.size());
+  // An order that does not take each plan exactly is refused.
+  order.pop_back();
+  EXPECT_FALSE(ImagePipeline::Start(sources, order, o).has_value());
+  order.push_back(2);
+  EXPECT_FALSE(ImagePipeline::Start(sources, order, o).has_value());
 }
 
 }  // namespace

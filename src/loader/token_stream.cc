@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <unordered_map>
 
@@ -267,17 +268,29 @@ TokenBatches::~TokenBatches() {
 }
 
 Result<uint32_t> TokenBatches::Next(std::span<std::byte> dst) {
+  const size_t count =
+      std::min<size_t>(state_->options.batch, state_->plan.size() - state_->position);
+  std::vector<uint32_t> rows(count);
+  std::iota(rows.begin(), rows.end(), 0);
+  return NextRows(dst, rows);
+}
+
+Result<uint32_t> TokenBatches::NextRows(std::span<std::byte> dst, std::span<const uint32_t> rows) {
   State& s = *state_;
   const uint64_t esize = s.stream->element().size;
-  const uint64_t width = s.options.block + 1;
-  const size_t count = std::min<size_t>(s.options.batch, s.plan.size() - s.position);
-  if (dst.size() < count * width * esize) return Err(Status::InvalidArgument("batch too small"));
+  const uint64_t row_bytes = (s.options.block + 1) * esize;
+  const size_t count = std::min<size_t>(rows.size(), s.plan.size() - s.position);
+  for (size_t j = 0; j < count; ++j) {
+    if ((uint64_t{rows[j]} + 1) * row_bytes > dst.size()) {
+      return Err(Status::InvalidArgument(fmt::format("row {} is outside the batch", rows[j])));
+    }
+  }
   std::unique_lock lock(s.mu);
-  for (size_t row = 0; row < count; ++row) {
-    const size_t p = s.position + row;
+  for (size_t j = 0; j < count; ++j) {
+    const size_t p = s.position + j;
     uint64_t at = uint64_t{s.plan[p]} * s.options.block;  // stream position to copy next
-    std::byte* out = dst.data() + row * width * esize;
-    uint64_t left = width;
+    std::byte* out = dst.data() + rows[j] * row_bytes;
+    uint64_t left = s.options.block + 1;
     for (uint32_t c = s.first[p]; c <= s.last[p] && left > 0; ++c) {
       const uint64_t in_chunk = s.stream->chunk_tokens()[c];
       if (in_chunk == 0) continue;

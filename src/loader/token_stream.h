@@ -78,6 +78,9 @@ class TokenBatches {
   // The next batch's blocks (at most options.batch), written row by row into `dst`, which
   // holds batch * (block + 1) tokens; 0 at the end of the plan.
   Result<uint32_t> Next(std::span<std::byte> dst);
+  // The next rows.size() blocks (at most those left), block j written into row rows[j] of
+  // `dst` (rows of block + 1 tokens): a mix fills one batch from several streams.
+  Result<uint32_t> NextRows(std::span<std::byte> dst, std::span<const uint32_t> rows);
   uint64_t chunks_read() const;
 
  private:

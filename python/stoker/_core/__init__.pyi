@@ -1,7 +1,7 @@
 """stoker C++ core: datasets, pack, verify and the sampler"""
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, overload
 
 import numpy
 from numpy.typing import NDArray
@@ -120,10 +120,17 @@ def image_sample_params(options: dict, width: int, height: int, sample: int) -> 
 
 class ImagePipeline:
     """
-    Decodes and transforms `plan` into batches in C++ threads; iterating yields (images, labels, samples, consumed, errors).
+    Decodes and transforms `plan` into batches in C++ threads; iterating yields (images, labels, samples, consumed, errors, sources).
     """
 
+    @overload
     def __init__(self, dataset: object, plan: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)], options: dict) -> None: ...
+
+    @overload
+    def __init__(self, sources: list, order: Annotated[NDArray[numpy.uint16], dict(shape=(None,), order='C', device='cpu', writable=False)], options: dict) -> None:
+        """
+        A mix: `sources` a list of (dataset, plan, memory_budget or 0), `order` (uint16) the source of each position of the batches' sequence.
+        """
 
     def __iter__(self) -> object: ...
 
@@ -330,6 +337,11 @@ class TokenBatches:
     def next(self) -> object:
         """
         The next batch, a read-only (count, block_size + 1) array; None at the end.
+        """
+
+    def fill(self, out: Annotated[NDArray, dict(shape=(None, None), order='C', device='cpu')], rows: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> int:
+        """
+        Writes the next len(rows) blocks into those rows of `out` (a writable (n, block_size + 1) array of the column's element size); returns how many it wrote.
         """
 
     @property
