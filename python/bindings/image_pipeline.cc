@@ -38,8 +38,8 @@ T Get(const nb::dict& options, const char* key) {
 
 // The keys stoker.ImageLoader sets besides the transform's options (the table's).
 constexpr const char* kPipelineKeys[] = {
-    "batch_size", "drop_last", "threads",       "prefetch_batches", "seed",
-    "epoch",      "on_error",  "memory_budget", "io_depth",         "image_member"};
+    "batch_size", "drop_last",     "threads",  "prefetch_batches", "seed",        "epoch",
+    "on_error",   "memory_budget", "io_depth", "image_member",     "label_member"};
 
 const UnknownKey kUnknownImageOption = {PyExc_KeyError, "unknown image option "};
 
@@ -62,6 +62,7 @@ ImagePipelineOptions ParseOptions(const nb::dict& o) {
   options.read.memory_budget_bytes = Get<uint64_t>(o, "memory_budget");
   options.read.io_depth = Get<uint32_t>(o, "io_depth");
   options.image_member = Get<std::string>(o, "image_member");
+  options.label_member = Get<std::string>(o, "label_member");
   SetOptions(o, kPipelineKeys, decode::TransformOptionTable(), kUnknownImageOption,
              options.transform);
   return options;

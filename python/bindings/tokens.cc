@@ -4,11 +4,13 @@
 #include "tokens.h"
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include "dataset.h"
@@ -35,14 +37,26 @@ nb::object TokenArray(void* data, const size_t (&shape)[N], const nb::capsule& o
 
 class PyTokenStream {
  public:
-  PyTokenStream(nb::object dataset, const std::string& column) : dataset_obj_(std::move(dataset)) {
+  using Samples = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+  PyTokenStream(nb::object dataset, const std::string& column, std::optional<Samples> samples)
+      : dataset_obj_(std::move(dataset)) {
     const Dataset& ds = UnwrapDataset(dataset_obj_);
+    std::vector<bool> selected;
+    if (samples) {
+      selected.resize(ds.sample_count());
+      for (size_t i = 0; i < samples->shape(0); ++i) {
+        const uint32_t s = samples->data()[i];
+        if (s >= selected.size()) throw nb::index_error("sample out of range");
+        selected[s] = true;
+      }
+    }
     // The Python Dataset object owns the C++ one; holding dataset_obj_ keeps it alive.
     std::shared_ptr<const Dataset> shared(&ds, [](const Dataset*) {});
     Result<std::unique_ptr<loader::TokenStream>> opened = Err(Status::Internal("unset"));
     {
       nb::gil_scoped_release release;
-      opened = loader::TokenStream::Open(std::move(shared), column);
+      opened = loader::TokenStream::Open(std::move(shared), column, std::move(selected));
     }
     stream_ = ValueOrThrow(std::move(opened));
   }
@@ -147,7 +161,10 @@ void RegisterTokens(nb::module_& m) {
   nb::class_<PyTokenStream>(m, "TokenStream",
                             "A tokens column as one stream, chunk after chunk (the samples "
                             "that start in a chunk, in order): what stoker.TokenLoader reads.")
-      .def(nb::init<nb::object, const std::string&>(), nb::arg("dataset"), nb::arg("column"))
+      .def(nb::init<nb::object, const std::string&, std::optional<PyTokenStream::Samples>>(),
+           nb::arg("dataset"), nb::arg("column"), nb::arg("samples") = nb::none(),
+           "`samples`: the dataset's samples whose documents the stream holds (a view's "
+           "indices, uint32); None: all.")
       .def_prop_ro("chunk_tokens", &PyTokenStream::ChunkTokens, "Tokens per chunk (uint64).")
       .def_prop_ro("dtype", &PyTokenStream::dtype, "The column's element type ('uint16', ...).")
       .def("read_chunk", &PyTokenStream::ReadChunk, nb::arg("chunk"),

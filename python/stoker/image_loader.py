@@ -47,15 +47,16 @@ def _require_torch() -> None:
             "pip install 'stoker[torch]' (or a torch build of your choice, e.g. for CUDA)") from e
 
 
-def _image_column(ds: Dataset, image: str | None, label: str | None) -> str:
-    """The member that holds the image ('' outside column datasets), checking `image` and
-    `label` against a column dataset's schema."""
+def _members(ds: Dataset, image: str | None, label: str | None) -> tuple[str, str]:
+    """The members holding the image and the label ('' outside column datasets; a label
+    member only for an int column other than the label column, whose labels the metadata
+    holds), checking `image` and `label` against a column dataset's schema."""
     columns = ds.columns
     if not columns:
         if image is not None or label is not None:
             raise ValueError("image= and label= choose columns of a column dataset "
                              "(stoker.Writer); this dataset has none")
-        return ""
+        return "", ""
     images = [name for name, kind in columns.items() if kind.rstrip("?") in ("jpeg", "png")]
     if image is None:
         if len(images) != 1:
@@ -65,11 +66,13 @@ def _image_column(ds: Dataset, image: str | None, label: str | None) -> str:
     elif image not in images:
         raise ValueError(f"image={image!r} is not a jpeg or png column of the dataset "
                          f"(its columns: {columns})")
-    if label is not None and label != ds.label_column:
-        raise ValueError(f"label={label!r}: labels come from the dataset's label column "
-                         f"({ds.label_column!r}), chosen when it was written "
-                         f"(stoker.Writer(..., label=...))")
-    return image
+    if label is None or label == ds.label_column:
+        return image, ""
+    if label not in columns or columns[label].rstrip("?") != "int":
+        raise ValueError(f"label={label!r} is not an int column of the dataset (its columns: "
+                         f"{columns})")
+    # Read from each sample's file (a few bytes more per sample than the metadata's label).
+    return image, label
 
 
 class ImageLoader(_Stream):
@@ -119,7 +122,8 @@ class ImageLoader(_Stream):
         C++ fast path. For arbitrary per-sample Python decoding use stoker.Loader(transform=...).
       image: a column dataset's (stoker.Writer) jpeg or png column to decode; default: its only
         one.
-      label: a column dataset's label column (ds.label_column, the default); None there: -1.
+      label: a column dataset's int column holding the labels; default: its label column
+        (ds.label_column; -1 where it has none). A sample without the column is labelled -1.
 
     Reading, as for stoker.Loader (these lines and the signature are generated from
     src/loader/loader_option_table.cc):
@@ -229,7 +233,7 @@ class ImageLoader(_Stream):
         })
         if reading["batch_size"] is None:
             raise TypeError("batch_size must be an int, not None")
-        image_member = self._open(uri_or_dataset, reading, image, label)
+        image_member, label_member = self._open(uri_or_dataset, reading, image, label)
         self._batch_size: int = reading["batch_size"]
         self._on_error = on_error
         self._memory_budget: int | None = reading["memory_budget"]
@@ -244,17 +248,18 @@ class ImageLoader(_Stream):
             "on_error": "raise" if on_error == "raise" else "skip",
             "io_depth": reading["io_depth"],
             "image_member": image_member,
+            "label_member": label_member,
             **transform,
         }
         self._stats: dict[str, Any] = {}
         self.errors: list[tuple[int, int, str]] = []  # (position, sample, message), last pass
 
     def _open(self, dataset: Any, reading: dict[str, Any], image: str | None,
-              label: str | None) -> str:
-        """Sets up the reading (the dataset, its order, the position); returns the image
-        member to decode."""
+              label: str | None) -> tuple[str, str]:
+        """Sets up the reading (the dataset, its order, the position); returns the members
+        holding the image and the label (see _members)."""
         _Stream.__init__(self, dataset, reading, None)
-        return _image_column(self._handles()[0], image, label)
+        return _members(self._handles()[0], image, label)
 
     @property
     def batch_size(self) -> int:
@@ -353,7 +358,7 @@ class MixImageLoader(MixReading, ImageLoader):
     C++ image pipeline with a read pipeline per source."""
 
     def _open(self, dataset: Any, reading: dict[str, Any], image: str | None,
-              label: str | None) -> str:
+              label: str | None) -> tuple[str, str]:
         mix: Mix = dataset
         self._rank, self._world_size = env_world(reading["rank"], reading["world_size"])
         self._shuffle, self._seed = reading["shuffle"], reading["seed"]
@@ -361,10 +366,11 @@ class MixImageLoader(MixReading, ImageLoader):
         self._blocks = [choose_block_size(ds, self._window, reading["batch_size"],
                                           reading["block_size"])
                         if self._shuffle == "chunk" else 0 for ds in mix.sources]
-        members = {_image_column(ds, image, label) for ds in mix.sources}
+        members = {_members(ds, image, label) for ds in mix.sources}
         if len(members) > 1:
-            raise ValueError(f"the sources keep their images in different columns "
-                             f"({sorted(members)}); mix datasets with one image column name")
+            raise ValueError(f"the sources keep their images or labels in different columns "
+                             f"({sorted(members)}); mix datasets that name them alike, or "
+                             "pass image= and label=")
         self._samplers: list[Sampler] | None = None
         self._pid = os.getpid()
         self._batch_size = reading["batch_size"]

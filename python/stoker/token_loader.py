@@ -29,6 +29,7 @@ per source.
 from __future__ import annotations
 
 import os
+import zlib
 from typing import Any, Iterator
 
 import numpy as np
@@ -38,8 +39,8 @@ from .loader import _Epochs, env_world, reopen_dataset
 from .mix import Mix, MixReading
 from .views import DatasetView
 
-_ORDER_KEYS = ("dataset_version", "column", "block_size", "num_blocks", "shuffle", "seed",
-               "window")
+_ORDER_KEYS = ("dataset_version", "view", "column", "block_size", "num_blocks", "shuffle",
+               "seed", "window")
 
 
 def _check_options(block_size: int, batch_size: int | None, shuffle: str, prefetch: int) -> None:
@@ -60,8 +61,8 @@ class _Blocks:
     over the blocks, each block in the chunk its first token lies in."""
 
     def __init__(self, ds: Dataset, column: str, block: int, shuffle: str, seed: int,
-                 window: int, drop_last: bool) -> None:
-        self.stream = TokenStream(ds, column)
+                 window: int, drop_last: bool, samples: np.ndarray | None = None) -> None:
+        self.stream = TokenStream(ds, column, samples)
         ends = np.cumsum(np.asarray(self.stream.chunk_tokens, dtype=np.int64), dtype=np.int64)
         self.num_tokens = int(ends[-1]) if len(ends) else 0
         blocks = (self.num_tokens - 1) // block if self.num_tokens > 1 else 0
@@ -76,7 +77,8 @@ class TokenLoader(_Epochs):
     the column's dtype (or `dtype`); with batch_size=None, single blocks.
 
     Args:
-      dataset: a path / URI of a column dataset (stoker.Writer), or an open stoker.Dataset.
+      dataset: a path / URI of a column dataset (stoker.Writer), an open stoker.Dataset, or a
+        view of one (ds.subset / ds.filter: the stream holds its documents, in storage order).
       column: its tokens column.
       block_size: tokens per block, plus the one that follows (the last target).
       batch_size: blocks per batch; None yields blocks one by one.
@@ -101,11 +103,15 @@ class TokenLoader(_Epochs):
                  world_size: int | None = None, dtype: str | None = None,
                  prefetch: int = 2) -> None:
         _check_options(block_size, batch_size, shuffle, prefetch)
-        if isinstance(dataset, DatasetView):
-            raise ValueError("TokenLoader reads a tokens column's whole stream; subset and "
-                             "filter views are not supported yet")
         self._rank, self._world_size = env_world(rank, world_size)
-        ds = dataset if isinstance(dataset, Dataset) else Dataset(os.fspath(dataset))
+        # A view's documents alone make the stream (in storage order, whatever the view's).
+        self._indices: np.ndarray | None = None
+        if isinstance(dataset, DatasetView):
+            ds, self._indices = dataset.base, dataset.indices
+        elif isinstance(dataset, Dataset):
+            ds = dataset
+        else:
+            ds = Dataset(os.fspath(dataset))
         self._uri, self._version = ds.uri, ds.version
         self._column = column
         self._block = int(block_size)
@@ -131,7 +137,7 @@ class TokenLoader(_Epochs):
             self._pid = os.getpid()
         if self._blocks is None:
             self._blocks = _Blocks(self._ds, self._column, self._block, self._shuffle,
-                                   self._seed, self._window, self._drop_last)
+                                   self._seed, self._window, self._drop_last, self._indices)
         return self._blocks.stream, self._blocks.sampler
 
     def __getstate__(self) -> dict[str, Any]:
@@ -204,11 +210,20 @@ class TokenLoader(_Epochs):
         return {
             "epoch": c.epoch, "position": c.consumed_position(c.yielded),
             "planned_world_size": c.planned_world_size, "world_size": self._world_size,
-            "rank": self._rank, "dataset_version": self._version, "column": self._column,
+            "rank": self._rank, "dataset_version": self._version,
+            "view": self._view_id(),
+            "column": self._column,
             "block_size": self._block, "num_blocks": self._num_blocks,
             "shuffle": self._shuffle, "seed": self._seed, "window": self._window,
             "drop_last": self._drop_last,
         }
+
+    def _view_id(self) -> str | None:
+        """Which documents a view holds (their count and the CRC32 of their sorted indices),
+        so that a state of another view is refused; None for the whole dataset."""
+        if self._indices is None:
+            return None
+        return f"{len(self._indices)}:{zlib.crc32(np.sort(self._indices).tobytes()):08x}"
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continues from `state` (any world size); ValueError if it belongs to another order."""

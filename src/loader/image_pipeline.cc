@@ -16,6 +16,7 @@
 
 #include "dataset/version_view.h"
 #include "decode/augment.h"
+#include "format/columns.h"
 
 namespace stoker::loader {
 namespace {
@@ -159,12 +160,10 @@ struct ImagePipeline::State {
   Result<const SampleData::File*> ImageFile(const Dataset& dataset, const SampleData& data) const {
     if (data.files.empty()) return Err(Status::InvalidArgument("the sample has no files"));
     if (!options.image_member.empty()) {
-      const std::string suffix = "." + options.image_member;
-      std::string path;
-      for (const SampleData::File& f : data.files) {
-        STOKER_ASSIGN_OR_RETURN(path, dataset.Path(f.index));
-        if (path.ends_with(suffix)) return &f;
-      }
+      STOKER_ASSIGN_OR_RETURN(const SampleData::File* f,
+                              MemberFile(dataset, data, options.image_member));
+      if (f != nullptr) return f;
+      STOKER_ASSIGN_OR_RETURN(const std::string path, dataset.Path(data.files.back().index));
       return Err(Status::InvalidArgument(
           fmt::format("sample {} has no '{}' member (its files end like {})", data.sample,
                       options.image_member, path)));
@@ -175,6 +174,28 @@ struct ImagePipeline::State {
       if (HasImageExtension(path)) return &f;
     }
     return &data.files[0];
+  }
+
+  // The file of `data` whose name ends in "." + member; nullptr if it has none.
+  static Result<const SampleData::File*> MemberFile(const Dataset& dataset, const SampleData& data,
+                                                    const std::string& member) {
+    const std::string suffix = "." + member;
+    for (const SampleData::File& f : data.files) {
+      STOKER_ASSIGN_OR_RETURN(const std::string path, dataset.Path(f.index));
+      if (path.ends_with(suffix)) return &f;
+    }
+    return nullptr;
+  }
+
+  // The sample's label from its label member (options.label_member): -1 when it has none.
+  Result<int64_t> MemberLabel(const Dataset& dataset, const SampleData& data) const {
+    STOKER_ASSIGN_OR_RETURN(const SampleData::File* f,
+                            MemberFile(dataset, data, options.label_member));
+    if (f == nullptr) return int64_t{-1};
+    const std::string_view text(reinterpret_cast<const char*>(f->bytes.data()), f->bytes.size());
+    auto value = format::ParseIntText(text);
+    if (!value) return Err(value.error().WithContext(dataset.FilePath(f->index)));
+    return *value;
   }
 
   void Fail(Status status) {
@@ -249,6 +270,15 @@ struct ImagePipeline::State {
       }
       Status status = task.data.status;
       const uint32_t sample = task.data.sample;
+      std::optional<int64_t> label;  // from the label member, if one is named
+      if (status.ok() && !options.label_member.empty()) {
+        auto parsed = MemberLabel(*sources[task.source].dataset, task.data);
+        if (parsed) {
+          label = *parsed;
+        } else {
+          status = parsed.error();
+        }
+      }
       if (status.ok()) {
         const Dataset& dataset = *sources[task.source].dataset;
         auto file = ImageFile(dataset, task.data);
@@ -270,6 +300,7 @@ struct ImagePipeline::State {
       stats.output_seconds += t.output - reported.output;
       reported = t;
       task.batch->status[task.slot] = std::move(status);
+      if (label) task.batch->labels[task.slot] = *label;
       if (--task.batch->remaining == 0) batch_cv.notify_all();
     }
   }

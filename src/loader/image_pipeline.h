@@ -48,6 +48,9 @@ struct ImagePipelineOptions {
   // The member holding a sample's image: the file whose name ends in "." + image_member (a
   // column dataset's image column). Empty: the only file, or the first with an image extension.
   std::string image_member;
+  // The member holding a sample's label, a decimal int (a column dataset's int column other
+  // than its label column); a sample without it is unlabelled (-1). Empty: the metadata's label.
+  std::string label_member;
   Status Validate() const;
 };
 

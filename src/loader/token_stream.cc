@@ -16,7 +16,12 @@
 namespace stoker::loader {
 
 Result<std::unique_ptr<TokenStream>> TokenStream::Open(std::shared_ptr<const Dataset> dataset,
-                                                       const std::string& column) {
+                                                       const std::string& column,
+                                                       std::vector<bool> selected) {
+  if (!selected.empty() && selected.size() != dataset->sample_count()) {
+    return Err(Status::InvalidArgument(fmt::format("a selection of {} samples for a dataset of {}",
+                                                   selected.size(), dataset->sample_count())));
+  }
   const dataset::VersionView& view = dataset::ViewOf(*dataset);
   const format::Schema& schema = view.columns();
   const format::Column* c = schema.Find(column);
@@ -41,6 +46,7 @@ Result<std::unique_ptr<TokenStream>> TokenStream::Open(std::shared_ptr<const Dat
                                   [](const format::Column& col) { return col.optional; });
   stream->position_ = fixed ? at : -1;
   stream->columns_ = schema.columns.size();
+  stream->selected_ = std::move(selected);
   stream->chunk_tokens_.resize(view.chunk_count());
   for (uint32_t chunk = 0; chunk < view.chunk_count(); ++chunk) {
     STOKER_ASSIGN_OR_RETURN(const auto files, stream->ChunkTokenFiles(chunk));
@@ -60,6 +66,7 @@ Result<std::vector<TokenStream::TokenFile>> TokenStream::ChunkTokenFiles(uint32_
   std::vector<TokenFile> out;
   out.reserve(samples.size());
   for (const dataset::SampleRef& s : samples) {
+    if (!selected_.empty() && !selected_[s.sample]) continue;  // outside the view
     std::optional<uint64_t> token_file;
     if (position_ >= 0 && s.count == columns_) {
       token_file = s.first_file + static_cast<uint64_t>(position_);

@@ -4,6 +4,9 @@
 // block_size + 1 tokens that cross document (and chunk) edges, as Megatron and LitData's
 // TokensLoader do, and shuffles them chunk-wise: a block belongs to the chunk it starts in.
 //
+// A view (stoker's ds.subset / ds.filter) gives the samples it holds: the stream is then their
+// documents alone, still in storage order.
+//
 // Open reads every chunk's locations once (32 bytes per file, streamed, not kept) to count the
 // tokens of each chunk; ReadChunk reads one chunk's token files with one range read, each file
 // CRC-checked. Thread-safe after Open (ReadChunk from several threads).
@@ -22,8 +25,10 @@ namespace stoker::loader {
 
 class TokenStream {
  public:
+  // `selected`: per sample of the dataset, whether the stream holds its document; empty: all.
   static Result<std::unique_ptr<TokenStream>> Open(std::shared_ptr<const Dataset> dataset,
-                                                   const std::string& column);
+                                                   const std::string& column,
+                                                   std::vector<bool> selected = {});
 
   const format::ElementType& element() const { return element_; }
   // Tokens of each chunk (their sum is the stream's length).
@@ -51,6 +56,7 @@ class TokenStream {
   format::ElementType element_;
   int64_t position_ = -1;  // the column's file within a complete sample; -1: look it up
   uint64_t columns_ = 0;   // files of a sample holding every column
+  std::vector<bool> selected_;
   std::vector<uint64_t> chunk_tokens_;
 };
 

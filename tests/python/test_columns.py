@@ -279,12 +279,36 @@ def test_image_loader_trains_on_an_image_column(tmp_path):
         stoker.ImageLoader(path, batch_size=8)
     with pytest.raises(ValueError, match="not a jpeg or png column"):
         stoker.ImageLoader(path, batch_size=8, image="caption")
-    with pytest.raises(ValueError, match="label column"):
+    with pytest.raises(ValueError, match="not an int column"):
         stoker.ImageLoader(path, batch_size=8, image="image", label="caption")
     # Samples without the optional png fail by name when it is chosen.
     with pytest.raises(ValueError, match="has no 'thumb' member"):
         next(iter(stoker.ImageLoader(path, batch_size=8, image="thumb")))
     assert torch is not None
+
+
+def test_image_loader_takes_labels_from_any_int_column(tmp_path):
+    pytest.importorskip("torch")
+    from PIL import Image
+    path = tmp_path / "img.stoker"
+    rng = np.random.default_rng(1)
+    with stoker.Writer(path, columns={"image": "jpeg", "label": "int", "species": "int?"},
+                       progress=False) as w:
+        for i in range(30):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buf, "JPEG")
+            sample = {"image": buf.getvalue(), "label": i % 3}
+            if i % 5:
+                sample["species"] = 100 + i  # every fifth sample has none
+            w.write(sample)
+    assert stoker.Dataset(path).label_column == "label"
+
+    def read(label):
+        loader = stoker.ImageLoader(path, batch_size=7, size=16, train=False, label=label)
+        return sorted(sum((y.tolist() for _, y in loader), []))
+
+    assert read(None) == read("label") == sorted(i % 3 for i in range(30))
+    assert read("species") == sorted([-1] * 6 + [100 + i for i in range(30) if i % 5])
 
 
 def test_mount_shows_columns_as_files(tmp_path, stoker_cli):

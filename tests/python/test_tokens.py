@@ -122,6 +122,31 @@ def test_resume_is_exact_with_another_world_size(corpus):
         stoker.TokenLoader(path, block_size=41).load_state_dict(state)
 
 
+def test_a_view_streams_its_documents_alone(corpus):
+    path, docs = corpus
+    ds = stoker.Dataset(path)
+    # Documents whose id is odd (the filter sees each document's tokens).
+    view = ds.filter({"tokens": lambda t: int(t[0]) % 2 == 1})
+    assert 0 < len(view) < len(ds)
+    stream = stream_of(view)
+    kept = [d for d in docs if int(d[0]) % 2 == 1]
+    assert len(stream) == sum(len(d) for d in kept)
+    runs = np.split(stream, np.flatnonzero(np.diff(stream.astype(np.int64))) + 1)
+    assert sorted(int(r[0]) for r in runs) == sorted(int(d[0]) for d in kept)
+    # Chunk-wise shuffled blocks, every token once, equal ranks, resume refused for another view.
+    whole = np.concatenate(list(stoker.TokenLoader(view, block_size=30, batch_size=8, seed=1)))
+    assert len(whole) == (len(stream) - 1) // 30
+    assert sorted(map(bytes, whole)) == sorted(
+        bytes(stream[k * 30:k * 30 + 31]) for k in range(len(whole)))
+    ranks = [list(stoker.TokenLoader(view, block_size=30, batch_size=8, seed=1, rank=r,
+                                     world_size=2)) for r in range(2)]
+    assert len(ranks[0]) == len(ranks[1])
+    state = stoker.TokenLoader(view, block_size=30, seed=1).state_dict()
+    other = ds.subset(range(1, len(ds), 2))  # the even documents
+    with pytest.raises(ValueError, match="view"):
+        stoker.TokenLoader(other, block_size=30, seed=1).load_state_dict(state)
+
+
 def test_other_columns_optional_ones_and_dtype(tmp_path):
     # Tokens among other columns, an optional one sorted before them (found by name then),
     # int32 tokens, and a cast for torch.

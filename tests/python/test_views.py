@@ -75,9 +75,4 @@ def test_a_view_resumes_exactly(ds):
 def test_views_and_options_that_do_not_fit(ds, tmp_path):
     with pytest.raises(ValueError, match="whole chunks"):
         stoker.Loader(ds.subset([1, 2]), block_size=4096)
-    with stoker.Writer(tmp_path / "t.stoker", columns={"tokens": "tokens"},
-                       progress=False) as w:
-        w.write({"tokens": np.arange(10)})
-    tokens = stoker.Dataset(tmp_path / "t.stoker")
-    with pytest.raises(ValueError, match="not supported"):
-        stoker.TokenLoader(tokens.subset([0]))
+

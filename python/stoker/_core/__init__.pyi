@@ -312,7 +312,10 @@ class TokenStream:
     A tokens column as one stream, chunk after chunk (the samples that start in a chunk, in order): what stoker.TokenLoader reads.
     """
 
-    def __init__(self, dataset: object, column: str) -> None: ...
+    def __init__(self, dataset: object, column: str, samples: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)] | None = None) -> None:
+        """
+        `samples`: the dataset's samples whose documents the stream holds (a view's indices, uint32); None: all.
+        """
 
     @property
     def chunk_tokens(self) -> Annotated[NDArray[numpy.uint64], dict(shape=(None,), writable=False)]:
