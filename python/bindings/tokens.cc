@@ -114,18 +114,19 @@ class PyTokenBatches {
 
   // The next batch as a (count, block + 1) array over a C++ buffer; None at the end.
   nb::object Next() {
-    auto* owned = new std::vector<std::byte>(size_t{batch_} * width_ * element_.size);
-    nb::capsule owner(owned,
-                      [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
+    // Not zero-filled: every byte of the rows handed out is written.
+    const size_t bytes = size_t{batch_} * width_ * element_.size;
+    auto* owned = std::make_unique_for_overwrite<std::byte[]>(bytes).release();
+    nb::capsule owner(owned, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
     Result<uint32_t> count = Err(Status::Internal("unset"));
     {
       nb::gil_scoped_release release;
-      count = batches_->Next(*owned);
+      count = batches_->Next({owned, bytes});
     }
     const uint32_t n = ValueOrThrow(std::move(count));
     if (n == 0) return nb::none();
     const size_t shape[2] = {n, width_};
-    return TokenArray(owned->data(), shape, owner, element_);
+    return TokenArray(owned, shape, owner, element_);
   }
 
   // The next len(rows) blocks written into rows `rows` of `out` (a mix's batch, filled from

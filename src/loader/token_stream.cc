@@ -104,6 +104,16 @@ Result<std::vector<TokenStream::TokenFile>> TokenStream::ChunkTokenFiles(uint32_
   return out;
 }
 
+void TokenStream::KeepBuffers(size_t count) const {
+  std::lock_guard lock(buffers_mu_);
+  keep_buffers_ = std::max(keep_buffers_, count);
+}
+
+void TokenStream::Recycle(Tokens tokens) const {
+  std::lock_guard lock(buffers_mu_);
+  if (buffers_.size() < keep_buffers_ && tokens.data) buffers_.push_back(std::move(tokens));
+}
+
 Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c) const {
   STOKER_ASSIGN_OR_RETURN(const auto files, ChunkTokenFiles(c));
   uint64_t total = 0, begin = UINT64_MAX, end = 0;
@@ -113,7 +123,26 @@ Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c) const {
     begin = std::min(begin, f.offset);
     end = std::max(end, f.offset + f.length);
   }
-  Tokens tokens{std::make_unique_for_overwrite<std::byte[]>(total), total};
+  Tokens tokens;
+  {
+    std::lock_guard lock(buffers_mu_);
+    // The smallest kept buffer that holds the chunk.
+    auto best = buffers_.end();
+    for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
+      if (it->capacity >= total && (best == buffers_.end() || it->capacity < best->capacity)) {
+        best = it;
+      }
+    }
+    if (best != buffers_.end()) {
+      tokens = std::move(*best);
+      buffers_.erase(best);
+    }
+  }
+  if (tokens.capacity < total || !tokens.data) {
+    tokens.data = std::make_unique_for_overwrite<std::byte[]>(total);
+    tokens.capacity = total;
+  }
+  tokens.size = total;
   const std::span<std::byte> out(tokens.data.get(), total);
   // Token files back to back in the chunk (a dataset of tokens alone): one read straight into
   // the output. Else one read of the span they cover (other columns' values between them come
@@ -167,7 +196,7 @@ struct TokenBatches::State {
 
   std::mutex mu;
   std::condition_variable cv;
-  std::unordered_map<uint32_t, std::shared_ptr<const TokenStream::Tokens>> resident;
+  std::unordered_map<uint32_t, TokenStream::Tokens> resident;
   size_t next_read = 0;                // into schedule
   size_t released = 0;                 // chunks released so far
   size_t wanted = 0;                   // the consumer waits for schedule[< wanted]
@@ -193,24 +222,31 @@ struct TokenBatches::State {
       if (!tokens) {
         failed = tokens.error();
       } else {
-        resident[chunk] = std::make_shared<const TokenStream::Tokens>(*std::move(tokens));
+        resident[chunk] = *std::move(tokens);
         ++reads;
       }
       cv.notify_all();
     }
   }
 
-  // Chunk c's tokens, waiting for its read. Called with `lock` held.
-  Result<std::shared_ptr<const TokenStream::Tokens>> Chunk(uint32_t c,
-                                                           std::unique_lock<std::mutex>& lock) {
-    if (auto it = resident.find(c); it != resident.end()) return it->second;
+  // Chunk c's tokens, waiting for its read. Called with `lock` held; valid until the consumer
+  // releases c (map nodes stay put when readers insert others).
+  Result<const TokenStream::Tokens*> Chunk(uint32_t c, std::unique_lock<std::mutex>& lock) {
+    if (auto it = resident.find(c); it != resident.end()) return &it->second;
     if (schedule_index[c] + 1 > wanted) {  // readers may go past `ahead` to reach it
       wanted = schedule_index[c] + 1;
       cv.notify_all();
     }
     cv.wait(lock, [&] { return !failed.ok() || resident.contains(c); });
     if (!failed.ok()) return Err(failed);
-    return resident[c];
+    return &resident[c];
+  }
+
+  // Drops chunk c, its buffer back to the stream for the next reads. Called with the lock held.
+  void Release(uint32_t c) {
+    auto node = resident.extract(c);
+    if (!node.empty()) stream->Recycle(std::move(node.mapped()));
+    ++released;
   }
 };
 
@@ -257,6 +293,8 @@ Result<std::unique_ptr<TokenBatches>> TokenBatches::Start(std::shared_ptr<const 
   }
   s->expire.resize(plan.size());
   for (uint32_t c : s->schedule) s->expire[last_use[c]].push_back(c);
+  // As many buffers as a pass holds at once, so the next pass reads into them too.
+  stream->KeepBuffers(options.ahead + 2);
   s->stream = std::move(stream);
   s->options = options;
   s->plan = std::move(plan);
@@ -313,8 +351,7 @@ Result<uint32_t> TokenBatches::NextRows(std::span<std::byte> dst, std::span<cons
   bool released = false;
   for (size_t p = s.position; p < s.position + count; ++p) {
     for (uint32_t c : s.expire[p]) {
-      s.resident.erase(c);
-      ++s.released;
+      s.Release(c);
       released = true;
     }
   }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,10 +37,16 @@ class TokenStream {
   // A chunk's tokens, little-endian, back to back (not zero-filled first: read straight in).
   struct Tokens {
     std::unique_ptr<std::byte[]> data;
-    size_t size = 0;  // bytes
+    size_t size = 0;      // bytes
+    size_t capacity = 0;  // bytes `data` holds
   };
   // Chunk c's tokens, CRC-checked (Corruption names the file and chunk).
   Result<Tokens> ReadChunk(uint32_t c) const;
+
+  // Buffers given back are read into again, up to `count` of them kept between reads (and
+  // passes): fresh memory costs a page fault per 4 KiB, ~15 % of a pass over cached chunks.
+  void KeepBuffers(size_t count) const;
+  void Recycle(Tokens tokens) const;
 
  private:
   struct TokenFile {
@@ -58,6 +65,9 @@ class TokenStream {
   uint64_t columns_ = 0;   // files of a sample holding every column
   std::vector<bool> selected_;
   std::vector<uint64_t> chunk_tokens_;
+  mutable std::mutex buffers_mu_;
+  mutable std::vector<Tokens> buffers_;
+  mutable size_t keep_buffers_ = 0;
 };
 
 }  // namespace stoker::loader
