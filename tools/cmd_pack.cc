@@ -35,29 +35,6 @@ struct PackArgs {
   std::string job;
 };
 
-// --part K/N (N may be left out: "K"), or "env": from the batch engine's array task.
-Result<dataset::PartSpec> ParsePart(const PackArgs& args) {
-  dataset::PartSpec part;
-  if (args.part == "env") {
-    STOKER_ASSIGN_OR_RETURN(part, dataset::PartFromEnvironment());
-  } else {
-    const std::string_view text = args.part;
-    const size_t slash = text.find('/');
-    const auto index = ParseUnsigned<uint32_t>(text.substr(0, slash));
-    const auto count = slash == std::string_view::npos
-                           ? std::optional<uint32_t>(part.count)
-                           : ParseUnsigned<uint32_t>(text.substr(slash + 1));
-    if (!index || !count) {
-      return Err(Status::InvalidArgument(fmt::format(
-          "--part '{}': expected K/N (parts count from 0: 0/4 .. 3/4), K, or env", args.part)));
-    }
-    part.index = *index;
-    part.count = *count;
-  }
-  if (!args.job.empty()) part.job = args.job;
-  return part;
-}
-
 // --attributes: JSON Lines, one object per file: {"path": "a/b.jpg", "key": "value", ...}.
 // Values that are not strings are stored as their JSON text.
 Status LoadAttributes(const std::string& file, dataset::PackOptions* options) {
@@ -91,7 +68,7 @@ int SetPackOptions(const PackArgs& args, dataset::PackOptions* options) {
     }
   }
   if (!args.part.empty()) {
-    auto part = ParsePart(args);
+    auto part = dataset::ParsePartSpec(args.part, args.job);
     if (!part) {
       PrintError("pack", part.error());
       return kExitUsage;
@@ -161,9 +138,9 @@ void PrintVersionSummary(const PackArgs& args, const std::string& dst,
 // it over to the Python installed beside it (the virtual environment that installed this
 // binary), else the first python3 on PATH.
 int RunParquetPack(const PackArgs& args) {
-  if (!args.part.empty() || !args.attributes_file.empty() || args.json) {
+  if (!args.attributes_file.empty() || args.json) {
     PrintError("pack", Status::InvalidArgument(
-                           "--part, --attributes and --json are not supported for Parquet input"));
+                           "--attributes and --json are not supported for Parquet input"));
     return kExitUsage;
   }
   const dataset::PackSettings& s = args.settings;
@@ -173,6 +150,8 @@ int RunParquetPack(const PackArgs& args) {
                            s.source.shuffle_seed ? "shuffled" : "path", "--order-seed",
                            std::to_string(s.pack.mix_seed)});
   if (s.pack.append) argv.emplace_back("--append");
+  if (!args.part.empty()) argv.insert(argv.end(), {"--part", args.part});
+  if (!args.job.empty()) argv.insert(argv.end(), {"--job", args.job});
   if (args.quiet) argv.emplace_back("-q");
   std::vector<char*> c_argv;
   c_argv.reserve(argv.size() + 1);

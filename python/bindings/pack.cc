@@ -14,6 +14,7 @@
 #include "common/progress.h"
 #include "dataset/pack_option_table.h"
 #include "dataset/packer.h"
+#include "dataset/parts.h"
 #include "dataset/verify.h"
 #include "errors.h"
 #include "fs_path.h"
@@ -77,6 +78,7 @@ nb::dict PackSummaryDict(const std::string& dst, const dataset::PackSummary& s) 
   d["segments"] = s.segments;
   d["publish_attempts"] = s.publish_attempts;
   d["seconds"] = s.seconds;
+  if (!s.part_path.empty()) d["part"] = s.part_path;
   return d;
 }
 
@@ -105,6 +107,18 @@ nb::dict Pack(nb::handle src_arg, nb::handle dst_arg, const nb::kwargs& kwargs) 
   {
     nb::gil_scoped_release release;
     result = RunPack(sources, dst, settings, progress);
+  }
+  if (!result) ThrowStatus(SpokenInPython(result.error()));
+  return PackSummaryDict(dst, *result);
+}
+
+nb::dict Commit(nb::handle dst_arg, const std::string& job, uint32_t parts) {
+  const std::string dst = FsPath(dst_arg);
+  Result<dataset::PackSummary> result = Err(Status::Internal("unset"));
+  {
+    nb::gil_scoped_release release;
+    auto storage = OpenStorage(dst);
+    result = storage ? dataset::Commit(**storage, {job, parts}) : Err(storage.error());
   }
   if (!result) ThrowStatus(SpokenInPython(result.error()));
   return PackSummaryDict(dst, *result);
@@ -212,6 +226,10 @@ void RegisterPack(nb::module_& m) {
       nb::arg("name") = "size",
       "A size as bytes: an int, or text like '64MiB', '48G' or '65536' (binary multiples), as "
       "the CLI takes it. ValueError naming `name` otherwise.");
+  m.def("commit", &Commit, nb::arg("dst"), nb::arg("job") = "default", nb::arg("parts") = 0,
+        "Publishes every part of `job` (stoker.Writer(..., part=...) or `stoker pack --part`) as "
+        "one new version, as `stoker commit` does; `parts`: how many to expect (0: as their "
+        "names say). Returns stoker.pack's summary dict.");
   m.def("verify", &Verify, nb::arg("uri"),
         "Re-reads the current version and checks every CRC. Returns a report dict with 'ok', "
         "'problems', 'corrupt_chunks' and 'corrupt_files'; raises only if the dataset cannot be "

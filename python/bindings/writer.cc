@@ -33,6 +33,7 @@
 #include "common/unique_id.h"
 #include "dataset/addition.h"
 #include "dataset/pack_option_table.h"
+#include "dataset/parts.h"
 #include "dataset/stream_pack.h"
 #include "errors.h"
 #include "format/columns.h"
@@ -51,7 +52,9 @@ using format::ElementType;
 
 constexpr const char* kProgress = "progress";
 constexpr const char* kName = "name";
-constexpr const char* kOwnKeys[] = {kProgress, kName};
+constexpr const char* kPart = "part";
+constexpr const char* kJob = "job";
+constexpr const char* kOwnKeys[] = {kProgress, kName, kPart, kJob};
 // Pack options that describe a directory or tar input, which a writer has not.
 constexpr std::string_view kInputOnlyKeys[] = {"threads", "layout", "labels"};
 // Samples waiting for the packing thread: enough to keep it busy, small beside a pack's memory.
@@ -140,6 +143,7 @@ class PyWriter {
     dataset::PackOptions options = std::move(settings.pack);
     options.group_samples = true;
     options.columns = format::FormatSchema(schema_);
+    options.part = Part(kwargs);
     bar_ = std::make_unique<ProgressBar>("write", progress);
     options.progress = [bar = bar_.get()](const dataset::PackProgress& p) {
       bar->Update(p.files_done, 0, p.bytes_done);
@@ -257,6 +261,28 @@ class PyWriter {
           fmt::format("name '{}': 1 to 64 letters, digits, '.', '_' or '-'", name).c_str());
     }
     return name + "/";
+  }
+
+  // part=(k, n), "K/N", "K" or "env", with job=: the part of one version that stoker.commit
+  // publishes (docs/format.md §5.3); None: publish on close.
+  static std::optional<dataset::PartSpec> Part(const nb::kwargs& kwargs) {
+    const nb::object part = kwargs.contains(kPart) ? kwargs[kPart] : nb::none();
+    const nb::object job = kwargs.contains(kJob) ? kwargs[kJob] : nb::none();
+    if (!job.is_none() && !nb::isinstance<nb::str>(job)) throw nb::type_error("job must be a str");
+    if (part.is_none()) {
+      if (!job.is_none()) throw nb::type_error("job names the parts of part=; pass part= too");
+      return std::nullopt;
+    }
+    std::string text;
+    if (nb::isinstance<nb::str>(part)) {
+      text = nb::cast<std::string>(part);
+    } else if (nb::isinstance<nb::tuple>(part) && nb::len(part) == 2) {
+      text = fmt::format("{}/{}", nb::cast<uint32_t>(part[0]), nb::cast<uint32_t>(part[1]));
+    } else {
+      throw nb::type_error("part: (k, n), 'K/N', 'K' or 'env'");
+    }
+    return ValueOrThrow(
+        dataset::ParsePartSpec(text, job.is_none() ? "" : nb::cast<std::string>(job)));
   }
 
   std::string ColumnNames() const {
@@ -475,8 +501,10 @@ void RegisterWriter(nb::module_& m) {
       "lets NaN and infinities in, and a trailing '?' makes a column optional (None or absent). "
       "`label` names an int column whose values label the samples (classes 0 .. 2^22-1); an int "
       "column called 'label' does by default. Other keyword arguments are stoker.pack's "
-      "(chunk_size, append, order, order_seed, mix_memory), progress, and name (the directory "
-      "the samples go in; default: a random id).\n\n"
+      "(chunk_size, append, order, order_seed, mix_memory), progress, name (the directory "
+      "the samples go in; default: a random id), and part=(k, n) / 'K/N' / 'env' with job= "
+      "(write part k of n of one version, published by stoker.commit, as `stoker pack "
+      "--part`).\n\n"
       "A bad value raises TypeError/ValueError naming the sample and column, and that sample is "
       "left out. Nothing is visible until close() (the end of a `with` block without an "
       "exception) publishes the version; an exception or abort() publishes nothing.")

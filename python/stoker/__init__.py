@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import importlib
 
-from ._core import (CorruptionError, Dataset, Sampler, Writer, byte_size, pack, shuffle_report,
-                    shuffle_unit, verify)
+from ._core import (CorruptionError, Dataset, Sampler, Writer, byte_size, commit, pack,
+                    shuffle_report, shuffle_unit, verify)
 from .image_loader import ImageLoader
 from .loader import Loader, collate_columns
 from .mix import Mix
@@ -52,7 +52,7 @@ from .views import DatasetView
 
 __version__ = "0.1.0"
 __all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Mix", "Sampler",
-           "TokenLoader", "Writer", "byte_size", "collate_columns", "from_huggingface",
+           "TokenLoader", "Writer", "byte_size", "collate_columns", "commit", "from_huggingface",
            "from_parquet", "optimize", "pack", "shuffle_report", "shuffle_unit", "verify",
            "__version__"]
 

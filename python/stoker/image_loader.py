@@ -26,8 +26,8 @@ import numpy as np
 
 from ._core import (Dataset, ImagePipeline, Sampler, image_sample_params, parse_loader_options,
                     parse_transform_options)
-from .loader import DEFAULT_MIN_BUDGET, _Stream, choose_block_size, env_world
-from .mix import Mix, MixReading
+from .loader import DEFAULT_MIN_BUDGET, _Stream, env_world
+from .mix import Mix, MixReading, base_of, base_samples, source_block_size, source_sampler
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -363,9 +363,9 @@ class MixImageLoader(MixReading, ImageLoader):
         self._rank, self._world_size = env_world(reading["rank"], reading["world_size"])
         self._shuffle, self._seed = reading["shuffle"], reading["seed"]
         self._window, self._drop_last = reading["window"], reading["drop_last"]
-        self._blocks = [choose_block_size(ds, self._window, reading["batch_size"],
-                                          reading["block_size"])
-                        if self._shuffle == "chunk" else 0 for ds in mix.sources]
+        self._blocks = [source_block_size(ds, self._window, reading["batch_size"],
+                                          reading["block_size"], self._shuffle)
+                        for ds in mix.sources]
         members = {_members(ds, image, label) for ds in mix.sources}
         if len(members) > 1:
             raise ValueError(f"the sources keep their images or labels in different columns "
@@ -383,8 +383,7 @@ class MixImageLoader(MixReading, ImageLoader):
             self._samplers = None
             self._pid = os.getpid()
         if self._samplers is None:
-            self._samplers = [Sampler(ds, mode=self._shuffle, seed=self._seed,
-                                      window=self._window, drop_last=False, block_size=b)
+            self._samplers = [source_sampler(ds, self._shuffle, self._seed, self._window, b)
                               for ds, b in zip(self._mix.sources, self._blocks)]
         return self._mix, self._samplers
 
@@ -404,9 +403,11 @@ class MixImageLoader(MixReading, ImageLoader):
         token = self._cursor.begin_pass()
         mix, _ = self._handles_mix()
         source, sample = self._rank_order()
-        plans = [(ds, np.ascontiguousarray(sample[source == i], dtype=np.uint32),
-                  self._read_budget(ds, self._memory_budget))
-                 for i, ds in enumerate(mix.sources)]
+        plans = []
+        for i, s in enumerate(mix.sources):
+            ds, _ = base_of(s)
+            plans.append((ds, base_samples(s, sample[source == i]),
+                          self._read_budget(ds, self._memory_budget)))
         options = dict(self._options, epoch=self._cursor.epoch, memory_budget=plans[0][2])
         pipe = ImagePipeline(plans, np.ascontiguousarray(source, dtype=np.uint16), options)
         return self._generate_mix(pipe, token)

@@ -27,27 +27,31 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ._core import Dataset, EpochCursor, ReadPipeline, Sampler
+from ._core import Dataset, EpochCursor, ReadPipeline, Sampler, sample_chunks
 from .loader import (Loader, _Epochs, choose_block_size, collate_columns, env_world,
                      reopen_dataset, _identity)
+from .views import DatasetView
+
+Source = Dataset | DatasetView
 
 # Sampler.from_chunks wants a dataset version for its seed; the mix's order is its own.
 _MIX_SALT = 0x6D6978
 
 
 class Mix:
-    """Datasets and their weights (see the module docstring). `sources`: paths, URIs or open
-    stoker.Datasets; `weights`: non-negative, any scale (default: the sources' sizes, i.e. one
+    """Datasets and their weights (see the module docstring). `sources`: paths, URIs, open
+    stoker.Datasets or views of them (ds.subset / ds.filter); `weights`: non-negative, any scale (default: the sources' sizes, i.e. one
     pass over each per epoch); `epoch_size`: units per epoch (default: all sources'). `counts`
     and `epoch_size` are in samples; a TokenLoader counts token blocks instead."""
 
-    def __init__(self, sources: Sequence[str | os.PathLike | Dataset],
+    def __init__(self, sources: Sequence[str | os.PathLike | Dataset | DatasetView],
                  weights: Sequence[float] | None = None, epoch_size: int | None = None) -> None:
         if not sources:
             raise ValueError("Mix needs at least one source")
         if len(sources) > 65535:
             raise ValueError("a Mix takes at most 65535 sources")
-        self.sources = [s if isinstance(s, Dataset) else Dataset(os.fspath(s)) for s in sources]
+        self.sources: list[Source] = [s if isinstance(s, (Dataset, DatasetView))
+                                      else Dataset(os.fspath(s)) for s in sources]
         self._weights = None if weights is None else [float(x) for x in weights]
         if self._weights is not None:
             w = self._weights
@@ -92,8 +96,44 @@ class Mix:
 
     def reopened(self) -> Mix:
         """The same mix with its datasets opened again (in a forked or spawned process)."""
-        return Mix([reopen_dataset(s.uri, s.version) for s in self.sources], self._weights,
-                   self._epoch_size)
+        def again(s: Source) -> Source:
+            if isinstance(s, DatasetView):
+                return DatasetView(reopen_dataset(s.uri, s.version), s.indices)
+            return reopen_dataset(s.uri, s.version)
+        return Mix([again(s) for s in self.sources], self._weights, self._epoch_size)
+
+
+def base_of(source: Source) -> tuple[Dataset, np.ndarray | None]:
+    """A source's dataset, and a view's samples of it (None for a whole dataset)."""
+    if isinstance(source, DatasetView):
+        return source.base, source.indices
+    return source, None
+
+
+def source_sampler(source: Source, shuffle: str, seed: int, window: int,
+                   block_size: int) -> Sampler:
+    """The order of a source's own epochs (positions in a view), as stoker.Loader reads it."""
+    ds, indices = base_of(source)
+    if indices is None:
+        return Sampler(ds, mode=shuffle, seed=seed, window=window, drop_last=False,
+                       block_size=block_size)
+    return Sampler.from_chunks(np.asarray(sample_chunks(ds))[indices], ds.version, mode=shuffle,
+                               seed=seed, window=window, drop_last=False)
+
+
+def source_block_size(source: Source, window: int, batch_size: int | None,
+                      block_size: int | None, shuffle: str) -> int:
+    """A source's shuffle unit in chunk mode (a view's: whole chunks)."""
+    if shuffle != "chunk" or isinstance(source, DatasetView):
+        return 0
+    return choose_block_size(source, window, batch_size, block_size)
+
+
+def base_samples(source: Source, positions: np.ndarray) -> np.ndarray:
+    """The base dataset's samples at `positions` of a source (the same for a whole dataset)."""
+    _, indices = base_of(source)
+    picked = positions if indices is None else indices[positions]
+    return np.ascontiguousarray(picked, dtype=np.uint32)
 
 
 class MixReading(_Epochs):
@@ -180,7 +220,8 @@ class MixReading(_Epochs):
         return {"epoch": c.epoch, "position": c.consumed_position(c.yielded),
                 "planned_world_size": c.planned_world_size, "world_size": self._world_size,
                 "rank": self._rank, "drop_last": self._drop_last,
-                "mix": [[s.uri, s.version, n] for s, n in zip(self._mix.sources, self._counts)],
+                "mix": [[s.uri, s.version, n, len(s)]
+                        for s, n in zip(self._mix.sources, self._counts)],
                 **self._order_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -217,9 +258,9 @@ class MixLoader(MixReading, Loader):
         self._window, self._drop_last = options["window"], options["drop_last"]
         self._memory_budget, self._io_depth = options["memory_budget"], options["io_depth"]
         self._transform, self._collate = transform, collate
-        self._blocks = [choose_block_size(ds, self._window, self._batch_size,
-                                          options["block_size"])
-                        if self._shuffle == "chunk" else 0 for ds in mix.sources]
+        self._blocks = [source_block_size(ds, self._window, self._batch_size,
+                                          options["block_size"], self._shuffle)
+                        for ds in mix.sources]
         self._samplers: list[Sampler] | None = None
         self._pid = os.getpid()
         self._init_mix(mix, [len(ds) for ds in mix.sources], "samples")
@@ -231,8 +272,7 @@ class MixLoader(MixReading, Loader):
             self._samplers = None
             self._pid = os.getpid()
         if self._samplers is None:
-            self._samplers = [Sampler(ds, mode=self._shuffle, seed=self._seed,
-                                      window=self._window, drop_last=False, block_size=b)
+            self._samplers = [source_sampler(ds, self._shuffle, self._seed, self._window, b)
                               for ds, b in zip(self._mix.sources, self._blocks)]
         return self._mix, self._samplers
 
@@ -262,8 +302,9 @@ class MixLoader(MixReading, Loader):
         mine_source, mine_sample = self._rank_order()
         budget = self._memory_budget
         pipes = []
-        for i, ds in enumerate(mix.sources):
-            plan = np.ascontiguousarray(mine_sample[mine_source == i], dtype=np.uint32)
+        for i, source in enumerate(mix.sources):
+            ds, _ = base_of(source)
+            plan = base_samples(source, mine_sample[mine_source == i])
             pipes.append(ReadPipeline(ds, plan, memory_budget=self._read_budget(ds, budget),
                                       io_depth=self._io_depth) if len(plan) else None)
         transform = self._transform or _identity

@@ -134,7 +134,7 @@ def optimize(fn: Callable[[Any], Any], inputs: Iterable[Any], output: str | os.P
     (label, chunk_size, order, ...); `fn` and the inputs must pickle (a module-level function)."""
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
-    for key in ("append", "name"):
+    for key in ("append", "name", "job"):
         if key in writer_options:
             raise TypeError(f"optimize() sets {key} itself")
     items = list(inputs)

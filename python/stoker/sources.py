@@ -35,7 +35,7 @@ import numpy as np
 from ._core import Writer
 
 _WRITER_KEYS = ("label", "append", "chunk_size", "order", "order_seed", "mix_memory",
-                "progress")
+                "progress", "part", "job")
 
 
 def _arrow_type(t) -> tuple[str, Callable[[Any], Any] | None]:
@@ -176,19 +176,25 @@ def main(argv: list[str]) -> int:
     p.add_argument("--chunk-size")
     p.add_argument("--order", choices=["shuffled", "path"])
     p.add_argument("--order-seed", type=int)
+    p.add_argument("--part")
+    p.add_argument("--job")
     p.add_argument("-q", "--quiet", action="store_true")
     a = p.parse_args(argv)
     if len(a.paths) < 2:
         p.error("give the Parquet files, then the destination")
     options = {k: v for k, v in {"append": a.append or None, "chunk_size": a.chunk_size,
-                                 "order": a.order, "order_seed": a.order_seed}.items()
+                                 "order": a.order, "order_seed": a.order_seed, "part": a.part,
+                                 "job": a.job}.items()
                if v is not None}
     try:
         s = from_parquet(a.paths[:-1], a.paths[-1], progress=not a.quiet, **options)
     except (OSError, ValueError, TypeError) as e:
         print(f"stoker pack: {e}", file=sys.stderr)
         return 2 if isinstance(e, (ValueError, TypeError)) else 1
-    if not a.quiet:
+    if not a.quiet and "part" in s:
+        print(f"wrote {s['files_added']} files as {s['part']} of {s['dataset']}: publish the "
+              "parts with `stoker commit`")
+    elif not a.quiet:
         print(f"packed {s['samples']} samples ({s['files_added']} files) into {s['dataset']}, "
               f"version {s['version']}")
     return 0

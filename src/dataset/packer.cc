@@ -329,9 +329,6 @@ Status PackOptions::Validate() const {
   }
   if (!columns.empty()) {
     if (!group_samples) return Status::InvalidArgument("a column dataset groups its samples");
-    if (part) {
-      return Status::Unsupported("parts (--part K/N) of a column dataset are not supported yet");
-    }
     if (auto schema = format::ParseSchema(columns); !schema) return schema.error();
   }
   return Status::OK();

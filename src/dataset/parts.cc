@@ -17,11 +17,22 @@
 #include "format/segment_layout.h"
 #include "format/snapshot_builder.h"
 #include "format/versions.h"
+#include "storage/small_file.h"
 
 namespace stoker::dataset {
 namespace {
 
 std::optional<uint32_t> ParseIndex(std::string_view s) { return ParseUnsigned<uint32_t>(s); }
+
+constexpr std::string_view kSegmentSuffix = ".seg";
+constexpr std::string_view kColumnsSuffix = ".columns";
+constexpr uint64_t kMaxSchemaBytes = 1 << 20;
+
+// A part's schema file: its segment's path with ".columns" for ".seg".
+std::string ColumnsPath(std::string_view segment_path) {
+  return fmt::format("{}{}", segment_path.substr(0, segment_path.size() - kSegmentSuffix.size()),
+                     kColumnsSuffix);
+}
 
 // (K, N) of "part-<K>-of-<N>.seg"; nullopt for other names.
 std::optional<std::pair<uint32_t, uint32_t>> ParsePartName(std::string_view name) {
@@ -43,6 +54,7 @@ struct Part {
   uint32_t index = 0;
   std::string path;
   std::unique_ptr<format::Segment> segment;
+  std::string columns;  // a column dataset's schema; empty otherwise
 };
 
 // Every part of `job`, opened and checked, by index; an error if one is missing or damaged.
@@ -88,7 +100,9 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
     STOKER_ASSIGN_OR_RETURN(auto file, storage.OpenRead(path));
     STOKER_ASSIGN_OR_RETURN(auto segment,
                             format::Segment::Open(std::move(file), storage.Describe(path)));
-    parts.push_back({k, path, std::move(segment)});
+    auto columns = storage::ReadSmallFile(storage, ColumnsPath(path), kMaxSchemaBytes);
+    if (!columns && !columns.error().IsNotFound()) return Err(columns.error());
+    parts.push_back({k, path, std::move(segment), columns ? *std::move(columns) : ""});
   }
   return parts;
 }
@@ -145,6 +159,7 @@ Status ForEachFileWithLocation(
 Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage) {
   Addition add;
   add.group_samples = parts.front().segment->grouped();
+  add.columns = parts.front().columns;
   add.files = std::make_unique<format::SegmentBuilder>();
   std::vector<format::ChunkInfo> chunks;
   for (const Part& part : parts) {
@@ -153,6 +168,13 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
       return Err(Status::InvalidArgument(fmt::format("{} and {} mix tar shards and directory trees",
                                                      storage.Describe(parts[0].path),
                                                      storage.Describe(part.path))));
+    }
+    if (part.columns != add.columns) {
+      const auto schema = [](const std::string& s) { return s.empty() ? "no columns" : s; };
+      return Err(Status::InvalidArgument(
+          fmt::format("{} has {}, {} has {}: the parts of one version hold one schema",
+                      storage.Describe(parts[0].path), schema(add.columns),
+                      storage.Describe(part.path), schema(part.columns))));
     }
     const uint64_t chunk_base = chunks.size();
     std::vector<uint64_t> first_locations;  // of this part's chunks
@@ -201,6 +223,26 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
 
 std::string PartPath(const PartSpec& part) {
   return fmt::format("{}/{}/part-{:06}-of-{:06}.seg", kPartsDir, part.job, part.index, part.count);
+}
+
+Result<PartSpec> ParsePartSpec(std::string_view text, std::string_view job) {
+  PartSpec part;
+  if (text == "env") {
+    STOKER_ASSIGN_OR_RETURN(part, PartFromEnvironment());
+  } else {
+    const size_t slash = text.find('/');
+    const auto index = ParseIndex(text.substr(0, slash));
+    const auto count = slash == std::string_view::npos ? std::optional<uint32_t>(part.count)
+                                                       : ParseIndex(text.substr(slash + 1));
+    if (!index || !count) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "part '{}': expected K/N (parts count from 0: 0/4 .. 3/4), K, or env", text)));
+    }
+    part.index = *index;
+    part.count = *count;
+  }
+  if (!job.empty()) part.job = job;
+  return part;
 }
 
 Status ValidateJobName(std::string_view job) {
@@ -252,6 +294,16 @@ Result<PartSpec> PartFromEnvironment() {
       "Indexed Job (JOB_COMPLETION_INDEX)"));
 }
 
+namespace {
+
+Status PackedTwice(const Storage& dst, const std::string& path, const PartSpec& part) {
+  return Status::AlreadyExists(fmt::format(
+      "{} was already written (part {} of job '{}' packed twice?); commit or remove it first",
+      dst.Describe(path), part.index, part.job));
+}
+
+}  // namespace
+
 Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(part.job));
   if (part.count != 0 && part.index >= part.count) {
@@ -273,13 +325,16 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
   const std::string& bytes = sink.bytes;
   std::string path = PartPath(part);
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(fmt::format("{}/{}", kPartsDir, part.job)));
+  if (!add.columns.empty()) {
+    // Before the segment, whose creation makes the part whole: a schema without a segment is
+    // a part that never finished, rewritten by its next attempt.
+    STOKER_ASSIGN_OR_RETURN(const bool written, dst.Exists(path));
+    if (written) return Err(PackedTwice(dst, path, part));
+    STOKER_RETURN_IF_ERROR(storage::WriteSmallFile(dst, ColumnsPath(path), add.columns));
+  }
   const Status created =
       dst.CreateExclusive(path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
-  if (created.code() == StatusCode::kAlreadyExists) {
-    return Err(Status::AlreadyExists(fmt::format(
-        "{} was already written (part {} of job '{}' packed twice?); commit or remove it first",
-        dst.Describe(path), part.index, part.job)));
-  }
+  if (created.code() == StatusCode::kAlreadyExists) return Err(PackedTwice(dst, path, part));
   STOKER_RETURN_IF_ERROR(created);
   return path;
 }
@@ -300,7 +355,10 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
     return result;
   }
   // Published: the parts are spent (a failure here leaves files that gc collects).
-  for (const Part& part : parts) (void)storage.Remove(part.path);
+  for (const Part& part : parts) {
+    (void)storage.Remove(part.path);
+    if (!part.columns.empty()) (void)storage.Remove(ColumnsPath(part.path));
+  }
   return result;
 }
 

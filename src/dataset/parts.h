@@ -7,6 +7,8 @@
 // checks they are all there and intact, and publishes their union like one pack of it (the
 // same file order, labels and classes), rebasing over writers that published meanwhile. The
 // parts are removed once their version is published; until then `stoker gc` keeps their chunks.
+// A part of a column dataset (stoker.Writer) keeps its schema beside its segment, in
+// part-<K>-of-<N>.columns, written first; Commit requires every part's to be the same.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,9 @@ inline constexpr std::string_view kPartsDir = "parts";
 
 // "parts/<job>/part-000003-of-000008.seg" (N = 0: the writer did not know it).
 std::string PartPath(const PartSpec& part);
+// "K/N" (parts count from 0), "K" (N given to Commit), or "env" (PartFromEnvironment); `job`
+// names the set of parts if not empty.
+Result<PartSpec> ParsePartSpec(std::string_view text, std::string_view job);
 // InvalidArgument unless 1-64 characters of [A-Za-z0-9._-].
 Status ValidateJobName(std::string_view job);
 

@@ -337,3 +337,48 @@ def test_class_ordered_writes_are_stored_mixed(tmp_path):
     default = next(r for r in rows if r["loader_default"])
     assert default["block_bytes"] == 0  # whole chunks mix well enough
     assert default["batch_distinct_classes"] >= 0.9 * full["batch_distinct_classes"]
+
+
+def test_writers_write_parts_of_one_version(tmp_path, stoker_cli, monkeypatch):
+    """Parts (as `stoker pack --part`): N writers, one version, published by commit."""
+    path = tmp_path / "parts.stoker"
+    columns = {"x": "int", "label": "int", "note": "str?"}
+    for k in range(3):
+        with stoker.Writer(path, columns=columns, part=(k, 3), job="j", progress=False) as w:
+            for i in range(50):
+                w.write({"x": 100 * k + i, "label": k})
+        assert "part-00000" in w.summary["part"] or k != 0
+    with pytest.raises(FileNotFoundError):
+        stoker.Dataset(path)  # nothing is visible before the commit
+    # A part written twice is refused (and leaves the first as it was).
+    with pytest.raises(FileExistsError, match="packed twice"):
+        with stoker.Writer(path, columns=columns, part="1/3", job="j", progress=False) as w:
+            w.write({"x": 0, "label": 0})
+    summary = stoker.commit(path, job="j")
+    ds = stoker.Dataset(path)
+    assert summary["version"] == 1 and len(ds) == 150 and ds.columns == columns
+    assert sorted(ds[i]["x"] for i in range(150)) == [100 * k + i for k in range(3)
+                                                      for i in range(50)]
+    assert ds.classes == ["0", "1", "2"] and all(ds[i]["x"] // 100 == ds[i]["label"]
+                                                 for i in range(0, 150, 7))
+    assert not any((path / "parts").rglob("*.columns"))
+    # A part from a Slurm array task's environment, committed by the CLI into version 2.
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "0")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "1")
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "77")
+    with stoker.Writer(path, columns=columns, part="env", progress=False) as w:
+        w.write({"x": 999, "label": 1, "note": "late"})
+    proc = stoker_cli("commit", path, "--job", "slurm-77")
+    assert proc.returncode == 0, proc.stderr
+    assert len(stoker.Dataset(path)) == 151
+    # Parts with different schemas are refused at commit, naming both.
+    for k, cols in enumerate([columns, {"x": "int"}]):
+        with stoker.Writer(path, columns=cols, part=(k, 2), job="bad", progress=False) as w:
+            w.write({"x": 1, "label": 0} if "label" in cols else {"x": 1})
+    with pytest.raises(ValueError, match=r"part-000000.*part-000001|schema"):
+        stoker.commit(path, job="bad")
+    with pytest.raises(TypeError, match="part"):
+        stoker.Writer(tmp_path / "t.stoker", columns=columns, part=[0, 1])
+    with pytest.raises(ValueError, match="K/N"):
+        stoker.Writer(tmp_path / "t.stoker", columns=columns, part="a/b")

@@ -251,3 +251,19 @@ def test_image_mix(tmp_path):
     c = image_source(tmp_path / "c.stoker", 4, 2, 128, column="photo")
     with pytest.raises(ValueError, match="different columns"):
         stoker.ImageLoader(stoker.Mix([a, c]), **kw)
+
+
+def test_views_are_sources_too(sources, token_sources):
+    a, b, _ = sources
+    odd = a.filter({"i": lambda i: i % 2 == 1})
+    got = items(stoker.Loader(stoker.Mix([odd, b.subset(range(10))], weights=[1, 1],
+                                         epoch_size=40), seed=1))
+    assert sorted(i for s, i in got if s == 0) == sorted(set(i for s, i in got if s == 0))
+    assert all(i % 2 == 1 for s, i in got if s == 0)
+    assert sorted(i for s, i in got if s == 1) == sorted(list(range(10)) * 2)
+    ta, tb = token_sources
+    few = tb.subset(range(5))  # its first five documents' tokens, nothing else
+    allowed = set(np.concatenate([tb[i]["tokens"] for i in range(5)]).tolist())
+    loader = stoker.TokenLoader(stoker.Mix([ta, few]), block_size=4, batch_size=8, seed=0)
+    rows = [row for s, row in token_items(loader) if s == 1]
+    assert rows and all(set(row) <= allowed for row in rows)

@@ -101,3 +101,18 @@ def test_hugging_face_datasets(tmp_path):
     torch = pytest.importorskip("torch")
     x, y = next(iter(stoker.ImageLoader(out, batch_size=6, size=8, train=False)))
     assert sorted(y.tolist()) == [0, 0, 0, 1, 1, 1] and torch.is_tensor(x)
+
+
+def test_parquet_parts_from_the_cli(tmp_path, stoker_cli):
+    for k in range(2):
+        pq.write_table(table(100 * k, 40), tmp_path / f"in-{k}.parquet")
+    out = tmp_path / "out.stoker"
+    for k in range(2):
+        proc = stoker_cli("pack", tmp_path / f"in-{k}.parquet", out, "--part", f"{k}/2",
+                          "--job", "pq")
+        assert proc.returncode == 0, proc.stderr
+        assert "stoker commit" in proc.stdout
+    proc = stoker_cli("commit", out, "--job", "pq")
+    assert proc.returncode == 0, proc.stderr
+    ds = stoker.Dataset(out)
+    assert sorted(ds[i]["id"] for i in range(len(ds))) == list(range(40)) + list(range(100, 140))

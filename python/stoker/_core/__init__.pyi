@@ -184,6 +184,11 @@ def byte_size(size: int | str, name: str = 'size') -> int:
     A size as bytes: an int, or text like '64MiB', '48G' or '65536' (binary multiples), as the CLI takes it. ValueError naming `name` otherwise.
     """
 
+def commit(dst: object, job: str = 'default', parts: int = 0) -> dict:
+    """
+    Publishes every part of `job` (stoker.Writer(..., part=...) or `stoker pack --part`) as one new version, as `stoker commit` does; `parts`: how many to expect (0: as their names say). Returns stoker.pack's summary dict.
+    """
+
 def verify(uri: object) -> dict:
     """
     Re-reads the current version and checks every CRC. Returns a report dict with 'ok', 'problems', 'corrupt_chunks' and 'corrupt_files'; raises only if the dataset cannot be read at all.
@@ -358,7 +363,7 @@ class Writer:
                                                   'caption': 'str?'}) as w:
             w.write({'image': jpeg_bytes, 'label': 3, 'caption': 'a cat'})
 
-    Column types: bytes, str, int, float, json, ndarray, jpeg, png, tokens; 'ndarray:float32' fixes an array's dtype, 'tokens:uint16' a token column's (default int32), 'float:nan' lets NaN and infinities in, and a trailing '?' makes a column optional (None or absent). `label` names an int column whose values label the samples (classes 0 .. 2^22-1); an int column called 'label' does by default. Other keyword arguments are stoker.pack's (chunk_size, append, order, order_seed, mix_memory), progress, and name (the directory the samples go in; default: a random id).
+    Column types: bytes, str, int, float, json, ndarray, jpeg, png, tokens; 'ndarray:float32' fixes an array's dtype, 'tokens:uint16' a token column's (default int32), 'float:nan' lets NaN and infinities in, and a trailing '?' makes a column optional (None or absent). `label` names an int column whose values label the samples (classes 0 .. 2^22-1); an int column called 'label' does by default. Other keyword arguments are stoker.pack's (chunk_size, append, order, order_seed, mix_memory), progress, name (the directory the samples go in; default: a random id), and part=(k, n) / 'K/N' / 'env' with job= (write part k of n of one version, published by stoker.commit, as `stoker pack --part`).
 
     A bad value raises TypeError/ValueError naming the sample and column, and that sample is left out. Nothing is visible until close() (the end of a `with` block without an exception) publishes the version; an exception or abort() publishes nothing.
     """
