@@ -114,22 +114,13 @@ void TokenStream::Recycle(Tokens tokens) const {
   if (buffers_.size() < keep_buffers_ && tokens.data) buffers_.push_back(std::move(tokens));
 }
 
-Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c) const {
-  STOKER_ASSIGN_OR_RETURN(const auto files, ChunkTokenFiles(c));
-  uint64_t total = 0, begin = UINT64_MAX, end = 0;
-  for (const TokenFile& f : files) {
-    total += f.length;
-    if (f.chunk != c) continue;
-    begin = std::min(begin, f.offset);
-    end = std::max(end, f.offset + f.length);
-  }
+TokenStream::Tokens TokenStream::Buffer(size_t bytes) const {
   Tokens tokens;
   {
     std::lock_guard lock(buffers_mu_);
-    // The smallest kept buffer that holds the chunk.
     auto best = buffers_.end();
     for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
-      if (it->capacity >= total && (best == buffers_.end() || it->capacity < best->capacity)) {
+      if (it->capacity >= bytes && (best == buffers_.end() || it->capacity < best->capacity)) {
         best = it;
       }
     }
@@ -138,10 +129,24 @@ Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c) const {
       buffers_.erase(best);
     }
   }
-  if (tokens.capacity < total || !tokens.data) {
-    tokens.data = std::make_unique_for_overwrite<std::byte[]>(total);
-    tokens.capacity = total;
+  if (tokens.capacity < bytes || !tokens.data) {
+    tokens.data = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    tokens.capacity = bytes;
   }
+  tokens.size = 0;
+  return tokens;
+}
+
+Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c, uint64_t tail) const {
+  STOKER_ASSIGN_OR_RETURN(const auto files, ChunkTokenFiles(c));
+  uint64_t total = 0, begin = UINT64_MAX, end = 0;
+  for (const TokenFile& f : files) {
+    total += f.length;
+    if (f.chunk != c) continue;
+    begin = std::min(begin, f.offset);
+    end = std::max(end, f.offset + f.length);
+  }
+  Tokens tokens = Buffer(total + tail * element_.size);
   tokens.size = total;
   const std::span<std::byte> out(tokens.data.get(), total);
   // Token files back to back in the chunk (a dataset of tokens alone): one read straight into
@@ -177,7 +182,27 @@ Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c) const {
     }
     at += f.length;
   }
+  if (tail > 0) STOKER_RETURN_IF_ERROR(ReadTail(c, tail, tokens));
   return tokens;
+}
+
+Status TokenStream::ReadTail(uint32_t c, uint64_t tail, Tokens& tokens) const {
+  uint64_t want = tail * element_.size;
+  std::vector<std::byte> file;
+  for (uint32_t next = c + 1; want > 0 && next < chunk_tokens_.size(); ++next) {
+    if (chunk_tokens_[next] == 0) continue;
+    STOKER_ASSIGN_OR_RETURN(const auto files, ChunkTokenFiles(next));
+    for (const TokenFile& f : files) {
+      if (want == 0) break;
+      file.resize(f.length);
+      STOKER_RETURN_IF_ERROR(dataset_->ReadFileInto(f.file, file));  // checks its CRC
+      const uint64_t n = std::min<uint64_t>(want, f.length);
+      std::memcpy(tokens.data.get() + tokens.size, file.data(), n);
+      tokens.size += n;
+      want -= n;
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace stoker::loader
@@ -189,7 +214,7 @@ struct TokenBatches::State {
   Options options;
   std::vector<uint32_t> plan;
   std::vector<uint64_t> begins;               // the stream position of each chunk's first token
-  std::vector<uint32_t> first, last;          // per plan position: the chunks its block spans
+  std::vector<uint32_t> home;                 // per plan position: the chunk its block starts in
   std::vector<uint32_t> schedule;             // chunks in the order the plan first needs them
   std::vector<std::vector<uint32_t>> expire;  // per plan position: chunks last needed there
   size_t position = 0;                        // next plan position to hand out
@@ -217,7 +242,7 @@ struct TokenBatches::State {
       if (stopping || !failed.ok()) return;
       const uint32_t chunk = schedule[next_read++];
       lock.unlock();
-      auto tokens = stream->ReadChunk(chunk);
+      auto tokens = stream->ReadChunk(chunk, options.block);
       lock.lock();
       if (!tokens) {
         failed = tokens.error();
@@ -269,8 +294,7 @@ Result<std::unique_ptr<TokenBatches>> TokenBatches::Start(std::shared_ptr<const 
     ends[c] = total;
   }
   const uint64_t width = options.block + 1;
-  s->first.resize(plan.size());
-  s->last.resize(plan.size());
+  s->home.resize(plan.size());
   s->schedule_index.assign(counts.size(), SIZE_MAX);
   std::vector<size_t> last_use(counts.size(), 0);
   for (size_t p = 0; p < plan.size(); ++p) {
@@ -279,17 +303,14 @@ Result<std::unique_ptr<TokenBatches>> TokenBatches::Start(std::shared_ptr<const 
       return Err(
           Status::InvalidArgument(fmt::format("block {} is past the stream's end", plan[p])));
     }
-    s->first[p] = static_cast<uint32_t>(std::ranges::upper_bound(ends, start) - ends.begin());
-    s->last[p] =
-        static_cast<uint32_t>(std::ranges::upper_bound(ends, start + width - 1) - ends.begin());
-    for (uint32_t c = s->first[p]; c <= s->last[p]; ++c) {
-      if (counts[c] == 0) continue;
-      if (s->schedule_index[c] == SIZE_MAX) {
-        s->schedule_index[c] = s->schedule.size();
-        s->schedule.push_back(c);
-      }
-      last_use[c] = p;
+    // The first chunk ending after `start`: it holds the block's first token.
+    const auto c = static_cast<uint32_t>(std::ranges::upper_bound(ends, start) - ends.begin());
+    s->home[p] = c;
+    if (s->schedule_index[c] == SIZE_MAX) {
+      s->schedule_index[c] = s->schedule.size();
+      s->schedule.push_back(c);
     }
+    last_use[c] = p;
   }
   s->expire.resize(plan.size());
   for (uint32_t c : s->schedule) s->expire[last_use[c]].push_back(c);
@@ -333,20 +354,14 @@ Result<uint32_t> TokenBatches::NextRows(std::span<std::byte> dst, std::span<cons
   std::unique_lock lock(s.mu);
   for (size_t j = 0; j < count; ++j) {
     const size_t p = s.position + j;
-    uint64_t at = uint64_t{s.plan[p]} * s.options.block;  // stream position to copy next
-    std::byte* out = dst.data() + rows[j] * row_bytes;
-    uint64_t left = s.options.block + 1;
-    for (uint32_t c = s.first[p]; c <= s.last[p] && left > 0; ++c) {
-      const uint64_t in_chunk = s.stream->chunk_tokens()[c];
-      if (in_chunk == 0) continue;
-      STOKER_ASSIGN_OR_RETURN(auto tokens, s.Chunk(c, lock));
-      const uint64_t local = at - s.begins[c];
-      const uint64_t n = std::min(left, in_chunk - local);
-      std::memcpy(out, tokens->data.get() + local * esize, n * esize);
-      out += n * esize;
-      at += n;
-      left -= n;
+    const uint32_t c = s.home[p];
+    STOKER_ASSIGN_OR_RETURN(const TokenStream::Tokens* tokens, s.Chunk(c, lock));
+    const uint64_t local = (uint64_t{s.plan[p]} * s.options.block - s.begins[c]) * esize;
+    if (local + row_bytes > tokens->size) {  // the stream changed under us: never hand on less
+      return Err(Status::Corruption(
+          fmt::format("chunk {} holds fewer tokens than the dataset's metadata says", c)));
     }
+    std::memcpy(dst.data() + rows[j] * row_bytes, tokens->data.get() + local, row_bytes);
   }
   bool released = false;
   for (size_t p = s.position; p < s.position + count; ++p) {

@@ -40,8 +40,10 @@ class TokenStream {
     size_t size = 0;      // bytes
     size_t capacity = 0;  // bytes `data` holds
   };
-  // Chunk c's tokens, CRC-checked (Corruption names the file and chunk).
-  Result<Tokens> ReadChunk(uint32_t c) const;
+  // Chunk c's tokens, CRC-checked (Corruption names the file and chunk), followed by up to
+  // `tail` tokens of the stream after them (from the first token files of the next chunks,
+  // each read whole to check its CRC): then every block that starts in c lies in the buffer.
+  Result<Tokens> ReadChunk(uint32_t c, uint64_t tail = 0) const;
 
   // Buffers given back are read into again, up to `count` of them kept between reads (and
   // passes): fresh memory costs a page fault per 4 KiB, ~15 % of a pass over cached chunks.
@@ -57,6 +59,10 @@ class TokenStream {
   };
   // The token files of the samples that start in chunk c, in sample order.
   Result<std::vector<TokenFile>> ChunkTokenFiles(uint32_t c) const;
+  // A buffer for `bytes`: a kept one (the smallest that fits) or a new one.
+  Tokens Buffer(size_t bytes) const;
+  // Appends up to `tail` tokens of the stream after chunk c to `tokens`.
+  Status ReadTail(uint32_t c, uint64_t tail, Tokens& tokens) const;
 
   std::shared_ptr<const Dataset> dataset_;
   std::string suffix_;  // "." + the column's name
@@ -75,10 +81,12 @@ class TokenStream {
 namespace stoker::loader {
 
 // Batches of blocks of a TokenStream in a plan's order (stoker.TokenLoader): block k is tokens
-// [k * block, k * block + block + 1) of the stream. Chunks are read by two threads in the order
-// the plan first needs them, at most `ahead` beyond those released (more only when the
-// consumer waits for one), and released after the plan position that needs them last; Next
-// copies each block out of its chunk(s). Thread-safety: Next from one consumer thread.
+// [k * block, k * block + block + 1) of the stream. A block is copied out of the chunk it
+// starts in, read with the `block` tokens that follow it (ReadChunk's tail), so a block across
+// a chunk's end needs no other chunk held: the chunks held are those of the shuffle windows.
+// Chunks are read by two threads in the order the plan first needs them, at most `ahead`
+// beyond those released (more only when the consumer waits for one), and released after the
+// plan position that needs them last. Thread-safety: Next from one consumer thread.
 class TokenBatches {
  public:
   struct Options {

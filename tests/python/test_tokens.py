@@ -58,7 +58,7 @@ def test_the_stream_holds_every_document_whole(corpus):
     assert stoker.Dataset(path).num_chunks > 10
 
 
-@pytest.mark.parametrize("block", [1, 37, 2048])
+@pytest.mark.parametrize("block", [1, 37, 2048, 40000])  # 40000: across several chunks
 def test_every_token_once_per_epoch_in_blocks_that_cross_documents(corpus, block):
     path, docs = corpus
     stream = stream_of(path)
