@@ -313,6 +313,16 @@ void AddNodeStats(const Dataset& dataset, nb::dict& stats) {
 }
 
 void RegisterDataset(nb::module_& m) {
+  m.def(
+      "node_reads",
+      [](nb::handle dataset) -> std::optional<std::tuple<uint64_t, uint64_t>> {
+        const auto node = node::GetNodeStorageStats(UnwrapDataset(dataset).storage());
+        if (!node) return std::nullopt;
+        return std::tuple(node->node_reads, node->store_reads);
+      },
+      nb::arg("dataset"),
+      "(chunk reads served by the node daemon's cache, chunk reads from the store) of a dataset "
+      "read through `stoker node` ($STOKER_NODE), since it was opened; None without one.");
   nb::class_<PyDataset>(m, "Dataset",
                         "A packed dataset (one version), map-style: len(ds) samples, "
                         "ds[i] -> (bytes, label, path); for tar-packed datasets "

@@ -90,8 +90,10 @@ class PyImagePipeline {
     Start(std::move(sources), std::vector<uint16_t>(order.data(), order.data() + order.shape(0)));
   }
 
-  // (images, labels, samples, consumed, errors): images a torch tensor sharing the batch
-  // buffer; errors a list of (position, sample, message) for skipped samples.
+  // (images, labels, samples, consumed, errors, sources, waited, read_waited): images a torch
+  // tensor sharing the batch buffer; errors a list of (position, sample, message, source) for
+  // skipped samples; waited the seconds Next() waited, read_waited those of them the batch's
+  // reads took (loader::ImageBatch).
   nb::tuple Next() {
     if (!pipeline_) throw nb::stop_iteration();
     Result<std::optional<loader::ImageBatch>> item = Err(Status::Internal("unset"));
@@ -102,7 +104,8 @@ class PyImagePipeline {
     std::optional<loader::ImageBatch> batch = ValueOrThrow(std::move(item));
     if (!batch) throw nb::stop_iteration();
     return nb::make_tuple(Images(*batch), Labels(batch->labels), Samples(batch->samples),
-                          batch->consumed, Errors(batch->errors), Sources(batch->sources));
+                          batch->consumed, Errors(batch->errors), Sources(batch->sources),
+                          batch->waited_seconds, batch->read_waited_seconds);
   }
 
   nb::dict Stats() const {
@@ -240,7 +243,7 @@ void RegisterImagePipeline(nb::module_& m) {
   nb::class_<PyImagePipeline>(m, "ImagePipeline",
                               "Decodes and transforms `plan` into batches in C++ threads; "
                               "iterating yields (images, labels, samples, consumed, errors, "
-                              "sources).")
+                              "sources, waited, read_waited).")
       .def(nb::init<nb::object, Plan, const nb::dict&>(), nb::arg("dataset"), nb::arg("plan"),
            nb::arg("options"))
       .def(nb::init<const nb::list&, Order, const nb::dict&>(), nb::arg("sources"),

@@ -97,6 +97,8 @@ class PyPipeline {
     return d;
   }
 
+  double WaitSeconds() const { return pipeline_ ? pipeline_->stats().consumer_wait_seconds : 0; }
+
   void Close() {
     nb::gil_scoped_release release;
     pipeline_.reset();
@@ -122,6 +124,8 @@ void RegisterPipeline(nb::module_& m) {
       .def("stats", &PyPipeline::Stats,
            "Counters: samples, ranges, bytes_read, payload_bytes, consumer_waits, "
            "consumer_wait_seconds (time spent waiting for data), peak_bytes_held, engine.")
+      .def_prop_ro("wait_seconds", &PyPipeline::WaitSeconds,
+                   "Seconds __next__ has waited for data so far (consumer_wait_seconds).")
       .def("close", &PyPipeline::Close, "Stops reading ahead and frees the buffers.");
 }
 

@@ -147,6 +147,7 @@ class PyTokenBatches {
   }
 
   uint64_t chunks_read() const { return batches_->chunks_read(); }
+  double wait_seconds() const { return batches_->wait_seconds(); }
 
  private:
   nb::object stream_obj_;  // keeps the stream (and its dataset) alive
@@ -181,7 +182,9 @@ void RegisterTokens(nb::module_& m) {
       .def("fill", &PyTokenBatches::Fill, nb::arg("out"), nb::arg("rows"),
            "Writes the next len(rows) blocks into those rows of `out` (a writable (n, "
            "block_size + 1) array of the column's element size); returns how many it wrote.")
-      .def_prop_ro("chunks_read", &PyTokenBatches::chunks_read);
+      .def_prop_ro("chunks_read", &PyTokenBatches::chunks_read)
+      .def_prop_ro("wait_seconds", &PyTokenBatches::wait_seconds,
+                   "Seconds next()/fill() waited for chunks still being read.");
 }
 
 }  // namespace stoker::python

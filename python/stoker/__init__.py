@@ -47,13 +47,15 @@ from .loader import Loader, collate_columns
 from .mix import Mix
 from .optimize import optimize
 from .sources import from_huggingface, from_parquet
+from .stalls import stall_report
 from .token_loader import TokenLoader
 from .views import DatasetView
 
 __version__ = "0.1.0"
 __all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Mix", "Sampler",
            "TokenLoader", "Writer", "byte_size", "collate_columns", "commit", "from_huggingface",
-           "from_parquet", "optimize", "pack", "shuffle_report", "shuffle_unit", "verify",
+           "from_parquet", "optimize", "pack", "shuffle_report", "shuffle_unit", "stall_report",
+           "verify",
            "__version__"]
 
 

@@ -28,6 +28,7 @@ from ._core import (Dataset, ImagePipeline, Sampler, image_sample_params, parse_
                     parse_transform_options)
 from .loader import DEFAULT_MIN_BUDGET, _Stream, env_world
 from .mix import Mix, MixReading, base_of, base_samples, source_block_size, source_sampler
+from .stalls import StallMeter, now
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -285,13 +286,15 @@ class ImageLoader(_Stream):
         ds, _ = self._handles()
         options = dict(self._options, epoch=self._cursor.epoch,
                        memory_budget=self._read_budget(ds, self._memory_budget))
-        for images, labels, _ in self._batches(ImagePipeline(ds, plan, options), token, False):
+        for images, labels, _ in self._batches(ImagePipeline(ds, plan, options), token, False,
+                                               ds):
             if self._batch_transform is not None:
                 yield self._batch_transform(images, labels)
             else:
                 yield images, labels
 
-    def _batches(self, pipe: ImagePipeline, token: int, mixed: bool) -> Iterator[tuple]:
+    def _batches(self, pipe: ImagePipeline, token: int, mixed: bool,
+                 dataset: Dataset) -> Iterator[tuple]:
         """(images, labels, sources) of `pipe`'s batches (pinned if asked), counting what they
         consume; skipped samples go to `errors` — (position, sample, message), and the source
         in a mix."""
@@ -300,9 +303,11 @@ class ImageLoader(_Stream):
             import torch
             pin = torch.cuda.is_available()
         self.errors = []
+        meter = self._meter = StallMeter(dataset)
         start = time.perf_counter()
         try:
-            for images, labels, _samples, consumed, errors, sources in pipe:
+            asked = now()
+            for images, labels, _samples, consumed, errors, sources, waited, read in pipe:
                 if errors:
                     self.errors.extend(e if mixed else e[:3] for e in errors)
                     if self._on_error == "log":
@@ -311,7 +316,9 @@ class ImageLoader(_Stream):
                 self._cursor.add_yielded(token, consumed)
                 if pin:
                     images = images.pin_memory()
+                meter.step(asked, now(), read=read, decode=waited - read)
                 yield images, labels, sources
+                asked = now()
         finally:
             elapsed = time.perf_counter() - start
             self._stats = dict(pipe.stats(), seconds=elapsed)
@@ -335,8 +342,14 @@ class ImageLoader(_Stream):
         decode_seconds / resize_seconds / output_seconds (summed over threads),
         idle_seconds (threads without work), consumer_wait_seconds (training waiting for a
         batch), bytes_read, ranges, peak_bytes_held; with a node daemon also node_reads,
-        store_reads, node_failures (see Loader.stats)."""
-        return dict(self._stats)
+        store_reads, node_failures (see Loader.stats). Is training waiting for data:
+        starved_fraction, wall_seconds, waiting_seconds, stall_seconds ({"storage", "cache",
+        "decode", "queue": seconds}; see stoker.stalls; batch_transform's time is the
+        consumer's)."""
+        stats = dict(self._stats)
+        if getattr(self, "_meter", None) is not None:
+            stats.update(self._meter.stats())
+        return stats
 
     def state_dict(self) -> dict[str, Any]:
         """As stoker.Loader.state_dict(): the position in the epoch's global order."""
@@ -413,7 +426,8 @@ class MixImageLoader(MixReading, ImageLoader):
         return self._generate_mix(pipe, token)
 
     def _generate_mix(self, pipe: ImagePipeline, token: int) -> Iterator[tuple[Any, ...]]:
-        for images, labels, sources in self._batches(pipe, token, True):
+        for images, labels, sources in self._batches(pipe, token, True,
+                                                     base_of(self._mix.sources[0])[0]):
             if self._batch_transform is not None:
                 yield self._batch_transform(images, labels), sources
             else:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ._core import (Dataset, EpochCursor, ReadPipeline, Sampler, parse_loader_options,
                     sample_chunks, shuffle_unit)
+from .stalls import StallMeter, now
 from .views import DatasetView
 
 # Keys of state_dict() that decide the epoch's order: a state is only meaningful for a loader
@@ -139,6 +140,17 @@ def _identity(item):
     return item
 
 
+def transformed(pipe, count: int, transform: Callable) -> tuple[list, float]:
+    """The next `count` samples of `pipe`, transformed, and the seconds `transform` took."""
+    items, spent = [], 0.0
+    for _ in range(count):
+        sample = next(pipe)
+        t = now()
+        items.append(transform(sample))
+        spent += now() - t
+    return items, spent
+
+
 class _Epochs:
     """The epoch, rank and world size every loader reports (stoker.Loader, ImageLoader,
     TokenLoader): from its EpochCursor `_cursor`, `_rank` and `_world_size`."""
@@ -238,6 +250,7 @@ class _Stream(_Epochs):
         state = self.__dict__.copy()
         state["_ds"] = None
         state["_sampler"] = None
+        state["_meter"] = None  # a pass's figures stay with the process that read it
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -461,36 +474,49 @@ class Loader(_Stream):
         # CRC-checked, within memory_budget; it yields what ds[i] yields, in plan order.
         pipe = ReadPipeline(ds, plan, memory_budget=self._read_budget(ds, self._memory_budget),
                             io_depth=self._io_depth)
+        meter = self._meter = StallMeter(ds)
+        size = self._batch_size
+        collate = self._collate or (collate_columns if ds.columns and self._transform is None
+                                    else _identity)
         try:
-            if self._batch_size is None:
-                for sample in pipe:
-                    item = transform(sample)
-                    self._cursor.add_yielded(token, 1)
-                    yield item
-            else:
-                size = self._batch_size
-                collate = self._collate or (collate_columns if ds.columns and self._transform
-                                            is None else _identity)
-                for begin in range(0, len(plan), size):
-                    count = min(size, len(plan) - begin)
-                    if self._drop_last and count < size:
-                        break
-                    batch = collate([transform(next(pipe)) for _ in range(count)])
-                    self._cursor.add_yielded(token, count)
-                    yield batch
+            asked = now()
+            for begin in range(0, len(plan), size or 1):
+                count = min(size or 1, len(plan) - begin)
+                if size is not None and self._drop_last and count < size:
+                    break
+                waited = pipe.wait_seconds
+                items, decode = transformed(pipe, count, transform)
+                if size is not None:
+                    t = now()
+                    items = collate(items)
+                    decode += now() - t
+                meter.step(asked, now(), read=pipe.wait_seconds - waited, decode=decode)
+                self._cursor.add_yielded(token, count)
+                yield items if size is not None else items[0]
+                asked = now()
         finally:
             self._stats = pipe.stats()
             pipe.close()
         self._cursor.end_pass(token)
 
     def stats(self) -> dict[str, Any]:
-        """Read-pipeline counters of the last pass: samples, ranges, bytes_read, payload_bytes,
-        consumer_waits, consumer_wait_seconds (how long training waited for data),
-        peak_bytes_held, engine ("io_uring" or "threads"). With a node daemon ($STOKER_NODE) also
-        node_reads / store_reads / node_failures: chunk reads served from the daemon's shared
-        memory, read from the store (no daemon, or it failed), and failed daemon requests, since
-        the dataset was opened."""
-        return dict(self._stats)
+        """Counters of the last pass (of the one under way, its stall figures so far).
+
+        Is training waiting for data (stoker.stalls): starved_fraction (the share of the
+        wall time between the pass's first request and its latest item that was spent waiting
+        inside the loader), wall_seconds, waiting_seconds, stall_seconds ({"storage", "cache",
+        "decode", "queue": seconds}: reads not done, from the store or the job cache; the
+        transform and collate; the rest).
+
+        The read pipeline's: samples, ranges, bytes_read, payload_bytes, consumer_waits,
+        consumer_wait_seconds, peak_bytes_held, engine ("io_uring" or "threads"). With a node
+        daemon ($STOKER_NODE) also node_reads / store_reads / node_failures: chunk reads served
+        from the daemon's shared memory, read from the store (no daemon, or it failed), and
+        failed daemon requests, since the dataset was opened."""
+        stats = dict(self._stats)
+        if getattr(self, "_meter", None) is not None:
+            stats.update(self._meter.stats())
+        return stats
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is: see the class docstring. Plain ints, strs and bools."""

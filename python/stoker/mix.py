@@ -29,7 +29,8 @@ import numpy as np
 
 from ._core import Dataset, EpochCursor, ReadPipeline, Sampler, sample_chunks
 from .loader import (Loader, _Epochs, choose_block_size, collate_columns, env_world,
-                     reopen_dataset, _identity)
+                     reopen_dataset, transformed, _identity)
+from .stalls import StallMeter, now
 from .views import DatasetView
 
 Source = Dataset | DatasetView
@@ -204,7 +205,7 @@ class MixReading(_Epochs):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_slots"] = None
+        state["_slots"] = state["_meter"] = None
         return state
 
     # -- state -----------------------------------------------------------------------------------
@@ -314,21 +315,33 @@ class MixLoader(MixReading, Loader):
         collate = self._collate or (collate_columns if columns and self._transform is None
                                     else _identity)
         order = mine_source.tolist()
+        meter = self._meter = StallMeter(base_of(mix.sources[0])[0])
+        live = [p for p in pipes if p is not None]
+        size = self._batch_size
         try:
-            if self._batch_size is None:
-                for s in order:
-                    item = transform(next(pipes[s]))
-                    self._cursor.add_yielded(token, 1)
-                    yield item, s
-            else:
-                size = self._batch_size
-                for begin in range(0, len(order), size):
-                    part = order[begin:begin + size]
-                    if self._drop_last and len(part) < size:
-                        break
-                    batch = collate([transform(next(pipes[s])) for s in part])
-                    self._cursor.add_yielded(token, len(part))
-                    yield batch, np.asarray(part, dtype=np.int64)
+            asked = now()
+            for begin in range(0, len(order), size or 1):
+                part = order[begin:begin + (size or 1)]
+                if size is not None and self._drop_last and len(part) < size:
+                    break
+                waited = sum(p.wait_seconds for p in live)
+                items, decode = [], 0.0
+                for s in part:
+                    item, spent = transformed(pipes[s], 1, transform)
+                    items += item
+                    decode += spent
+                if size is not None:
+                    t = now()
+                    items = collate(items)
+                    decode += now() - t
+                meter.step(asked, now(), read=sum(p.wait_seconds for p in live) - waited,
+                           decode=decode)
+                self._cursor.add_yielded(token, len(part))
+                if size is None:
+                    yield items[0], part[0]
+                else:
+                    yield items, np.asarray(part, dtype=np.int64)
+                asked = now()
         finally:
             self._stats = {"samples_per_source": np.bincount(
                 mine_source, minlength=len(mix.sources)).tolist()}

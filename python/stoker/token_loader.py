@@ -38,6 +38,7 @@ import numpy as np
 from ._core import Dataset, EpochCursor, Sampler, TokenBatches, TokenStream
 from .loader import _Epochs, env_world, reopen_dataset
 from .mix import Mix, MixReading, base_of
+from .stalls import StallMeter, now
 from .views import DatasetView
 
 _ORDER_KEYS = ("dataset_version", "view", "column", "block_size", "num_blocks", "shuffle",
@@ -143,7 +144,7 @@ class TokenLoader(_Epochs):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_ds"] = state["_blocks"] = None
+        state["_ds"] = state["_blocks"] = state["_meter"] = None
         return state
 
     def _ahead(self) -> int:
@@ -192,14 +193,21 @@ class TokenLoader(_Epochs):
         batches = TokenBatches(stream, np.ascontiguousarray(plan, dtype=np.uint32), self._block,
                                size or 1, self._ahead())
         stats = {"blocks": 0, "tokens": 0, "chunks_read": 0}
+        meter = self._meter = StallMeter(self._ds)
         try:
-            while (batch := batches.next()) is not None:
+            asked = now()
+            while True:
+                waited = batches.wait_seconds
+                if (batch := batches.next()) is None:
+                    break
                 if self._dtype is not None:
                     batch = batch.astype(self._dtype)
                 stats["blocks"] += len(batch)
                 stats["tokens"] += len(batch) * self._block
                 self._cursor.add_yielded(token, len(batch))
+                meter.step(asked, now(), read=batches.wait_seconds - waited)
                 yield batch[0] if size is None else batch
+                asked = now()
         finally:
             stats["chunks_read"] = batches.chunks_read
             self._stats = stats
@@ -208,8 +216,13 @@ class TokenLoader(_Epochs):
     # -- state -----------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """Counters of the last pass: blocks, tokens (block_size per block), chunks_read."""
-        return dict(self._stats)
+        """Counters of the last pass: blocks, tokens (block_size per block), chunks_read; and
+        whether training waited for data: starved_fraction, wall_seconds, waiting_seconds,
+        stall_seconds ({"storage", "cache", "decode", "queue": seconds}, see stoker.stalls)."""
+        stats = dict(self._stats)
+        if getattr(self, "_meter", None) is not None:
+            stats.update(self._meter.stats())
+        return stats
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is, as stoker.Loader's: plain ints, strs and bools."""
@@ -323,9 +336,13 @@ class MixTokenLoader(MixReading, TokenLoader):
                    if np.any(source == i) else None for i, b in enumerate(sources)]
         step = size or 1
         stats = {"blocks": 0, "tokens": 0, "chunks_read": 0}
+        live = [b for b in batches if b is not None]
+        meter = self._meter = StallMeter(base_of(self._mix.sources[0])[0])
         try:
+            asked = now()
             for begin in range(0, len(source), step):
                 part = source[begin:begin + step]
+                waited = sum(b.wait_seconds for b in live)
                 out = np.empty((len(part), self._block + 1), dtype=self._element)
                 for i in np.unique(part).tolist():
                     batches[i].fill(out, np.flatnonzero(part == i).astype(np.uint32))
@@ -334,10 +351,12 @@ class MixTokenLoader(MixReading, TokenLoader):
                 stats["blocks"] += len(part)
                 stats["tokens"] += len(part) * self._block
                 self._cursor.add_yielded(token, len(part))
+                meter.step(asked, now(), read=sum(b.wait_seconds for b in live) - waited)
                 if size is None:
                     yield out[0], int(part[0])
                 else:
                     yield out, part.astype(np.int64)
+                asked = now()
         finally:
             stats["chunks_read"] = sum(b.chunks_read for b in batches if b is not None)
             self._stats = stats

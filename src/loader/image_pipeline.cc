@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -81,6 +82,17 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 struct PendingBatch {
   std::shared_ptr<std::byte> buffer;
   uint32_t remaining = 0;  // slots not yet written (guarded by State::mu)
+  // The dispatcher's time waiting for this batch's samples from the read pipeline: what is
+  // done (guarded by State::mu), and since when it waits now (Clock ticks; 0: not waiting).
+  double read_wait = 0;
+  std::atomic<int64_t> read_since{0};
+  // read_wait as of `now`, counting a wait under way. Called with State::mu held.
+  double ReadWaitAt(Clock::time_point now) const {
+    const int64_t since = read_since.load(std::memory_order_acquire);
+    if (since == 0) return read_wait;
+    const Clock::duration running = now.time_since_epoch() - Clock::duration(since);
+    return read_wait + std::max(0.0, std::chrono::duration<double>(running).count());
+  }
   std::vector<uint64_t> positions;
   std::vector<uint32_t> samples;
   std::vector<uint16_t> sources;
@@ -229,6 +241,7 @@ struct ImagePipeline::State {
       for (uint32_t slot = 0; slot < count; ++slot) {
         const uint16_t source = order.empty() ? 0 : order[pos + slot];
         const Clock::time_point start = Clock::now();
+        batch->read_since.store(start.time_since_epoch().count(), std::memory_order_release);
         Result<std::optional<SampleData>> item = sources[source].reader->Next();
         const double waited = SecondsSince(start);
         if (!item) return Fail(item.error());
@@ -240,6 +253,8 @@ struct ImagePipeline::State {
         batch->labels[slot] = data->label;
         std::unique_lock lock(mu);
         stats.read_wait_seconds += waited;
+        batch->read_wait += waited;
+        batch->read_since.store(0, std::memory_order_release);
         dispatch_cv.wait(lock, [&] { return stopping || tasks.size() < task_capacity; });
         if (stopping) return;
         tasks.push_back({batch, slot, source, *std::move(data)});
@@ -413,18 +428,24 @@ ImagePipeline::~ImagePipeline() {
 Result<std::optional<ImageBatch>> ImagePipeline::Next() {
   State& s = *state_;
   std::shared_ptr<PendingBatch> pending;
+  double waited = 0, read_waited = 0;
   {
     std::unique_lock lock(s.mu);
     const Clock::time_point start = Clock::now();
+    // The batch waited for may not be dispatched yet: then all its read wait is in this wait.
+    const double read_before = s.batches.empty() ? 0 : s.batches.front()->ReadWaitAt(start);
     s.batch_cv.wait(lock, [&] {
       return !s.fatal.ok() || (!s.batches.empty() && s.batches.front()->remaining == 0) ||
              (s.dispatch_done && s.batches.empty());
     });
-    s.stats.consumer_wait_seconds += SecondsSince(start);
+    const Clock::time_point end = Clock::now();
+    waited = std::chrono::duration<double>(end - start).count();
+    s.stats.consumer_wait_seconds += waited;
     if (s.batches.empty() || s.batches.front()->remaining != 0) {
       if (!s.fatal.ok()) return Err(s.fatal);
       return std::nullopt;
     }
+    read_waited = std::clamp(s.batches.front()->ReadWaitAt(end) - read_before, 0.0, waited);
     pending = std::move(s.batches.front());
     s.batches.pop_front();
     s.dispatch_cv.notify_all();
@@ -435,6 +456,8 @@ Result<std::optional<ImageBatch>> ImagePipeline::Next() {
     if (s.fatal.ok()) s.fatal = batch.error();
     return Err(s.fatal);
   }
+  batch->waited_seconds = waited;
+  batch->read_waited_seconds = read_waited;
   ++s.stats.batches;
   s.stats.samples += batch->count;
   s.stats.skipped += batch->errors.size();

@@ -70,6 +70,11 @@ struct ImageBatch {
   std::vector<uint32_t> samples;    // per image: sample index in the dataset
   std::vector<uint16_t> sources;    // per image: its source (0 with one source)
   std::vector<SampleError> errors;  // skipped samples (kSkip)
+  // How long Next() waited for this batch (the consumer was starved), and how much of that the
+  // dispatcher spent waiting for this batch's samples from the read pipeline: the rest waited
+  // for decoding (issue 17's stall attribution).
+  double waited_seconds = 0;
+  double read_waited_seconds = 0;
 };
 
 struct ImagePipelineStats {

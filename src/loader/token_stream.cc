@@ -1,6 +1,7 @@
 #include "loader/token_stream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -227,6 +228,7 @@ struct TokenBatches::State {
   size_t wanted = 0;                   // the consumer waits for schedule[< wanted]
   std::vector<size_t> schedule_index;  // chunk -> its index in schedule
   uint64_t reads = 0;
+  double waited = 0;  // seconds the consumer waited for reads
   Status failed;
   bool stopping = false;
   std::vector<std::thread> readers;
@@ -262,7 +264,9 @@ struct TokenBatches::State {
       wanted = schedule_index[c] + 1;
       cv.notify_all();
     }
+    const auto start = std::chrono::steady_clock::now();
     cv.wait(lock, [&] { return !failed.ok() || resident.contains(c); });
+    waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!failed.ok()) return Err(failed);
     return &resident[c];
   }
@@ -373,6 +377,11 @@ Result<uint32_t> TokenBatches::NextRows(std::span<std::byte> dst, std::span<cons
   s.position += count;
   if (released) s.cv.notify_all();  // room for the readers (waking them per batch costs more)
   return static_cast<uint32_t>(count);
+}
+
+double TokenBatches::wait_seconds() const {
+  std::lock_guard lock(state_->mu);
+  return state_->waited;
 }
 
 uint64_t TokenBatches::chunks_read() const {

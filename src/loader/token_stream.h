@@ -106,6 +106,8 @@ class TokenBatches {
   // `dst` (rows of block + 1 tokens): a mix fills one batch from several streams.
   Result<uint32_t> NextRows(std::span<std::byte> dst, std::span<const uint32_t> rows);
   uint64_t chunks_read() const;
+  // Seconds Next/NextRows waited for chunks still being read (the consumer starved on reads).
+  double wait_seconds() const;
 
  private:
   struct State;

@@ -10,6 +10,11 @@ from stoker import CorruptionError as CorruptionError
 from stoker._core import image as image
 
 
+def node_reads(dataset: object) -> tuple[int, int] | None:
+    """
+    (chunk reads served by the node daemon's cache, chunk reads from the store) of a dataset read through `stoker node` ($STOKER_NODE), since it was opened; None without one.
+    """
+
 class Dataset:
     """
     A packed dataset (one version), map-style: len(ds) samples, ds[i] -> (bytes, label, path); for tar-packed datasets ds[i] -> ({ext: bytes}, label, key); for column datasets (stoker.Writer) ds[i] -> {column: value}. Labels are -1 when absent.
@@ -120,7 +125,7 @@ def image_sample_params(options: dict, width: int, height: int, sample: int) -> 
 
 class ImagePipeline:
     """
-    Decodes and transforms `plan` into batches in C++ threads; iterating yields (images, labels, samples, consumed, errors, sources).
+    Decodes and transforms `plan` into batches in C++ threads; iterating yields (images, labels, samples, consumed, errors, sources, waited, read_waited).
     """
 
     @overload
@@ -209,6 +214,10 @@ class ReadPipeline:
         """
         Counters: samples, ranges, bytes_read, payload_bytes, consumer_waits, consumer_wait_seconds (time spent waiting for data), peak_bytes_held, engine.
         """
+
+    @property
+    def wait_seconds(self) -> float:
+        """Seconds __next__ has waited for data so far (consumer_wait_seconds)."""
 
     def close(self) -> None:
         """Stops reading ahead and frees the buffers."""
@@ -354,6 +363,10 @@ class TokenBatches:
 
     @property
     def chunks_read(self) -> int: ...
+
+    @property
+    def wait_seconds(self) -> float:
+        """Seconds next()/fill() waited for chunks still being read."""
 
 class Writer:
     """
