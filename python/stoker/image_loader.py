@@ -24,10 +24,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ._core import (Dataset, ImagePipeline, Sampler, image_sample_params, parse_loader_options,
+from ._core import (Dataset, ImagePipeline, image_sample_params, parse_loader_options,
                     parse_transform_options)
 from .loader import DEFAULT_MIN_BUDGET, _Stream, env_world
-from .mix import Mix, MixReading, base_of, base_samples, source_block_size, source_sampler
+from .mix import Mix, SampleMixReading, base_samples
+from .views import dataset_and_indices
 from .stalls import StallMeter, now
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -366,7 +367,7 @@ class ImageLoader(_Stream):
                 f"rank={self._rank}, world_size={self._world_size}, epoch={self.epoch})")
 
 
-class MixImageLoader(MixReading, ImageLoader):
+class MixImageLoader(SampleMixReading, ImageLoader):
     """ImageLoader over a stoker.Mix (see ImageLoader): the mix's order (stoker.mix) read by one
     C++ image pipeline with a read pipeline per source."""
 
@@ -376,49 +377,22 @@ class MixImageLoader(MixReading, ImageLoader):
         self._rank, self._world_size = env_world(reading["rank"], reading["world_size"])
         self._shuffle, self._seed = reading["shuffle"], reading["seed"]
         self._window, self._drop_last = reading["window"], reading["drop_last"]
-        self._blocks = [source_block_size(ds, self._window, reading["batch_size"],
-                                          reading["block_size"], self._shuffle)
-                        for ds in mix.sources]
+        self._batch_size = reading["batch_size"]
+        self._init_sample_mix(mix, reading["block_size"])
         members = {_members(ds, image, label) for ds in mix.sources}
         if len(members) > 1:
             raise ValueError(f"the sources keep their images or labels in different columns "
                              f"({sorted(members)}); mix datasets that name them alike, or "
                              "pass image= and label=")
-        self._samplers: list[Sampler] | None = None
-        self._pid = os.getpid()
-        self._batch_size = reading["batch_size"]
-        self._init_mix(mix, [len(ds) for ds in mix.sources], "samples")
         return members.pop()
-
-    def _handles_mix(self) -> tuple[Mix, list[Sampler]]:
-        if self._pid != os.getpid():
-            self._mix = self._mix.reopened()
-            self._samplers = None
-            self._pid = os.getpid()
-        if self._samplers is None:
-            self._samplers = [source_sampler(ds, self._shuffle, self._seed, self._window, b)
-                              for ds, b in zip(self._mix.sources, self._blocks)]
-        return self._mix, self._samplers
-
-    def _source_order(self, source: int, k: int) -> np.ndarray:
-        return np.asarray(self._handles_mix()[1][source].global_order(k, 1))
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = MixReading.__getstate__(self)
-        state["_samplers"] = None
-        return state
-
-    @property
-    def dataset(self) -> Mix:  # type: ignore[override]
-        return self._mix
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         token = self._cursor.begin_pass()
-        mix, _ = self._handles_mix()
+        mix, _ = self._mix_handles()
         source, sample = self._rank_order()
         plans = []
         for i, s in enumerate(mix.sources):
-            ds, _ = base_of(s)
+            ds, _ = dataset_and_indices(s)
             plans.append((ds, base_samples(s, sample[source == i]),
                           self._read_budget(ds, self._memory_budget)))
         options = dict(self._options, epoch=self._cursor.epoch, memory_budget=plans[0][2])
@@ -427,15 +401,11 @@ class MixImageLoader(MixReading, ImageLoader):
 
     def _generate_mix(self, pipe: ImagePipeline, token: int) -> Iterator[tuple[Any, ...]]:
         for images, labels, sources in self._batches(pipe, token, True,
-                                                     base_of(self._mix.sources[0])[0]):
+                                                     dataset_and_indices(self._mix.sources[0])[0]):
             if self._batch_transform is not None:
                 yield self._batch_transform(images, labels), sources
             else:
                 yield images, labels, sources
-
-    def _order_state(self) -> dict[str, Any]:
-        return {"num_samples": self._epoch_size, "shuffle": self._shuffle, "seed": self._seed,
-                "window": self._window, "block_size": list(self._blocks)}
 
     def __repr__(self) -> str:
         o = self._options

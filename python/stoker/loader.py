@@ -32,7 +32,7 @@ import numpy as np
 from ._core import (Dataset, EpochCursor, ReadPipeline, Sampler, parse_loader_options,
                     sample_chunks, shuffle_unit)
 from .stalls import StallMeter, now
-from .views import DatasetView
+from .views import dataset_and_indices
 
 # Keys of state_dict() that decide the epoch's order: a state is only meaningful for a loader
 # whose order is the same.
@@ -195,13 +195,7 @@ class _Stream(_Epochs):
         self._rank, self._world_size = env_world(options["rank"], options["world_size"])
         # A view (ds.subset / ds.filter): its base's samples `_indices`, planned as a dataset
         # of their own over the base's chunks.
-        self._indices: np.ndarray | None = None
-        if isinstance(dataset, DatasetView):
-            ds, self._indices = dataset.base, dataset.indices
-        elif isinstance(dataset, Dataset):
-            ds = dataset
-        else:
-            ds = Dataset(os.fspath(dataset))
+        ds, self._indices = dataset_and_indices(dataset)
         # Opened once here, so a bad URI fails now and every worker and rank reads this version.
         self._uri: str = ds.uri
         self._version: int = ds.version

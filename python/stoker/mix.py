@@ -31,7 +31,7 @@ from ._core import Dataset, EpochCursor, ReadPipeline, Sampler, sample_chunks
 from .loader import (Loader, _Epochs, choose_block_size, collate_columns, env_world,
                      reopen_dataset, transformed, _identity)
 from .stalls import StallMeter, now
-from .views import DatasetView
+from .views import DatasetView, dataset_and_indices
 
 Source = Dataset | DatasetView
 
@@ -104,17 +104,10 @@ class Mix:
         return Mix([again(s) for s in self.sources], self._weights, self._epoch_size)
 
 
-def base_of(source: Source) -> tuple[Dataset, np.ndarray | None]:
-    """A source's dataset, and a view's samples of it (None for a whole dataset)."""
-    if isinstance(source, DatasetView):
-        return source.base, source.indices
-    return source, None
-
-
 def source_sampler(source: Source, shuffle: str, seed: int, window: int,
                    block_size: int) -> Sampler:
     """The order of a source's own epochs (positions in a view), as stoker.Loader reads it."""
-    ds, indices = base_of(source)
+    ds, indices = dataset_and_indices(source)
     if indices is None:
         return Sampler(ds, mode=shuffle, seed=seed, window=window, drop_last=False,
                        block_size=block_size)
@@ -132,7 +125,7 @@ def source_block_size(source: Source, window: int, batch_size: int | None,
 
 def base_samples(source: Source, positions: np.ndarray) -> np.ndarray:
     """The base dataset's samples at `positions` of a source (the same for a whole dataset)."""
-    _, indices = base_of(source)
+    _, indices = dataset_and_indices(source)
     picked = positions if indices is None else indices[positions]
     return np.ascontiguousarray(picked, dtype=np.uint32)
 
@@ -238,7 +231,54 @@ class MixReading(_Epochs):
                           int(state["planned_world_size"]))
 
 
-class MixLoader(MixReading, Loader):
+class SampleMixReading(MixReading):
+    """A mix whose units are samples (stoker.Loader and ImageLoader over a Mix): each source
+    read in its own sampler's order, with the loader's shuffle options."""
+
+    _shuffle: str
+    _window: int
+
+    def _init_sample_mix(self, mix: Mix, block_size: int | None) -> None:
+        self._blocks = [source_block_size(ds, self._window, self._batch_size, block_size,
+                                          self._shuffle) for ds in mix.sources]
+        self._samplers: list[Sampler] | None = None
+        self._pid = os.getpid()
+        self._init_mix(mix, [len(ds) for ds in mix.sources], "samples")
+
+    def _mix_handles(self) -> tuple[Mix, list[Sampler]]:
+        """The mix and each source's sampler in this process (reopened after a fork)."""
+        if self._pid != os.getpid():
+            self._mix = self._mix.reopened()
+            self._samplers = None
+            self._pid = os.getpid()
+        if self._samplers is None:
+            self._samplers = [source_sampler(ds, self._shuffle, self._seed, self._window, b)
+                              for ds, b in zip(self._mix.sources, self._blocks)]
+        return self._mix, self._samplers
+
+    def _source_order(self, source: int, k: int) -> np.ndarray:
+        return np.asarray(self._mix_handles()[1][source].global_order(k, 1))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = MixReading.__getstate__(self)
+        state["_samplers"] = None
+        return state
+
+    @property
+    def block_size(self) -> list[int]:
+        """Each source's shuffle unit (see Loader.block_size)."""
+        return list(self._blocks)
+
+    @property
+    def dataset(self) -> Mix:
+        return self._mix
+
+    def _order_state(self) -> dict[str, Any]:
+        return {"num_samples": self._epoch_size, "shuffle": self._shuffle, "seed": self._seed,
+                "window": self._window, "block_size": list(self._blocks)}
+
+
+class MixLoader(SampleMixReading, Loader):
     """stoker.Loader over a Mix: yields (sample, source) — batched, (collate(samples), sources
     as an int array) — with the Loader's options (shuffle, window and block_size apply to each
     source's own order)."""
@@ -259,52 +299,20 @@ class MixLoader(MixReading, Loader):
         self._window, self._drop_last = options["window"], options["drop_last"]
         self._memory_budget, self._io_depth = options["memory_budget"], options["io_depth"]
         self._transform, self._collate = transform, collate
-        self._blocks = [source_block_size(ds, self._window, self._batch_size,
-                                          options["block_size"], self._shuffle)
-                        for ds in mix.sources]
-        self._samplers: list[Sampler] | None = None
-        self._pid = os.getpid()
-        self._init_mix(mix, [len(ds) for ds in mix.sources], "samples")
+        self._init_sample_mix(mix, options["block_size"])
         self._stats: dict[str, Any] = {}
-
-    def _handles(self):
-        if self._pid != os.getpid():
-            self._mix = self._mix.reopened()
-            self._samplers = None
-            self._pid = os.getpid()
-        if self._samplers is None:
-            self._samplers = [source_sampler(ds, self._shuffle, self._seed, self._window, b)
-                              for ds, b in zip(self._mix.sources, self._blocks)]
-        return self._mix, self._samplers
-
-    def _source_order(self, source: int, k: int) -> np.ndarray:
-        return np.asarray(self._handles()[1][source].global_order(k, 1))
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = MixReading.__getstate__(self)
-        state["_samplers"] = None
-        return state
-
-    @property
-    def block_size(self) -> list[int]:  # type: ignore[override]
-        """Each source's shuffle unit (see Loader.block_size)."""
-        return list(self._blocks)
-
-    @property
-    def dataset(self) -> Mix:  # type: ignore[override]
-        return self._mix
 
     def __iter__(self) -> Iterator[Any]:
         token = self._cursor.begin_pass()
         return self._generate_mix(token)
 
     def _generate_mix(self, token: int) -> Iterator[Any]:
-        mix, _ = self._handles()
+        mix, _ = self._mix_handles()
         mine_source, mine_sample = self._rank_order()
         budget = self._memory_budget
         pipes = []
         for i, source in enumerate(mix.sources):
-            ds, _ = base_of(source)
+            ds, _ = dataset_and_indices(source)
             plan = base_samples(source, mine_sample[mine_source == i])
             pipes.append(ReadPipeline(ds, plan, memory_budget=self._read_budget(ds, budget),
                                       io_depth=self._io_depth) if len(plan) else None)
@@ -315,7 +323,7 @@ class MixLoader(MixReading, Loader):
         collate = self._collate or (collate_columns if columns and self._transform is None
                                     else _identity)
         order = mine_source.tolist()
-        meter = self._meter = StallMeter(base_of(mix.sources[0])[0])
+        meter = self._meter = StallMeter(dataset_and_indices(mix.sources[0])[0])
         live = [p for p in pipes if p is not None]
         size = self._batch_size
         try:
@@ -349,10 +357,6 @@ class MixLoader(MixReading, Loader):
                 if p is not None:
                     p.close()
         self._cursor.end_pass(token)
-
-    def _order_state(self) -> dict[str, Any]:
-        return {"num_samples": self._epoch_size, "shuffle": self._shuffle, "seed": self._seed,
-                "window": self._window, "block_size": list(self._blocks)}
 
     def __repr__(self) -> str:
         return (f"stoker.Loader({self._mix!r}, shuffle='{self._shuffle}', "

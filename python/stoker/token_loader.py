@@ -37,9 +37,9 @@ import numpy as np
 
 from ._core import Dataset, EpochCursor, Sampler, TokenBatches, TokenStream
 from .loader import _Epochs, env_world, reopen_dataset
-from .mix import Mix, MixReading, base_of
+from .mix import Mix, MixReading
+from .views import dataset_and_indices
 from .stalls import StallMeter, now
-from .views import DatasetView
 
 _ORDER_KEYS = ("dataset_version", "view", "column", "block_size", "num_blocks", "shuffle",
                "seed", "window")
@@ -107,13 +107,7 @@ class TokenLoader(_Epochs):
         _check_options(block_size, batch_size, shuffle, prefetch)
         self._rank, self._world_size = env_world(rank, world_size)
         # A view's documents alone make the stream (in storage order, whatever the view's).
-        self._indices: np.ndarray | None = None
-        if isinstance(dataset, DatasetView):
-            ds, self._indices = dataset.base, dataset.indices
-        elif isinstance(dataset, Dataset):
-            ds = dataset
-        else:
-            ds = Dataset(os.fspath(dataset))
+        ds, self._indices = dataset_and_indices(dataset)
         self._uri, self._version = ds.uri, ds.version
         self._column = column
         self._block = int(block_size)
@@ -303,7 +297,7 @@ class MixTokenLoader(MixReading, TokenLoader):
             # Each source's own order over all its blocks; the mix's drop_last acts on it.
             self._sources = [_Blocks(ds, self._column, self._block, self._shuffle, self._seed,
                                      self._window, False, indices)
-                             for ds, indices in map(base_of, self._mix.sources)]
+                             for ds, indices in map(dataset_and_indices, self._mix.sources)]
         return self._sources
 
     def _source_order(self, source: int, k: int) -> np.ndarray:
@@ -337,7 +331,7 @@ class MixTokenLoader(MixReading, TokenLoader):
         step = size or 1
         stats = {"blocks": 0, "tokens": 0, "chunks_read": 0}
         live = [b for b in batches if b is not None]
-        meter = self._meter = StallMeter(base_of(self._mix.sources[0])[0])
+        meter = self._meter = StallMeter(dataset_and_indices(self._mix.sources[0])[0])
         try:
             asked = now()
             for begin in range(0, len(source), step):

@@ -14,6 +14,7 @@ its whole-chunk reads), and their state_dict names positions in the view's epoch
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -62,6 +63,16 @@ class DatasetView:
 
     def __repr__(self) -> str:
         return f"stoker.DatasetView({self.base!r}, {len(self)} of {len(self.base)} samples)"
+
+
+def dataset_and_indices(dataset: Any) -> tuple[Dataset, np.ndarray | None]:
+    """What a loader was given — a path or URI, an open Dataset, or a view — as the Dataset to
+    read and, for a view, the base's samples it holds (None: all of them)."""
+    if isinstance(dataset, DatasetView):
+        return dataset.base, dataset.indices
+    if isinstance(dataset, Dataset):
+        return dataset, None
+    return Dataset(os.fspath(dataset)), None
 
 
 def _checked(indices: Iterable[int] | np.ndarray, n: int) -> np.ndarray:
