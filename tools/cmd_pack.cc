@@ -19,6 +19,7 @@
 #include "tools/commands.h"
 #include "tools/option_flags.h"
 #include "tools/output.h"
+#include "tools/python_module.h"
 
 namespace stoker::cli {
 namespace {
@@ -134,9 +135,7 @@ void PrintVersionSummary(const PackArgs& args, const std::string& dst,
   }
 }
 
-// Parquet input is read by the Python package (PyArrow; python/stoker/sources.py): the CLI hands
-// it over to the Python installed beside it (the virtual environment that installed this
-// binary), else the first python3 on PATH.
+// Parquet input is read by the Python package (PyArrow; python/stoker/sources.py).
 int RunParquetPack(const PackArgs& args) {
   if (!args.attributes_file.empty() || args.json) {
     PrintError("pack", Status::InvalidArgument(
@@ -144,8 +143,7 @@ int RunParquetPack(const PackArgs& args) {
     return kExitUsage;
   }
   const dataset::PackSettings& s = args.settings;
-  std::vector<std::string> argv = {"python3", "-m", "stoker.sources"};
-  argv.insert(argv.end(), args.paths.begin(), args.paths.end());
+  std::vector<std::string> argv = args.paths;
   argv.insert(argv.end(), {"--chunk-size", std::to_string(s.pack.chunk_bytes), "--order",
                            s.source.shuffle_seed ? "shuffled" : "path", "--order-seed",
                            std::to_string(s.pack.mix_seed)});
@@ -153,20 +151,8 @@ int RunParquetPack(const PackArgs& args) {
   if (!args.part.empty()) argv.insert(argv.end(), {"--part", args.part});
   if (!args.job.empty()) argv.insert(argv.end(), {"--job", args.job});
   if (args.quiet) argv.emplace_back("-q");
-  std::vector<char*> c_argv;
-  c_argv.reserve(argv.size() + 1);
-  for (std::string& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::string beside = (self.parent_path() / "python3").string();
-  if (!ec && ::access(beside.c_str(), X_OK) == 0) ::execv(beside.c_str(), c_argv.data());
-  ::execvp("python3", c_argv.data());
-  PrintError("pack", Status::NotFound(fmt::format(
-                         "Parquet input is read by stoker's Python package (with pyarrow), but no "
-                         "python3 could be run: {}",
-                         std::strerror(errno))));
-  return kExitError;
+  return ExecPythonModule("pack", "stoker.sources", argv,
+                          "Parquet input is read by stoker's Python package (with pyarrow)");
 }
 
 int RunPack(const PackArgs& args) {

@@ -38,6 +38,7 @@ void RegisterCommit(CLI::App& app, int& exit_code);
 void RegisterCompact(CLI::App& app, int& exit_code);
 void RegisterInspect(CLI::App& app, int& exit_code);  // ls, stat, cat, info, versions
 void RegisterVerify(CLI::App& app, int& exit_code);
+void RegisterProfile(CLI::App& app, int& exit_code);  // cmd_profile.cc
 void RegisterShuffleReport(CLI::App& app, int& exit_code);
 void RegisterServe(CLI::App& app, int& exit_code);
 void RegisterNode(CLI::App& app, int& exit_code);

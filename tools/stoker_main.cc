@@ -61,6 +61,7 @@ int Run(int argc, char** argv) {
   stoker::cli::RegisterServe(app, exit_code);
   stoker::cli::RegisterNode(app, exit_code);
   stoker::cli::RegisterMount(app, exit_code);
+  stoker::cli::RegisterProfile(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

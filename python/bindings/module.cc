@@ -11,6 +11,7 @@
 #include "pipeline.h"
 #include "sampler.h"
 #include "tokens.h"
+#include "trace.h"
 #include "writer.h"
 
 NB_MODULE(_core, m) {
@@ -24,5 +25,6 @@ NB_MODULE(_core, m) {
   stoker::python::RegisterPipeline(m);
   stoker::python::RegisterSampler(m);
   stoker::python::RegisterTokens(m);
+  stoker::python::RegisterTrace(m);
   stoker::python::RegisterWriter(m);
 }

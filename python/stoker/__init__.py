@@ -48,6 +48,7 @@ from .mix import Mix
 from .optimize import optimize
 from .sources import from_huggingface, from_parquet
 from .stalls import stall_report
+from .tracing import Trace, start_from_environment, trace
 from .token_loader import TokenLoader
 from .views import DatasetView
 
@@ -55,7 +56,7 @@ __version__ = "0.1.0"
 __all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Mix", "Sampler",
            "TokenLoader", "Writer", "byte_size", "collate_columns", "commit", "from_huggingface",
            "from_parquet", "optimize", "pack", "shuffle_report", "shuffle_unit", "stall_report",
-           "verify",
+           "trace", "Trace", "verify",
            "__version__"]
 
 
@@ -64,3 +65,7 @@ def __getattr__(name: str):
     if name == "torch":
         return importlib.import_module(".torch", __name__)
     raise AttributeError(f"module 'stoker' has no attribute {name!r}")
+
+
+# STOKER_TRACE=path traces the whole process (stoker.tracing).
+start_from_environment()

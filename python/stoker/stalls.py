@@ -27,7 +27,7 @@ import logging
 import time
 from typing import Any
 
-from ._core import node_reads
+from ._core import node_reads, trace_complete, trace_enabled, trace_name_thread
 
 STAGES = ("storage", "cache", "decode", "queue")
 
@@ -59,8 +59,9 @@ def stall_report(every: float | None = 300.0, threshold: float = 0.2) -> None:
 
 class StallMeter:
     """One pass's waiting, split by stage (see the module docstring). A loader calls begin()
-    when its pass starts and step() for each batch: the interval [asked, ready] in
-    time.perf_counter() seconds, and how much of it each stage explains."""
+    when its pass starts and step() for each batch: the interval [asked, ready] in now()'s
+    seconds, and how much of it each stage explains. With a trace running (stoker.trace),
+    each step is a "next batch" event whose args are the stages' milliseconds."""
 
     def __init__(self, dataset: Any = None) -> None:
         self._dataset = dataset  # for the node daemon's counters (cache vs storage)
@@ -96,6 +97,11 @@ class StallMeter:
                 self._reads = now
         split = {"storage": read - cache, "cache": cache, "decode": decode,
                  "queue": waited - read - decode}
+        if trace_enabled():
+            if self._first is None:
+                trace_name_thread("training loop (waiting for batches)")
+            trace_complete("next batch", "loader", int(asked * 1e9), int(ready * 1e9),
+                           ", ".join(f'"{k}": {v * 1e3:.3f}' for k, v in split.items()))
         if self._first is None:
             self._first = asked
             self._period_start = asked
@@ -131,4 +137,5 @@ class StallMeter:
 
 
 def now() -> float:
-    return time.perf_counter()
+    """Seconds of the monotonic clock: C++'s trace clock too (CLOCK_MONOTONIC)."""
+    return time.monotonic()

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "common/trace.h"
 #include "dataset/version_view.h"
 #include "decode/augment.h"
 #include "format/columns.h"
@@ -217,6 +218,7 @@ struct ImagePipeline::State {
   }
 
   void Dispatch() {
+    trace::NameThread("stoker dispatch");
     const uint32_t batch_size = options.batch_size;
     for (size_t pos = 0; pos < positions;) {
       const auto count = static_cast<uint32_t>(std::min<size_t>(batch_size, positions - pos));
@@ -242,8 +244,10 @@ struct ImagePipeline::State {
         const uint16_t source = order.empty() ? 0 : order[pos + slot];
         const Clock::time_point start = Clock::now();
         batch->read_since.store(start.time_since_epoch().count(), std::memory_order_release);
+        const uint64_t trace_start = trace::Enabled() ? trace::NowNs() : 0;
         Result<std::optional<SampleData>> item = sources[source].reader->Next();
         const double waited = SecondsSince(start);
+        if (trace_start != 0) trace::Complete("wait read", "wait", trace_start, trace::NowNs());
         if (!item) return Fail(item.error());
         std::optional<SampleData>& data = *item;
         if (!data) return Fail(Status::Internal("the read pipeline ended before the plan"));
@@ -269,6 +273,7 @@ struct ImagePipeline::State {
   }
 
   void Work() {
+    trace::NameThread("stoker decode");
     decode::Transformer transformer(options.transform);
     decode::TransformTimings reported;
     for (;;) {
@@ -294,6 +299,8 @@ struct ImagePipeline::State {
           status = parsed.error();
         }
       }
+      trace::Span span("decode", "decode");
+      if (trace::Enabled()) span.set_args(fmt::format("\"sample\": {}", sample));
       if (status.ok()) {
         const Dataset& dataset = *sources[task.source].dataset;
         auto file = ImageFile(dataset, task.data);
@@ -440,6 +447,10 @@ Result<std::optional<ImageBatch>> ImagePipeline::Next() {
     });
     const Clock::time_point end = Clock::now();
     waited = std::chrono::duration<double>(end - start).count();
+    if (trace::Enabled()) {
+      const uint64_t end_ns = trace::NowNs();
+      trace::Complete("wait batch", "wait", end_ns - static_cast<uint64_t>(waited * 1e9), end_ns);
+    }
     s.stats.consumer_wait_seconds += waited;
     if (s.batches.empty() || s.batches.front()->remaining != 0) {
       if (!s.fatal.ok()) return Err(s.fatal);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
+#include "common/trace.h"
 #include "dataset/version_view.h"
 #include "format/chunk.h"
 #include "loader/rank_metadata.h"
@@ -246,9 +247,12 @@ void ReadPipeline::State::SubmitRange(Range range, const std::weak_ptr<State>& w
     return;
   }
   auto shared_range = std::make_shared<Range>(std::move(range));
+  const uint64_t trace_id = trace::Enabled() ? trace::NextId() : 0;
+  if (trace_id != 0) trace::AsyncBegin("read", "read", trace_id, trace::NowNs());
   engine->Submit({std::move(*file), shared_range->offset,
                   std::span<std::byte>(buffer.get(), length),
-                  [this, shared_range, buffer](const Status& s) mutable {
+                  [this, shared_range, buffer, trace_id](const Status& s) mutable {
+                    if (trace_id != 0) trace::AsyncEnd("read", "read", trace_id, trace::NowNs());
                     Complete(*shared_range, std::move(buffer), s);
                   }});
 }
@@ -256,6 +260,7 @@ void ReadPipeline::State::SubmitRange(Range range, const std::weak_ptr<State>& w
 void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte[]> buffer,
                                    const Status& status) {
   const auto& snap = dataset::ViewOf(*dataset);
+  trace::Span span("crc", "read");
   // Check CRCs outside the lock: this is the expensive part and runs on I/O threads.
   std::vector<Status> results(range.extents.size());
   for (size_t i = 0; i < range.extents.size(); ++i) {

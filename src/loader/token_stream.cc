@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
+#include "common/trace.h"
 #include "dataset/version_view.h"
 
 namespace stoker::loader {
@@ -139,6 +140,8 @@ TokenStream::Tokens TokenStream::Buffer(size_t bytes) const {
 }
 
 Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c, uint64_t tail) const {
+  trace::Span traced("read chunk", "read");
+  if (trace::Enabled()) traced.set_args(fmt::format("\"chunk\": {}", c));
   STOKER_ASSIGN_OR_RETURN(const auto files, ChunkTokenFiles(c));
   uint64_t total = 0, begin = UINT64_MAX, end = 0;
   for (const TokenFile& f : files) {
@@ -234,6 +237,7 @@ struct TokenBatches::State {
   std::vector<std::thread> readers;
 
   void Read() {
+    trace::NameThread("stoker token reader");
     std::unique_lock lock(mu);
     while (true) {
       cv.wait(lock, [&] {
@@ -265,8 +269,10 @@ struct TokenBatches::State {
       cv.notify_all();
     }
     const auto start = std::chrono::steady_clock::now();
+    const uint64_t trace_start = trace::Enabled() ? trace::NowNs() : 0;
     cv.wait(lock, [&] { return !failed.ok() || resident.contains(c); });
     waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (trace_start != 0) trace::Complete("wait chunk", "wait", trace_start, trace::NowNs());
     if (!failed.ok()) return Err(failed);
     return &resident[c];
   }

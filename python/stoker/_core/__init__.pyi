@@ -368,6 +368,27 @@ class TokenBatches:
     def wait_seconds(self) -> float:
         """Seconds next()/fill() waited for chunks still being read."""
 
+def trace_start(path: str, process: str) -> None:
+    """
+    Starts writing Chrome trace events to `path` (OSError if it cannot be written).
+    """
+
+def trace_stop() -> None:
+    """
+    Finishes the trace file (OSError if its last events could not be written).
+    """
+
+def trace_enabled() -> bool:
+    """Whether a trace is being written."""
+
+def trace_name_thread(name: str) -> None:
+    """Names the calling thread's track in the trace."""
+
+def trace_complete(name: str, category: str, start_ns: int, end_ns: int, args: str = '') -> None:
+    """
+    A complete event on the calling thread; times from time.monotonic_ns(); `args` the members of a JSON object without its braces.
+    """
+
 class Writer:
     """
     Writes typed samples into a new dataset (or, with append=True, the next version of an existing one).
