@@ -47,6 +47,7 @@ from .loader import Loader, collate_columns
 from .mix import Mix
 from .optimize import optimize
 from .sources import from_huggingface, from_parquet
+from .metrics import serve_metrics
 from .stalls import stall_report
 from .tracing import Trace, start_from_environment, trace
 from .token_loader import TokenLoader
@@ -55,7 +56,8 @@ from .views import DatasetView
 __version__ = "0.1.0"
 __all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Mix", "Sampler",
            "TokenLoader", "Writer", "byte_size", "collate_columns", "commit", "from_huggingface",
-           "from_parquet", "optimize", "pack", "shuffle_report", "shuffle_unit", "stall_report",
+           "from_parquet", "optimize", "pack", "serve_metrics", "shuffle_report", "shuffle_unit",
+           "stall_report",
            "trace", "Trace", "verify",
            "__version__"]
 

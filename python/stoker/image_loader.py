@@ -27,7 +27,7 @@ import numpy as np
 from ._core import (Dataset, ImagePipeline, image_sample_params, parse_loader_options,
                     parse_transform_options)
 from .loader import DEFAULT_MIN_BUDGET, _Stream, env_world
-from .mix import Mix, SampleMixReading, base_samples
+from .mix import Mix, SampleMixReading, base_samples, mix_label
 from .views import dataset_and_indices
 from .stalls import StallMeter, now
 
@@ -304,7 +304,7 @@ class ImageLoader(_Stream):
             import torch
             pin = torch.cuda.is_available()
         self.errors = []
-        meter = self._meter = StallMeter(dataset)
+        meter = self._meter = StallMeter(dataset, "ImageLoader", self._metrics_label())
         start = time.perf_counter()
         try:
             asked = now()
@@ -327,6 +327,9 @@ class ImageLoader(_Stream):
                                                 if elapsed > 0 else 0.0)
             pipe.close()
         self._cursor.end_pass(token)
+
+    def _metrics_label(self) -> str:
+        return self._uri
 
     def sample_params(self, sample: int, width: int, height: int,
                       epoch: int | None = None) -> dict[str, Any]:
@@ -370,6 +373,9 @@ class ImageLoader(_Stream):
 class MixImageLoader(SampleMixReading, ImageLoader):
     """ImageLoader over a stoker.Mix (see ImageLoader): the mix's order (stoker.mix) read by one
     C++ image pipeline with a read pipeline per source."""
+
+    def _metrics_label(self) -> str:
+        return mix_label(self._mix)
 
     def _open(self, dataset: Any, reading: dict[str, Any], image: str | None,
               label: str | None) -> tuple[str, str]:

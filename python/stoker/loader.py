@@ -468,7 +468,7 @@ class Loader(_Stream):
         # CRC-checked, within memory_budget; it yields what ds[i] yields, in plan order.
         pipe = ReadPipeline(ds, plan, memory_budget=self._read_budget(ds, self._memory_budget),
                             io_depth=self._io_depth)
-        meter = self._meter = StallMeter(ds)
+        meter = self._meter = StallMeter(ds, "Loader")
         size = self._batch_size
         collate = self._collate or (collate_columns if ds.columns and self._transform is None
                                     else _identity)

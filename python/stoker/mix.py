@@ -104,6 +104,11 @@ class Mix:
         return Mix([again(s) for s in self.sources], self._weights, self._epoch_size)
 
 
+def mix_label(mix: Mix) -> str:
+    """The `dataset` label of a mix's metrics: its sources' URIs."""
+    return "+".join(s.uri for s in mix.sources)
+
+
 def source_sampler(source: Source, shuffle: str, seed: int, window: int,
                    block_size: int) -> Sampler:
     """The order of a source's own epochs (positions in a view), as stoker.Loader reads it."""
@@ -323,7 +328,8 @@ class MixLoader(SampleMixReading, Loader):
         collate = self._collate or (collate_columns if columns and self._transform is None
                                     else _identity)
         order = mine_source.tolist()
-        meter = self._meter = StallMeter(dataset_and_indices(mix.sources[0])[0])
+        meter = self._meter = StallMeter(dataset_and_indices(mix.sources[0])[0], "Loader",
+                                         mix_label(mix))
         live = [p for p in pipes if p is not None]
         size = self._batch_size
         try:

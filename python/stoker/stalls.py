@@ -27,6 +27,7 @@ import logging
 import time
 from typing import Any
 
+from . import metrics
 from ._core import node_reads, trace_complete, trace_enabled, trace_name_thread
 
 STAGES = ("storage", "cache", "decode", "queue")
@@ -63,8 +64,11 @@ class StallMeter:
     seconds, and how much of it each stage explains. With a trace running (stoker.trace),
     each step is a "next batch" event whose args are the stages' milliseconds."""
 
-    def __init__(self, dataset: Any = None) -> None:
+    def __init__(self, dataset: Any = None, loader: str = "", label: str | None = None) -> None:
         self._dataset = dataset  # for the node daemon's counters (cache vs storage)
+        # What the Prometheus metrics (stoker.metrics) call this loader and its data.
+        self._loader = loader
+        self._label = label if label is not None else getattr(dataset, "uri", "")
         self.begin()
 
     def begin(self) -> None:
@@ -105,12 +109,16 @@ class StallMeter:
         if self._first is None:
             self._first = asked
             self._period_start = asked
+        step = ready - (self._last if self._last else asked)
         self._last = ready
         self._waiting += waited
         self._period_waiting += waited
         for stage, seconds in split.items():
             self._stages[stage] += seconds
             self._period_stages[stage] += seconds
+        wall = ready - self._first
+        metrics.record(self._loader, self._label, step, split,
+                       self._waiting / wall if wall > 0 else 0.0)
         assert self._period_start is not None
         if ready - self._period_start >= _REPORT["every"]:
             self._report(ready - self._period_start)

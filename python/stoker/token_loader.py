@@ -37,7 +37,7 @@ import numpy as np
 
 from ._core import Dataset, EpochCursor, Sampler, TokenBatches, TokenStream
 from .loader import _Epochs, env_world, reopen_dataset
-from .mix import Mix, MixReading
+from .mix import Mix, MixReading, mix_label
 from .views import dataset_and_indices
 from .stalls import StallMeter, now
 
@@ -187,7 +187,7 @@ class TokenLoader(_Epochs):
         batches = TokenBatches(stream, np.ascontiguousarray(plan, dtype=np.uint32), self._block,
                                size or 1, self._ahead())
         stats = {"blocks": 0, "tokens": 0, "chunks_read": 0}
-        meter = self._meter = StallMeter(self._ds)
+        meter = self._meter = StallMeter(self._ds, "TokenLoader")
         try:
             asked = now()
             while True:
@@ -331,7 +331,8 @@ class MixTokenLoader(MixReading, TokenLoader):
         step = size or 1
         stats = {"blocks": 0, "tokens": 0, "chunks_read": 0}
         live = [b for b in batches if b is not None]
-        meter = self._meter = StallMeter(dataset_and_indices(self._mix.sources[0])[0])
+        meter = self._meter = StallMeter(dataset_and_indices(self._mix.sources[0])[0],
+                                         "TokenLoader", mix_label(self._mix))
         try:
             asked = now()
             for begin in range(0, len(source), step):
