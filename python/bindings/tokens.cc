@@ -131,7 +131,7 @@ class PyTokenBatches {
 
   // The next len(rows) blocks written into rows `rows` of `out` (a mix's batch, filled from
   // several streams); returns how many were left to write (fewer at the plan's end).
-  uint32_t Fill(nb::ndarray<nb::numpy, nb::ndim<2>, nb::c_contig, nb::device::cpu> out,
+  uint32_t Fill(const nb::ndarray<nb::numpy, nb::ndim<2>, nb::c_contig, nb::device::cpu>& out,
                 const Rows& rows) {
     if (out.shape(1) != width_ || out.itemsize() != element_.size) {
       throw nb::value_error("out must be (rows, block_size + 1) of the column's element size");
