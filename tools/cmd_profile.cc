@@ -1,7 +1,6 @@
 // `stoker profile TRACE [--plot OUT.png] [--merge OTHER.json -o MERGED.json] [--json]`: the
 // summary of a trace (stoker.trace / STOKER_TRACE), made by the Python package
 // (python/stoker/profile.py, which draws with matplotlib).
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,12 +14,10 @@ void RegisterProfile(CLI::App& app, int& exit_code) {
       "profile",
       "Summarize a trace written by stoker.trace / STOKER_TRACE: how long training waited for "
       "data and why, reads, decodes, waits per thread; --plot draws step time vs waiting");
-  auto args = std::make_shared<std::vector<std::string>>();
   cmd->allow_extras();
   cmd->prefix_command();
-  cmd->callback([args, cmd, &exit_code] {
-    *args = cmd->remaining();
-    exit_code = ExecPythonModule("profile", "stoker.profile", *args,
+  cmd->callback([cmd, &exit_code] {
+    exit_code = ExecPythonModule("profile", "stoker.profile", cmd->remaining(),
                                  "traces are read by stoker's Python package");
   });
 }

@@ -350,10 +350,7 @@ class ImageLoader(_Stream):
         starved_fraction, wall_seconds, waiting_seconds, stall_seconds ({"storage", "cache",
         "decode", "queue": seconds}; see stoker.stalls; batch_transform's time is the
         consumer's)."""
-        stats = dict(self._stats)
-        if getattr(self, "_meter", None) is not None:
-            stats.update(self._meter.stats())
-        return stats
+        return self._with_stalls(self._stats)
 
     def state_dict(self) -> dict[str, Any]:
         """As stoker.Loader.state_dict(): the position in the epoch's global order."""

@@ -177,6 +177,14 @@ class _Epochs:
         saved in epoch e continues that epoch instead of restarting it)."""
         self._cursor.set_epoch(int(epoch))
 
+    def _with_stalls(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """`stats` with the stall figures of the last (or current) pass (stoker.stalls)."""
+        out = dict(stats)
+        meter = getattr(self, "_meter", None)
+        if meter is not None:
+            out.update(meter.stats())
+        return out
+
 
 class _Stream(_Epochs):
     """What Loader, ImageLoader and stoker.torch.StokerIterableDataset share: the options, the
@@ -507,10 +515,7 @@ class Loader(_Stream):
         daemon ($STOKER_NODE) also node_reads / store_reads / node_failures: chunk reads served
         from the daemon's shared memory, read from the store (no daemon, or it failed), and
         failed daemon requests, since the dataset was opened."""
-        stats = dict(self._stats)
-        if getattr(self, "_meter", None) is not None:
-            stats.update(self._meter.stats())
-        return stats
+        return self._with_stalls(self._stats)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is: see the class docstring. Plain ints, strs and bools."""

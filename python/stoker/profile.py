@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-STAGES = ("storage", "cache", "decode", "queue")
+from .metrics import STAGES
 
 
 def load(path: str | Path) -> dict[str, Any]:

@@ -29,8 +29,7 @@ from typing import Any
 
 from . import metrics
 from ._core import node_reads, trace_complete, trace_enabled, trace_name_thread
-
-STAGES = ("storage", "cache", "decode", "queue")
+from .metrics import STAGES
 
 _HINTS = {
     "storage": ("storage reads", "raise io_depth or memory_budget, pack larger chunks, or cache "
@@ -59,9 +58,9 @@ def stall_report(every: float | None = 300.0, threshold: float = 0.2) -> None:
 
 
 class StallMeter:
-    """One pass's waiting, split by stage (see the module docstring). A loader calls begin()
-    when its pass starts and step() for each batch: the interval [asked, ready] in now()'s
-    seconds, and how much of it each stage explains. With a trace running (stoker.trace),
+    """One pass's waiting, split by stage (see the module docstring). A loader makes one per
+    pass and calls step() for each batch: the interval [asked, ready] in now()'s seconds, and
+    how much of it each stage explains. With a trace running (stoker.trace),
     each step is a "next batch" event whose args are the stages' milliseconds."""
 
     def __init__(self, dataset: Any = None, loader: str = "", label: str | None = None) -> None:
@@ -69,9 +68,6 @@ class StallMeter:
         # What the Prometheus metrics (stoker.metrics) call this loader and its data.
         self._loader = loader
         self._label = label if label is not None else getattr(dataset, "uri", "")
-        self.begin()
-
-    def begin(self) -> None:
         self._first: float | None = None
         self._last = 0.0
         self._waiting = 0.0
@@ -92,13 +88,13 @@ class StallMeter:
         decode = min(max(0.0, decode), waited - read)
         cache = 0.0
         if read > 0 and self._reads is not None:
-            now = self._node_reads()
-            if now is not None:
-                node = now[0] - self._reads[0]
-                store = now[1] - self._reads[1]
+            reads = self._node_reads()
+            if reads is not None:
+                node = reads[0] - self._reads[0]
+                store = reads[1] - self._reads[1]
                 if node + store > 0:
                     cache = read * node / (node + store)
-                self._reads = now
+                self._reads = reads
         split = {"storage": read - cache, "cache": cache, "decode": decode,
                  "queue": waited - read - decode}
         if trace_enabled():
@@ -106,10 +102,10 @@ class StallMeter:
                 trace_name_thread("training loop (waiting for batches)")
             trace_complete("next batch", "loader", int(asked * 1e9), int(ready * 1e9),
                            ", ".join(f'"{k}": {v * 1e3:.3f}' for k, v in split.items()))
+        step = ready - (asked if self._first is None else self._last)
         if self._first is None:
             self._first = asked
             self._period_start = asked
-        step = ready - (self._last if self._last else asked)
         self._last = ready
         self._waiting += waited
         self._period_waiting += waited

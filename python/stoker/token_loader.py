@@ -213,10 +213,7 @@ class TokenLoader(_Epochs):
         """Counters of the last pass: blocks, tokens (block_size per block), chunks_read; and
         whether training waited for data: starved_fraction, wall_seconds, waiting_seconds,
         stall_seconds ({"storage", "cache", "decode", "queue": seconds}, see stoker.stalls)."""
-        stats = dict(self._stats)
-        if getattr(self, "_meter", None) is not None:
-            stats.update(self._meter.stats())
-        return stats
+        return self._with_stalls(self._stats)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this loader is, as stoker.Loader's: plain ints, strs and bools."""
