@@ -14,6 +14,7 @@
 #include <nanobind/stl/tuple.h>
 
 #include "dataset.h"
+#include "decode/device_batches.h"
 #include "decode/transform_option_table.h"
 #include "errors.h"
 #include "loader/image_pipeline.h"
@@ -38,8 +39,8 @@ T Get(const nb::dict& options, const char* key) {
 
 // The keys stoker.ImageLoader sets besides the transform's options (the table's).
 constexpr const char* kPipelineKeys[] = {
-    "batch_size", "drop_last",     "threads",  "prefetch_batches", "seed",        "epoch",
-    "on_error",   "memory_budget", "io_depth", "image_member",     "label_member"};
+    "batch_size",   "drop_last",    "threads",     "prefetch_batches", "seed", "epoch", "on_error",
+    "memory_budget", "io_depth", "image_member", "label_member", "cuda_device", "gpu_threads"};
 
 const UnknownKey kUnknownImageOption = {PyExc_KeyError, "unknown image option "};
 
@@ -63,6 +64,8 @@ ImagePipelineOptions ParseOptions(const nb::dict& o) {
   options.read.io_depth = Get<uint32_t>(o, "io_depth");
   options.image_member = Get<std::string>(o, "image_member");
   options.label_member = Get<std::string>(o, "label_member");
+  options.cuda_device = o.contains("cuda_device") ? nb::cast<int>(o["cuda_device"]) : -1;
+  options.gpu_threads = o.contains("gpu_threads") ? nb::cast<uint32_t>(o["gpu_threads"]) : 0;
   SetOptions(o, kPipelineKeys, decode::TransformOptionTable(), kUnknownImageOption,
              options.transform);
   return options;
@@ -121,6 +124,7 @@ class PyImagePipeline {
     d["resize_seconds"] = s.resize_seconds;
     d["output_seconds"] = s.output_seconds;
     d["idle_seconds"] = s.idle_seconds;
+    d["gpu_seconds"] = s.gpu_seconds;
     d["consumer_wait_seconds"] = s.consumer_wait_seconds;
     d["bytes_read"] = s.read.bytes_read;
     d["ranges"] = s.read.ranges;
@@ -166,7 +170,12 @@ class PyImagePipeline {
         owner, [](void* p) noexcept { delete static_cast<std::shared_ptr<std::byte>*>(p); });
     const nb::dlpack::dtype dtype =
         out.dtype == decode::DType::kFloat32 ? nb::dtype<float>() : nb::dtype<uint8_t>();
-    return nb::cast(nb::ndarray<nb::pytorch>(owner->get(), 4, shape, capsule, nullptr, dtype));
+    // A GPU batch is a CUDA tensor over the device buffer (DLPack; the batch is complete: the
+    // pipeline synchronized before handing it over).
+    const bool on_gpu = batch.device >= 0;
+    return nb::cast(nb::ndarray<nb::pytorch>(
+        owner->get(), 4, shape, capsule, nullptr, dtype,
+        on_gpu ? nb::device::cuda::value : nb::device::cpu::value, on_gpu ? batch.device : 0));
   }
 
   template <typename T>
@@ -240,6 +249,12 @@ void RegisterImagePipeline(nb::module_& m) {
       "`options` (as ImagePipeline's, with 'epoch'): box (x0, y0, x1, y1) in source pixels, "
       "clip_to_box, flip, angle, zoom.");
 
+  m.def("cuda_devices", &decode::CudaDeviceCount,
+        "CUDA devices this process can use for ImagePipeline's GPU path (0 without a driver, a "
+        "GPU, or a build with it).");
+  m.def("built_with_cuda", &decode::BuiltWithCuda,
+        "Whether this build has the GPU path (nvJPEG + CUDA; STOKER_CUDA=ON, docs/gpu.md).");
+
   nb::class_<PyImagePipeline>(m, "ImagePipeline",
                               "Decodes and transforms `plan` into batches in C++ threads; "
                               "iterating yields (images, labels, samples, consumed, errors, "
@@ -254,7 +269,8 @@ void RegisterImagePipeline(nb::module_& m) {
       .def("__next__", &PyImagePipeline::Next)
       .def("stats", &PyImagePipeline::Stats,
            "Counters: samples, batches, skipped, threads, read_wait_seconds, decode_seconds, "
-           "resize_seconds, output_seconds, idle_seconds, consumer_wait_seconds, bytes_read, "
+           "resize_seconds, output_seconds, idle_seconds, gpu_seconds, consumer_wait_seconds, "
+           "bytes_read, "
            "ranges, peak_bytes_held.")
       .def("close", &PyImagePipeline::Close, "Stops the threads; delivered batches stay valid.");
 }

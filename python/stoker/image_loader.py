@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ._core import (Dataset, ImagePipeline, image_sample_params, parse_loader_options,
-                    parse_transform_options)
+from ._core import (Dataset, ImagePipeline, built_with_cuda, cuda_devices, image_sample_params,
+                    parse_loader_options, parse_transform_options)
 from .loader import DEFAULT_MIN_BUDGET, _Stream, env_world
 from .mix import Mix, SampleMixReading, base_samples, mix_label
 from .views import dataset_and_indices
@@ -47,6 +47,93 @@ def _require_torch() -> None:
         raise ImportError(
             "stoker.ImageLoader yields torch tensors and needs PyTorch: "
             "pip install 'stoker[torch]' (or a torch build of your choice, e.g. for CUDA)") from e
+
+
+def _cuda_device(device: Any, interpolation: str) -> int:
+    """The CUDA device ordinal `device` names ('cuda', 'cuda:N', a torch.device), or -1 for the
+    CPU (None, 'cpu'). Raises, when the loader is made, if the GPU path cannot run here."""
+    if device is None:
+        return -1
+    text = str(device)
+    if text == "cpu":
+        return -1
+    if text != "cuda" and not (text.startswith("cuda:") and text[5:].isdigit()):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+    if not built_with_cuda():
+        raise RuntimeError(
+            f"device={text!r}: this stoker was built without the GPU path (STOKER_CUDA=OFF); "
+            "build it with CUDA and nvJPEG (docs/gpu.md), or leave device out to decode on "
+            "the CPU")
+    count = cuda_devices()
+    if count == 0:
+        raise RuntimeError(
+            f"device={text!r}: no CUDA device is visible to this process (no NVIDIA driver, no "
+            "GPU, or CUDA_VISIBLE_DEVICES hides them); leave device out to decode on the CPU")
+    if text == "cuda":
+        import torch
+        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    else:
+        index = int(text[5:])
+    if index >= count:
+        raise ValueError(f"device={text!r}: this process sees {count} CUDA device(s)")
+    if interpolation == "nearest":
+        raise ValueError("the GPU path resamples bilinear or bicubic: interpolation='nearest' "
+                         "needs device='cpu'")
+    return index
+
+
+class _PinnedAhead:
+    """Iterates `batches` (the pipeline's tuples) in a background thread that pins each batch's
+    images, `depth` batches ahead of the consumer, as DataLoader's pin-memory thread does:
+    pinning a 150 MB batch is a copy of tens of milliseconds, which the training loop would
+    otherwise wait for at every step. close() stops the thread (before the pipeline may be
+    closed: the thread may be inside its next())."""
+
+    _END = object()
+
+    def __init__(self, batches: Iterator[tuple], depth: int = 2) -> None:
+        import queue
+        import threading
+        self._queue: Any = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(batches,),
+                                        name="stoker pin memory", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        import queue
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, batches: Iterator[tuple]) -> None:
+        try:
+            for item in batches:
+                if not self._put((item[0].pin_memory(),) + tuple(item[1:])):
+                    return
+        except BaseException as e:  # handed to the consumer, raised there
+            self._put(e)
+            return
+        self._put(self._END)
+
+    def __iter__(self) -> Iterator[tuple]:
+        return self
+
+    def __next__(self) -> tuple:
+        item = self._queue.get()
+        if item is self._END:
+            raise StopIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _members(ds: Dataset, image: str | None, label: str | None) -> tuple[str, str]:
@@ -116,9 +203,18 @@ class ImageLoader(_Stream):
         max_pixels) or read does: "raise" (default; the exception names the sample's path),
         "skip" (left out of its batch, which is then smaller; recorded in `errors`), "log"
         (skip, and log a warning naming it on the "stoker" logger).
-      pin_memory: copy each batch into page-locked memory (torch's Tensor.pin_memory(), what
-        DataLoader(pin_memory=True) does) so .cuda(non_blocking=True) overlaps; default: when
-        CUDA is available.
+      pin_memory: copy each batch into page-locked memory (torch's Tensor.pin_memory(), in a
+        background thread a few batches ahead, as DataLoader(pin_memory=True) does) so
+        .cuda(non_blocking=True) overlaps; default: when CUDA is available (and device is the
+        CPU).
+      device: where batches are made: None / "cpu" (the C++ decode threads), or "cuda" /
+        "cuda:N" (nvJPEG decodes the JPEGs, CUDA kernels crop, resize, flip and normalize them
+        into a device buffer: images and labels are CUDA tensors, no host copy; the samples the
+        GPU does not decode — PNG, CMYK, rotation, zoom — are made on the CPU and uploaded).
+        Needs a build with the GPU path (docs/gpu.md); without one, or without a GPU, the
+        loader says so when it is made.
+      gpu_threads: with device="cuda", host threads driving the GPU, each with a batch in
+        flight (default 2).
       batch_transform: a Python callable applied to every (images, labels) before it is
         yielded (e.g. mixup, or moving to the GPU); it runs in the consumer's thread, off the
         C++ fast path. For arbitrary per-sample Python decoding use stoker.Loader(transform=...).
@@ -182,7 +278,8 @@ class ImageLoader(_Stream):
                  # positional 256 above; shuffle, by train) are this class's own.
                  shuffle: str | None = None, threads: int | None = None,
                  prefetch_batches: int = 2, on_error: str = "raise",
-                 pin_memory: bool | None = None,
+                 pin_memory: bool | None = None, device: Any = None,
+                 gpu_threads: int | None = None,
                  batch_transform: Callable[[Any, Any], Any] | None = None,
                  image: str | None = None, label: str | None = None,
                  # BEGIN GENERATED shared-signature
@@ -235,6 +332,7 @@ class ImageLoader(_Stream):
         })
         if reading["batch_size"] is None:
             raise TypeError("batch_size must be an int, not None")
+        cuda_device = _cuda_device(device, transform["interpolation"])
         image_member, label_member = self._open(uri_or_dataset, reading, image, label)
         self._batch_size: int = reading["batch_size"]
         self._on_error = on_error
@@ -251,6 +349,8 @@ class ImageLoader(_Stream):
             "io_depth": reading["io_depth"],
             "image_member": image_member,
             "label_member": label_member,
+            "cuda_device": cuda_device,
+            "gpu_threads": 0 if gpu_threads is None else int(gpu_threads),
             **transform,
         }
         self._stats: dict[str, Any] = {}
@@ -299,28 +399,34 @@ class ImageLoader(_Stream):
         """(images, labels, sources) of `pipe`'s batches (pinned if asked), counting what they
         consume; skipped samples go to `errors` — (position, sample, message), and the source
         in a mix."""
+        import torch
         pin = self._pin_memory
         if pin is None:
-            import torch
             pin = torch.cuda.is_available()
+        cuda = self._options["cuda_device"]
+        if cuda >= 0:
+            pin, label_device = False, torch.device("cuda", cuda)
         self.errors = []
         meter = self._meter = StallMeter(dataset, "ImageLoader", self._metrics_label())
         start = time.perf_counter()
+        batches: Any = _PinnedAhead(pipe) if pin else pipe
         try:
             asked = now()
-            for images, labels, _samples, consumed, errors, sources, waited, read in pipe:
+            for images, labels, _samples, consumed, errors, sources, waited, read in batches:
                 if errors:
                     self.errors.extend(e if mixed else e[:3] for e in errors)
                     if self._on_error == "log":
                         for e in errors:
                             log.warning("stoker: skipped a sample: %s", e[2])
                 self._cursor.add_yielded(token, consumed)
-                if pin:
-                    images = images.pin_memory()
+                if cuda >= 0:
+                    labels = labels.to(label_device)
                 meter.step(asked, now(), read=read, decode=waited - read)
                 yield images, labels, sources
                 asked = now()
         finally:
+            if pin:
+                batches.close()
             elapsed = time.perf_counter() - start
             self._stats = dict(pipe.stats(), seconds=elapsed)
             self._stats["images_per_second"] = (self._stats["samples"] / elapsed

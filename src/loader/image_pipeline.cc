@@ -18,6 +18,7 @@
 #include "common/trace.h"
 #include "dataset/version_view.h"
 #include "decode/augment.h"
+#include "decode/device_batches.h"
 #include "format/columns.h"
 
 namespace stoker::loader {
@@ -79,6 +80,16 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::vector<std::byte*> free_;
 };
 
+// A GPU pipeline's sample between its transform thread and the GPU thread: the encoded JPEG
+// with its augmentation, or (for what the GPU does not decode) the CPU path's output.
+struct StagedSample {
+  std::vector<std::byte> bytes;
+  bool on_host = false;  // bytes are the output, to upload into the slot
+  uint64_t seed = 0;
+  decode::SampleParams params;
+  uint64_t file = 0;  // the image's file index, to name it in an error
+};
+
 // A batch being filled: slots are written by transform threads in any order.
 struct PendingBatch {
   std::shared_ptr<std::byte> buffer;
@@ -99,6 +110,9 @@ struct PendingBatch {
   std::vector<uint16_t> sources;
   std::vector<int64_t> labels;
   std::vector<Status> status;
+  std::vector<StagedSample> staged;  // GPU pipelines, per slot
+  bool claimed = false, made = false;  // GPU pipelines: taken by, and made by, a GPU thread
+                                       // (State::mu)
 };
 
 struct Task {
@@ -135,6 +149,8 @@ uint32_t DefaultTransformThreads() {
 Status ImagePipelineOptions::Validate() const {
   if (batch_size == 0) return Status::InvalidArgument("batch_size must be at least 1");
   if (threads > 1024) return Status::InvalidArgument("at most 1024 transform threads");
+  if (cuda_device < -1) return Status::InvalidArgument("cuda_device must be -1 or a device");
+  if (gpu_threads > 64) return Status::InvalidArgument("at most 64 GPU threads");
   STOKER_RETURN_IF_ERROR(read.Validate());
   return transform.Validate();
 }
@@ -152,11 +168,15 @@ struct ImagePipeline::State {
   uint32_t prefetch = 2;
   size_t task_capacity = 0;
   std::shared_ptr<BufferPool> pool;
+  // options.cuda_device: one batch maker per GPU thread; gpu is the first, which also hands out
+  // the buffers and moves samples within them.
+  std::vector<std::unique_ptr<decode::DeviceBatchMaker>> gpus;
+  decode::DeviceBatchMaker* gpu = nullptr;
 
   mutable std::mutex mu;
   std::condition_variable work_cv;      // transform threads: a task or the end
   std::condition_variable dispatch_cv;  // dispatcher: room for a task or a batch
-  std::condition_variable batch_cv;     // consumer: a batch completed, or the end
+  std::condition_variable batch_cv;     // consumer, GPU thread: a batch completed, or the end
   std::deque<Task> tasks;
   std::deque<std::shared_ptr<PendingBatch>> batches;  // dispatched, not yet delivered
   bool stopping = false;
@@ -165,7 +185,12 @@ struct ImagePipeline::State {
   ImagePipelineStats stats;
 
   std::thread dispatcher;
-  std::vector<std::thread> workers;
+  std::vector<std::thread> workers, gpu_threads;
+
+  // Whether the consumer can have `batch`: every slot written (and, on a GPU, the batch made).
+  bool Ready(const PendingBatch& batch) const {
+    return batch.remaining == 0 && (gpu == nullptr || batch.made);
+  }
 
   // The file of `sample` that holds its image: the image member's (options.image_member), the
   // only one, or (for samples packed from tar shards) the first with an image extension, else
@@ -229,7 +254,14 @@ struct ImagePipeline::State {
         dispatch_cv.wait(lock, [&] { return stopping || batches.size() < prefetch; });
         if (stopping) return;
       }
-      batch->buffer = pool->Acquire();
+      if (gpu != nullptr) {
+        Result<std::shared_ptr<std::byte>> buffer = gpu->Acquire();
+        if (!buffer) return Fail(buffer.error());
+        batch->buffer = *std::move(buffer);
+        batch->staged.resize(count);
+      } else {
+        batch->buffer = pool->Acquire();
+      }
       batch->remaining = count;
       batch->positions.resize(count);
       batch->samples.resize(count);
@@ -307,10 +339,16 @@ struct ImagePipeline::State {
         if (!file) {
           status = file.error();
         } else {
-          std::byte* slot = task.batch->buffer.get() + size_t{task.slot} * sample_bytes;
-          const uint64_t seed = SourceSeed(options.seed, task.source);
-          status = transformer.Run((*file)->bytes, decode::AugmentSeed(seed, options.epoch, sample),
-                                   slot);
+          const uint64_t seed =
+              decode::AugmentSeed(SourceSeed(options.seed, task.source), options.epoch, sample);
+          if (gpu != nullptr) {
+            StagedSample& staged = task.batch->staged[task.slot];
+            staged.file = (*file)->index;
+            status = Stage(transformer, (*file)->bytes, seed, staged);
+          } else {
+            std::byte* slot = task.batch->buffer.get() + size_t{task.slot} * sample_bytes;
+            status = transformer.Run((*file)->bytes, seed, slot);
+          }
           if (!status.ok()) status = status.WithContext(dataset.FilePath((*file)->index));
         }
       }
@@ -327,17 +365,101 @@ struct ImagePipeline::State {
     }
   }
 
+  // A GPU pipeline's transform-thread step: the sample's augmentation drawn and its bytes kept
+  // for the GPU thread, or, for a sample the GPU does not decode, the CPU path's output.
+  Status Stage(decode::Transformer& cpu, std::span<const std::byte> bytes, uint64_t seed,
+               StagedSample& staged) const {
+    STOKER_ASSIGN_OR_RETURN(const decode::ImageInfo info,
+                            decode::ReadImageInfo(bytes, options.transform.limits));
+    staged.seed = seed;
+    staged.params = decode::ChooseParams(options.transform, info.width, info.height, seed);
+    if (gpu->Decodes(bytes, staged.params)) {
+      staged.bytes.assign(bytes.begin(), bytes.end());
+      return Status::OK();
+    }
+    staged.on_host = true;
+    staged.bytes.resize(sample_bytes);
+    return cpu.Run(bytes, seed, staged.bytes.data());
+  }
+
+  // A GPU thread: takes the batches, in order, as their slots are staged, and makes them on
+  // the device with its own batch maker (several threads keep several batches in flight).
+  void MakeOnDevice(decode::DeviceBatchMaker& maker) {
+    trace::NameThread("stoker gpu");
+    for (;;) {
+      std::shared_ptr<PendingBatch> batch;
+      {
+        std::unique_lock lock(mu);
+        bool all_claimed = false;
+        batch_cv.wait(lock, [&] {
+          auto next = std::find_if(batches.begin(), batches.end(),
+                                   [](const auto& b) { return !b->claimed; });
+          all_claimed = next == batches.end();
+          if (!all_claimed && (*next)->remaining == 0) batch = *next;
+          return stopping || !fatal.ok() || batch != nullptr || (all_claimed && dispatch_done);
+        });
+        if (batch == nullptr || !fatal.ok()) return;
+        batch->claimed = true;
+      }
+      const Clock::time_point start = Clock::now();
+      Status made;
+      {
+        trace::Span span("gpu batch", "decode");
+        made = MakeBatch(maker, *batch);
+      }
+      std::lock_guard lock(mu);
+      stats.gpu_seconds += SecondsSince(start);
+      if (made.ok()) {
+        batch->made = true;
+      } else if (fatal.ok()) {
+        fatal = std::move(made);
+      }
+      batch->staged.clear();
+      batch_cv.notify_all();
+    }
+  }
+
+  // Uploads the batch's CPU-made samples and runs the GPU on the rest; a sample's error goes to
+  // its slot, an error of the whole batch (the GPU failed) is returned.
+  Status MakeBatch(decode::DeviceBatchMaker& maker, PendingBatch& batch) {
+    std::vector<decode::DeviceSample> samples;
+    for (uint32_t slot = 0; slot < batch.staged.size(); ++slot) {
+      if (!batch.status[slot].ok()) continue;
+      const StagedSample& s = batch.staged[slot];
+      std::byte* at = batch.buffer.get() + size_t{slot} * sample_bytes;
+      if (s.on_host) {
+        STOKER_RETURN_IF_ERROR(maker.Upload(at, s.bytes));
+      } else {
+        samples.push_back({s.bytes, s.seed, s.params, slot});
+      }
+    }
+    STOKER_ASSIGN_OR_RETURN(std::vector<Status> status, maker.Run(samples, batch.buffer.get()));
+    for (size_t i = 0; i < samples.size(); ++i) {
+      if (status[i].ok()) continue;
+      const uint32_t slot = samples[i].slot;
+      const Dataset& dataset = *sources[batch.sources[slot]].dataset;
+      batch.status[slot] = status[i].WithContext(dataset.FilePath(batch.staged[slot].file));
+    }
+    return Status::OK();
+  }
+
   // Moves a finished batch out, leaving out (kSkip) or reporting (kRaise) failed samples.
   Result<ImageBatch> Deliver(PendingBatch& pending) {
     ImageBatch batch;
     const auto slots = static_cast<uint32_t>(pending.samples.size());
     batch.consumed = slots;
+    batch.device = gpu != nullptr ? options.cuda_device : -1;
     for (uint32_t slot = 0; slot < slots; ++slot) {
       if (pending.status[slot].ok()) {
         if (batch.count != slot) {  // close the gap a skipped sample left
           std::byte* base = pending.buffer.get();
-          std::memmove(base + size_t{batch.count} * sample_bytes,
-                       base + size_t{slot} * sample_bytes, sample_bytes);
+          std::byte* dst = base + size_t{batch.count} * sample_bytes;
+          const std::byte* src = base + size_t{slot} * sample_bytes;
+          if (gpu != nullptr) {
+            STOKER_RETURN_IF_ERROR(gpu->Move(dst, src, sample_bytes));
+          } else {
+            std::memmove(dst, src, sample_bytes);
+          }
         }
         batch.samples.push_back(pending.samples[slot]);
         batch.sources.push_back(pending.sources[slot]);
@@ -398,6 +520,19 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::vector<ImageSou
   state->sample_bytes = options.transform.output.sample_bytes();
   state->pool =
       std::make_shared<BufferPool>(state->sample_bytes * options.batch_size, state->prefetch + 2);
+  if (options.cuda_device >= 0) {
+    const uint32_t gpu_threads = options.gpu_threads ? options.gpu_threads : 2;
+    // A batch in the making per GPU thread, and one ready for the consumer.
+    state->prefetch = std::max(state->prefetch, gpu_threads + 1);
+    for (uint32_t i = 0; i < gpu_threads; ++i) {
+      STOKER_ASSIGN_OR_RETURN(auto maker, decode::DeviceBatchMaker::Create(
+                                              options.transform, options.cuda_device,
+                                              state->sample_bytes * options.batch_size,
+                                              state->prefetch + 2));
+      state->gpus.push_back(std::move(maker));
+    }
+    state->gpu = state->gpus[0].get();
+  }
   state->positions = order.empty() ? sources[0].plan.size() : order.size();
   state->order = std::move(order);
   state->sources.reserve(sources.size());
@@ -412,6 +547,9 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::vector<ImageSou
   for (uint32_t i = 0; i < threads; ++i) {
     state->workers.emplace_back([s = state.get()] { s->Work(); });
   }
+  for (auto& maker : state->gpus) {
+    state->gpu_threads.emplace_back([s = state.get(), m = maker.get()] { s->MakeOnDevice(*m); });
+  }
   return std::unique_ptr<ImagePipeline>(new ImagePipeline(std::move(state)));
 }
 
@@ -423,7 +561,9 @@ ImagePipeline::~ImagePipeline() {
   }
   s.work_cv.notify_all();
   s.dispatch_cv.notify_all();
+  s.batch_cv.notify_all();
   for (std::thread& t : s.workers) t.join();
+  for (std::thread& t : s.gpu_threads) t.join();
   {
     // Queued samples hold read-pipeline budget the dispatcher may be waiting for.
     std::lock_guard lock(s.mu);
@@ -442,7 +582,7 @@ Result<std::optional<ImageBatch>> ImagePipeline::Next() {
     // The batch waited for may not be dispatched yet: then all its read wait is in this wait.
     const double read_before = s.batches.empty() ? 0 : s.batches.front()->ReadWaitAt(start);
     s.batch_cv.wait(lock, [&] {
-      return !s.fatal.ok() || (!s.batches.empty() && s.batches.front()->remaining == 0) ||
+      return !s.fatal.ok() || (!s.batches.empty() && s.Ready(*s.batches.front())) ||
              (s.dispatch_done && s.batches.empty());
     });
     const Clock::time_point end = Clock::now();
@@ -452,7 +592,7 @@ Result<std::optional<ImageBatch>> ImagePipeline::Next() {
       trace::Complete("wait batch", "wait", end_ns - static_cast<uint64_t>(waited * 1e9), end_ns);
     }
     s.stats.consumer_wait_seconds += waited;
-    if (s.batches.empty() || s.batches.front()->remaining != 0) {
+    if (s.batches.empty() || !s.Ready(*s.batches.front())) {
       if (!s.fatal.ok()) return Err(s.fatal);
       return std::nullopt;
     }

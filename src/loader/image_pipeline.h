@@ -3,6 +3,10 @@
 //   read pipeline (coalesced, CRC-checked range reads) ─▶ dispatcher ─▶ N transform threads
 //     ─▶ batch buffers (decode + crop/resize + flip + normalize written straight into the slot)
 //
+// On a GPU (options.cuda_device, decode/device_batches.h) the transform threads only draw each
+// sample's augmentation and keep its bytes (or, for what the GPU does not decode, the CPU
+// path's output), and a GPU thread makes each batch, in order, in a device buffer.
+//
 // The dispatcher takes samples in plan order and hands each to the next free thread, with its
 // slot in its batch; batches are delivered in plan order once every slot is written. Each
 // sample's augmentation comes from (seed, epoch, sample index), so the output does not depend on
@@ -51,6 +55,9 @@ struct ImagePipelineOptions {
   // The member holding a sample's label, a decimal int (a column dataset's int column other
   // than its label column); a sample without it is unlabelled (-1). Empty: the metadata's label.
   std::string label_member;
+  // >= 0: make the batches on this CUDA device (device_batches.h); -1: on the CPU.
+  int cuda_device = -1;
+  uint32_t gpu_threads = 0;  // host threads driving the GPU, each a batch in flight; 0: 2
   Status Validate() const;
 };
 
@@ -63,7 +70,9 @@ struct SampleError {
 
 struct ImageBatch {
   // count * transform.output.sample_bytes() bytes, 64-byte aligned; recycled when released.
+  // In device memory when `device` >= 0 (the CUDA device's ordinal).
   std::shared_ptr<std::byte> images;
+  int device = -1;
   uint32_t count = 0;               // images in the batch
   uint32_t consumed = 0;            // plan positions the batch covers: count + skipped samples
   std::vector<int64_t> labels;      // per image (-1: unlabelled)
@@ -84,6 +93,7 @@ struct ImagePipelineStats {
   double resize_seconds = 0;         // crop/resize/rotate
   double output_seconds = 0;         // flip + normalize + layout into the batch
   double idle_seconds = 0;           // transform threads waiting for work
+  double gpu_seconds = 0;            // the GPU thread making batches (cuda_device only)
   double consumer_wait_seconds = 0;  // Next() waiting for a batch (training waited for data)
   uint32_t threads = 0;
   ReadPipelineStats read;

@@ -8,6 +8,7 @@
 
 #include "dataset/packer.h"
 #include "dataset/version_view.h"
+#include "decode/device_batches.h"
 #include "decode/transform.h"
 #include "loader/sampler.h"
 #include "storage/fault_storage.h"
@@ -100,8 +101,16 @@ Epoch RunEpoch(const ImageSet& set, const ImagePipelineOptions& options) {
     if (!got.has_value()) break;
     EXPECT_LE(got->count, options.batch_size);
     EXPECT_EQ(got->count + got->errors.size(), got->consumed);
+    const std::byte* images = got->images.get();
+    std::vector<std::byte> downloaded;
+    if (got->device >= 0) {  // a GPU batch
+      EXPECT_EQ(got->device, options.cuda_device);
+      downloaded.resize(got->count * bytes);
+      EXPECT_TRUE(decode::CopyToHost(got->device, images, downloaded).ok());
+      images = downloaded.data();
+    }
     for (uint32_t i = 0; i < got->count; ++i) {
-      const std::byte* p = got->images.get() + i * bytes;
+      const std::byte* p = images + i * bytes;
       e.images.emplace_back(p, p + bytes);
     }
     e.samples.insert(e.samples.end(), got->samples.begin(), got->samples.end());
@@ -322,6 +331,102 @@ TEST(ImagePipelineTest, AttributesTheConsumersWaitToReadsOrDecoding) {
   EXPECT_GT(fast_waited, 0);
   EXPECT_LT(fast_read, 0.2 * fast_waited) << fast_read << " of " << fast_waited;
 }
+
+
+namespace gpu {
+
+// Without a GPU (or a CUDA build), asking for one fails at Start and says which is missing.
+TEST(ImagePipelineGpuTest, WithoutAGpuStartSaysWhy) {
+  if (decode::CudaDeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  const ImageSet set = MakeImageSet(4);
+  ImagePipelineOptions o = SmallOptions(true);
+  o.cuda_device = 0;
+  auto pipe = ImagePipeline::Start(set.dataset, set.plan, o);
+  ASSERT_FALSE(pipe.has_value());
+  EXPECT_EQ(pipe.error().code(), StatusCode::kUnsupported);
+  EXPECT_NE(pipe.error().message().find(decode::BuiltWithCuda() ? "no CUDA device" : "built without"),
+            std::string::npos)
+      << pipe.error().ToString();
+}
+
+float ValueAt(const std::vector<std::byte>& image, size_t i, decode::DType dtype) {
+  if (dtype == decode::DType::kUint8) return static_cast<float>(image[i]);
+  float v = 0;
+  std::memcpy(&v, image.data() + i * sizeof(float), sizeof(float));
+  return v;
+}
+
+// On a GPU: the batches of the CPU path (run with dct_scaling off, as the GPU decodes whole
+// resolution) — the same samples, labels and skipped samples in the same order, PNGs (done on
+// the CPU and uploaded) equal, JPEGs within nvJPEG's rounding of libjpeg-turbo's.
+TEST(ImagePipelineGpuTest, MakesTheCpuPathsBatches) {
+  if (decode::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  std::string truncated = test::EncodeJpeg(test::PhotoLikePixels(64, 48, 3), 64, 48, {});
+  truncated.resize(truncated.size() / 2);
+  const ImageSet set = MakeImageSet(45, {{"c1/cut.jpg", truncated}, {"c2/text.jpg", "hello"}});
+  for (const bool train : {true, false}) {
+    for (const decode::DType dtype : {decode::DType::kUint8, decode::DType::kFloat32}) {
+      SCOPED_TRACE(::testing::Message() << "train " << train << " uint8 "
+                                        << (dtype == decode::DType::kUint8));
+      ImagePipelineOptions cpu = SmallOptions(train);
+      cpu.transform.dct_scaling = false;
+      cpu.transform.output.dtype = dtype;
+      cpu.transform.output.layout =
+          dtype == decode::DType::kUint8 ? decode::Layout::kNCHW : decode::Layout::kNHWC;
+      cpu.on_error = ErrorPolicy::kSkip;
+      ImagePipelineOptions on_gpu = cpu;
+      on_gpu.cuda_device = 0;
+      on_gpu.gpu_threads = train ? 1 : 3;  // batches stay in order with several in flight
+      const Epoch a = RunEpoch(set, cpu), b = RunEpoch(set, on_gpu);
+      ASSERT_TRUE(b.status.ok()) << b.status.ToString();
+      ASSERT_EQ(a.samples, b.samples);
+      EXPECT_EQ(a.labels, b.labels);
+      ASSERT_EQ(a.errors.size(), 2u);
+      ASSERT_EQ(b.errors.size(), 2u);
+      for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(a.errors[i].sample, b.errors[i].sample);
+        EXPECT_EQ(a.errors[i].status.code(), b.errors[i].status.code())
+            << b.errors[i].status.ToString();
+      }
+      // One uint8 step, in output units.
+      const float step = dtype == decode::DType::kUint8 ? 1.0f : 1.0f / (255 * 0.224f);
+      const size_t values = cpu.transform.output.sample_bytes() /
+                            (dtype == decode::DType::kUint8 ? 1 : sizeof(float));
+      for (size_t i = 0; i < a.images.size(); ++i) {
+        const std::string path = set.dataset->FilePath(
+            set.dataset->SampleFiles(a.samples[i]).value().first);
+        double largest = 0, sum = 0;
+        for (size_t v = 0; v < values; ++v) {
+          const double d = std::abs(ValueAt(a.images[i], v, dtype) - ValueAt(b.images[i], v, dtype));
+          largest = std::max(largest, d);
+          sum += d;
+        }
+        if (path.ends_with(".png")) {
+          EXPECT_EQ(largest, 0) << path;
+        } else {
+          EXPECT_LE(largest, 2.01 * step) << path;
+          EXPECT_LE(sum / values, 0.5 * step) << path;
+        }
+      }
+    }
+  }
+}
+
+// On a GPU under on_error=raise: the damaged JPEG's error names it.
+TEST(ImagePipelineGpuTest, ABadJpegIsReportedByName) {
+  if (decode::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  std::string truncated = test::EncodeJpeg(test::PhotoLikePixels(64, 48, 3), 64, 48, {});
+  truncated.resize(truncated.size() / 2);
+  const ImageSet set = MakeImageSet(10, {{"c1/cut.jpg", truncated}});
+  ImagePipelineOptions o = SmallOptions(true);
+  o.cuda_device = 0;
+  const Epoch e = RunEpoch(set, o);
+  ASSERT_FALSE(e.status.ok());
+  EXPECT_EQ(e.status.code(), StatusCode::kCorruption) << e.status.ToString();
+  EXPECT_NE(e.status.ToString().find("c1/cut.jpg"), std::string::npos) << e.status.ToString();
+}
+
+}  // namespace gpu
 
 }  // namespace
 }  // namespace stoker::loader

@@ -123,6 +123,16 @@ def image_sample_params(options: dict, width: int, height: int, sample: int) -> 
     The augmentation parameters sample `sample` (an image of width x height) gets under `options` (as ImagePipeline's, with 'epoch'): box (x0, y0, x1, y1) in source pixels, clip_to_box, flip, angle, zoom.
     """
 
+def cuda_devices() -> int:
+    """
+    CUDA devices this process can use for ImagePipeline's GPU path (0 without a driver, a GPU, or a build with it).
+    """
+
+def built_with_cuda() -> bool:
+    """
+    Whether this build has the GPU path (nvJPEG + CUDA; STOKER_CUDA=ON, docs/gpu.md).
+    """
+
 class ImagePipeline:
     """
     Decodes and transforms `plan` into batches in C++ threads; iterating yields (images, labels, samples, consumed, errors, sources, waited, read_waited).
@@ -143,7 +153,7 @@ class ImagePipeline:
 
     def stats(self) -> dict:
         """
-        Counters: samples, batches, skipped, threads, read_wait_seconds, decode_seconds, resize_seconds, output_seconds, idle_seconds, consumer_wait_seconds, bytes_read, ranges, peak_bytes_held.
+        Counters: samples, batches, skipped, threads, read_wait_seconds, decode_seconds, resize_seconds, output_seconds, idle_seconds, gpu_seconds, consumer_wait_seconds, bytes_read, ranges, peak_bytes_held.
         """
 
     def close(self) -> None:
