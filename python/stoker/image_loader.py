@@ -450,7 +450,8 @@ class ImageLoader(_Stream):
         """Counters of the last (or current) pass: samples, batches, skipped, threads,
         images_per_second, seconds, read_wait_seconds (the dispatcher waiting for storage),
         decode_seconds / resize_seconds / output_seconds (summed over threads),
-        idle_seconds (threads without work), consumer_wait_seconds (training waiting for a
+        idle_seconds (threads without work), gpu_seconds (device="cuda": the GPU threads
+        making batches), consumer_wait_seconds (training waiting for a
         batch), bytes_read, ranges, peak_bytes_held; with a node daemon also node_reads,
         store_reads, node_failures (see Loader.stats). Is training waiting for data:
         starved_fraction, wall_seconds, waiting_seconds, stall_seconds ({"storage", "cache",
