@@ -39,8 +39,9 @@ T Get(const nb::dict& options, const char* key) {
 
 // The keys stoker.ImageLoader sets besides the transform's options (the table's).
 constexpr const char* kPipelineKeys[] = {
-    "batch_size",   "drop_last",    "threads",     "prefetch_batches", "seed", "epoch", "on_error",
-    "memory_budget", "io_depth", "image_member", "label_member", "cuda_device", "gpu_threads"};
+    "batch_size",   "drop_last",   "threads",       "prefetch_batches", "seed",
+    "epoch",        "on_error",    "memory_budget", "io_depth",         "image_member",
+    "label_member", "cuda_device", "gpu_threads"};
 
 const UnknownKey kUnknownImageOption = {PyExc_KeyError, "unknown image option "};
 

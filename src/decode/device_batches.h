@@ -42,8 +42,7 @@ class DeviceBatchMaker {
 
   // Whether the GPU decodes this sample; the others are transformed on the CPU (by the
   // pipeline's decode threads) and uploaded with Upload().
-  virtual bool Decodes(std::span<const std::byte> bytes,
-                       const SampleParams& params) const = 0;
+  virtual bool Decodes(std::span<const std::byte> bytes, const SampleParams& params) const = 0;
 
   // A device buffer of batch_bytes, back to the pool when the last reference goes (e.g. from
   // a torch tensor's destructor in another thread).

@@ -110,7 +110,7 @@ struct PendingBatch {
   std::vector<uint16_t> sources;
   std::vector<int64_t> labels;
   std::vector<Status> status;
-  std::vector<StagedSample> staged;  // GPU pipelines, per slot
+  std::vector<StagedSample> staged;    // GPU pipelines, per slot
   bool claimed = false, made = false;  // GPU pipelines: taken by, and made by, a GPU thread
                                        // (State::mu)
 };
@@ -525,10 +525,10 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::vector<ImageSou
     // A batch in the making per GPU thread, and one ready for the consumer.
     state->prefetch = std::max(state->prefetch, gpu_threads + 1);
     for (uint32_t i = 0; i < gpu_threads; ++i) {
-      STOKER_ASSIGN_OR_RETURN(auto maker, decode::DeviceBatchMaker::Create(
-                                              options.transform, options.cuda_device,
-                                              state->sample_bytes * options.batch_size,
-                                              state->prefetch + 2));
+      STOKER_ASSIGN_OR_RETURN(
+          auto maker, decode::DeviceBatchMaker::Create(options.transform, options.cuda_device,
+                                                       state->sample_bytes * options.batch_size,
+                                                       state->prefetch + 2));
       state->gpus.push_back(std::move(maker));
     }
     state->gpu = state->gpus[0].get();

@@ -332,7 +332,6 @@ TEST(ImagePipelineTest, AttributesTheConsumersWaitToReadsOrDecoding) {
   EXPECT_LT(fast_read, 0.2 * fast_waited) << fast_read << " of " << fast_waited;
 }
 
-
 namespace gpu {
 
 // Without a GPU (or a CUDA build), asking for one fails at Start and says which is missing.
@@ -344,8 +343,9 @@ TEST(ImagePipelineGpuTest, WithoutAGpuStartSaysWhy) {
   auto pipe = ImagePipeline::Start(set.dataset, set.plan, o);
   ASSERT_FALSE(pipe.has_value());
   EXPECT_EQ(pipe.error().code(), StatusCode::kUnsupported);
-  EXPECT_NE(pipe.error().message().find(decode::BuiltWithCuda() ? "no CUDA device" : "built without"),
-            std::string::npos)
+  EXPECT_NE(
+      pipe.error().message().find(decode::BuiltWithCuda() ? "no CUDA device" : "built without"),
+      std::string::npos)
       << pipe.error().ToString();
 }
 
@@ -366,8 +366,8 @@ TEST(ImagePipelineGpuTest, MakesTheCpuPathsBatches) {
   const ImageSet set = MakeImageSet(45, {{"c1/cut.jpg", truncated}, {"c2/text.jpg", "hello"}});
   for (const bool train : {true, false}) {
     for (const decode::DType dtype : {decode::DType::kUint8, decode::DType::kFloat32}) {
-      SCOPED_TRACE(::testing::Message() << "train " << train << " uint8 "
-                                        << (dtype == decode::DType::kUint8));
+      SCOPED_TRACE(::testing::Message()
+                   << "train " << train << " uint8 " << (dtype == decode::DType::kUint8));
       ImagePipelineOptions cpu = SmallOptions(train);
       cpu.transform.dct_scaling = false;
       cpu.transform.output.dtype = dtype;
@@ -393,11 +393,12 @@ TEST(ImagePipelineGpuTest, MakesTheCpuPathsBatches) {
       const size_t values = cpu.transform.output.sample_bytes() /
                             (dtype == decode::DType::kUint8 ? 1 : sizeof(float));
       for (size_t i = 0; i < a.images.size(); ++i) {
-        const std::string path = set.dataset->FilePath(
-            set.dataset->SampleFiles(a.samples[i]).value().first);
+        const std::string path =
+            set.dataset->FilePath(set.dataset->SampleFiles(a.samples[i]).value().first);
         double largest = 0, sum = 0;
         for (size_t v = 0; v < values; ++v) {
-          const double d = std::abs(ValueAt(a.images[i], v, dtype) - ValueAt(b.images[i], v, dtype));
+          const double d =
+              std::abs(ValueAt(a.images[i], v, dtype) - ValueAt(b.images[i], v, dtype));
           largest = std::max(largest, d);
           sum += d;
         }

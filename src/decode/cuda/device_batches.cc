@@ -48,14 +48,14 @@ class DevicePool : public std::enable_shared_from_this<DevicePool> {
       // At least one byte, so an empty batch still has an address.
       STOKER_RETURN_IF_ERROR(FromCuda(cudaMalloc(&p, std::max<size_t>(bytes_, 1)), "malloc"));
     }
-    return std::shared_ptr<std::byte>(
-        static_cast<std::byte*>(p), [pool = weak_from_this(), device = device_](std::byte* q) {
-          if (auto self = pool.lock()) {
-            self->Release(q);
-          } else {
-            Free(device, q);
-          }
-        });
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
+                                      [pool = weak_from_this(), device = device_](std::byte* q) {
+                                        if (auto self = pool.lock()) {
+                                          self->Release(q);
+                                        } else {
+                                          Free(device, q);
+                                        }
+                                      });
   }
 
  private:
@@ -82,15 +82,13 @@ class DevicePool : public std::enable_shared_from_this<DevicePool> {
   std::vector<void*> free_;
 };
 
-bool SameOptions(const cuda::GpuTransformOptions& a,
-                 const cuda::GpuTransformOptions& b) {
+bool SameOptions(const cuda::GpuTransformOptions& a, const cuda::GpuTransformOptions& b) {
   const OutputSpec &x = a.output, &y = b.output;
   for (int c = 0; c < 3; ++c) {
     if (x.mean[c] != y.mean[c] || x.std[c] != y.std[c]) return false;
   }
-  return x.width == y.width && x.height == y.height && x.dtype == y.dtype &&
-         x.layout == y.layout && a.interpolation == b.interpolation &&
-         a.limits.max_pixels == b.limits.max_pixels &&
+  return x.width == y.width && x.height == y.height && x.dtype == y.dtype && x.layout == y.layout &&
+         a.interpolation == b.interpolation && a.limits.max_pixels == b.limits.max_pixels &&
          a.limits.max_dimension == b.limits.max_dimension &&
          a.limits.max_scans == b.limits.max_scans && a.hardware_decoder == b.hardware_decoder &&
          a.device == b.device;
@@ -147,18 +145,15 @@ class Idle {
     std::shared_ptr<DevicePool> pool;
   };
   std::mutex mu_;
-  std::vector<std::pair<cuda::GpuTransformOptions,
-                        std::unique_ptr<cuda::GpuBatchTransformer>>>
+  std::vector<std::pair<cuda::GpuTransformOptions, std::unique_ptr<cuda::GpuBatchTransformer>>>
       transformers_;
   std::vector<Kept> pools_;
 };
 
 class CudaBatchMaker final : public DeviceBatchMaker {
  public:
-  CudaBatchMaker(const TransformOptions& transform,
-                 const cuda::GpuTransformOptions& options,
-                 std::unique_ptr<cuda::GpuBatchTransformer> gpu,
-                 std::shared_ptr<DevicePool> pool)
+  CudaBatchMaker(const TransformOptions& transform, const cuda::GpuTransformOptions& options,
+                 std::unique_ptr<cuda::GpuBatchTransformer> gpu, std::shared_ptr<DevicePool> pool)
       : options_(options),
         device_(options.device),
         sample_bytes_(transform.output.sample_bytes()),
@@ -172,8 +167,7 @@ class CudaBatchMaker final : public DeviceBatchMaker {
     Idle::Get().PutTransformer(options_, std::move(gpu_));
   }
 
-  bool Decodes(std::span<const std::byte> bytes,
-               const SampleParams& params) const override {
+  bool Decodes(std::span<const std::byte> bytes, const SampleParams& params) const override {
     return cuda::LooksLikeJpeg(bytes) && params.angle == 0 && params.zoom == 1;
   }
 
@@ -209,8 +203,7 @@ class CudaBatchMaker final : public DeviceBatchMaker {
 
   Status Upload(std::byte* device, std::span<const std::byte> host) override {
     STOKER_RETURN_IF_ERROR(FromCuda(cudaSetDevice(device_), "set device"));
-    return FromCuda(cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice),
-                    "upload");
+    return FromCuda(cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice), "upload");
   }
 
   Status Move(std::byte* dst, const std::byte* src, size_t bytes) override {
@@ -239,7 +232,7 @@ class CudaBatchMaker final : public DeviceBatchMaker {
   std::unique_ptr<cuda::GpuBatchTransformer> gpu_;
   Transformer cpu_;  // the samples the GPU turns down in Run
   std::shared_ptr<DevicePool> pool_;
-  std::vector<std::byte> host_;  // one sample's output from cpu_, on its way up
+  std::vector<std::byte> host_;   // one sample's output from cpu_, on its way up
   std::byte* scratch_ = nullptr;  // Run's output when samples do not fill slots 0..n-1
   size_t scratch_bytes_ = 0;
 };
@@ -247,15 +240,14 @@ class CudaBatchMaker final : public DeviceBatchMaker {
 }  // namespace
 
 Result<std::unique_ptr<DeviceBatchMaker>> DeviceBatchMaker::Create(
-    const TransformOptions& transform, int device, size_t batch_bytes,
-    size_t max_free_buffers) {
+    const TransformOptions& transform, int device, size_t batch_bytes, size_t max_free_buffers) {
   const int devices = cuda::CudaDeviceCount();
   if (device < 0 || device >= devices) {
     return Err(Status::Unsupported(
-        devices == 0 ? std::string("no CUDA device is visible to this process (no NVIDIA driver, "
-                                   "no GPU, or CUDA_VISIBLE_DEVICES hides them)")
-                     : fmt::format("there is no CUDA device {} (this process sees {})", device,
-                                   devices)));
+        devices == 0
+            ? std::string("no CUDA device is visible to this process (no NVIDIA driver, "
+                          "no GPU, or CUDA_VISIBLE_DEVICES hides them)")
+            : fmt::format("there is no CUDA device {} (this process sees {})", device, devices)));
   }
   cuda::GpuTransformOptions options;
   options.output = transform.output;
