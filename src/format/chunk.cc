@@ -284,4 +284,58 @@ Result<ChunkCheck> CheckChunk(RandomAccessFile& file, const ChunkInfo& expected,
   return check;
 }
 
+uint64_t ChunkStreamCheck::TailBytes(const ChunkInfo& expected) {
+  return uint64_t{expected.entry_count} * ChunkIndexEntrySize(expected.wide_index) +
+         kChunkFooterSize;
+}
+
+Result<ChunkStreamCheck> ChunkStreamCheck::Begin(std::span<const std::byte> header,
+                                                 std::span<const std::byte> tail,
+                                                 const ChunkInfo& expected,
+                                                 const std::string& name) {
+  const uint64_t size = expected.file_size;
+  if (auto problem = SizeProblem(size, expected)) {
+    return Err(Status::Corruption(fmt::format("chunk {}: {}", name, *problem)));
+  }
+  if (header.size() != kChunkHeaderSize || tail.size() != TailBytes(expected) ||
+      tail.size() > size - kChunkHeaderSize) {
+    return Err(Status::Corruption(
+        fmt::format("chunk {}: {} bytes, too short for its index and footer", name, size)));
+  }
+  const auto footer = tail.last(kChunkFooterSize);
+  ChunkCheck check;
+  const ChunkFrame frame = CheckFrame(header, footer, tail.first(tail.size() - kChunkFooterSize),
+                                      size, expected, name, check);
+  if (!check.status.ok()) return Err(check.status);
+  if (frame.data_crc32c != expected.data_crc32c) {
+    return Err(
+        Status::Corruption(fmt::format("chunk {}: data CRC differs from the metadata", name)));
+  }
+  ChunkStreamCheck out;
+  out.name_ = name;
+  out.entries_ = std::move(check.entries);
+  out.size_ = size;
+  out.tail_bytes_ = tail.size();
+  return out;
+}
+
+Result<uint64_t> ChunkStreamCheck::Advance(std::span<const std::byte> file, uint64_t present) {
+  present = std::min<uint64_t>(present, file.size());
+  for (; next_ < entries_.size(); ++next_) {
+    const ChunkEntryRef& e = entries_[next_];
+    if (e.offset + e.length > present) break;
+    const auto payload = file.subspan(e.offset, e.length);
+    if (crc32c::Value(payload) != e.crc32c) {
+      return Err(Status::Corruption(
+          fmt::format("chunk {}: entry {} (at {}) fails its CRC", name_, next_, e.offset)));
+    }
+  }
+  // (The header, checked at Begin, counts only once the caller's buffer has it too.)
+  if (next_ < entries_.size()) return std::min(entries_[next_].offset, present);
+  // Every entry passed its CRC, and the index (which covers the data exactly) and the footer
+  // passed theirs at Begin: the data CRC would add a second pass over the bytes and nothing
+  // else. The tail counts once it is all there.
+  return present >= size_ ? size_ : std::min(size_ - tail_bytes_, present);
+}
+
 }  // namespace stoker::format

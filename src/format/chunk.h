@@ -130,4 +130,31 @@ Result<ChunkCheck> CheckChunk(RandomAccessFile& file, const ChunkInfo& expected,
                               const std::string& name, uint64_t piece_bytes,
                               const ChunkDataFn& on_data);
 
+// A chunk file checked as it arrives, in order, so that what is verified can be handed on
+// before the rest has come (the job cache streams chunks store -> owner -> reader -> trainer):
+// the header and the tail (index + footer) first, checked as CheckChunk checks them (the footer's
+// data CRC must be the metadata's), then the data entry by entry against the index's CRC32C.
+class ChunkStreamCheck {
+ public:
+  // The tail's size as the metadata implies it: the index and the footer.
+  static uint64_t TailBytes(const ChunkInfo& expected);
+  // `header`: the file's first kChunkHeaderSize bytes; `tail`: its last TailBytes(expected).
+  static Result<ChunkStreamCheck> Begin(std::span<const std::byte> header,
+                                        std::span<const std::byte> tail, const ChunkInfo& expected,
+                                        const std::string& name);
+  // `file` holds the whole file's bytes as far as they have come: [0, present) in order.
+  // Checks the entries now complete and returns how much of the file is verified from its start:
+  // the header and whole verified entries, and the whole file once every entry passed and the
+  // tail is there too. Corruption names the entry that failed; what was verified stays so, and
+  // once the entry's bytes are replaced (from another source) the next call checks it again.
+  Result<uint64_t> Advance(std::span<const std::byte> file, uint64_t present);
+
+ private:
+  ChunkStreamCheck() = default;
+  std::string name_;
+  std::vector<ChunkEntryRef> entries_;
+  size_t next_ = 0;  // the first entry not yet verified
+  uint64_t size_ = 0, tail_bytes_ = 0;
+};
+
 }  // namespace stoker::format

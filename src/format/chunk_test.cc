@@ -52,12 +52,56 @@ class ChunkTest : public ::testing::Test {
       if (bytes.size() == info.file_size && bytes.size() >= kChunkHeaderSize + kChunkFooterSize) {
         EXPECT_TRUE(seen == bytes) << "pieces of " << piece;
       }
+      // The streamed check (the job cache's) agrees too, and never vouches for bytes that have
+      // not come.
+      EXPECT_EQ(Stream(bytes, info, piece), whole.status.ok()) << "pieces of " << piece;
     }
     return whole;
   }
 
+  // ChunkStreamCheck over `bytes` arriving in pieces: whether it verified the whole file.
+  static bool Stream(const std::string& bytes, const ChunkInfo& info, uint64_t piece) {
+    const auto all = AsBytes(bytes);
+    const uint64_t tail = ChunkStreamCheck::TailBytes(info);
+    if (all.size() < kChunkHeaderSize || all.size() < tail) return false;
+    auto check = ChunkStreamCheck::Begin(all.first(kChunkHeaderSize), all.last(tail), info, "t");
+    if (!check.has_value()) return false;
+    uint64_t verified = 0;
+    for (uint64_t present = 0;;) {
+      present = std::min<uint64_t>(present + piece, all.size());
+      auto now = check->Advance(all, present);
+      if (!now.has_value()) return false;
+      EXPECT_LE(*now, present);
+      EXPECT_GE(*now, verified);
+      verified = *now;
+      if (present == all.size()) return verified == all.size();
+    }
+  }
+
   storage::MemoryStorage storage_;
 };
+
+// Streamed, the bytes before a damaged entry are vouched for and it is named; nothing after,
+// until its bytes come again intact.
+TEST_F(ChunkTest, AStreamedCheckStopsAtTheFirstBadEntry) {
+  std::vector<ChunkEntryRef> refs;
+  const ChunkInfo info = Write(7, {"alpha", "bravo-bravo", "charlie", "delta"}, &refs);
+  std::string bytes = Contents(7);
+  bytes[refs[2].offset + 1] ^= 0x20;
+  const auto all = AsBytes(bytes);
+  auto check = ChunkStreamCheck::Begin(all.first(kChunkHeaderSize),
+                                       all.last(ChunkStreamCheck::TailBytes(info)), info, "t");
+  ASSERT_TRUE(check.has_value()) << check.error().ToString();
+  EXPECT_EQ(check->Advance(all, refs[1].offset + 3).value(), refs[1].offset);
+  EXPECT_EQ(check->Advance(all, refs[2].offset).value(), refs[2].offset);
+  auto bad = check->Advance(all, all.size());
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kCorruption);
+  EXPECT_NE(bad.error().message().find("entry 2"), std::string::npos) << bad.error().ToString();
+  EXPECT_FALSE(check->Advance(all, all.size()).has_value());
+  bytes[refs[2].offset + 1] ^= 0x20;  // the entry again, from a good source
+  EXPECT_EQ(check->Advance(all, all.size()).value(), all.size());
+}
 
 TEST(ChunkPath, IsFixedWidthHex) {
   EXPECT_EQ(ChunkPath(0), "chunks/0000000000000000.chunk");

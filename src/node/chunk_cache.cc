@@ -7,12 +7,6 @@
 
 namespace stoker::node {
 
-struct ChunkCache::Flight {
-  bool done = false;
-  Status status;
-  std::shared_ptr<const CachedChunk> chunk;
-};
-
 ChunkCache::ChunkCache(uint64_t capacity_bytes, std::function<bool(uint32_t)> is_owned,
                        std::chrono::milliseconds wait_for_room)
     : capacity_(capacity_bytes),
@@ -20,18 +14,35 @@ ChunkCache::ChunkCache(uint64_t capacity_bytes, std::function<bool(uint32_t)> is
       wait_for_room_(wait_for_room),
       shared_(std::make_shared<Shared>()) {}
 
-ChunkCache::~ChunkCache() = default;
+ChunkCache::~ChunkCache() { StopFills(); }
+
+void ChunkCache::StopFills() {
+  std::vector<FillThread> fills;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    fills.swap(fills_);
+  }
+  for (FillThread& f : fills) f.thread.join();
+}
+
+void ChunkCache::ReapFillsLocked() {
+  std::erase_if(fills_, [](FillThread& f) {
+    if (!f.done->load()) return false;
+    f.thread.join();  // it has returned (or is returning) from RunFill
+    return true;
+  });
+}
 
 bool ChunkCache::Contains(uint32_t chunk) const {
   std::lock_guard lock(mu_);
-  auto it = entries_.find(chunk);
-  return it != entries_.end() && it->second.chunk != nullptr;
+  return entries_.contains(chunk);
 }
 
 std::shared_ptr<const CachedChunk> ChunkCache::Peek(uint32_t chunk) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(chunk);
-  if (it == entries_.end() || it->second.chunk == nullptr) return nullptr;
+  if (it == entries_.end() || !it->second.chunk->complete()) return nullptr;
   it->second.last_use = ++use_clock_;
   ++stats_.hits;
   return it->second.chunk;
@@ -59,7 +70,7 @@ bool ChunkCache::MakeRoomLocked(uint64_t size, uint64_t limit) {
     Key victim_key{};
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       const Entry& e = it->second;
-      if (e.chunk == nullptr || e.chunk.use_count() > 1) continue;
+      if (e.chunk.use_count() > 1) continue;  // held: by its fill, a reader, a transfer
       const uint64_t next = NextUseLocked(it->first);
       if (limit != kDone && next <= limit) continue;
       Key key;
@@ -99,7 +110,6 @@ Result<std::shared_ptr<const CachedChunk>> ChunkCache::GetImpl(uint32_t chunk, u
         "chunk {} has {} bytes, more than the whole cache ({} bytes)", chunk, size, capacity_)));
   }
   std::unique_lock lock(mu_);
-  std::shared_ptr<Flight> flight;
   const auto deadline = std::chrono::steady_clock::now() + wait_for_room_;
   while (true) {
     auto it = entries_.find(chunk);
@@ -107,12 +117,10 @@ Result<std::shared_ptr<const CachedChunk>> ChunkCache::GetImpl(uint32_t chunk, u
       Entry& e = it->second;
       e.last_use = ++use_clock_;
       ++stats_.hits;
-      if (e.chunk != nullptr) return e.chunk;
-      // Somebody is filling it: wait for that fill and share its result.
-      std::shared_ptr<Flight> theirs = e.flight;
-      shared_->cv.wait(lock, [&] { return theirs->done; });
-      if (!theirs->status.ok()) return Err(theirs->status);
-      return theirs->chunk;
+      return e.chunk;  // complete, or filling: the caller waits for what it reads
+    }
+    if (stopping_) {
+      return Err(Status(StatusCode::kUnavailable, "the node daemon is shutting down"));
     }
     const uint64_t limit = prefetch ? NextUseLocked(chunk) : kDone;
     if (MakeRoomLocked(size, limit)) break;
@@ -132,43 +140,47 @@ Result<std::shared_ptr<const CachedChunk>> ChunkCache::GetImpl(uint32_t chunk, u
   auto created = CachedChunk::Create(name, size, &shared_->live_bytes);
   if (!created) return Err(created.error());
   stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, shared_->live_bytes.load());
-  flight = std::make_shared<Flight>();
-  entries_[chunk] = Entry{nullptr, flight, ++use_clock_};
+  // The deleter keeps the accounting alive and wakes anyone waiting for room.
+  std::shared_ptr<Shared> shared = shared_;
+  std::shared_ptr<CachedChunk> filling(created->release(), [shared](CachedChunk* c) {
+    delete c;
+    shared->cv.notify_all();
+  });
+  entries_[chunk] = Entry{filling, ++use_clock_};
   ++stats_.fetches;
-  lock.unlock();
-
-  std::unique_ptr<CachedChunk> owned = std::move(*created);
-  Status st = fill(chunk, owned->writable());
-  if (st.ok()) st = owned->Seal();
-  std::shared_ptr<const CachedChunk> ready;
-  if (st.ok()) {
-    // The deleter keeps the accounting alive and wakes anyone waiting for room.
-    std::shared_ptr<Shared> shared = shared_;
-    ready = std::shared_ptr<const CachedChunk>(owned.release(), [shared](const CachedChunk* c) {
-      delete c;
-      shared->cv.notify_all();
-    });
-  } else {
-    owned.reset();
+  if (prefetch) {
+    lock.unlock();
+    STOKER_RETURN_IF_ERROR(RunFill(chunk, filling, fill));
+    return std::shared_ptr<const CachedChunk>(filling);
   }
+  ReapFillsLocked();
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  fills_.push_back({std::thread([this, chunk, filling, fill, done]() mutable {
+                      (void)RunFill(chunk, filling, fill);
+                      filling.reset();  // done means released: the chunk may be evicted now
+                      done->store(true);
+                    }),
+                    done});
+  return std::shared_ptr<const CachedChunk>(filling);
+}
 
-  lock.lock();
-  flight->done = true;
-  flight->status = st;
-  flight->chunk = ready;
-  auto it = entries_.find(chunk);
-  if (st.ok()) {
-    it->second.chunk = ready;
-    it->second.flight.reset();
-    stats_.bytes_fetched += size;
-  } else {
-    entries_.erase(it);
-    ++stats_.fetch_failures;
+Status ChunkCache::RunFill(uint32_t index, const std::shared_ptr<CachedChunk>& chunk,
+                           const Filler& fill) {
+  Status st = fill(index, *chunk);
+  if (st.ok()) st = chunk->Seal();
+  if (!st.ok()) chunk->Fail();
+  {
+    std::lock_guard lock(mu_);
+    if (st.ok()) {
+      stats_.bytes_fetched += chunk->size();
+    } else {
+      ++stats_.fetch_failures;
+      auto it = entries_.find(index);
+      if (it != entries_.end() && it->second.chunk == chunk) entries_.erase(it);
+    }
   }
-  lock.unlock();
   shared_->cv.notify_all();
-  if (!st.ok()) return Err(st);
-  return ready;
+  return st;
 }
 
 uint64_t ChunkCache::AddPlan() {
@@ -224,6 +236,8 @@ ChunkCacheStats ChunkCache::stats() const {
   ChunkCacheStats s = stats_;
   s.live_bytes = shared_->live_bytes.load();
   s.entries = entries_.size();
+  s.fills_running = static_cast<uint64_t>(std::count_if(
+      fills_.begin(), fills_.end(), [](const FillThread& f) { return !f.done->load(); }));
   return s;
 }
 

@@ -1,5 +1,6 @@
 // The node daemon's chunk cache: a hard memory cap, one fetch per chunk however many ask
-// (single flight), and eviction driven by the trainers' known future order.
+// (single flight), chunks handed out while they fill (cut-through: a reader waits for the bytes
+// it needs, CachedChunk::WaitFor), and eviction driven by the trainers' known future order.
 //
 // Eviction. Trainers send their plan (the chunks of an epoch in first-use order, known in
 // advance because the sampler is deterministic, each with the entry until which it stays in use,
@@ -11,8 +12,8 @@
 //      dataset is larger than the job's memory, instead of cycling every chunk through the
 //      cache (LRU on a cyclic or shuffled scan hits nothing),
 //   3. needed again, furthest next use first (Belady).
-// A chunk someone still holds (a trainer lease being sent, a peer transfer) is never a victim;
-// its bytes still count against the cap until released.
+// A chunk someone still holds (a fill under way, a trainer lease being sent, a peer transfer)
+// is never a victim; its bytes still count against the cap until released.
 //
 // Thread-safety: all methods may be called concurrently.
 #pragma once
@@ -26,6 +27,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -43,12 +45,15 @@ struct ChunkCacheStats {
   uint64_t live_bytes = 0;  // bytes of every cached or in-use chunk (<= capacity)
   uint64_t peak_live_bytes = 0;
   uint64_t entries = 0;
+  uint64_t fills_running = 0;  // Get's fills under way
 };
 
 class ChunkCache {
  public:
-  // Fills a chunk's bytes (exactly dst.size()), e.g. from the store or a peer, and checks them.
-  using Filler = std::function<Status(uint32_t chunk, std::span<std::byte> dst)>;
+  // Fills a chunk (out.writable(), out.size() bytes), e.g. from the store or a peer, moving its
+  // verified marks over what it has checked as it goes. OK: the whole chunk is there and
+  // checked (the cache seals it).
+  using Filler = std::function<Status(uint32_t chunk, CachedChunk& out)>;
 
   // `is_owned(chunk)`: whether this node owns the chunk right now (placement may change).
   // `wait_for_room`: how long Get waits for held chunks to be released when the cache is full.
@@ -56,18 +61,22 @@ class ChunkCache {
              std::chrono::milliseconds wait_for_room = std::chrono::seconds(30));
   ~ChunkCache();
 
-  // The chunk's bytes: cached, or filled by `fill` into a new sealed memfd of `size` bytes.
-  // Concurrent calls for one chunk share a single fill and its result (error included; the next
-  // call after a failure tries again). ResourceExhausted if `size` exceeds the capacity or no
-  // room frees up in time.
+  // The chunk, cached or still filling: a chunk not cached gets a new memfd of `size` bytes and
+  // its fill starts on a thread of the cache's; the caller reads what it needs once verified
+  // (CachedChunk::WaitFor; a failed fill fails those waits, and the next Get tries again).
+  // Concurrent calls for one chunk share a single fill. ResourceExhausted if `size` exceeds the
+  // capacity or no room frees up in time; Unavailable once StopFills() ran.
   Result<std::shared_ptr<const CachedChunk>> Get(uint32_t chunk, uint64_t size, const Filler& fill);
-  // Like Get, but only if the chunk fits without evicting anything needed sooner than it
-  // (prefetching must never push out what a trainer is about to read). Unavailable otherwise.
+  // Fills in the caller's thread and returns once the chunk is complete (or the fill's error),
+  // and only if it fits without evicting anything needed sooner than it (prefetching must never
+  // push out what a trainer is about to read): Unavailable otherwise.
   Result<std::shared_ptr<const CachedChunk>> Prefetch(uint32_t chunk, uint64_t size,
                                                       const Filler& fill);
-  bool Contains(uint32_t chunk) const;
-  // The chunk if it is cached now (null otherwise); never fills.
+  bool Contains(uint32_t chunk) const;  // cached or filling
+  // The chunk if it is cached and complete now (null otherwise); never fills.
   std::shared_ptr<const CachedChunk> Peek(uint32_t chunk);
+  // Waits for the fills under way; later Gets start none. (Before what the fills use goes away.)
+  void StopFills();
 
   // Plans: one per trainer, replaced each epoch, removed when the trainer goes away.
   uint64_t AddPlan();
@@ -88,10 +97,8 @@ class ChunkCache {
   uint64_t capacity() const { return capacity_; }
 
  private:
-  struct Flight;
   struct Entry {
-    std::shared_ptr<const CachedChunk> chunk;  // null while its fill runs
-    std::shared_ptr<Flight> flight;
+    std::shared_ptr<const CachedChunk> chunk;  // complete, or filling (its fill holds it too)
     uint64_t last_use = 0;
   };
   struct Plan {
@@ -109,6 +116,9 @@ class ChunkCache {
   // Evicts until `size` more bytes fit; false if it cannot now. With `limit` != kDone, only
   // chunks whose next use is beyond `limit` may go.
   bool MakeRoomLocked(uint64_t size, uint64_t limit);
+  // Runs `fill` into `chunk`, then seals it, or fails it and forgets it.
+  Status RunFill(uint32_t index, const std::shared_ptr<CachedChunk>& chunk, const Filler& fill);
+  void ReapFillsLocked();
 
   const uint64_t capacity_;
   const std::function<bool(uint32_t)> is_owned_;
@@ -123,6 +133,12 @@ class ChunkCache {
   std::shared_ptr<Shared> shared_;
   std::unordered_map<uint32_t, Entry> entries_;
   std::unordered_map<uint64_t, Plan> plans_;
+  struct FillThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<FillThread> fills_;  // Get's fills, joined when done or by StopFills
+  bool stopping_ = false;
   uint64_t next_plan_ = 1;
   uint64_t use_clock_ = 0;
   ChunkCacheStats stats_;

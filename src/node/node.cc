@@ -19,17 +19,30 @@
 namespace stoker::node {
 namespace {
 
-// A read-only file over bytes kept alive by `owner` (a cached chunk, the manifest).
+// How long a peer's read waits for a chunk's fill to make progress (it then fails, and the
+// peer goes elsewhere); the peer's own timeout may end the wait sooner.
+constexpr std::chrono::milliseconds kFillStall{60000};
+// Pieces a fill reads at a time: from a peer (each a round trip, so the bytes go on to this
+// daemon's readers after 1 MiB rather than a whole chunk), and from the store (an object
+// store's requests cost more).
+constexpr uint64_t kPeerPiece = 1 << 19;
+constexpr uint64_t kStorePiece = 1 << 20;
+
+// A read-only file over bytes kept alive by `owner` (the manifest), or over a cached chunk,
+// whose reads wait for the bytes they need to be verified (the chunk may still be filling).
 class HeldBytesFile : public RandomAccessFile {
  public:
   HeldBytesFile(std::span<const std::byte> bytes, std::shared_ptr<const void> owner)
       : bytes_(bytes), owner_(std::move(owner)) {}
+  explicit HeldBytesFile(std::shared_ptr<const CachedChunk> chunk)
+      : bytes_(chunk->bytes()), owner_(chunk), chunk_(std::move(chunk)) {}
   uint64_t Size() const override { return bytes_.size(); }
   Status ReadAt(uint64_t offset, std::span<std::byte> dst) const override {
     if (offset > bytes_.size() || dst.size() > bytes_.size() - offset) {
       return Status::IOError(fmt::format("read of {} bytes at {} past the end ({} bytes)",
                                          dst.size(), offset, bytes_.size()));
     }
+    if (chunk_ != nullptr) STOKER_RETURN_IF_ERROR(chunk_->WaitFor(offset, dst.size(), kFillStall));
     std::copy_n(bytes_.begin() + static_cast<ptrdiff_t>(offset), dst.size(), dst.begin());
     return Status::OK();
   }
@@ -37,6 +50,7 @@ class HeldBytesFile : public RandomAccessFile {
  private:
   std::span<const std::byte> bytes_;
   std::shared_ptr<const void> owner_;
+  std::shared_ptr<const CachedChunk> chunk_;  // null for plain bytes
 };
 
 // What the daemon exports to its peers (as dataset `job`): its version record under the name
@@ -64,11 +78,11 @@ class PeerExport : public Storage {
       auto chunk = state_->cache->Peek(it->second);
       if (chunk == nullptr) return Err(Status::NotFound(Describe(path) + ": not cached"));
       state_->counters.peer_requests.fetch_add(1);
-      return std::make_unique<HeldBytesFile>(chunk->bytes(), chunk);
+      return std::make_unique<HeldBytesFile>(std::move(chunk));
     }
     state_->counters.peer_requests.fetch_add(1);
     STOKER_ASSIGN_OR_RETURN(auto chunk, state_->ForPeer(it->second));
-    return std::make_unique<HeldBytesFile>(chunk->bytes(), chunk);
+    return std::make_unique<HeldBytesFile>(std::move(chunk));
   }
   Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
     return Err(ReadOnly(path));
@@ -139,32 +153,39 @@ Status Node::State::Check(uint32_t index, std::span<const std::byte> bytes,
   return format::CheckChunk(bytes, chunks[index], source).status;
 }
 
-Status Node::State::FillFromStore(uint32_t index, std::span<std::byte> dst) {
+Status Node::State::FillFromStore(uint32_t index, ChunkFill& fill) {
   const std::string path = ChunkName(index);
   STOKER_ASSIGN_OR_RETURN(auto file, store->OpenRead(path));
-  if (file->Size() != dst.size()) {
+  if (file->Size() != ChunkSize(index)) {
     return Status::Corruption(fmt::format("{}: {} bytes, the metadata says {}",
-                                          store->Describe(path), file->Size(), dst.size()));
+                                          store->Describe(path), file->Size(), ChunkSize(index)));
   }
-  STOKER_RETURN_IF_ERROR(file->ReadAt(0, dst));
-  STOKER_RETURN_IF_ERROR(Check(index, dst, store->Describe(path)));
-  counters.store_fills.fetch_add(1);
-  counters.store_bytes.fetch_add(dst.size());
-  return Status::OK();
+  std::atomic<uint64_t> bytes{0};
+  auto read = [&](uint64_t offset, std::span<std::byte> dst) {
+    bytes.fetch_add(dst.size());
+    return file->ReadAt(offset, dst);
+  };
+  const Status st = fill.From(read, store->Describe(path), kStorePiece);
+  counters.store_bytes.fetch_add(bytes.load());
+  if (st.ok()) counters.store_fills.fetch_add(1);
+  return st;
 }
 
-Status Node::State::FillFromPeer(size_t peer, uint32_t index, std::span<std::byte> dst,
-                                 bool cached_only) {
+Status Node::State::FillFromPeer(size_t peer, uint32_t index, ChunkFill& fill, bool cached_only) {
   const std::string path = ChunkName(index);
   net::Client& client = cached_only ? *peer_cached[peer] : *peer_data[peer];
-  Status st = client.Read(path, 0, dst);
+  std::atomic<uint64_t> bytes{0};
+  auto read = [&](uint64_t offset, std::span<std::byte> dst) {
+    bytes.fetch_add(dst.size());
+    return client.Read(path, offset, dst);
+  };
+  Status st = fill.From(read, client.Describe(path), kPeerPiece);
+  counters.peer_bytes.fetch_add(bytes.load());
   if (st.ok()) {
-    st = Check(index, dst, client.Describe(path));
-    if (st.ok()) {
-      counters.peer_fills.fetch_add(1);
-      counters.peer_bytes.fetch_add(dst.size());
-      return Status::OK();
-    }
+    counters.peer_fills.fetch_add(1);
+    return st;
+  }
+  if (st.code() == StatusCode::kCorruption) {
     counters.peer_corrupt.fetch_add(1);
   } else if (cached_only && st.IsNotFound()) {
     return st;
@@ -176,11 +197,11 @@ Status Node::State::FillFromPeer(size_t peer, uint32_t index, std::span<std::byt
   return st;
 }
 
-Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
+Status Node::State::FillFromOwners(uint32_t index, ChunkFill& fill) {
   const std::vector<size_t> ranking = membership->LiveRanking(chunks[index].id);
   auto it = ranking.begin();
   for (; it != ranking.end() && *it != membership->self(); ++it) {
-    if (FillFromPeer(*it, index, dst, /*cached_only=*/false).ok()) return Status::OK();
+    if (FillFromPeer(*it, index, fill, /*cached_only=*/false).ok()) return Status::OK();
   }
   // This daemon owns the chunk. Peers after it in the chunk's ranking stood in for it while it
   // was away (a restart), so before the store ask the next two whether they still hold it: a
@@ -188,18 +209,23 @@ Status Node::State::FillFromOwners(uint32_t index, std::span<std::byte> dst) {
   constexpr int kAsked = 2;
   int asked = 0;
   for (++it; it != ranking.end() && asked < kAsked; ++it, ++asked) {
-    if (FillFromPeer(*it, index, dst, /*cached_only=*/true).ok()) return Status::OK();
+    if (FillFromPeer(*it, index, fill, /*cached_only=*/true).ok()) return Status::OK();
   }
-  return FillFromStore(index, dst);
+  return FillFromStore(index, fill);
 }
 
-Status Node::State::Fill(uint32_t index, std::span<std::byte> dst, bool from_peers) {
+Status Node::State::Fill(uint32_t index, CachedChunk& out, bool from_peers) {
   const uint64_t id = chunks[index].id;
+  const std::span<std::byte> dst = out.writable();
   if (disk != nullptr && disk->Read(id, dst).ok()) {
-    if (Check(index, dst, "disk tier " + ChunkName(index)).ok()) return Status::OK();
+    if (Check(index, dst, "disk tier " + ChunkName(index)).ok()) {
+      out.SetVerified(dst.size());
+      return Status::OK();
+    }
     disk->Remove(id);  // torn or stale: fetch it again
   }
-  STOKER_RETURN_IF_ERROR(from_peers ? FillFromOwners(index, dst) : FillFromStore(index, dst));
+  ChunkFill fill(out, chunks[index], ChunkName(index));
+  STOKER_RETURN_IF_ERROR(from_peers ? FillFromOwners(index, fill) : FillFromStore(index, fill));
   if (disk != nullptr) disk->Write(id, dst);
   return Status::OK();
 }
@@ -225,14 +251,14 @@ Result<std::shared_ptr<const CachedChunk>> Node::State::ForTrainer(uint32_t inde
   cache->NoteUse(index);
   if (prefetcher) prefetcher->Wake();
   counters.trainer_gets.fetch_add(1);
-  return cache->Get(index, ChunkSize(index), [this](uint32_t i, std::span<std::byte> dst) {
-    return Fill(i, dst, /*from_peers=*/true);
+  return cache->Get(index, ChunkSize(index), [this](uint32_t i, CachedChunk& out) {
+    return Fill(i, out, /*from_peers=*/true);
   });
 }
 
 Result<std::shared_ptr<const CachedChunk>> Node::State::ForPeer(uint32_t index) {
-  return cache->Get(index, ChunkSize(index), [this](uint32_t i, std::span<std::byte> dst) {
-    return Fill(i, dst, /*from_peers=*/false);
+  return cache->Get(index, ChunkSize(index), [this](uint32_t i, CachedChunk& out) {
+    return Fill(i, out, /*from_peers=*/false);
   });
 }
 
@@ -365,10 +391,9 @@ void StartPrefetcher(Node::State& s) {
       s.options.prefetch_streams,
       [raw] { return raw->cache->PrefetchCandidates(raw->options.prefetch_depth); },
       [raw](uint32_t index) {
-        auto got = raw->cache->Prefetch(index, raw->ChunkSize(index),
-                                        [raw](uint32_t i, std::span<std::byte> dst) {
-                                          return raw->Fill(i, dst, /*from_peers=*/true);
-                                        });
+        auto got = raw->cache->Prefetch(
+            index, raw->ChunkSize(index),
+            [raw](uint32_t i, CachedChunk& out) { return raw->Fill(i, out, /*from_peers=*/true); });
         if (got) raw->counters.prefetches.fetch_add(1);
         return got.has_value();
       });
@@ -473,6 +498,7 @@ void Node::Shutdown() {
   State& s = *state_;
   if (s.prefetcher) s.prefetcher->Stop();  // waits for its fetches under way
   s.StopTrainerService();
+  if (s.cache) s.cache->StopFills();  // before what the fills use (peers, the store) goes
   if (s.membership) s.membership->Stop();
   if (s.server) s.server->Shutdown();
 }

@@ -17,6 +17,7 @@
 #include "net/client.h"
 #include "net/socket.h"
 #include "node/chunk_cache.h"
+#include "node/chunk_fill.h"
 #include "node/disk_tier.h"
 #include "node/membership.h"
 #include "node/node.h"
@@ -80,15 +81,17 @@ struct Node::State {
   std::string ChunkName(uint32_t index) const;
   // The structural and CRC32C check of a whole chunk from `source`.
   Status Check(uint32_t index, std::span<const std::byte> bytes, const std::string& source) const;
-  // The disk tier if it has the chunk (checked), else the peers (`from_peers`) or the store;
-  // what came from the network is then kept on disk.
-  Status Fill(uint32_t index, std::span<std::byte> dst, bool from_peers);
-  Status FillFromStore(uint32_t index, std::span<std::byte> dst);
-  // The chunk's live owners in HRW order, this daemon meaning the store; the store last.
-  Status FillFromOwners(uint32_t index, std::span<std::byte> dst);
-  // One chunk from one peer, checked; a peer that fails is marked down. `cached_only`: the peer
-  // answers NotFound unless it holds the chunk already (a plain miss, not a failure).
-  Status FillFromPeer(size_t peer, uint32_t index, std::span<std::byte> dst, bool cached_only);
+  // The disk tier if it has the chunk (checked), else the peers (`from_peers`) or the store,
+  // handed on as it is verified (ChunkFill); what came from the network is then kept on disk.
+  Status Fill(uint32_t index, CachedChunk& out, bool from_peers);
+  Status FillFromStore(uint32_t index, ChunkFill& fill);
+  // The chunk's live owners in HRW order, this daemon meaning the store; the store last. Each
+  // source goes on where the one before it stopped.
+  Status FillFromOwners(uint32_t index, ChunkFill& fill);
+  // What is missing of a chunk from one peer, checked; a peer that fails is marked down.
+  // `cached_only`: the peer answers NotFound unless it holds the chunk already (a plain miss,
+  // not a failure).
+  Status FillFromPeer(size_t peer, uint32_t index, ChunkFill& fill, bool cached_only);
   Status ProbePeer(size_t peer);
   Result<std::shared_ptr<const CachedChunk>> ForTrainer(uint32_t index);
   Result<std::shared_ptr<const CachedChunk>> ForPeer(uint32_t index);

@@ -26,18 +26,28 @@ namespace {
 constexpr auto kRequestTimeout = std::chrono::seconds(60);  // a fill may wait on the store
 constexpr auto kRetryAfter = std::chrono::seconds(1);
 constexpr size_t kKeptMappings = 8;
+// How long a read waits for a chunk the daemon is still filling to make progress before it
+// reads the store instead.
+constexpr std::chrono::milliseconds kFillStall{60000};
 constexpr size_t kIdleConnections = 16;
 
-// A chunk mapped read-only from the daemon's memfd.
+// A chunk mapped read-only from the daemon's memfd: complete, or still filling (then reads
+// wait for the bytes they need to be verified, cached_chunk.h).
 class Mapping {
  public:
-  Mapping(const std::byte* data, uint64_t size) : data_(data), size_(size) {}
-  ~Mapping() { ::munmap(const_cast<std::byte*>(data_), size_); }
+  Mapping(const std::byte* data, uint64_t size, uint64_t mapped, bool with_marks)
+      : data_(data), size_(size), mapped_(mapped), with_marks_(with_marks) {}
+  ~Mapping() { ::munmap(const_cast<std::byte*>(data_), mapped_); }
   std::span<const std::byte> bytes() const { return {data_, size_}; }
+  Status WaitFor(uint64_t offset, uint64_t n) const {
+    if (!with_marks_) return Status::OK();  // sealed whole by a daemon before cut-through
+    return WaitForVerified(data_ + VerifiedMarkOffset(size_), size_, offset, n, kFillStall);
+  }
 
  private:
   const std::byte* data_;
-  uint64_t size_;
+  uint64_t size_, mapped_;
+  bool with_marks_;
 };
 
 // Every reply starts with a status (net::ReadStatus); a malformed one is the daemon's fault.
@@ -101,6 +111,11 @@ class NodeLink {
     kept_.emplace_front(id, *mapped);
     if (kept_.size() > kKeptMappings) kept_.pop_back();
     return *mapped;
+  }
+
+  void Forget(uint64_t id) {
+    std::lock_guard lock(mu_);
+    kept_.remove_if([id](const auto& kept) { return kept.first == id; });
   }
 
   void SetPlan(std::vector<std::pair<uint64_t, uint32_t>> ids) {
@@ -174,16 +189,19 @@ class NodeLink {
     if (!size || !r.ExpectEnd().ok() || chunk_fd.get() < 0) {
       return Err(Status::Corruption("malformed GET reply from the node daemon"));
     }
-    // Only a sealed memfd of the announced size is trusted: its bytes can never change.
-    struct stat st{};
-    if (!IsSealedChunk(chunk_fd.get()) || ::fstat(chunk_fd.get(), &st) != 0 ||
-        static_cast<uint64_t>(st.st_size) != *size || *size == 0) {
+    // Only a memfd sealed against resizing, of the announced layout, is trusted: a mapping of
+    // it never faults, and the daemon marks what it verified before anyone reads it.
+    const std::optional<ChunkFdLayout> layout = CheckChunkFd(chunk_fd.get(), *size);
+    if (!layout) {
       return Err(Status::Corruption("the node daemon sent an unsealed or mis-sized chunk"));
     }
-    void* p = ::mmap(nullptr, *size, PROT_READ, MAP_SHARED, chunk_fd.get(), 0);
+    const bool with_marks = *layout == ChunkFdLayout::kWithMarks;
+    const uint64_t mapped = with_marks ? ChunkMemfdSize(*size) : *size;
+    void* p = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, chunk_fd.get(), 0);
     if (p == MAP_FAILED) return Err(Status::FromErrno(errno, "map chunk from the node daemon"));
     Return(std::move(socket));
-    return std::make_shared<const Mapping>(static_cast<const std::byte*>(p), *size);
+    return std::make_shared<const Mapping>(static_cast<const std::byte*>(p), *size, mapped,
+                                           with_marks);
   }
 
   // The plan goes over its own connection, kept open: the daemon drops a plan when the
@@ -247,10 +265,13 @@ class NodeChunkFile : public RandomAccessFile {
       return Status::IOError(fmt::format("{}: read past the end", path_));
     }
     if (auto mapped = link_->Chunk(id_); mapped && (*mapped)->bytes().size() == size_) {
-      std::copy_n((*mapped)->bytes().begin() + static_cast<ptrdiff_t>(offset), dst.size(),
-                  dst.begin());
-      link_->Count(true);
-      return Status::OK();
+      if ((*mapped)->WaitFor(offset, dst.size()).ok()) {
+        std::copy_n((*mapped)->bytes().begin() + static_cast<ptrdiff_t>(offset), dst.size(),
+                    dst.begin());
+        link_->Count(true);
+        return Status::OK();
+      }
+      link_->Forget(id_);  // its fill failed or stalled: a later read asks the daemon again
     }
     link_->Count(false);
     STOKER_ASSIGN_OR_RETURN(RandomAccessFile * file, StoreFile());

@@ -1,6 +1,7 @@
 // Trainer <-> node daemon on one machine: a unix SOCK_SEQPACKET socket (one message per request
-// and per reply, so no framing is needed), with chunk bytes passed as sealed memfd descriptors
-// (SCM_RIGHTS), never as socket payload. docs/cache.md, "Trainer <-> daemon".
+// and per reply, so no framing is needed), with chunk bytes passed as memfd descriptors
+// (SCM_RIGHTS), never as socket payload: possibly still filling, with marks of what is verified
+// (node_client/cached_chunk.h). docs/cache.md, "Trainer <-> daemon".
 //
 // Requests (payload codecs of src/net/payload.h):
 //   HELLO  u8 1 | bytes manifest    the trainer's newest version record: the daemon refuses another
