@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "decode/cuda/cuda_status.h"
 #include "decode/cuda/gpu_transform.h"
 #include "decode/cuda/jpeg_markers.h"
 #include "decode/device_batches.h"
@@ -15,14 +16,7 @@
 namespace stoker::decode {
 namespace {
 
-Status FromCuda(cudaError_t e, const char* step) {
-  if (e == cudaSuccess) return Status::OK();
-  (void)cudaGetLastError();  // clear a sticky-free error so the next call can succeed
-  if (e == cudaErrorMemoryAllocation) {
-    return Status::ResourceExhausted(fmt::format("CUDA {}: out of device memory", step));
-  }
-  return Status::Internal(fmt::format("CUDA {}: {}", step, cudaGetErrorString(e)));
-}
+using cuda::FromCuda;
 
 // Released batch buffers kept for reuse. Buffers may outlive the pool inside tensors; they are
 // then freed directly.

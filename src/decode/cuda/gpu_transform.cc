@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "decode/cuda/cuda_status.h"
 #include "decode/cuda/gpu_kernels.h"
 #include "decode/cuda/nvjpeg_decoder.h"
 #include "decode/cuda/resample_plan.h"
@@ -21,14 +22,6 @@ namespace {
 constexpr size_t kAlign = 256;  // cudaMalloc's alignment, kept for every sub-buffer
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-Status FromCuda(cudaError_t e, const char* step) {
-  if (e == cudaSuccess) return Status::OK();
-  if (e == cudaErrorMemoryAllocation) {
-    return Status::ResourceExhausted(fmt::format("CUDA {}: out of device memory", step));
-  }
-  return Status::Internal(fmt::format("CUDA {}: {}", step, cudaGetErrorString(e)));
-}
 
 // Device (or pinned host) memory that grows and never shrinks.
 template <cudaError_t (*Alloc)(void**, size_t), cudaError_t (*Free)(void*)>
