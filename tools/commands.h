@@ -38,6 +38,8 @@ void RegisterCommit(CLI::App& app, int& exit_code);
 void RegisterCompact(CLI::App& app, int& exit_code);
 void RegisterInspect(CLI::App& app, int& exit_code);  // ls, stat, cat, info, versions
 void RegisterVerify(CLI::App& app, int& exit_code);
+// `stoker doctor`: what this machine lacks for stoker, and how to fix it (cmd_doctor.cc).
+void RegisterDoctor(CLI::App& app, int& exit_code);
 void RegisterProfile(CLI::App& app, int& exit_code);  // cmd_profile.cc
 void RegisterShuffleReport(CLI::App& app, int& exit_code);
 void RegisterServe(CLI::App& app, int& exit_code);

@@ -62,6 +62,7 @@ int Run(int argc, char** argv) {
   stoker::cli::RegisterNode(app, exit_code);
   stoker::cli::RegisterMount(app, exit_code);
   stoker::cli::RegisterProfile(app, exit_code);
+  stoker::cli::RegisterDoctor(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
