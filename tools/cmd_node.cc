@@ -142,7 +142,7 @@ void RegisterNode(CLI::App& app, int& exit_code) {
                   "job id: namespaces the cache (every daemon of the job "
                   "uses the same one)")
       ->required();
-  cmd->add_option("--store", args->store, "the dataset: a path, file://, stoker:// or s3:// URI")
+  cmd->add_option("--store", args->store, "the dataset: a path, file://, stoker://, s3:// or http(s):// URI")
       ->required();
   cmd->add_option("--listen", args->listen, "HOST:PORT for the other daemons (port 0: any)")
       ->capture_default_str();

@@ -2,9 +2,10 @@
 //
 // Every path is relative to the storage's root (a dataset directory, a bucket prefix …) and uses
 // '/' separators. Implementations: POSIX directories (src/storage/posix_storage.cc), a `stoker
-// serve` server (src/net/remote_storage.cc), S3 (src/s3/s3_storage.cc), a node daemon in front of
-// any of them (src/node_client/node_storage.cc), and an in-memory fake and a fault-injecting
-// wrapper for tests. OpenStorage (src/storage_uri/) picks one by the URI's scheme.
+// serve` server (src/net/remote_storage.cc), S3 (src/s3/s3_storage.cc), a web server (read-only:
+// src/http/http_storage.cc), a node daemon in front of any of them
+// (src/node_client/node_storage.cc), and an in-memory fake and a fault-injecting wrapper for
+// tests. OpenStorage (src/storage_uri/) picks one by the URI's scheme.
 // Thread-safety: every method of Storage and RandomAccessFile may be called concurrently.
 // A WritableFile is used by one thread at a time.
 #pragma once
@@ -80,7 +81,8 @@ class Storage {
   virtual Status CreateDirs(std::string_view path) = 0;
   // Makes creations, renames and removals inside directory `path` durable.
   virtual Status SyncDir(std::string_view path) = 0;
-  // Entry names (not paths) in directory `path`, sorted; NotFound if it does not exist.
+  // Entry names (not paths) in directory `path`, sorted; NotFound if it does not exist;
+  // Unsupported from storage that cannot list (a web server), which readers do without.
   virtual Result<std::vector<std::string>> List(std::string_view path) = 0;
   virtual Result<bool> Exists(std::string_view path) = 0;
   // A human-readable location for error messages, e.g. "/data/imagenet/chunks/00ab.chunk".
@@ -121,8 +123,8 @@ struct StorageOptions {
 };
 
 // Opens the storage for a dataset location: a local path, a file:// URI (file:///abs or
-// file://localhost/abs), a stoker:// URI or an s3:// URI. The directory need not exist yet (pack
-// creates it). InvalidArgument for a malformed location or setting, Unsupported for an unknown
+// file://localhost/abs), a stoker://, s3:// or (read-only) http(s):// URI. The directory need
+// not exist yet (pack creates it). InvalidArgument for a malformed location or setting, Unsupported for an unknown
 // scheme.
 Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri,
                                              const StorageOptions& options = {});

@@ -252,7 +252,7 @@ Result<std::vector<std::string>> UnreferencedFiles(Storage& storage, const LiveF
        {format::kVersionsDir, format::kSegmentsDir, std::string_view("chunks")}) {
     STOKER_ASSIGN_OR_RETURN(auto files, FilesIn(storage, dir));
     for (std::string& path : files) {
-      if (live.contains(path)) continue;
+      if (live.contains(path) || path == format::kLatestHintPath) continue;
       if (dir == format::kVersionsDir &&
           format::VersionOfRecordName(path.substr(dir.size() + 1)) != 0) {
         continue;
@@ -311,6 +311,10 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   // Removed versions disappear first, so no reader opens them from now on; their files follow
   // after the grace period, like any other unreferenced file.
   if (!options.dry_run) {
+    // Readers that cannot list probe from the hint: it must not name a version removed here.
+    if (!summary.versions_removed.empty()) {
+      STOKER_RETURN_IF_ERROR(format::WriteLatestHint(storage, versions.back()));
+    }
     for (const uint64_t v : summary.versions_removed) {
       // NotFound: another gc (or a retried request) removed it already.
       if (Status s = storage.Remove(format::VersionRecordPath(v)); !s.ok() && !s.IsNotFound()) {

@@ -90,6 +90,30 @@ TEST_F(GcTest, AppendOnlyVersionsShareEverythingSoOnlyRecordsGo) {
   ExpectNewestIntact();
 }
 
+// A reader without a listing (a web server) probes record names from version 1, which gc
+// removes: gc leaves versions/latest behind for it first, and never sweeps it.
+TEST_F(GcTest, ReadersWithoutAListingStillFindTheNewestVersion) {
+  class Unlisted : public storage::ForwardingStorage {
+   public:
+    using ForwardingStorage::ForwardingStorage;
+    Result<std::vector<std::string>> List(std::string_view) override {
+      return Err(Status::Unsupported("no listing"));
+    }
+  };
+  auto web = std::make_shared<Unlisted>(store_);
+  EXPECT_FALSE(Files("versions").contains("latest"));  // no gc yet: version 1 is there
+  EXPECT_EQ(Dataset::Open(web).value()->version(), 3u);
+  EXPECT_EQ(Gc(kT0).versions_removed, (std::vector<uint64_t>{1, 2}));
+  const auto hint = store_->Map(format::kLatestHintPath).value();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(hint->bytes().data()), hint->bytes().size()),
+            "3\n");
+  EXPECT_EQ(Dataset::Open(web).value()->version(), 3u);
+  EXPECT_EQ(format::ListVersions(*web).value(), std::vector<uint64_t>{3});
+  Gc(kT0 + 7200);
+  EXPECT_TRUE(Files("versions").contains("latest"));
+  EXPECT_EQ(Dataset::Open(web).value()->version(), 3u);
+}
+
 TEST_F(GcTest, UnreferencedFilesGoOnlyAfterTheGracePeriod) {
   // Leftovers of a writer that died after writing a chunk and a segment, and one still at work.
   store_->SetContents("chunks/00000000000000aa.chunk", "orphan");

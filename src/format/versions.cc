@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/parse_number.h"
 #include "common/unique_id.h"
 #include "storage/small_file.h"
 
@@ -14,12 +15,92 @@ std::span<const std::byte> AsBytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-}  // namespace
+constexpr uint64_t kMaxHintBytes = 64;
 
-Result<std::vector<uint64_t>> ListVersions(Storage& storage) {
+// The version `versions/latest` names; 0 without one (or with one that is not "<number>\n").
+Result<uint64_t> ReadLatestHint(Storage& storage) {
+  auto text = storage::ReadSmallFile(storage, kLatestHintPath, kMaxHintBytes);
+  if (!text) {
+    if (text.error().IsNotFound() || text.error().code() == StatusCode::kCorruption) return 0;
+    return Err(text.error());
+  }
+  if (!text->ends_with('\n')) return 0;
+  return ParseUnsigned<uint64_t>(std::string_view(*text).substr(0, text->size() - 1)).value_or(0);
+}
+
+Result<bool> RecordExists(Storage& storage, uint64_t version) {
+  return storage.Exists(VersionRecordPath(version));
+}
+
+// The newest version of storage that cannot list (see the header); 0 if it holds none.
+Result<uint64_t> ProbeNewestVersion(Storage& storage) {
+  STOKER_ASSIGN_OR_RETURN(const uint64_t hint, ReadLatestHint(storage));
+  uint64_t low = 0;  // a version known to exist
+  for (const uint64_t start : {hint, uint64_t{1}}) {
+    if (start == 0) continue;
+    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, start));
+    if (exists) {
+      low = start;
+      break;
+    }
+  }
+  if (low == 0) {
+    if (hint == 0) {
+      STOKER_ASSIGN_OR_RETURN(const bool hinted, storage.Exists(kLatestHintPath));
+      if (!hinted) return 0;  // nothing published, or not a dataset at all
+    }
+    const std::string hinted =
+        hint == 0 ? "holds no version number" : fmt::format("names version {}, which is gone", hint);
+    return Err(Status::NotFound(fmt::format(
+        "{}: {} {}, and version 1 is gone too; without a listing (or a hint written by `stoker "
+        "gc`) the newest version cannot be found: open a version by number",
+        storage.Describe(""), kLatestHintPath, hinted)));
+  }
+  uint64_t high = 0;  // a version known not to exist, above `low`
+  for (uint64_t step = 1; high == 0; step *= 2) {
+    if (step > UINT64_MAX - low) {
+      return Err(Status::Corruption(
+          fmt::format("{}: version records up to {} exist", storage.Describe(""), low)));
+    }
+    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, low + step));
+    (exists ? low : high) = low + step;
+  }
+  while (high - low > 1) {
+    const uint64_t mid = low + (high - low) / 2;
+    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, mid));
+    (exists ? low : high) = mid;
+  }
+  return low;
+}
+
+// ListVersions without a listing: the run that ends at the newest version, its start found by
+// probing down from there as ProbeNewestVersion probes up.
+Result<std::vector<uint64_t>> ProbeVersions(Storage& storage) {
+  STOKER_ASSIGN_OR_RETURN(const uint64_t newest, ProbeNewestVersion(storage));
+  if (newest == 0) return std::vector<uint64_t>();
+  uint64_t oldest = newest, gone = 0;  // `gone` < `oldest`: 0 or a version known not to exist
+  for (uint64_t step = 1; gone == 0 && step < oldest; step *= 2) {
+    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, oldest - step));
+    (exists ? oldest : gone) = oldest - step;
+  }
+  while (oldest - gone > 1) {
+    const uint64_t mid = gone + (oldest - gone) / 2;
+    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, mid));
+    (exists ? oldest : gone) = mid;
+  }
+  std::vector<uint64_t> versions;
+  for (uint64_t v = oldest; v <= newest; ++v) versions.push_back(v);
+  return versions;
+}
+
+// The versions that a listing of versions/ names; nullopt where the storage cannot list.
+Result<std::optional<std::vector<uint64_t>>> ListedVersions(Storage& storage) {
   auto names = storage.List(kVersionsDir);
   if (!names) {
-    if (names.error().IsNotFound()) return std::vector<uint64_t>();
+    if (names.error().IsNotFound()) return std::optional(std::vector<uint64_t>());
+    if (names.error().code() == StatusCode::kUnsupported) {
+      return std::optional<std::vector<uint64_t>>();
+    }
     return Err(names.error().WithContext("listing " + storage.Describe(kVersionsDir)));
   }
   std::vector<uint64_t> versions;
@@ -27,7 +108,26 @@ Result<std::vector<uint64_t>> ListVersions(Storage& storage) {
     if (const uint64_t v = VersionOfRecordName(name); v > 0) versions.push_back(v);
   }
   std::sort(versions.begin(), versions.end());
-  return versions;
+  return std::optional(std::move(versions));
+}
+
+}  // namespace
+
+Status WriteLatestHint(Storage& storage, uint64_t version) {
+  const std::string aside = fmt::format("{}.{:016x}.tmp", kLatestHintPath, UniqueId());
+  Status s = storage::WriteSmallFile(storage, aside, fmt::format("{}\n", version));
+  if (s.ok()) s = storage.Rename(aside, kLatestHintPath);
+  if (!s.ok()) {
+    (void)storage.Remove(aside);  // gc sweeps it otherwise
+    return s.WithContext("writing " + storage.Describe(kLatestHintPath));
+  }
+  return Status::OK();
+}
+
+Result<std::vector<uint64_t>> ListVersions(Storage& storage) {
+  STOKER_ASSIGN_OR_RETURN(auto listed, ListedVersions(storage));
+  if (!listed) return ProbeVersions(storage);
+  return std::move(*listed);
 }
 
 Result<VersionRecord> ReadVersion(Storage& storage, uint64_t version) {
@@ -50,9 +150,15 @@ Result<VersionRecord> ReadVersion(Storage& storage, uint64_t version) {
 }
 
 Result<std::optional<VersionRecord>> ReadLatestVersion(Storage& storage) {
-  STOKER_ASSIGN_OR_RETURN(auto versions, ListVersions(storage));
-  if (versions.empty()) return std::optional<VersionRecord>();
-  STOKER_ASSIGN_OR_RETURN(auto record, ReadVersion(storage, versions.back()));
+  uint64_t newest = 0;
+  STOKER_ASSIGN_OR_RETURN(auto listed, ListedVersions(storage));
+  if (!listed) {
+    STOKER_ASSIGN_OR_RETURN(newest, ProbeNewestVersion(storage));
+  } else if (!listed->empty()) {
+    newest = listed->back();
+  }
+  if (newest == 0) return std::optional<VersionRecord>();
+  STOKER_ASSIGN_OR_RETURN(auto record, ReadVersion(storage, newest));
   return std::optional<VersionRecord>(std::move(record));
 }
 

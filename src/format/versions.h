@@ -1,7 +1,14 @@
 // The versions of a format-2 dataset (docs/format.md §4-5): `versions/<v>.version` records,
 // each created exclusively, so that publishing version v is a compare-and-swap that exactly one
-// writer wins. Listing them is the only way to find the newest version: there is no pointer
-// file that a crashed or racing writer could leave stale.
+// writer wins. Listing them is how the newest version is found: there is no pointer file that a
+// crashed or racing writer could leave stale and readers would trust.
+//
+// No listing (a web server: Storage::List is Unsupported): the records that exist form one run
+// [oldest, newest] — versions are published one after another and gc removes the oldest — so
+// readers find its ends by probing record names, from version 1 up by doubling steps, then
+// bisecting: O(log n) requests. Once gc has removed version 1, they start from the version
+// `versions/latest` names: gc writes that hint (the newest version it saw) before it removes
+// any version, so it is never below the run; it is never trusted, only where probing starts.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +27,14 @@
 
 namespace stoker::format {
 
+inline constexpr std::string_view kLatestHintPath = "versions/latest";
+
 // Published versions, ascending; empty if the location holds none.
 Result<std::vector<uint64_t>> ListVersions(Storage& storage);
+
+// Replaces the hint with `version` (written aside, then renamed into place, so that no reader
+// sees part of it). gc calls it before it removes versions.
+Status WriteLatestHint(Storage& storage, uint64_t version);
 
 // The record of version `version` (NotFound if it was never published or was collected).
 Result<VersionRecord> ReadVersion(Storage& storage, uint64_t version);

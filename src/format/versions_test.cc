@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "storage/fault_storage.h"
+#include "storage/forwarding_storage.h"
 #include "storage/memory_storage.h"
 #include "storage/posix_storage.h"
 #include "testing/test_util.h"
@@ -111,6 +112,59 @@ TEST(Versions, ADamagedRecordIsCorruptionNamingIt) {
   EXPECT_TRUE(read.error().IsCorruption());
   EXPECT_NE(read.error().ToString().find("0000000000000001.version"), std::string::npos)
       << read.error().ToString();
+}
+
+// A web server: no listing, and every probe counted.
+class UnlistedStorage : public storage::ForwardingStorage {
+ public:
+  using ForwardingStorage::ForwardingStorage;
+  Result<std::vector<std::string>> List(std::string_view) override {
+    return Err(Status::Unsupported("no listing"));
+  }
+  Result<bool> Exists(std::string_view path) override {
+    ++probes;
+    return ForwardingStorage::Exists(path);
+  }
+  int probes = 0;
+};
+
+void SetHint(Storage& storage, std::string_view text) {
+  (void)storage.Remove(kLatestHintPath);
+  ASSERT_TRUE(storage.CreateExclusive(kLatestHintPath, test::AsBytes(text)).ok());
+}
+
+TEST(Versions, WithoutAListingTheNewestIsFoundByProbing) {
+  auto base = std::make_shared<storage::MemoryStorage>();
+  UnlistedStorage web(base);
+  EXPECT_FALSE(ReadLatestVersion(web).value().has_value());  // nothing published
+  for (uint64_t v = 1; v <= 1000; ++v) ASSERT_TRUE(PublishVersionRecord(*base, Record(v, 7)).ok());
+  // No hint (nothing was ever collected), a stale one, a damaged one: found from version 1 or
+  // the hint in O(log n) probes.
+  EXPECT_EQ(ReadLatestVersion(web).value()->version, 1000u);
+  EXPECT_LE(web.probes, 2 * 10 + 4);
+  for (const std::string_view hint : {"10\n", "", "garbage\n", "12", "999\n"}) {
+    SetHint(*base, hint);
+    web.probes = 0;
+    EXPECT_EQ(ReadLatestVersion(web).value()->version, 1000u) << hint;
+    EXPECT_LE(web.probes, 2 * 10 + 4) << hint;
+  }
+  // The oldest collected (gc moves the hint up first): the run that is left is listed.
+  ASSERT_TRUE(WriteLatestHint(*base, 600).ok());
+  for (uint64_t v = 1; v <= 500; ++v) ASSERT_TRUE(base->Remove(VersionRecordPath(v)).ok());
+  std::vector<uint64_t> expected;
+  for (uint64_t v = 501; v <= 1000; ++v) expected.push_back(v);
+  web.probes = 0;
+  EXPECT_EQ(ListVersions(web).value(), expected);
+  EXPECT_LE(web.probes, 4 * 10 + 8);
+  // A hint that names a collected version, and no version 1: said, not guessed.
+  SetHint(*base, "300\n");
+  const auto lost = ReadLatestVersion(web);
+  ASSERT_FALSE(lost.has_value());
+  EXPECT_EQ(lost.error().code(), StatusCode::kNotFound);
+  EXPECT_NE(lost.error().message().find("names version 300, which is gone"), std::string::npos)
+      << lost.error().ToString();
+  // Storage that can list never reads the hint.
+  EXPECT_EQ(ReadLatestVersion(*base).value()->version, 1000u);
 }
 
 }  // namespace

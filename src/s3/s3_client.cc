@@ -1,17 +1,10 @@
 #include "s3/s3_client.h"
 
-#include <curl/curl.h>
 #include <openssl/evp.h>
-#include <charconv>
 
-#include <algorithm>
-#include <charconv>
+#include <cctype>
 #include <chrono>
-#include <cstring>
-#include <map>
-#include <mutex>
-#include <random>
-#include <thread>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -29,20 +22,11 @@ struct S3Client::Request {
   std::vector<std::pair<std::string, std::string>> query;
   std::vector<std::pair<std::string, std::string>> headers;  // signed, besides the usual ones
   std::span<const std::byte> body;
-  std::span<std::byte> into;  // GET answers written here: exactly into.size() bytes expected
-  bool has_into = false;
-  bool ranged = false;  // a Range header is sent: 206 expected
-};
-
-struct S3Client::Response {
-  long status = 0;
-  std::string body;
-  std::map<std::string, std::string> headers;  // lower-case names
+  std::optional<std::span<std::byte>> into;  // GET answers written here, exactly its size
+  bool ranged = false;                         // a Range header is sent: 206 expected
 };
 
 namespace {
-
-std::once_flag curl_init_once;
 
 std::string Base64(const unsigned char* data, size_t n) {
   std::string out(4 * ((n + 2) / 3) + 1, '\0');
@@ -172,132 +156,17 @@ Result<std::string> ParseListPage(std::string_view xml, ObjectListing* out) {
   return token;
 }
 
-S3Client::S3Client(S3Config config) : config_(std::move(config)) {}
+S3Client::S3Client(S3Config config)
+    : config_(std::move(config)), http_(http::Client::Create(config_.request_timeout)) {}
 
-S3Client::~S3Client() {
-  for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
-}
+S3Client::~S3Client() = default;
 
 Result<std::shared_ptr<S3Client>> S3Client::Create(S3Config config) {
-  std::call_once(curl_init_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   return std::shared_ptr<S3Client>(new S3Client(std::move(config)));
 }
 
-void* S3Client::TakeHandle() {
-  {
-    std::lock_guard lock(mu_);
-    if (!idle_.empty()) {
-      void* h = idle_.back();
-      idle_.pop_back();
-      return h;
-    }
-  }
-  return curl_easy_init();
-}
-
-void S3Client::ReturnHandle(void* handle) {
-  std::lock_guard lock(mu_);
-  if (idle_.size() < 64) {
-    idle_.push_back(handle);
-  } else {
-    curl_easy_cleanup(static_cast<CURL*>(handle));
-  }
-}
-
-namespace {
-
-constexpr size_t kMaxErrorBody = 1 << 20;
-// Answers without a Content-Length are listings (a page of 1,000 keys is ~300 KB); objects
-// always come with one.
-constexpr uint64_t kMaxUndeclaredBody = 64ull << 20;
-
-// What the curl callbacks fill in.
-struct Transfer {
-  CURL* curl = nullptr;
-  std::span<std::byte> into;
-  bool has_into = false;
-  size_t received = 0;
-  bool overflow = false;
-  std::string body;  // answers without `into`, and error bodies
-  std::map<std::string, std::string> headers;
-  std::span<const std::byte> upload;
-  size_t uploaded = 0;
-};
-
-size_t OnData(char* data, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  const size_t len = size * n;
-  long status = 0;
-  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
-  if (status >= 300) {  // an error body: its first MiB names the error, the rest is dropped
-    if (t->body.size() < kMaxErrorBody)
-      t->body.append(data, std::min(len, kMaxErrorBody - t->body.size()));
-    return len;
-  }
-  if (!t->has_into) {
-    // Grown as the bytes arrive, and never past what the answer declared (or, undeclared, a
-    // listing's or small file's worth): an endpoint that streams on forever is cut off.
-    auto declared = t->headers.find("content-length");
-    uint64_t limit = kMaxUndeclaredBody;
-    if (declared != t->headers.end()) {
-      (void)std::from_chars(declared->second.data(),
-                            declared->second.data() + declared->second.size(), limit);
-    }
-    if (t->body.size() + len > limit) {
-      t->overflow = true;
-      return 0;  // aborts the transfer
-    }
-    t->body.append(data, len);
-    return len;
-  }
-  if (t->received + len > t->into.size()) {
-    t->overflow = true;
-    return 0;  // aborts the transfer: the server sent more than the range
-  }
-  std::memcpy(t->into.data() + t->received, data, len);
-  t->received += len;
-  return len;
-}
-
-size_t OnHeader(char* data, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  std::string_view line(data, size * n);
-  if (line.starts_with("HTTP/")) t->headers.clear();  // a new answer (after 100 Continue)
-  const size_t colon = line.find(':');
-  if (colon != std::string_view::npos) {
-    std::string name(line.substr(0, colon));
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-      value.remove_prefix(1);
-    while (!value.empty() &&
-           (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
-      value.remove_suffix(1);
-    }
-    t->headers[name] = std::string(value);
-  }
-  return size * n;
-}
-
-size_t OnRead(char* buffer, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  const size_t len = std::min(size * n, t->upload.size() - t->uploaded);
-  std::memcpy(buffer, t->upload.data() + t->uploaded, len);
-  t->uploaded += len;
-  return len;
-}
-
-}  // namespace
-
-// One attempt's URL, header lines and signature (signed afresh each attempt: x-amz-date).
-struct S3Client::Signed {
-  std::string url;
-  std::string where;  // "GET s3://bucket/key", for messages
-  std::vector<std::string> header_lines;
-};
-
-S3Client::Signed S3Client::Sign(const Request& r) const {
+// One attempt's URL and header lines, signed (afresh each attempt: x-amz-date).
+http::Request S3Client::Sign(const Request& r) const {
   const Endpoint ep = SplitEndpoint(config_.endpoint);
   std::string host = ep.host, path;
   if (config_.path_style) {
@@ -308,7 +177,11 @@ S3Client::Signed S3Client::Sign(const Request& r) const {
   }
   const std::string encoded_path = UriEncodePath(path);
   const std::string query = CanonicalQuery(r.query);
-  Signed out;
+  http::Request out;
+  out.method = r.method;
+  out.body = r.body;
+  out.into = r.into;
+  out.ranged = r.ranged;
   out.url = ep.scheme + "://" + host + encoded_path + (query.empty() ? "" : "?" + query);
   out.where = fmt::format("{} s3://{}/{}", r.method, r.bucket, r.key);
 
@@ -366,96 +239,14 @@ Status ErrorOfAnswer(long status, const std::string& body, const std::string& wh
 
 }  // namespace
 
-Result<S3Client::Response> S3Client::Perform(const Request& r, const Signed& signed_request) {
-  CURL* curl = static_cast<CURL*>(TakeHandle());
-  if (curl == nullptr) return Err(Status::Internal("curl_easy_init failed"));
-  curl_easy_reset(curl);  // options only: the connection stays alive for the next request
-  Transfer t;
-  t.curl = curl;
-  t.into = r.into;
-  t.has_into = r.has_into;
-  t.upload = r.body;
-  curl_slist* headers = nullptr;
-  for (const std::string& line : signed_request.header_lines) {
-    headers = curl_slist_append(headers, line.c_str());
-  }
-  const long timeout_s =
-      std::max<long>(1, static_cast<long>((config_.request_timeout.count() + 999) / 1000));
-  curl_easy_setopt(curl, CURLOPT_URL, signed_request.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(std::min<int64_t>(10000, config_.request_timeout.count())));
-  // The one deadline of docs/protocol.md, "Deadlines": a transfer that moves no byte for the
-  // request timeout fails (and is retried); a large object that keeps moving is never cut off.
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, timeout_s);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnData);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
-  if (r.method == "HEAD") {
-    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-  } else if (r.method == "PUT") {
-    curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(curl, CURLOPT_READFUNCTION, OnRead);
-    curl_easy_setopt(curl, CURLOPT_READDATA, &t);
-    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
-  } else if (r.method == "POST") {
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, reinterpret_cast<const char*>(r.body.data()));
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
-  } else if (r.method != "GET") {
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, r.method.c_str());
-  }
-  const CURLcode rc = curl_easy_perform(curl);
-  long status = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  const std::string& where = signed_request.where;
-  if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t.overflow)) {
-    curl_easy_cleanup(curl);  // the connection is in an unknown state
-    const std::string text =
-        fmt::format("{}: {} ({})", where, curl_easy_strerror(rc), signed_request.url);
-    if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
-      return Err(Status::InvalidArgument(text));
-    }
-    return Err(Status(
-        rc == CURLE_OPERATION_TIMEDOUT ? StatusCode::kTimeout : StatusCode::kUnavailable, text));
-  }
-  ReturnHandle(curl);
-  if (t.overflow) {
-    return Err(Status::IOError(
-        t.has_into ? fmt::format("{}: the server sent more than the {} bytes asked for", where,
-                                 r.into.size())
-                   : fmt::format("{}: the server sent more than it declared (Content-Length), "
-                                 "or over {} bytes undeclared",
-                                 where, kMaxUndeclaredBody)));
-  }
-  if (r.has_into) {
-    if (r.ranged && status != 206 && status < 300 &&
-        !(status == 200 && r.into.size() > 0 &&
-          t.headers["content-length"] == std::to_string(r.into.size()))) {
-      return Err(Status::IOError(
-          fmt::format("{}: the server ignored the Range header (HTTP {})", where, status)));
-    }
-    if (status < 300 && t.received != r.into.size()) {  // a short body is never a success
-      return Err(Status::IOError(
-          fmt::format("{}: short body, {} of {} bytes", where, t.received, r.into.size())));
-    }
-  }
-  return Response{status, std::move(t.body), std::move(t.headers)};
-}
-
-Result<S3Client::Response> S3Client::Call(const Request& r) {
+Result<http::Response> S3Client::Call(const Request& r) {
   Retry retry(RetryPolicy{.max_attempts = config_.max_attempts,
                           .base_backoff = std::chrono::milliseconds(100),
                           .max_backoff = std::chrono::milliseconds(20000)});
   Status last;
   while (retry.Next(last)) {
-    const Signed signed_request = Sign(r);
-    auto response = Perform(r, signed_request);
+    const http::Request signed_request = Sign(r);
+    auto response = http_->Perform(signed_request);
     if (response && (response->status >= 300 ||
                      (response->status == 200 && r.body.size() > 0 && r.method == "POST" &&
                       response->body.find("<Error>") != std::string::npos))) {
@@ -475,13 +266,12 @@ Status S3Client::GetRange(const std::string& bucket, const std::string& key, uin
   Request r{"GET", bucket, key};
   r.headers.emplace_back("range", fmt::format("bytes={}-{}", offset, offset + dst.size() - 1));
   r.into = dst;
-  r.has_into = true;
   r.ranged = true;
   return StatusOf(Call(r));
 }
 
 Result<std::string> S3Client::GetObject(const std::string& bucket, const std::string& key) {
-  STOKER_ASSIGN_OR_RETURN(Response response, Call(Request{"GET", bucket, key}));
+  STOKER_ASSIGN_OR_RETURN(http::Response response, Call(Request{"GET", bucket, key}));
   // A body shorter than its Content-Length fails in curl; this catches a lying header too.
   if (auto it = response.headers.find("content-length");
       it != response.headers.end() && it->second != std::to_string(response.body.size())) {
@@ -492,19 +282,8 @@ Result<std::string> S3Client::GetObject(const std::string& bucket, const std::st
 }
 
 Result<uint64_t> S3Client::HeadObject(const std::string& bucket, const std::string& key) {
-  STOKER_ASSIGN_OR_RETURN(Response response, Call(Request{"HEAD", bucket, key}));
-  auto it = response.headers.find("content-length");
-  if (it == response.headers.end()) {
-    return Err(Status::IOError(fmt::format("HEAD s3://{}/{}: no Content-Length", bucket, key)));
-  }
-  uint64_t size = 0;
-  const std::string& text = it->second;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), size);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    return Err(Status::IOError(
-        fmt::format("HEAD s3://{}/{}: Content-Length '{}' is not a size", bucket, key, text)));
-  }
-  return size;
+  STOKER_ASSIGN_OR_RETURN(http::Response response, Call(Request{"HEAD", bucket, key}));
+  return http::ContentLength(response, fmt::format("HEAD s3://{}/{}", bucket, key));
 }
 
 Status S3Client::PutObject(const std::string& bucket, const std::string& key,
@@ -521,7 +300,7 @@ Result<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
                                                     const std::string& key) {
   Request r{"POST", bucket, key};
   r.query = {{"uploads", ""}};
-  STOKER_ASSIGN_OR_RETURN(Response response, Call(r));
+  STOKER_ASSIGN_OR_RETURN(http::Response response, Call(r));
   std::string id = First(response.body, "UploadId");
   if (id.empty()) {
     return Err(Status::IOError(fmt::format("s3://{}/{}: no UploadId in the answer", bucket, key)));
@@ -536,7 +315,7 @@ Result<std::string> S3Client::UploadPart(const std::string& bucket, const std::s
   r.query = {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}};
   r.body = body;
   r.headers.emplace_back("content-md5", ContentMd5(body));
-  STOKER_ASSIGN_OR_RETURN(Response response, Call(r));
+  STOKER_ASSIGN_OR_RETURN(http::Response response, Call(r));
   auto it = response.headers.find("etag");
   if (it == response.headers.end()) {
     return Err(Status::IOError(
@@ -570,7 +349,7 @@ Status S3Client::CopyObject(const std::string& bucket, const std::string& from,
                             const std::string& to) {
   Request r{"PUT", bucket, to};
   r.headers.emplace_back("x-amz-copy-source", UriEncodePath("/" + bucket + "/" + from));
-  STOKER_ASSIGN_OR_RETURN(Response response, Call(r));
+  STOKER_ASSIGN_OR_RETURN(http::Response response, Call(r));
   // CopyObject can answer 200 and still have failed: the error is in the body.
   if (response.body.find("<Error>") != std::string::npos) {
     return Status::IOError(fmt::format("copy s3://{}/{} to {}: {}", bucket, from, to,
@@ -595,7 +374,7 @@ Result<ObjectListing> S3Client::List(const std::string& bucket, const std::strin
                {"max-keys", std::to_string(max_keys)}};
     if (!delimiter.empty()) r.query.emplace_back("delimiter", delimiter);
     if (!token.empty()) r.query.emplace_back("continuation-token", token);
-    STOKER_ASSIGN_OR_RETURN(Response response, Call(r));
+    STOKER_ASSIGN_OR_RETURN(http::Response response, Call(r));
     STOKER_ASSIGN_OR_RETURN(std::string next, ParseListPage(response.body, &out));
     if (!next.empty() && next == token) {  // it would never end (and never stop growing)
       return Err(Status::IOError(

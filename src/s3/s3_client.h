@@ -4,18 +4,17 @@
 // 5xx, connection failures and short bodies: the retryable status codes). A body shorter than
 // promised is never a success.
 //
-// Connections are kept alive: curl handles are pooled and reused, so concurrent calls from many
-// reader threads each keep their own connection. Thread-safe.
+// Requests go through one http::Client (src/http/http_client.h): connections are kept alive
+// and pooled, so concurrent calls from many reader threads each keep their own. Thread-safe.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "http/http_client.h"
 #include "s3/s3_config.h"
 #include "stoker/status.h"
 
@@ -66,22 +65,16 @@ class S3Client {
                              const std::string& delimiter, int max_keys = 1000);
 
   struct Request;
-  struct Response;
 
  private:
   explicit S3Client(S3Config config);
-  struct Signed;
   // A request with its retries (src/common/retry.h: AWS_MAX_ATTEMPTS tries, backoff from
-  // 100 ms with full jitter, capped at 20 s); its steps: sign, then perform one attempt.
-  Result<Response> Call(const Request& request);
-  Signed Sign(const Request& request) const;
-  Result<Response> Perform(const Request& request, const Signed& signed_request);
-  void* TakeHandle();
-  void ReturnHandle(void* handle);
+  // 100 ms with full jitter, capped at 20 s); each attempt signed afresh (x-amz-date).
+  Result<http::Response> Call(const Request& request);
+  http::Request Sign(const Request& request) const;
 
   const S3Config config_;
-  std::mutex mu_;
-  std::vector<void*> idle_;  // CURL* easy handles with their live connections
+  const std::shared_ptr<http::Client> http_;
 };
 
 }  // namespace stoker::s3

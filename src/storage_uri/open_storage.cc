@@ -1,6 +1,6 @@
 // OpenStorage: a dataset location to its storage backend, by the URI's scheme. Local paths and
 // file:// URIs are PosixStorage (src/storage/), stoker:// a `stoker serve` server (src/net/),
-// s3:// a bucket prefix (src/s3/); with a node daemon's socket (StorageOptions::node_socket or
+// s3:// a bucket prefix (src/s3/), http(s):// a read-only dataset on a web server (src/http/); with a node daemon's socket (StorageOptions::node_socket or
 // $STOKER_NODE) the daemon is put in front of any of them (src/node_client/).
 //
 // Dispatch is its own folder and library (stoker_storage_uri) because it must see every backend
@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "http/http_storage.h"
 #include "net/remote_storage.h"
 #include "net/uri.h"
 #include "node_client/node_storage.h"
@@ -28,6 +29,9 @@ namespace {
 Result<std::shared_ptr<Storage>> OpenBackend(std::string_view uri, const StorageOptions& options) {
   if (uri.starts_with(net::kStokerScheme)) return net::OpenRemoteStorage(uri, options);
   if (uri.starts_with(s3::kS3Scheme)) return s3::OpenS3Storage(uri, options);
+  if (uri.starts_with(http::kHttpScheme) || uri.starts_with(http::kHttpsScheme)) {
+    return http::OpenHttpStorage(uri, options);
+  }
   constexpr std::string_view kFileScheme = "file://";
   if (uri.starts_with(kFileScheme)) {
     // RFC 8089: file:///path or file://localhost/path. A host is another machine's path (or a
@@ -46,7 +50,7 @@ Result<std::shared_ptr<Storage>> OpenBackend(std::string_view uri, const Storage
   if (scheme_end != std::string_view::npos) {
     return Err(Status::Unsupported(
         "unsupported URI scheme '" + std::string(uri.substr(0, scheme_end)) +
-        "://' (this build reads local paths, file://, stoker:// and s3:// URIs)"));
+        "://' (this build reads local paths, file://, stoker://, s3:// and http(s):// URIs)"));
   }
   if (uri.empty()) return Err(Status::InvalidArgument("empty dataset path"));
   return storage::NewPosixStorage(std::string(uri));
