@@ -20,11 +20,12 @@ constexpr uint64_t kPieceBytes = 64ull << 20;
 
 using ChunkFiles = std::vector<std::pair<uint64_t, FileLocation>>;
 
-// Errors that say nothing about the data: the store cannot be reached, or will not let us read
-// (a permission problem is the operator's to fix, not corruption: exit 1, not 3).
+// Errors that say nothing about the data: the store cannot be reached, will not let us read (a
+// permission problem is the operator's to fix, not corruption: exit 1, not 3), or cannot serve
+// reads as stoker makes them (a web server that ignores byte ranges).
 bool Unreachable(const Status& s) {
   return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kTimeout ||
-         s.code() == StatusCode::kPermissionDenied;
+         s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnsupported;
 }
 
 // The version to check, with every metadata block checked; nullptr, with the problem in the

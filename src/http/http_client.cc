@@ -213,7 +213,7 @@ Result<Response> Client::Perform(const Request& r) {
   if (t.range_ignored) {
     return Err(Status::Unsupported(fmt::format(
         "{}: the server answered a range request with the whole file (HTTP 200, Content-Length "
-        "{}): it does not serve byte ranges, which stoker reads chunks by; serve the dataset "
+        "{}): it does not serve byte ranges, which stoker reads datasets by; serve the dataset "
         "from one that does (nginx, Apache, any S3 store) or copy it to a local disk",
         r.where, t.headers.contains("content-length") ? t.headers["content-length"] : "unset")));
   }

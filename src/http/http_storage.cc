@@ -166,9 +166,11 @@ class HttpStorage : public Storage {
     return Err(size.error());
   }
   Result<std::vector<std::string>> List(std::string_view path) override {
+    // Readers never need one (versions are found by probing, format/versions.h); what lists is
+    // maintenance (gc, commit), which writes too.
     return Err(Status::Unsupported(fmt::format(
-        "{}: an http(s):// server is not asked for listings (stoker reads a dataset without "
-        "them)",
+        "{}: http(s):// datasets are read-only, and a web server is not asked for listings; "
+        "this needs the directory (or bucket) the server serves, by its own path or URI",
         Describe(path))));
   }
   std::string Describe(std::string_view path) const override { return fetcher_->Display(path); }
