@@ -124,8 +124,8 @@ struct StorageOptions {
 
 // Opens the storage for a dataset location: a local path, a file:// URI (file:///abs or
 // file://localhost/abs), a stoker://, s3:// or (read-only) http(s):// URI. The directory need
-// not exist yet (pack creates it). InvalidArgument for a malformed location or setting, Unsupported for an unknown
-// scheme.
+// not exist yet (pack creates it). InvalidArgument for a malformed location or setting, Unsupported
+// for an unknown scheme.
 Result<std::shared_ptr<Storage>> OpenStorage(std::string_view uri,
                                              const StorageOptions& options = {});
 

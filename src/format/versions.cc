@@ -49,8 +49,8 @@ Result<uint64_t> ProbeNewestVersion(Storage& storage) {
       STOKER_ASSIGN_OR_RETURN(const bool hinted, storage.Exists(kLatestHintPath));
       if (!hinted) return 0;  // nothing published, or not a dataset at all
     }
-    const std::string hinted =
-        hint == 0 ? "holds no version number" : fmt::format("names version {}, which is gone", hint);
+    const std::string hinted = hint == 0 ? "holds no version number"
+                                         : fmt::format("names version {}, which is gone", hint);
     return Err(Status::NotFound(fmt::format(
         "{}: {} {}, and version 1 is gone too; without a listing (or a hint written by `stoker "
         "gc`) the newest version cannot be found: open a version by number",

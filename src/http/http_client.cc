@@ -241,8 +241,7 @@ Result<uint64_t> ContentLength(const Response& response, std::string_view where)
   const std::string& text = it->second;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), size);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    return Err(Status::IOError(
-        fmt::format("{}: Content-Length '{}' is not a size", where, text)));
+    return Err(Status::IOError(fmt::format("{}: Content-Length '{}' is not a size", where, text)));
   }
   return size;
 }

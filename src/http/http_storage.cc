@@ -21,21 +21,23 @@ Status ErrorOfAnswer(const Response& answer, const std::string& where) {
   if (status == 404 || status == 410) return Status::NotFound(text + " (no such file)");
   if (status == 401 || status == 403) {
     return Status(StatusCode::kPermissionDenied,
-                  text + " (the server refuses: credentials go in the URL, "
-                         "https://user:password@host/...)");
+                  text +
+                      " (the server refuses: credentials go in the URL, "
+                      "https://user:password@host/...)");
   }
   if (status == 408 || status == 429 || status >= 500) {
     return Status(StatusCode::kUnavailable, text);
   }
   if (status >= 300 && status < 400) {
     const auto to = answer.headers.find("location");
-    return Status::InvalidArgument(fmt::format(
-        "{} (redirected to {}): give the URL it names", text,
-        to != answer.headers.end() ? to->second : "nowhere said"));
+    return Status::InvalidArgument(
+        fmt::format("{} (redirected to {}): give the URL it names", text,
+                    to != answer.headers.end() ? to->second : "nowhere said"));
   }
   if (status == 416) {
-    return Status::Corruption(text + " (the file is shorter than the server said: it changed "
-                                     "on the server, or the server truncates it)");
+    return Status::Corruption(text +
+                              " (the file is shorter than the server said: it changed "
+                              "on the server, or the server truncates it)");
   }
   return Status::InvalidArgument(text);
 }
@@ -52,15 +54,13 @@ Result<Root> ParseRoot(std::string_view url) {
   std::string_view rest = url.substr(scheme.size());
   if (rest.find_first_of("?#") != std::string_view::npos) {
     return Err(Status::InvalidArgument(fmt::format(
-        "{}: an http(s):// dataset URL names the dataset's directory; no query or fragment",
-        url)));
+        "{}: an http(s):// dataset URL names the dataset's directory; no query or fragment", url)));
   }
   while (rest.ends_with('/')) rest.remove_suffix(1);
   const size_t path_start = std::min(rest.find('/'), rest.size());
   std::string_view authority = rest.substr(0, path_start);
   const size_t at = authority.rfind('@');
-  const std::string_view host =
-      at == std::string_view::npos ? authority : authority.substr(at + 1);
+  const std::string_view host = at == std::string_view::npos ? authority : authority.substr(at + 1);
   if (host.empty()) {
     return Err(Status::InvalidArgument(
         fmt::format("{}: no host (http://host[:port]/path/to/dataset)", url)));
@@ -123,10 +123,10 @@ class HttpFile : public RandomAccessFile {
                                          fetcher_->Display(path_), dst.size(), offset, size_));
     }
     if (dst.empty()) return Status::OK();
-    Request request{.header_lines = {fmt::format("Range: bytes={}-{}", offset,
-                                                 offset + dst.size() - 1)},
-                    .into = dst,
-                    .ranged = true};
+    Request request{
+        .header_lines = {fmt::format("Range: bytes={}-{}", offset, offset + dst.size() - 1)},
+        .into = dst,
+        .ranged = true};
     auto answer = fetcher_->Call(std::move(request), path_);
     return answer ? Status::OK() : answer.error();
   }

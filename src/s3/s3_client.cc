@@ -23,7 +23,7 @@ struct S3Client::Request {
   std::vector<std::pair<std::string, std::string>> headers;  // signed, besides the usual ones
   std::span<const std::byte> body;
   std::optional<std::span<std::byte>> into;  // GET answers written here, exactly its size
-  bool ranged = false;                         // a Range header is sent: 206 expected
+  bool ranged = false;                       // a Range header is sent: 206 expected
 };
 
 namespace {

@@ -1,7 +1,8 @@
 // OpenStorage: a dataset location to its storage backend, by the URI's scheme. Local paths and
 // file:// URIs are PosixStorage (src/storage/), stoker:// a `stoker serve` server (src/net/),
-// s3:// a bucket prefix (src/s3/), http(s):// a read-only dataset on a web server (src/http/); with a node daemon's socket (StorageOptions::node_socket or
-// $STOKER_NODE) the daemon is put in front of any of them (src/node_client/).
+// s3:// a bucket prefix (src/s3/), http(s):// a read-only dataset on a web server (src/http/); with
+// a node daemon's socket (StorageOptions::node_socket or $STOKER_NODE) the daemon is put in front
+// of any of them (src/node_client/).
 //
 // Dispatch is its own folder and library (stoker_storage_uri) because it must see every backend
 // while the backends build on stoker_storage: here, one layer up, it closes no cycle. The table

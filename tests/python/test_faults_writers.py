@@ -308,7 +308,9 @@ def gc_removes_exactly_the_leftovers(exe: str, ds: Path, history: dict[int, dict
     assert gc["versions_removed"] == versions[:-1] and gc["versions_kept"] == [newest]
     assert sorted(gc["files_removed"]) == sorted(leftovers)
     assert sorted(gc["writers_expired"]) == leases and not list((ds / "gc" / "writers").iterdir())
-    assert on_disk(ds) == kept
+    # And the hint for readers without a listing, written before the records went.
+    assert on_disk(ds) == kept | {"versions/latest"}
+    assert (ds / "versions" / "latest").read_text() == f"{newest}\n"
     assert_intact(exe, ds, {newest: history[newest]})
     return leftovers
 
