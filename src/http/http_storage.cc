@@ -4,6 +4,8 @@
 
 #include "common/retry.h"
 #include "http/http_client.h"
+#include "storage/read_only_storage.h"
+#include "storage/string_bytes.h"
 
 namespace stoker::http {
 namespace {
@@ -137,16 +139,7 @@ class HttpFile : public RandomAccessFile {
   uint64_t size_;
 };
 
-class StringBytes : public FileBytes {
- public:
-  explicit StringBytes(std::string s) : s_(std::move(s)) {}
-  std::span<const std::byte> bytes() const override { return std::as_bytes(std::span(s_)); }
-
- private:
-  std::string s_;
-};
-
-class HttpStorage : public Storage {
+class HttpStorage final : public storage::ReadOnlyStorage {
  public:
   explicit HttpStorage(std::shared_ptr<Fetcher> fetcher) : fetcher_(std::move(fetcher)) {}
 
@@ -157,7 +150,7 @@ class HttpStorage : public Storage {
   Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override {
     // A body shorter than its Content-Length fails in curl (and is retried).
     STOKER_ASSIGN_OR_RETURN(Response answer, fetcher_->Call(Request{}, path));
-    return std::make_shared<StringBytes>(std::move(answer.body));
+    return std::make_shared<storage::StringBytes>(std::move(answer.body));
   }
   Result<bool> Exists(std::string_view path) override {
     auto size = fetcher_->Size(path);
@@ -175,19 +168,8 @@ class HttpStorage : public Storage {
   }
   std::string Describe(std::string_view path) const override { return fetcher_->Display(path); }
 
-  Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
-    return Err(ReadOnly(path));
-  }
-  Status Rename(std::string_view from, std::string_view) override { return ReadOnly(from); }
-  Status CreateExclusive(std::string_view path, std::span<const std::byte>) override {
-    return ReadOnly(path);
-  }
-  Status Remove(std::string_view path) override { return ReadOnly(path); }
-  Status CreateDirs(std::string_view path) override { return ReadOnly(path); }
-  Status SyncDir(std::string_view path) override { return ReadOnly(path); }
-
  private:
-  Status ReadOnly(std::string_view path) const {
+  Status ReadOnly(std::string_view path) const override {
     return Status::Unsupported(fmt::format(
         "{}: http(s):// datasets are read-only; write to the directory (or bucket) the web "
         "server serves, with its own path or URI",

@@ -15,6 +15,7 @@
 #include "net/protocol.h"
 #include "net/remote_storage.h"
 #include "node/node_state.h"
+#include "storage/read_only_storage.h"
 
 namespace stoker::node {
 namespace {
@@ -57,7 +58,7 @@ class HeldBytesFile : public RandomAccessFile {
 // MANIFEST, for heartbeats, and chunk
 // files from the cache, filled from the store. A peer's request never goes on to a third daemon,
 // so requests cannot loop however the daemons' views of who is alive differ.
-class PeerExport : public Storage {
+class PeerExport final : public storage::ReadOnlyStorage {
  public:
   PeerExport(Node::State* state, bool cached_only) : state_(state), cached_only_(cached_only) {}
 
@@ -84,19 +85,9 @@ class PeerExport : public Storage {
     STOKER_ASSIGN_OR_RETURN(auto chunk, state_->ForPeer(it->second));
     return std::make_unique<HeldBytesFile>(std::move(chunk));
   }
-  Result<std::unique_ptr<WritableFile>> Create(std::string_view path) override {
-    return Err(ReadOnly(path));
-  }
   Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override {
     return Err(ReadOnly(path));
   }
-  Status Rename(std::string_view from, std::string_view) override { return ReadOnly(from); }
-  Status CreateExclusive(std::string_view path, std::span<const std::byte>) override {
-    return ReadOnly(path);
-  }
-  Status Remove(std::string_view path) override { return ReadOnly(path); }
-  Status CreateDirs(std::string_view path) override { return ReadOnly(path); }
-  Status SyncDir(std::string_view path) override { return ReadOnly(path); }
   Result<std::vector<std::string>> List(std::string_view path) override {
     return Err(Status::NotFound(Describe(path) + ": a node daemon lists nothing"));
   }
@@ -110,7 +101,7 @@ class PeerExport : public Storage {
   }
 
  private:
-  Status ReadOnly(std::string_view path) const {
+  Status ReadOnly(std::string_view path) const override {
     return Status::Unsupported(Describe(path) + ": read-only");
   }
   Node::State* state_;

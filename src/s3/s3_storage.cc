@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/retry.h"
+#include "storage/string_bytes.h"
 
 namespace stoker::s3 {
 namespace {
@@ -28,15 +29,6 @@ class S3File : public RandomAccessFile {
   std::shared_ptr<S3Client> client_;
   std::string bucket_, key_;
   uint64_t size_;
-};
-
-class StringBytes : public FileBytes {
- public:
-  explicit StringBytes(std::string s) : s_(std::move(s)) {}
-  std::span<const std::byte> bytes() const override { return std::as_bytes(std::span(s_)); }
-
- private:
-  std::string s_;
 };
 
 class S3WritableFile : public WritableFile {
@@ -118,7 +110,7 @@ class S3Storage : public Storage {
   Result<std::shared_ptr<const FileBytes>> Map(std::string_view path) override {
     auto bytes = client_->GetObject(loc_.bucket, Key(path));
     if (!bytes) return Err(Named(bytes.error(), path));
-    return std::make_shared<StringBytes>(std::move(*bytes));
+    return std::make_shared<storage::StringBytes>(std::move(*bytes));
   }
   Status Rename(std::string_view from, std::string_view to) override {
     STOKER_RETURN_IF_ERROR(client_->CopyObject(loc_.bucket, Key(from), Key(to)));

@@ -18,6 +18,7 @@
 #include "format/chunk.h"
 #include "format/snapshot_builder.h"
 #include "storage/posix_storage.h"
+#include "storage/string_bytes.h"
 
 namespace stoker::test {
 namespace {
@@ -50,15 +51,6 @@ uint64_t RandomSize(Pcg32& rng, uint64_t max_bytes) {
   if (bucket < 90) return rng.Below(std::min<uint64_t>(20 << 10, max_bytes) + 1);
   return rng.Below(max_bytes + 1);
 }
-
-class StringFileBytes final : public FileBytes {
- public:
-  explicit StringFileBytes(std::string s) : s_(std::move(s)) {}
-  std::span<const std::byte> bytes() const override { return AsBytes(s_); }
-
- private:
-  std::string s_;
-};
 
 class TreeSourceImpl final : public dataset::PackSource {
  public:
@@ -227,7 +219,7 @@ void WriteStringToFile(const std::string& path, std::string_view contents) {
 }
 
 std::shared_ptr<const FileBytes> BytesOf(std::string contents) {
-  return std::make_shared<StringFileBytes>(std::move(contents));
+  return std::make_shared<storage::StringBytes>(std::move(contents));
 }
 
 std::unique_ptr<dataset::PackSource> TreeSource(const Tree& tree) {
