@@ -53,12 +53,13 @@ int RunServe(const ServeArgs& a) {
     if (Status st = server::AddDatasetSpec(spec, &o.datasets); !st.ok()) return Fail("serve", st);
   }
   if (!a.root.empty()) {
+    // The datasets there now are checked at start; later ones are found when asked for.
     if (Status st = server::AddDatasetRoot(a.root, &o.datasets); !st.ok()) return Fail("serve", st);
+    o.root = a.root;
   }
-  if (o.datasets.empty() && o.storages.empty()) {
-    return Fail("serve",
-                Status::InvalidArgument("nothing to serve: give --dataset NAME=PATH or --root DIR "
-                                        "(with dataset subdirectories)"));
+  if (o.datasets.empty() && o.storages.empty() && o.root.empty()) {
+    return Fail("serve", Status::InvalidArgument(
+                             "nothing to serve: give --dataset NAME=PATH or --root DIR"));
   }
   auto secret = net::LoadSecretFile(a.secret_file);
   if (!secret) return Fail("serve", secret.error());
@@ -79,8 +80,10 @@ int RunServe(const ServeArgs& a) {
   const size_t dataset_count = o.datasets.size() + o.storages.size();
   auto server = server::Server::Start(std::move(o));
   if (!server) return Fail("serve", server.error());
-  std::string line = fmt::format("serving {} dataset(s) on {}", dataset_count,
-                                 net::ServerAddress{listen->host, (*server)->port()}.ToString());
+  std::string line =
+      fmt::format("serving {} dataset(s){} on {}", dataset_count,
+                  a.root.empty() ? "" : fmt::format(" (and any new under {})", a.root),
+                  net::ServerAddress{listen->host, (*server)->port()}.ToString());
   if ((*server)->metrics_port() >= 0) {
     line += fmt::format(", metrics on port {}", (*server)->metrics_port());
   }
@@ -100,8 +103,10 @@ void RegisterServe(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--dataset", args->datasets,
                   "NAME=PATH or NAME=URI (s3://…) of a dataset to export (repeatable)");
-  cmd->add_option("--root", args->root,
-                  "export every subdirectory of DIR holding a dataset, named by the directory");
+  cmd->add_option(
+      "--root", args->root,
+      "export every subdirectory of DIR holding a dataset, named by the directory (also those made "
+      "later; with --writable, a first pack to stoker://HOST/NAME creates DIR/NAME)");
   cmd->add_option("--secret-file", args->secret_file,
                   "file holding the shared secret (at least 16 bytes)")
       ->required();

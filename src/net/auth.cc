@@ -81,7 +81,8 @@ Result<std::string> LoadSecretFile(const std::string& path) {
     refused = Status::InvalidArgument(fmt::format("secret file {} is not a regular file", path));
   } else if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
     refused = Status::InvalidArgument(
-        fmt::format("secret file {} is accessible by group or others (mode {:04o}): `chmod 600 {}`",
+        fmt::format("secret file {} is accessible by group or others (mode {:04o}): `chmod 600 {}` "
+                    "(a Kubernetes Secret volume: defaultMode: 0400, and no fsGroup)",
                     path, st.st_mode & 07777, path));
   }
   std::string secret;

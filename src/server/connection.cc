@@ -32,11 +32,9 @@ Reply Fail(Status st, bool fatal = false) {
 
 // Datasets hold only regular files and directories that `stoker pack` wrote. A symbolic link
 // inside one could point anywhere on the server, so no component of a served path may be one.
-Status RefuseSymlinks(const ServerOptions& options, std::string_view dataset,
-                      std::string_view path) {
-  const auto dir = options.datasets.find(std::string(dataset));
-  if (dir == options.datasets.end()) return Status::OK();  // an exported Storage, no directory
-  std::filesystem::path p(dir->second);
+Status RefuseSymlinks(const Server::State::Exported& dataset, std::string_view path) {
+  if (dataset.dir.empty()) return Status::OK();  // an exported Storage, no directory
+  std::filesystem::path p(dataset.dir);
   size_t start = 0;
   while (start <= path.size()) {
     const size_t slash = std::min(path.find('/', start), path.size());
@@ -64,21 +62,17 @@ struct Session {
   std::string open_key;
   std::unique_ptr<RandomAccessFile> open_file;
 
-  Result<Storage*> Dataset(std::string_view name) {
-    auto it = server.datasets.find(std::string(name));
-    if (it == server.datasets.end()) {
-      return Err(Status::NotFound("no dataset named '" + std::string(name) + "' on this server"));
-    }
-    return it->second.get();
+  Result<Server::State::Exported> Dataset(std::string_view name) {
+    return server.FindDataset(name);
   }
 
   Result<RandomAccessFile*> Open(std::string_view dataset, std::string_view path) {
     std::string key = std::string(dataset) + '\0' + std::string(path);
     if (open_file == nullptr || key != open_key) {
       open_file.reset();
-      STOKER_ASSIGN_OR_RETURN(Storage * storage, Dataset(dataset));
-      STOKER_RETURN_IF_ERROR(RefuseSymlinks(server.options, dataset, path));
-      STOKER_ASSIGN_OR_RETURN(open_file, storage->OpenRead(path));
+      STOKER_ASSIGN_OR_RETURN(const auto exported, Dataset(dataset));
+      STOKER_RETURN_IF_ERROR(RefuseSymlinks(exported, path));
+      STOKER_ASSIGN_OR_RETURN(open_file, exported.storage->OpenRead(path));
       open_key = std::move(key);
     }
     return open_file.get();
@@ -144,12 +138,10 @@ Reply HandleList(Session& s, std::string_view payload) {
   auto t = ParseTarget(r);
   if (!t || !r.ExpectEnd().ok()) return Malformed(MessageType::kList);
   if (Status st = net::ValidatePath(t->path, true); !st.ok()) return Fail(st);
-  auto storage = s.Dataset(t->dataset);
-  if (!storage) return Fail(storage.error());
-  if (Status st = RefuseSymlinks(s.server.options, t->dataset, t->path); !st.ok()) {
-    return Fail(st);
-  }
-  auto names = (*storage)->List(t->path);
+  auto exported = s.Dataset(t->dataset);
+  if (!exported) return Fail(exported.error());
+  if (Status st = RefuseSymlinks(*exported, t->path); !st.ok()) return Fail(st);
+  auto names = exported->storage->List(t->path);
   if (!names) return Fail(names.error());
   net::PayloadWriter w;
   w.U32(static_cast<uint32_t>(names->size()));
@@ -174,15 +166,20 @@ Result<std::string> WritableDir(Session& s, const Target& t) {
   }
   STOKER_RETURN_IF_ERROR(net::ValidatePath(t.path, false));
   STOKER_RETURN_IF_ERROR(CheckWritablePath(t.path));
-  if (auto known = s.Dataset(t.dataset); !known) return Err(known.error());
-  const auto dir = s.server.options.datasets.find(std::string(t.dataset));
-  if (dir == s.server.options.datasets.end()) {
+  STOKER_ASSIGN_OR_RETURN(const auto exported, s.Dataset(t.dataset));
+  if (exported.dir.empty()) {
     return Err(Status::Unsupported("dataset '" + std::string(t.dataset) + "' is not writable"));
+  }
+  // A new name under --root: its first write creates it (as Start does for --dataset).
+  std::error_code ec;
+  if (!std::filesystem::create_directory(exported.dir, ec) && ec) {
+    return Err(Status::FromErrno(
+        ec.value(), "dataset '" + std::string(t.dataset) + "': mkdir " + exported.dir));
   }
   // A file this connection has open may be the one that changes.
   s.open_file.reset();
   s.open_key.clear();
-  return dir->second;
+  return exported.dir;
 }
 
 Reply Done(const Status& st) {

@@ -19,7 +19,9 @@ namespace stoker::server {
 
 Status ServerOptions::Validate() const {
   STOKER_RETURN_IF_ERROR(net::CheckSecret(secret, "the server configuration"));
-  if (datasets.empty() && storages.empty()) return Status::InvalidArgument("no datasets to serve");
+  if (datasets.empty() && storages.empty() && root.empty()) {
+    return Status::InvalidArgument("no datasets to serve");
+  }
   if (max_connections == 0) return Status::InvalidArgument("max_connections must be >= 1");
   if (memory_limit < net::kMaxAnswerFrame) {
     return Status::InvalidArgument("memory_limit must hold at least one largest answer (" +
@@ -62,8 +64,6 @@ Status AddDatasetSpec(std::string_view spec, std::map<std::string, std::string>*
   return AddDataset(std::string(spec.substr(0, eq)), std::string(spec.substr(eq + 1)), datasets);
 }
 
-// A directory that holds a stoker dataset: version records (or, format 1, a MANIFEST, so that
-// an old dataset can still be served to `stoker upgrade`).
 bool HoldsDataset(const std::filesystem::path& dir) {
   std::error_code ec;
   return std::filesystem::is_directory(dir / format::kVersionsDir, ec) ||
@@ -86,6 +86,30 @@ Status AddDatasetRoot(const std::string& root, std::map<std::string, std::string
   return Status::OK();
 }
 
+Result<Server::State::Exported> Server::State::FindDataset(std::string_view name) {
+  std::lock_guard lock(datasets_mu);
+  if (auto it = datasets.find(std::string(name)); it != datasets.end()) return it->second;
+  const auto missing = [&] {
+    return Err(Status::NotFound("no dataset named '" + std::string(name) + "' on this server"));
+  };
+  if (options.root.empty() || !CheckDatasetName(name).ok()) return missing();
+  const std::filesystem::path dir = std::filesystem::path(options.root) / std::string(name);
+  std::error_code ec;
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(dir, ec))) {
+    return Err(Status(StatusCode::kPermissionDenied,
+                      "dataset '" + std::string(name) + "': refusing to serve a symbolic link"));
+  }
+  Exported found{storage::NewPosixStorage(dir.string()), dir.string()};
+  if (HoldsDataset(dir)) {
+    datasets.emplace(std::string(name), found);  // there to stay: served from now on
+    return found;
+  }
+  // Not (yet) a dataset: a writable server still lets a first pack create it, but keeps no
+  // entry for a name that may never be written (clients cannot grow this map by asking).
+  if (options.writable) return found;
+  return missing();
+}
+
 Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Server::~Server() { Shutdown(); }
 
@@ -106,11 +130,11 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       return Err(Status::InvalidArgument("dataset '" + name + "': " + dir +
                                          " is not a stoker dataset (no versions/)"));
     }
-    state->datasets.emplace(name, storage::NewPosixStorage(dir));
+    state->datasets.emplace(name, State::Exported{storage::NewPosixStorage(dir), dir});
   }
   for (const auto& [name, storage] : o.storages) {
     STOKER_RETURN_IF_ERROR(CheckDatasetName(name));
-    if (!state->datasets.emplace(name, storage).second) {
+    if (!state->datasets.emplace(name, State::Exported{storage, ""}).second) {
       return Err(Status::InvalidArgument("dataset name '" + name + "' given twice"));
     }
   }

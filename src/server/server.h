@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,6 +27,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7070;                         // 0: an ephemeral port (see Server::port())
   std::map<std::string, std::string> datasets;  // exported name -> dataset directory
+  // Every dataset directory under `root` too, by its name, found when first asked for: one
+  // packed there after the server started is served as well, and on a writable server a new
+  // name is created by its first pack (what a fresh cluster's first `stoker pack` needs).
+  std::string root;
   // Accept WRITE, FINISH and REMOVE into the dataset directories (docs/protocol.md, "Writes"):
   // writers pack and append over stoker://. A directory need not hold a dataset yet (it is
   // created), so a first pack can go to it.
@@ -69,6 +74,10 @@ class Server {
   explicit Server(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
+
+// Whether `dir` holds a stoker dataset: version records, or (format 1) a MANIFEST, so that an
+// old dataset can still be served to `stoker upgrade`.
+bool HoldsDataset(const std::filesystem::path& dir);
 
 // Parses NAME=PATH into `datasets` (InvalidArgument on a bad spec or a duplicate name).
 Status AddDatasetSpec(std::string_view spec, std::map<std::string, std::string>* datasets);

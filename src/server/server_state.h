@@ -29,7 +29,15 @@ struct Server::State {
         budget(options.memory_limit, &metrics.memory_waits, &metrics.memory_peak) {}
 
   const ServerOptions options;
-  std::map<std::string, std::shared_ptr<Storage>> datasets;
+  struct Exported {
+    std::shared_ptr<Storage> storage;
+    std::string dir;  // the dataset directory; empty for an exported Storage (options.storages)
+  };
+  // The dataset exported as `name`: the options' datasets, or one under options.root (found,
+  // and then kept, when first asked for). NotFound otherwise.
+  Result<Exported> FindDataset(std::string_view name);
+  std::mutex datasets_mu;
+  std::map<std::string, Exported> datasets;  // guarded by datasets_mu once serving
   MemoryBudget budget;
   ServerMetrics metrics;
 

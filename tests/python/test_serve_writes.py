@@ -114,3 +114,45 @@ def test_a_read_only_server_refuses_writes(tmp_path, stoker_cli, stoker_exe, mon
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_root_serves_datasets_made_after_the_server_started(tmp_path, stoker_cli, stoker_exe,
+                                                               monkeypatch):
+    """`serve --root` finds a dataset when first asked for: one packed into the root after the
+    server started (read-only), and, --writable, a first pack over stoker:// to a new name,
+    which creates it (a fresh cluster's first pack, docs/kubernetes.md). A name that holds no
+    dataset, or is a symbolic link, is not served."""
+    tree = make_tree(tmp_path / "src", seed=3, classes=2, files_per_class=4)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "not-a-dataset").mkdir()
+    (root / "elsewhere").symlink_to(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text(SECRET + "\n")
+    secret.chmod(0o600)
+    monkeypatch.setenv("STOKER_SECRET_FILE", str(secret))
+    for writable in (False, True):
+        proc = subprocess.Popen([stoker_exe, "serve", "--listen", "127.0.0.1:0", "--root",
+                                 str(root), "--secret-file", str(secret),
+                                 *(["--writable"] if writable else [])],
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            line = proc.stderr.readline()
+            assert f"(and any new under {root})" in line, line
+            port = re.search(r":(\d+)", line.split(" on ")[1])[1]
+            base = f"stoker://127.0.0.1:{port}"
+            name = "pushed" if writable else "local"
+            if writable:  # packed through the server
+                stoker_cli("pack", "-q", tmp_path / "src", f"{base}/{name}", check=True)
+            else:  # packed beside it, into the root
+                stoker_cli("pack", "-q", tmp_path / "src", root / name, check=True)
+            assert dataset_contents(stoker.Dataset(f"{base}/{name}")) == tree
+            assert (root / name / "versions").is_dir()
+            for missing, says in (("not-a-dataset", "not a stoker dataset"),
+                                  ("elsewhere", "symbolic link")):
+                r = stoker_cli("info", f"{base}/{missing}")
+                assert r.returncode != 0 and says in r.stderr, r.stderr
+            assert not (root / "elsewhere" / "versions").exists()
+        finally:
+            proc.kill()
+            proc.wait()
