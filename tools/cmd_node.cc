@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include "net/auth.h"
 #include "node/node.h"
 #include "node/rendezvous.h"
+#include "node/slurm_peers.h"
 #include "tools/commands.h"
 #include "tools/output.h"
 
@@ -70,9 +72,19 @@ int RunNode(const NodeArgs& a) {
     if (!advertise) return Fail("node", advertise.error().WithContext("--advertise"));
     o.advertise = *advertise;
   }
-  auto peers = ParsePeers(a.peers);
-  if (!peers) return Fail("node", peers.error());
-  o.peers = std::move(*peers);
+  if (a.peers == "slurm") {
+    const char* node_list = std::getenv("SLURM_JOB_NODELIST");
+    const char* node_name = std::getenv("SLURMD_NODENAME");
+    auto slurm = node::PeersFromSlurm(node_list ? node_list : "", node_name ? node_name : "",
+                                      o.listen.port);
+    if (!slurm) return Fail("node", slurm.error());
+    o.peers = std::move(slurm->peers);
+    if (a.advertise.empty()) o.advertise = slurm->self;
+  } else {
+    auto peers = ParsePeers(a.peers);
+    if (!peers) return Fail("node", peers.error());
+    o.peers = std::move(*peers);
+  }
   if (!a.rendezvous.empty()) {
     if (!o.peers.empty() || a.expect == 0) {
       return Fail(
@@ -126,7 +138,12 @@ int RunNode(const NodeArgs& a) {
   LogLine(line);
   int sig = 0;
   sigwait(&signals, &sig);
+  // What the job got from this daemon, for its log (and the Slurm recipe's check).
+  const node::NodeStats end = (*daemon)->stats();
   (*daemon)->Shutdown();
+  LogLine(fmt::format("stopped: {} chunk(s) handed to trainers, {} read from the store, {} from "
+                      "peers, {} served to peers",
+                      end.trainer_gets, end.store_fills, end.peer_fills, end.peer_requests));
   return kExitOk;
 }
 
@@ -149,7 +166,9 @@ void RegisterNode(CLI::App& app, int& exit_code) {
   cmd->add_option("--advertise", args->advertise,
                   "HOST:PORT the other daemons know this one by (default: --listen)");
   cmd->add_option("--peers", args->peers,
-                  "every daemon of the job, this one included: HOST:PORT,HOST:PORT,...");
+                  "every daemon of the job, this one included: HOST:PORT,HOST:PORT,...; or "
+                  "'slurm': every node of the Slurm job (SLURM_JOB_NODELIST) at the --listen port, "
+                  "this one by SLURMD_NODENAME");
   cmd->add_option("--rendezvous", args->rendezvous,
                   "instead of --peers: a file every node can reach (a shared directory) where the "
                   "daemons register and find each other");

@@ -133,6 +133,10 @@ def test_manifests_give_stoker_what_it_needs():
     trainer_env = {e["name"]: e["value"] for e in trainer["env"]}
     assert trainer_env["STOKER_NODE"] == flag(node["args"], "socket")
     assert f"--nnodes={n}" in trainer["args"]
+    # The training script is the example's, as it is (the Slurm test runs that file).
+    script = res["ConfigMap/train-script"]["data"]["train_one_epoch.py"]
+    assert script == (DEPLOY.parents[1] / "examples" / "python" / "train_one_epoch.py").read_text()
+    assert "/scripts/train_one_epoch.py" in trainer["args"]
 
 
 def expand(args: list[str], env: dict[str, str]) -> list[str]:

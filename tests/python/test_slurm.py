@@ -17,6 +17,7 @@ that is a failure instead.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -201,3 +202,92 @@ def test_commit_refuses_when_an_array_task_is_missing(slurm, stoker_exe, tmp_pat
     r = stoker_cli(stoker_exe, "commit", ds, "--job", f"slurm-{job}")
     assert r.returncode == 0, r.stderr
     assert_same_as_one_pack(stoker_exe, tmp_path, ds, tree, tmp_path / "whole")
+
+
+# The one-host cluster's nodes n0..n3 are names only, and share one network namespace and one
+# file system. So each step of the training job runs in a mount namespace of its own whose
+# /etc/hosts gives n<k> the address 127.0.1.<k+1> and whose $TMPDIR is the node's own directory,
+# and a daemon listens on its node's address where the recipe says 0.0.0.0 (STOKER_WRAP of
+# deploy/slurm/train.sbatch; unset on a real cluster).
+WRAP = """#!/bin/sh
+mkdir -p "%(tmp)s/$SLURMD_NODENAME"
+exec unshare --mount sh -c '
+  mount --bind "$0" /etc/hosts
+  mount --bind "%(tmp)s/$SLURMD_NODENAME" "$TMPDIR"
+  addr=$(getent hosts "$SLURMD_NODENAME" | cut -d" " -f1)
+  n=$#
+  for a in "$@"; do
+    case $a in 0.0.0.0:*) a="$addr:${a#0.0.0.0:}";; esac
+    set -- "$@" "$a"
+  done
+  shift $n
+  exec "$@"' "%(hosts)s" "$@"
+"""
+
+
+def write_photos(root: Path, classes: int, per_class: int) -> None:
+    """Small JPEGs with real photographic content where Debian's wallpapers are installed,
+    random noise otherwise (the test is about plumbing, not decode speed)."""
+    from PIL import Image
+    import random
+    rng = random.Random(7)
+    for c in range(classes):
+        (root / f"class{c}").mkdir(parents=True)
+        for i in range(per_class):
+            pixels = bytes(rng.getrandbits(8) for _ in range(48 * 40 * 3))
+            Image.frombytes("RGB", (48, 40), pixels).save(root / f"class{c}" / f"{i:03d}.jpg")
+
+
+@pytest.mark.slow
+def test_training_job_reads_through_the_job_cache(slurm, stoker_exe, tmp_path):
+    """deploy/slurm/train.sbatch on two nodes, as documented: a `stoker node --peers slurm`
+    daemon per node (peers from SLURM_JOB_NODELIST), then torchrun with one trainer per node
+    (examples/python/train_one_epoch.py, gloo). Each rank trains on its half of the dataset,
+    through its node's daemon; the daemons read each chunk from the dataset once for the job
+    and the rest from each other."""
+    root = Path(__file__).resolve().parents[2]
+    write_photos(tmp_path / "src", classes=4, per_class=24)
+    ds = tmp_path / "photos.stoker"
+    r = stoker_cli(stoker_exe, "pack", "-q", "--chunk-size", "16KiB", tmp_path / "src", ds)
+    assert r.returncode == 0, r.stderr
+    chunks = json.loads(stoker_cli(stoker_exe, "info", "--json", ds).stdout)["chunks"]
+    assert chunks >= 8
+    hosts = tmp_path / "hosts"
+    hosts.write_text(Path("/etc/hosts").read_text() + "".join(
+        f"127.0.1.{k + 1} {name}\n" for k, name in enumerate(slurm.nodes)))
+    wrap = write_script(tmp_path / "wrap.sh", WRAP % {"hosts": hosts, "tmp": tmp_path / "nodes"})
+    out = tmp_path / "out"
+    out.mkdir()
+    port = cluster._free_ports(1)[0]
+    env = dict(slurm.env, PATH=f"{Path(stoker_exe).parent}{os.pathsep}{slurm.env['PATH']}",
+               STOKER_WRAP=str(wrap), STOKER_NODE_PORT=str(port), STOKER_NODE_MEMORY="256MiB",
+               STOKER_TRAIN_SCRIPT=str(root / "examples" / "python" / "train_one_epoch.py"),
+               OMP_NUM_THREADS="1", TMPDIR=str(tmp_path / "scratch"))
+    (tmp_path / "scratch").mkdir()
+    job = slurm.sbatch("--nodes=2", f"--output={out}/train-%j.out", "--chdir", str(root),
+                       str(root / "deploy" / "slurm" / "train.sbatch"), str(ds),
+                       "--model", "linear", "--batch", "8", "--size", "32",
+                       "--report", str(out / "rank"), env=env)
+    records = slurm.wait(job, timeout=600)
+    log = (out / f"train-{job}.out").read_text(errors="replace")
+    assert [(r["state"], r["exit"]) for r in records] == [("COMPLETED", 0)], (records, log)
+    reports = [json.loads((out / f"rank.{rank}").read_text()) for rank in (0, 1)]
+    assert [(r["world_size"], r["images"], r["node_cache"]) for r in reports] == \
+        [(2, 48, True)] * 2, reports
+    # Each daemon says what it did when stopped: every chunk came from the dataset once.
+    stopped = [tuple(map(int, m)) for m in re.findall(
+        r"stopped: (\d+) chunk\(s\) handed to trainers, (\d+) read from the store, (\d+) from "
+        r"peers, (\d+) served to peers", log)]
+    assert len(stopped) == 2, log
+    assert sum(s[1] for s in stopped) == chunks, (stopped, chunks, log)
+    assert all(s[0] > 0 for s in stopped) and sum(s[2] for s in stopped) > 0, stopped
+    assert f"job slurm-{job}: 2 peer(s)" in log, log
+
+
+def test_node_without_a_slurm_job_says_so(stoker_exe, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    r = subprocess.run([stoker_exe, "node", "--job", "j", "--store", str(tmp_path), "--peers",
+                        "slurm", "--listen", "127.0.0.1:7171"], capture_output=True, text=True,
+                       env=env, timeout=30)
+    assert r.returncode != 0 and "SLURM_JOB_NODELIST is not set" in r.stderr, r.stderr
+    assert "srun --ntasks-per-node=1" in r.stderr
