@@ -75,8 +75,8 @@ int RunNode(const NodeArgs& a) {
   if (a.peers == "slurm") {
     const char* node_list = std::getenv("SLURM_JOB_NODELIST");
     const char* node_name = std::getenv("SLURMD_NODENAME");
-    auto slurm = node::PeersFromSlurm(node_list ? node_list : "", node_name ? node_name : "",
-                                      o.listen.port);
+    auto slurm =
+        node::PeersFromSlurm(node_list ? node_list : "", node_name ? node_name : "", o.listen.port);
     if (!slurm) return Fail("node", slurm.error());
     o.peers = std::move(slurm->peers);
     if (a.advertise.empty()) o.advertise = slurm->self;
@@ -141,9 +141,10 @@ int RunNode(const NodeArgs& a) {
   // What the job got from this daemon, for its log (and the Slurm recipe's check).
   const node::NodeStats end = (*daemon)->stats();
   (*daemon)->Shutdown();
-  LogLine(fmt::format("stopped: {} chunk(s) handed to trainers, {} read from the store, {} from "
-                      "peers, {} served to peers",
-                      end.trainer_gets, end.store_fills, end.peer_fills, end.peer_requests));
+  LogLine(
+      fmt::format("stopped: {} chunk(s) handed to trainers, {} read from the store, {} from "
+                  "peers, {} served to peers",
+                  end.trainer_gets, end.store_fills, end.peer_fills, end.peer_requests));
   return kExitOk;
 }
 
@@ -159,7 +160,8 @@ void RegisterNode(CLI::App& app, int& exit_code) {
                   "job id: namespaces the cache (every daemon of the job "
                   "uses the same one)")
       ->required();
-  cmd->add_option("--store", args->store, "the dataset: a path, file://, stoker://, s3:// or http(s):// URI")
+  cmd->add_option("--store", args->store,
+                  "the dataset: a path, file://, stoker://, s3:// or http(s):// URI")
       ->required();
   cmd->add_option("--listen", args->listen, "HOST:PORT for the other daemons (port 0: any)")
       ->capture_default_str();
