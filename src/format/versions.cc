@@ -32,62 +32,59 @@ Result<bool> RecordExists(Storage& storage, uint64_t version) {
   return storage.Exists(VersionRecordPath(version));
 }
 
+// The far end of the run of records through `known` (which exists), going up or down: steps of
+// 1, 2, 4, ... from `known` until a record is missing, then bisecting between the last step
+// found and the first missing. Version 0 never exists.
+Result<uint64_t> EndOfRun(Storage& storage, uint64_t known, bool up) {
+  const uint64_t room = up ? UINT64_MAX - known : known - 1;  // versions beyond `known`
+  const auto at = [&](uint64_t distance) { return up ? known + distance : known - distance; };
+  uint64_t in = 0, out = 0;  // distances from `known` to a record that exists, one that does not
+  for (uint64_t step = 1; out == 0; step *= 2) {
+    if (step == 0 || step > room) {
+      if (up) {
+        return Err(Status::Corruption(
+            fmt::format("{}: version records up to {} exist", storage.Describe(""), at(in))));
+      }
+      out = room + 1;  // version 0
+      break;
+    }
+    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, at(step)));
+    (exists ? in : out) = step;
+  }
+  while (out - in > 1) {
+    const uint64_t mid = in + (out - in) / 2;
+    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, at(mid)));
+    (exists ? in : out) = mid;
+  }
+  return at(in);
+}
+
 // The newest version of storage that cannot list (see the header); 0 if it holds none.
 Result<uint64_t> ProbeNewestVersion(Storage& storage) {
   STOKER_ASSIGN_OR_RETURN(const uint64_t hint, ReadLatestHint(storage));
-  uint64_t low = 0;  // a version known to exist
   for (const uint64_t start : {hint, uint64_t{1}}) {
     if (start == 0) continue;
     STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, start));
-    if (exists) {
-      low = start;
-      break;
-    }
+    if (exists) return EndOfRun(storage, start, /*up=*/true);
   }
-  if (low == 0) {
-    if (hint == 0) {
-      STOKER_ASSIGN_OR_RETURN(const bool hinted, storage.Exists(kLatestHintPath));
-      if (!hinted) return 0;  // nothing published, or not a dataset at all
-    }
-    const std::string hinted = hint == 0 ? "holds no version number"
-                                         : fmt::format("names version {}, which is gone", hint);
-    return Err(Status::NotFound(fmt::format(
-        "{}: {} {}, and version 1 is gone too; without a listing (or a hint written by `stoker "
-        "gc`) the newest version cannot be found: open a version by number",
-        storage.Describe(""), kLatestHintPath, hinted)));
+  if (hint == 0) {
+    STOKER_ASSIGN_OR_RETURN(const bool hinted, storage.Exists(kLatestHintPath));
+    if (!hinted) return 0;  // nothing published, or not a dataset at all
   }
-  uint64_t high = 0;  // a version known not to exist, above `low`
-  for (uint64_t step = 1; high == 0; step *= 2) {
-    if (step > UINT64_MAX - low) {
-      return Err(Status::Corruption(
-          fmt::format("{}: version records up to {} exist", storage.Describe(""), low)));
-    }
-    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, low + step));
-    (exists ? low : high) = low + step;
-  }
-  while (high - low > 1) {
-    const uint64_t mid = low + (high - low) / 2;
-    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, mid));
-    (exists ? low : high) = mid;
-  }
-  return low;
+  const std::string hinted =
+      hint == 0 ? "holds no version number" : fmt::format("names version {}, which is gone", hint);
+  return Err(Status::NotFound(fmt::format(
+      "{}: {} {}, and version 1 is gone too; without a listing (or a hint written by `stoker "
+      "gc`) the newest version cannot be found: open a version by number",
+      storage.Describe(""), kLatestHintPath, hinted)));
 }
 
 // ListVersions without a listing: the run that ends at the newest version, its start found by
-// probing down from there as ProbeNewestVersion probes up.
+// probing down from there.
 Result<std::vector<uint64_t>> ProbeVersions(Storage& storage) {
   STOKER_ASSIGN_OR_RETURN(const uint64_t newest, ProbeNewestVersion(storage));
   if (newest == 0) return std::vector<uint64_t>();
-  uint64_t oldest = newest, gone = 0;  // `gone` < `oldest`: 0 or a version known not to exist
-  for (uint64_t step = 1; gone == 0 && step < oldest; step *= 2) {
-    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, oldest - step));
-    (exists ? oldest : gone) = oldest - step;
-  }
-  while (oldest - gone > 1) {
-    const uint64_t mid = gone + (oldest - gone) / 2;
-    STOKER_ASSIGN_OR_RETURN(const bool exists, RecordExists(storage, mid));
-    (exists ? oldest : gone) = mid;
-  }
+  STOKER_ASSIGN_OR_RETURN(const uint64_t oldest, EndOfRun(storage, newest, /*up=*/false));
   std::vector<uint64_t> versions;
   for (uint64_t v = oldest; v <= newest; ++v) versions.push_back(v);
   return versions;

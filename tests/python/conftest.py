@@ -12,6 +12,7 @@ import pty
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sysconfig
 import tarfile
@@ -47,6 +48,13 @@ MARKERS = {
 def pytest_configure(config):
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that the kernel hands out now (free until someone binds it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def find_stoker() -> str | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import STOKER, make_tree
+from conftest import STOKER, free_port, make_tree
 
 KUBERNETES_VERSION = "1.33.0"
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
@@ -142,12 +142,6 @@ def test_manifests_give_stoker_what_it_needs():
 def expand(args: list[str], env: dict[str, str]) -> list[str]:
     """Kubernetes' $(VAR) expansion in args."""
     return [re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), a) for a in args]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_manifests_commands_run_here(tmp_path):

@@ -3,7 +3,6 @@ batches, wall time, waiting by stage and starved ratio in the stoker_<component>
 `stoker serve` and `stoker node` use; a port in use is a clear error."""
 from __future__ import annotations
 
-import socket
 import time
 import urllib.request
 
@@ -11,15 +10,10 @@ import numpy as np
 import pytest
 
 import stoker
+from conftest import free_port
 
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:

@@ -11,15 +11,9 @@ import urllib.request
 
 import pytest
 
-from conftest import dataset_contents, make_tree
+from conftest import dataset_contents, free_port, make_tree
 
 SECRET = "a shared secret for the serve tests"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
