@@ -1,4 +1,10 @@
-# Every dependency comes from a Debian package (scripts/setup installs them).
+# Every dependency comes from a Debian package (scripts/setup installs them), or, for the
+# manylinux wheel, from the static libraries scripts/wheel-deps builds.
+option(STOKER_STATIC_DEPS "Link the static libraries in STOKER_DEPS_PREFIX (scripts/wheel)" OFF)
+if(STOKER_STATIC_DEPS)
+  include(StokerStaticDependencies)
+  return()
+endif()
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 find_package(fmt REQUIRED)

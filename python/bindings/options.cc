@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/parse_number.h"
 #include "common/progress.h"
 
 namespace nb = nanobind;
@@ -121,9 +122,8 @@ OptionValue FromPython(const Target& option, nb::handle value) {
 double ShortestFloat32(double v) {
   char buf[32];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
-  double out = v;
-  if (ec == std::errc()) std::from_chars(buf, end, out);
-  return out;
+  if (ec != std::errc()) return v;
+  return ParseDouble(std::string_view(buf, end)).value_or(v);
 }
 
 }  // namespace

@@ -40,8 +40,12 @@ from __future__ import annotations
 
 import importlib
 
-from ._core import (CorruptionError, Dataset, Sampler, Writer, byte_size, commit, pack,
-                    shuffle_report, shuffle_unit, verify)
+try:
+    from ._core import (CorruptionError, Dataset, Sampler, Writer, byte_size, commit, pack,
+                        shuffle_report, shuffle_unit, verify)
+except ImportError as _error:  # the compiled part: a too-old glibc is explained (docs/install.md)
+    from ._glibc import explain_import_error
+    raise explain_import_error(_error) from _error
 from .image_loader import ImageLoader
 from .loader import Loader, collate_columns
 from .mix import Mix

@@ -12,6 +12,8 @@
 // time.
 #include "decode/output.h"
 
+#include "decode/cpu_features.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -160,8 +162,7 @@ void WriteSample(ImageView src, bool flip_horizontal, const OutputSpec& spec, vo
     affine.bias[c] = -spec.mean[c] / spec.std[c];
   }
 #ifdef STOKER_OUTPUT_AVX2
-  static const bool has_avx2 = __builtin_cpu_supports("avx2");
-  if (has_avx2) {
+  if (CpuHasAvx2()) {
     WriteAvx2(src, flip_horizontal, spec, affine, dst);
     return;
   }

@@ -16,6 +16,8 @@
 // Thread-safety: one Resizer per thread; a call reuses the Resizer's buffers.
 #include "decode/resize.h"
 
+#include "decode/cpu_features.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -231,11 +233,6 @@ void HorizontalRowsAvx2(const uint8_t* const* in, int rows, const Avx2Plan& avx,
   }
 }
 
-bool HasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
-
 #endif  // STOKER_RESIZE_AVX2
 
 // --- Vertical pass ---------------------------------------------------------------------------
@@ -354,7 +351,7 @@ void HorizontalPass(Rows in, int count, int in_width, bool last_row_ends_buffer,
                     const AxisPlan& plan, Avx2Plan& avx, MutableImageView out) {
   const int out_width = int(out.width);
 #ifdef STOKER_RESIZE_AVX2
-  if (HasAvx2()) {
+  if (CpuHasAvx2()) {
     PlanAvx2(plan, out_width, avx);
     const int inner_end = std::min(avx.SafePixels(int64_t{3} * in_width + in.stride), out_width);
     const int last_end = std::min(avx.SafePixels(int64_t{3} * in_width), out_width);
@@ -397,7 +394,7 @@ void VerticalPass(Rows in, const AxisPlan& plan, size_t length, std::vector<cons
     for (int k = 0; k < plan.taps[y]; ++k) rows[k] = in.row(plan.start[y] + k);
     const int32_t* coefs = &plan.coefs[size_t(y) * plan.stride];
 #ifdef STOKER_RESIZE_AVX2
-    if (HasAvx2()) {
+    if (CpuHasAvx2()) {
       VerticalRowAvx2(rows.data(), coefs, plan.taps[y], length, out.row(y));
       continue;
     }

@@ -6,6 +6,10 @@
 // double arithmetic truncated to 8 bits. Thread-safety: a pure function.
 #include "decode/warp.h"
 
+#include "decode/cpu_features.h"
+
+#include "common/parse_number.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -22,14 +26,12 @@ namespace {
 constexpr double kDegreesToRadians = M_PI / 180.0;
 
 // Python's round(v, 15): the double nearest to v's correctly rounded 15-decimal form.
-// to_chars rounds exactly and from_chars reads back exactly, as Python's dtoa does, and unlike
+// to_chars rounds exactly and ParseDouble reads back exactly, as Python's dtoa does, and unlike
 // printf/strtod neither depends on the locale.
 double RoundTo15Decimals(double v) {
   char text[400];  // fixed notation of any double in [-1, 1] with 15 decimals fits easily
   const auto printed = std::to_chars(text, text + sizeof text, v, std::chars_format::fixed, 15);
-  double rounded = v;
-  std::from_chars(text, printed.ptr, rounded, std::chars_format::fixed);
-  return rounded;
+  return ParseDouble(std::string_view(text, printed.ptr)).value_or(v);
 }
 
 // Python's float modulo: the result has the divisor's sign.
@@ -276,8 +278,7 @@ __attribute__((target("avx2"))) void BilinearAvx2(ImageView src, const double* m
 
 void Bilinear(ImageView src, const double* m, const WarpParams& params, MutableImageView dst) {
 #ifdef STOKER_WARP_AVX2
-  static const bool has_avx2 = __builtin_cpu_supports("avx2");
-  if (has_avx2) {
+  if (CpuHasAvx2()) {
     BilinearAvx2(src, m, params, dst);
     return;
   }

@@ -1,4 +1,5 @@
 #include "format/columns.h"
+#include "common/parse_number.h"
 
 #include <algorithm>
 #include <array>
@@ -329,12 +330,11 @@ Result<int64_t> ParseIntText(std::string_view text) {
 }
 
 Result<double> ParseFloatText(std::string_view text) {
-  double value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) {
+  const std::optional<double> value = ParseDouble(text);
+  if (!value) {
     return Err(Status::Corruption(fmt::format("not a float value: '{}'", text.substr(0, 40))));
   }
-  return value;
+  return *value;
 }
 
 }  // namespace stoker::format

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 namespace stoker::http {
 namespace {
@@ -107,15 +108,27 @@ size_t OnRead(char* buffer, size_t size, size_t n, void* user) {
   return len;
 }
 
-std::string CaFileFromEnvironment() {
-  const char* file = std::getenv("SSL_CERT_FILE");
-  return file != nullptr ? file : "";
+// SSL_CERT_FILE, or the system's CA bundle wherever this distribution keeps it. Looked for at run
+// time, not left to the path built into curl/OpenSSL: the manylinux wheel's is its build
+// directory, and it runs on distributions that disagree on where the bundle lives.
+std::string CaFile() {
+  if (const char* file = std::getenv("SSL_CERT_FILE"); file != nullptr) return file;
+  for (const char* bundle : {
+           "/etc/ssl/certs/ca-certificates.crt",                 // Debian, Ubuntu, Arch, Alpine
+           "/etc/pki/tls/certs/ca-bundle.crt",                   // RHEL, Fedora, Rocky, Amazon
+           "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // RHEL 9
+           "/etc/ssl/ca-bundle.pem",                             // openSUSE, SLES
+           "/etc/ssl/cert.pem",                                  // Alpine, macOS-like
+       }) {
+    if (access(bundle, R_OK) == 0) return bundle;
+  }
+  return "";  // curl's built-in default
 }
 
 }  // namespace
 
 Client::Client(std::chrono::milliseconds request_timeout)
-    : request_timeout_(request_timeout), ca_file_(CaFileFromEnvironment()) {}
+    : request_timeout_(request_timeout), ca_file_(CaFile()) {}
 
 Client::~Client() {
   for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
