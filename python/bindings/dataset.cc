@@ -145,7 +145,7 @@ class PyDataset {
     if (raw == nullptr) throw nb::python_error();
     nb::bytes out = nb::steal<nb::bytes>(raw);
     // Nobody else can see `out` yet, so writing into it without the GIL is safe.
-    std::byte* dst = reinterpret_cast<std::byte*>(PyBytes_AS_STRING(raw));
+    std::byte* dst = reinterpret_cast<std::byte*>(PyBytes_AsString(raw));  // stable ABI: no macro
     Status status;
     {
       nb::gil_scoped_release release;

@@ -68,7 +68,7 @@ void ThrowStatus(const Status& status) {
   nb::object message = nb::steal(
       PyUnicode_DecodeUTF8(shown.data(), static_cast<Py_ssize_t>(shown.size()), "strict"));
   if (!message.is_valid()) throw nb::python_error();
-  nb::object exc = nb::steal(PyObject_CallOneArg(type, message.ptr()));
+  nb::object exc = nb::steal(PyObject_CallFunctionObjArgs(type, message.ptr(), nullptr));
   if (!exc.is_valid()) throw nb::python_error();
   const std::string_view code = StatusCodeName(status.code());
   if (PyObject_SetAttrString(exc.ptr(), "code", nb::str(code.data(), code.size()).ptr()) != 0) {

@@ -298,8 +298,9 @@ class PyWriter {
   }
   [[noreturn]] void WrongType(const Column& column, PyObject* value,
                               std::string_view wanted) const {
-    Bad(PyExc_TypeError, column,
-        fmt::format("expected {}, got {}", wanted, Py_TYPE(value)->tp_name));
+    // The type's __name__: tp_name is not in the stable ABI.
+    const nb::str got = nb::borrow<nb::str>(nb::handle(value).type().attr("__name__"));
+    Bad(PyExc_TypeError, column, fmt::format("expected {}, got {}", wanted, got.c_str()));
   }
 
   std::vector<std::byte> Encode(const Column& column, PyObject* value) {

@@ -2,8 +2,8 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cmath>
 #include <clocale>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 

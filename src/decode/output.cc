@@ -12,10 +12,10 @@
 // time.
 #include "decode/output.h"
 
-#include "decode/cpu_features.h"
-
 #include <algorithm>
 #include <cstring>
+
+#include "decode/cpu_features.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

@@ -16,12 +16,11 @@
 // Thread-safety: one Resizer per thread; a call reuses the Resizer's buffers.
 #include "decode/resize.h"
 
-#include "decode/cpu_features.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "decode/cpu_features.h"
 #include "decode/resample_coeffs.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)

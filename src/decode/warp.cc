@@ -6,13 +6,12 @@
 // double arithmetic truncated to 8 bits. Thread-safety: a pure function.
 #include "decode/warp.h"
 
-#include "decode/cpu_features.h"
-
-#include "common/parse_number.h"
-
 #include <charconv>
 #include <cmath>
 #include <cstring>
+
+#include "common/parse_number.h"
+#include "decode/cpu_features.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

@@ -1,5 +1,4 @@
 #include "format/columns.h"
-#include "common/parse_number.h"
 
 #include <algorithm>
 #include <array>
@@ -8,6 +7,8 @@
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "common/parse_number.h"
 
 namespace stoker::format {
 namespace {

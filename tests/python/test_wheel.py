@@ -56,7 +56,7 @@ def find_python(version: str) -> str | None:
 def _unavailable() -> str | None:
     if os.geteuid() != 0:
         return "needs root (a mount namespace hides the Debian libraries)"
-    for tool in ("unshare", "readelf", "mmdebstrap", "ccache", "nasm", "patchelf"):
+    for tool in ("unshare", "readelf", "mmdebstrap", "ccache", "nasm"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (scripts/setup installs it)"
     for version in ("3.10", "3.11", "3.12", "3.13"):
