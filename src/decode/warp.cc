@@ -26,7 +26,7 @@ constexpr double kDegreesToRadians = M_PI / 180.0;
 
 // Python's round(v, 15): the double nearest to v's correctly rounded 15-decimal form.
 // to_chars rounds exactly and ParseDouble reads back exactly, as Python's dtoa does, and unlike
-// printf/strtod neither depends on the locale.
+// printf or a plain strtod neither depends on the locale.
 double RoundTo15Decimals(double v) {
   char text[400];  // fixed notation of any double in [-1, 1] with 15 decimals fits easily
   const auto printed = std::to_chars(text, text + sizeof text, v, std::chars_format::fixed, 15);

@@ -79,13 +79,14 @@ def run(argv, *, timeout=600, **kwargs) -> subprocess.CompletedProcess:
     return r
 
 
-def hidden(argv: list[str]) -> list[str]:
+def hidden(argv: list[str], also: dict[str, str] | None = None) -> list[str]:
     """`argv` in a private mount namespace where every Debian library of DEBIAN_LIBRARIES reads
-    as an empty file, so nothing can load them."""
+    as an empty file, so nothing can load them; `also` binds more {source: target} there."""
     libraries = sorted({str((LIBDIR / name).resolve()) for name in DEBIAN_LIBRARIES
                         if (LIBDIR / name).exists()})
     assert len(libraries) >= 8, libraries  # scripts/setup installed the source build's libraries
-    binds = " && ".join(f"mount --bind /dev/null {lib}" for lib in libraries)
+    binds = " && ".join(f"mount --bind {source} {target}" for source, target in
+                        [*[("/dev/null", lib) for lib in libraries], *(also or {}).items()])
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
             f'{binds} && exec "$@"', "sh", *argv]
 
@@ -248,9 +249,7 @@ def test_https_from_the_wheel_checks_certificates(venv311, packed, photos, tmp_p
         # The test CA as this Debian machine's bundle: found without SSL_CERT_FILE.
         bundle = "/etc/ssl/certs/ca-certificates.crt"
         name = sorted(files)[5]
-        got = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                              f'mount --bind {nginx.ca} {bundle} && exec "$@"', "sh",
-                              *hidden([cli, "cat", url, name])],
+        got = subprocess.run(hidden([cli, "cat", url, name], also={str(nginx.ca): bundle}),
                              capture_output=True, env=env, timeout=120)
         assert got.returncode == 0 and got.stdout == files[name], got.stderr
     finally:
