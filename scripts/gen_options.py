@@ -45,7 +45,7 @@ IMAGE_LOADER_OWN = ("batch_size", "shuffle")
 ANNOTATIONS = {
     "bool": "bool", "unsigned": "int", "number": "float", "choice": "str",
     "pair": "float | Sequence[float]", "triple": "Sequence[float]", "size": "int | Sequence[int]",
-    "byte size": "int | str",
+    "byte size": "int | str", "texts": "Sequence[str]",
 }
 
 

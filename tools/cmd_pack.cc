@@ -79,25 +79,42 @@ int SetPackOptions(const PackArgs& args, dataset::PackOptions* options) {
   return kExitOk;
 }
 
+// What the source left out, as JSON: counts and the first few names of each kind.
+nlohmann::json LeftOutJson(const dataset::LeftOut& left_out) {
+  const auto names = [](const dataset::LeftOutNames& n) {
+    return nlohmann::json{{"count", n.count}, {"examples", n.examples}};
+  };
+  return {{"excluded", names(left_out.excluded)},
+          {"outside_class_dirs", names(left_out.outside_classes)}};
+}
+
 // A part packed (--part): what it added, and where.
 void PrintPartSummary(const PackArgs& args, const std::string& dst, const dataset::PackSummary& s) {
+  const std::vector<std::string> notes = dataset::PackNotes(s, args.settings.pack);
   if (args.json) {
     PrintJson(nlohmann::json{{"dataset", dst},
                              {"part", s.part_path},
                              {"files_added", s.files_added},
                              {"bytes_added", s.bytes_added},
                              {"chunks_added", s.chunks_added},
-                             {"seconds", s.seconds}});
-  } else if (!args.quiet) {
+                             {"seconds", s.seconds},
+                             {"left_out", LeftOutJson(s.left_out)},
+                             {"notes", notes}});
+    return;
+  }
+  for (const std::string& note : notes) PrintNote("pack", note);
+  if (!args.quiet) {
     std::cout << fmt::format("packed {} ({}) as {} of {}; `stoker commit` publishes the parts\n",
                              Counted(s.files_added, "file"), HumanBytes(s.bytes_added), s.part_path,
                              dst);
   }
 }
 
-// A version published: what it added, the dataset's totals and the speed.
+// A version published: what it added, the dataset's totals and the speed; what was left out
+// and labels not found (on stderr, so that stdout stays the summary).
 void PrintVersionSummary(const PackArgs& args, const std::string& dst,
                          const dataset::PackSummary& s) {
+  const std::vector<std::string> notes = dataset::PackNotes(s, args.settings.pack);
   const double per_file = s.files_total ? static_cast<double>(s.metadata_bytes) / s.files_total : 0;
   if (args.json) {
     nlohmann::json j = {
@@ -121,9 +138,15 @@ void PrintVersionSummary(const PackArgs& args, const std::string& dst,
         {"seconds", s.seconds},
         {"files_per_second", s.seconds > 0 ? s.files_added / s.seconds : 0},
         {"mb_per_second", s.seconds > 0 ? s.bytes_added / s.seconds / 1e6 : 0},
+        {"left_out", LeftOutJson(s.left_out)},
+        {"labels_found", !s.no_labels_found},
+        {"notes", notes},
     };
     PrintJson(j);
-  } else if (!args.quiet) {
+    return;
+  }
+  for (const std::string& note : notes) PrintNote("pack", note);
+  if (!args.quiet) {
     std::cout << fmt::format(
         "packed {} ({}) into {} as version {}: {} added ({} total), {}, {}, metadata {} "
         "({:.0f} B/file), {:.1f} s ({:.0f} files/s, {}/s)\n",

@@ -1,6 +1,7 @@
 // A subcommand's flags made from an option table (common/option_table.h): one flag per entry,
 // named after the option (chunk_size is --chunk-size), with its doc as help and its default
-// shown. A bool option is a flag without a value; any other takes text that ParseOptionText
+// shown. A bool option is a flag without a value; a texts option may be given several times,
+// each adding one; any other takes text that ParseOptionText
 // reads as the option's kind. A bad value is a usage error naming the flag.
 #pragma once
 
@@ -55,6 +56,15 @@ void AddOptionFlags(CLI::App& cmd, std::span<const Option<Options>> table, Optio
     };
     if (option.kind == OptionKind::kBool) {
       cmd.add_flag_callback(flag, [set] { set(true); }, std::string(option.doc));
+      continue;
+    }
+    if (option.kind == OptionKind::kTexts) {  // repeatable: each use adds its text
+      cmd.add_option_function<std::vector<std::string>>(
+             flag, [set](const std::vector<std::string>& texts) { set(texts); },
+             std::string(option.doc))
+          ->type_name("TEXT")
+          ->expected(1)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
       continue;
     }
     cmd.add_option_function<std::string>(

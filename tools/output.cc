@@ -35,13 +35,27 @@ nlohmann::json HoldUnwritable(const nlohmann::json& value, std::vector<std::stri
   return value;
 }
 
+// "stoker <command>: <text>\n", each line of `text` terminal-safe (a message of several lines
+// keeps its newlines; other control characters show as \xNN).
+void PrintLines(std::string_view command, std::string_view text) {
+  std::string out = "stoker " + std::string(command) + ": ";
+  for (size_t at = 0;;) {
+    const size_t end = text.find('\n', at);
+    out += TerminalSafe(text.substr(at, end == std::string_view::npos ? end : end - at));
+    out += '\n';
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  std::fwrite(out.data(), 1, out.size(), stderr);
+}
+
 }  // namespace
 
 void PrintError(std::string_view command, const Status& status) {
-  const std::string line =
-      "stoker " + std::string(command) + ": " + TerminalSafe(status.ToString()) + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
+  PrintLines(command, status.ToString());
 }
+
+void PrintNote(std::string_view command, std::string_view note) { PrintLines(command, note); }
 
 int Fail(std::string_view command, const Status& status) {
   PrintError(command, status);

@@ -14,6 +14,10 @@ namespace stoker::cli {
 // "stoker <command>: <status>" on stderr, control characters and non-UTF-8 bytes as \xNN.
 void PrintError(std::string_view command, const Status& status);
 
+// "stoker <command>: <note>" on stderr: something the user must know that is no error (what a
+// pack left out), terminal-safe as errors are.
+void PrintNote(std::string_view command, std::string_view note);
+
 // PrintError, then the exit code: kExitCorrupt for corruption, kExitError otherwise.
 int Fail(std::string_view command, const Status& status);
 

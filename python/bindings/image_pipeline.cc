@@ -94,10 +94,11 @@ class PyImagePipeline {
     Start(std::move(sources), std::vector<uint16_t>(order.data(), order.data() + order.shape(0)));
   }
 
-  // (images, labels, samples, consumed, errors, sources, waited, read_waited): images a torch
-  // tensor sharing the batch buffer; errors a list of (position, sample, message, source) for
-  // skipped samples; waited the seconds Next() waited, read_waited those of them the batch's
-  // reads took (loader::ImageBatch).
+  // (images, labels, samples, consumed, errors, sources, waited, read_waited, not_images):
+  // images a torch tensor sharing the batch buffer; errors a list of (position, sample,
+  // message, source) for skipped samples, not_images the same for samples left out as no image;
+  // waited the seconds Next() waited, read_waited those of them the batch's reads took
+  // (loader::ImageBatch).
   nb::tuple Next() {
     if (!pipeline_) throw nb::stop_iteration();
     Result<std::optional<loader::ImageBatch>> item = Err(Status::Internal("unset"));
@@ -109,7 +110,8 @@ class PyImagePipeline {
     if (!batch) throw nb::stop_iteration();
     return nb::make_tuple(Images(*batch), Labels(batch->labels), Samples(batch->samples),
                           batch->consumed, Errors(batch->errors), Sources(batch->sources),
-                          batch->waited_seconds, batch->read_waited_seconds);
+                          batch->waited_seconds, batch->read_waited_seconds,
+                          Errors(batch->not_images, /*bare=*/true));
   }
 
   nb::dict Stats() const {
@@ -119,6 +121,7 @@ class PyImagePipeline {
     d["samples"] = s.samples;
     d["batches"] = s.batches;
     d["skipped"] = s.skipped;
+    d["not_images"] = s.not_images;
     d["threads"] = s.threads;
     d["read_wait_seconds"] = s.read_wait_seconds;
     d["decode_seconds"] = s.decode_seconds;
@@ -195,10 +198,13 @@ class PyImagePipeline {
     return Vector(std::vector<int64_t>(sources.begin(), sources.end()));
   }
 
-  static nb::list Errors(const std::vector<loader::SampleError>& errors) {
+  // `errors` as (position, sample, message, source); the message without its code's name
+  // when `bare` (samples left out as no image: not a failure).
+  static nb::list Errors(const std::vector<loader::SampleError>& errors, bool bare = false) {
     nb::list list;
     for (const loader::SampleError& e : errors) {
-      list.append(nb::make_tuple(e.position, e.sample, e.status.ToString(), e.source));
+      const std::string message = bare ? std::string(e.status.message()) : e.status.ToString();
+      list.append(nb::make_tuple(e.position, e.sample, message, e.source));
     }
     return list;
   }
@@ -259,7 +265,7 @@ void RegisterImagePipeline(nb::module_& m) {
   nb::class_<PyImagePipeline>(m, "ImagePipeline",
                               "Decodes and transforms `plan` into batches in C++ threads; "
                               "iterating yields (images, labels, samples, consumed, errors, "
-                              "sources, waited, read_waited).")
+                              "sources, waited, read_waited, not_images).")
       .def(nb::init<nb::object, Plan, const nb::dict&>(), nb::arg("dataset"), nb::arg("plan"),
            nb::arg("options"))
       .def(nb::init<const nb::list&, Order, const nb::dict&>(), nb::arg("sources"),
@@ -269,7 +275,8 @@ void RegisterImagePipeline(nb::module_& m) {
       .def("__iter__", [](nb::handle self) { return self; })
       .def("__next__", &PyImagePipeline::Next)
       .def("stats", &PyImagePipeline::Stats,
-           "Counters: samples, batches, skipped, threads, read_wait_seconds, decode_seconds, "
+           "Counters: samples, batches, skipped, not_images, threads, read_wait_seconds, "
+           "decode_seconds, "
            "resize_seconds, output_seconds, idle_seconds, gpu_seconds, consumer_wait_seconds, "
            "bytes_read, "
            "ranges, peak_bytes_held.")

@@ -108,6 +108,23 @@ OptionValue FromPython(const Target& option, nb::handle value) {
       }
       Fail(PyExc_ValueError, option, expected, value);
     }
+    case OptionKind::kTexts: {
+      // One str, or a list or tuple of them (not bytes: patterns are text).
+      if (PyUnicode_Check(value.ptr())) {
+        return std::vector<std::string>{nb::cast<std::string>(value)};
+      }
+      if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) {
+        Fail(PyExc_TypeError, option, "a str or a list of str", value);
+      }
+      std::vector<std::string> texts;
+      for (Py_ssize_t i = 0; i < PySequence_Size(value.ptr()); ++i) {
+        nb::object item = nb::steal(PySequence_GetItem(value.ptr(), i));
+        if (!item.is_valid()) throw nb::python_error();
+        if (!PyUnicode_Check(item.ptr())) Fail(PyExc_TypeError, option, "a list of str", value);
+        texts.push_back(nb::cast<std::string>(item));
+      }
+      return texts;
+    }
     case OptionKind::kPair:
       return Numbers(option, value, 2, true, "a number or a pair of numbers");
     case OptionKind::kTriple:
@@ -145,6 +162,11 @@ nb::object OptionToPython(OptionKind kind, const OptionValue& v) {
       return nb::cast(std::get<double>(v));
     case OptionKind::kChoice:
       return nb::cast(std::get<std::string>(v));
+    case OptionKind::kTexts: {
+      nb::list texts;
+      for (const std::string& t : std::get<std::vector<std::string>>(v)) texts.append(t);
+      return texts;
+    }
     case OptionKind::kPair:
     case OptionKind::kTriple:
     case OptionKind::kSize:

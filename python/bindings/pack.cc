@@ -109,7 +109,30 @@ nb::dict Pack(nb::handle src_arg, nb::handle dst_arg, const nb::kwargs& kwargs) 
     result = RunPack(sources, dst, settings, progress);
   }
   if (!result) ThrowStatus(SpokenInPython(result.error()));
-  return PackSummaryDict(dst, *result);
+  nb::dict summary = PackSummaryDict(dst, *result);
+  // What was left out, or labels not found: a warning, as the CLI's note on stderr.
+  nb::list notes;
+  for (const std::string& note : dataset::PackNotes(*result, settings.pack)) {
+    const std::string text =
+        "stoker.pack: " + std::string(SpokenInPython(Status::InvalidArgument(note)).message());
+    if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) != 0) throw nb::python_error();
+    notes.append(note);
+  }
+  summary["notes"] = notes;
+  const auto names = [](const dataset::LeftOutNames& n) {
+    nb::list examples;
+    for (const std::string& name : n.examples) examples.append(FsName(name));
+    nb::dict d;
+    d["count"] = n.count;
+    d["examples"] = examples;
+    return d;
+  };
+  nb::dict left_out;
+  left_out["excluded"] = names(result->left_out.excluded);
+  left_out["outside_class_dirs"] = names(result->left_out.outside_classes);
+  summary["left_out"] = left_out;
+  summary["labels_found"] = !result->no_labels_found;
+  return summary;
 }
 
 nb::dict Commit(nb::handle dst_arg, const std::string& job, uint32_t parts) {
@@ -169,6 +192,8 @@ std::string_view Annotation(OptionKind kind) {
       return "int | str";
     case OptionKind::kChoice:
       return "str";
+    case OptionKind::kTexts:
+      return "Sequence[str]";
     default:
       return "object";  // no pack option has another kind
   }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 import os
+import warnings
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -336,6 +337,8 @@ class ImageLoader(_Stream):
         image_member, label_member = self._open(uri_or_dataset, reading, image, label)
         self._batch_size: int = reading["batch_size"]
         self._on_error = on_error
+        # Files left out as no image (README.txt in a file dataset), said once: _say_not_images.
+        self._not_images, self._not_image_names, self._said_not_images = 0, [], False
         self._memory_budget: int | None = reading["memory_budget"]
         self._batch_transform = batch_transform
         self._pin_memory = pin_memory
@@ -412,7 +415,10 @@ class ImageLoader(_Stream):
         batches: Any = _PinnedAhead(pipe) if pin else pipe
         try:
             asked = now()
-            for images, labels, _samples, consumed, errors, sources, waited, read in batches:
+            for (images, labels, _samples, consumed, errors, sources, waited, read,
+                 not_images) in batches:
+                if not_images:
+                    self._note_not_images(not_images)
                 if errors:
                     self.errors.extend(e if mixed else e[:3] for e in errors)
                     if self._on_error == "log":
@@ -432,7 +438,30 @@ class ImageLoader(_Stream):
             self._stats["images_per_second"] = (self._stats["samples"] / elapsed
                                                 if elapsed > 0 else 0.0)
             pipe.close()
+            self._say_not_images()
         self._cursor.end_pass(token)
+
+    def _note_not_images(self, not_images: list) -> None:
+        """Counts files left out as no image this pass, keeping a few names for the warning."""
+        self._not_images += len(not_images)
+        for e in not_images[:3 - len(self._not_image_names)]:
+            self._not_image_names.append(e[2].split(": not an image")[0])
+
+    def _say_not_images(self) -> None:
+        """Once per loader, at the end of the first pass that left files out: how many, and
+        which. A file dataset's README.txt is not a training error (ImageFolder skips it too),
+        but it must not vanish unsaid."""
+        if self._not_images and not self._said_not_images:
+            self._said_not_images = True
+            more = ", ..." if self._not_images > len(self._not_image_names) else ""
+            warnings.warn(
+                f"ImageLoader left out {self._not_images} file(s) of {self._uri} that are no "
+                f"images (no JPEG or PNG signature, no image extension), as torchvision's "
+                f"ImageFolder does: {', '.join(self._not_image_names)}{more}; "
+                f"stats()['not_images'] counts them. Leave them out of the pack with "
+                f"`stoker pack --exclude GLOB`.", stacklevel=2)
+        self._not_images = 0
+        self._not_image_names = []
 
     def _metrics_label(self) -> str:
         return self._uri

@@ -82,7 +82,7 @@ class Mix:
             counts[i] += 1
         for s, n, size in zip(self.sources, counts, sizes):
             if n > 0 and size == 0:
-                raise ValueError(f"source {s.uri!r} has no {unit} but a weight above 0")
+                raise ValueError(f"source {_named(s)} has no {unit} but a weight above 0")
         return weights, counts, epoch_size
 
     def __len__(self) -> int:
@@ -92,7 +92,7 @@ class Mix:
         return (Mix, (self.sources, self._weights, self._epoch_size))
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{s.uri!r}: {w:.3g}" for s, w in zip(self.sources, self.weights))
+        parts = ", ".join(f"{_named(s)}: {w:.3g}" for s, w in zip(self.sources, self.weights))
         return f"stoker.Mix({{{parts}}}, epoch_size={self.epoch_size})"
 
     def reopened(self) -> Mix:
@@ -102,6 +102,12 @@ class Mix:
                 return DatasetView(reopen_dataset(s.uri, s.version), s.indices)
             return reopen_dataset(s.uri, s.version)
         return Mix([again(s) for s in self.sources], self._weights, self._epoch_size)
+
+
+def _named(source: Source) -> str:
+    """A source as messages and reprs name it: a view by its repr (its base's URI would not tell
+    it from the base, or from another view of it)."""
+    return repr(source) if isinstance(source, DatasetView) else repr(source.uri)
 
 
 def mix_label(mix: Mix) -> str:

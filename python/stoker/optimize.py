@@ -32,13 +32,15 @@ import numpy as np
 from ._core import Dataset, Writer
 
 _GROUP = "group-{:06d}"
+# The starts of the image types' values, as stoker.Writer checks them.
+IMAGE_SIGNATURES = {"jpeg": b"\xff\xd8\xff", "png": b"\x89PNG\r\n\x1a\n"}
 
 
 def _column_type(value: Any) -> str:
     if isinstance(value, (bytes, bytearray, memoryview)):
         head = bytes(value[:8])
-        return ("jpeg" if head.startswith(b"\xff\xd8\xff") else
-                "png" if head.startswith(b"\x89PNG\r\n\x1a\n") else "bytes")
+        return next((kind for kind, sig in IMAGE_SIGNATURES.items() if head.startswith(sig)),
+                    "bytes")
     if isinstance(value, str):
         return "str"
     if isinstance(value, bool):

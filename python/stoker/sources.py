@@ -4,7 +4,8 @@ until the whole input is in).
 
     stoker.from_parquet(["data/part-0.parquet", "data/part-1.parquet"], "out.stoker")
     stoker.from_huggingface(hf_dataset, "out.stoker")
-    python -m stoker.sources data/*.parquet out.stoker     (what `stoker pack x.parquet` runs)
+    python -m stoker._pack_parquet data/*.parquet out.stoker [--columns image=jpeg]
+        [--label NAME] [--json]                   (what `stoker pack x.parquet` runs: main())
 
 Column types come from the input's schema (override any with columns={name: type}):
 
@@ -12,7 +13,8 @@ Column types come from the input's schema (override any with columns={name: type
     int*, uint*, bool               int
     float*                          float:nan   (Parquet floats may hold NaN)
     string                          str
-    binary                          bytes       (jpeg / png when every value is one: check)
+    binary                          jpeg / png when every value is one (by its signature:
+                                    the column is read once more to check), else bytes
     list of integers                tokens:<its type>
     list of floats                  ndarray:<its type>
     timestamp, date, decimal        str         (their ISO / decimal text)
@@ -32,7 +34,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ._core import Writer
+from ._core import CorruptionError, Writer
+from .optimize import IMAGE_SIGNATURES, _column_type
 
 _WRITER_KEYS = ("label", "append", "chunk_size", "order", "order_seed", "mix_memory",
                 "progress", "part", "job")
@@ -62,6 +65,34 @@ def _arrow_type(t) -> tuple[str, Callable[[Any], Any] | None]:
     if pa.types.is_temporal(t) or pa.types.is_decimal(t):
         return "str", lambda x: x.isoformat() if hasattr(x, "isoformat") else str(x)
     return "json", None
+
+
+def _image_columns(files: list[str], names: list[str], batch_rows: int) -> dict[str, str]:
+    """{name: "jpeg" or "png"} for each binary column of `names` whose every value (in every
+    file; nulls aside) starts with that type's signature. Reads those columns, each until a
+    value rules both types out."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    possible = {name: set(IMAGE_SIGNATURES) for name in names}
+    for f in files:
+        if not possible:
+            break
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows,
+                                                    columns=list(possible)):
+            for name in list(possible):
+                values = batch.column(name).cast(pa.large_binary())  # starts_with's type
+                for kind in list(possible[name]):
+                    # False: a value is no such image (None: no value in this batch).
+                    if pc.all(pc.starts_with(values, IMAGE_SIGNATURES[kind])).as_py() is False:
+                        possible[name].discard(kind)
+                if not possible[name]:
+                    del possible[name]
+            if not possible:
+                break
+    # The signatures exclude each other, so a column with a value has one type left; one with
+    # both left had no value (all null) and stays bytes.
+    return {name: kinds.pop() for name, kinds in possible.items() if len(kinds) == 1}
 
 
 def _write(rows: Iterable[dict], output, columns: dict[str, str],
@@ -115,6 +146,10 @@ def from_parquet(paths, output, *, columns: dict[str, str] | None = None,
             raise ValueError(f"columns: {name!r} is not a column of the input ({list(types)})")
         types[name] = kind
         convert.pop(name, None)
+    binary = [name for name, kind in types.items()
+              if kind == "bytes?" and name not in (columns or {})]
+    for name, kind in _image_columns(files, binary, batch_rows).items():
+        types[name] = kind + "?"
 
     def rows():
         for f in files:
@@ -154,8 +189,7 @@ def from_huggingface(dataset, output, *, columns: dict[str, str] | None = None,
         first = dataset[0] if len(dataset) else {}
         for name in images:
             data = convert[name](first[name]) if first.get(name) else b""
-            types[name] = ("jpeg?" if data.startswith(b"\xff\xd8\xff") else
-                           "png?" if data.startswith(b"\x89PNG") else "bytes?")
+            types[name] = _column_type(data) + "?"
     for name, kind in (columns or {}).items():
         if name not in types:
             raise ValueError(f"columns: {name!r} is not a column of the dataset ({list(types)})")
@@ -166,10 +200,33 @@ def from_huggingface(dataset, output, *, columns: dict[str, str] | None = None,
     return _write((dict(row) for row in dataset), output, types, convert, options)
 
 
+# The column types stoker.Writer knows (src/format/columns.cc), so that a bad --columns is a
+# usage error before any input is read; tests/python/test_sources.py checks them against it.
+_COLUMN_TYPES = ("bytes", "str", "int", "float", "json", "ndarray", "jpeg", "png", "tokens")
+
+# --json's error codes: the C++ CLI's Status code names, the first class that matches.
+_ERROR_CODES = ((CorruptionError, "Corruption"), (FileNotFoundError, "NotFound"),
+                (FileExistsError, "AlreadyExists"), (PermissionError, "PermissionDenied"),
+                (OSError, "IOError"), ((ValueError, TypeError), "InvalidArgument"))
+
+
 def main(argv: list[str]) -> int:
-    """`python -m stoker.sources SRC.parquet... DST [--append] [--chunk-size S]` (what
-    `stoker pack` runs for Parquet input)."""
+    """`stoker pack SRC.parquet... DST [options]` (tools/cmd_pack.cc runs it as `python -m
+    stoker._pack_parquet`). Exit status: 0, 1 (the pack failed), 2 (a bad command line)."""
     import argparse
+    import json
+
+    def column_type(text: str) -> tuple[str, str]:
+        name, eq, kind = text.partition("=")
+        if not (name and eq and kind):
+            raise argparse.ArgumentTypeError(f"{text!r}: give NAME=TYPE (e.g. image=jpeg)")
+        if kind.rstrip("?").partition(":")[0] not in _COLUMN_TYPES:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: unknown type {kind!r} (types: {', '.join(_COLUMN_TYPES)}; "
+                "':dtype' after ndarray or tokens fixes the element type, a trailing '?' makes "
+                "the column optional)")
+        return name, kind
+
     p = argparse.ArgumentParser(prog="stoker pack", description="Packs Parquet files.")
     p.add_argument("paths", nargs="+")
     p.add_argument("--append", action="store_true")
@@ -178,20 +235,34 @@ def main(argv: list[str]) -> int:
     p.add_argument("--order-seed", type=int)
     p.add_argument("--part")
     p.add_argument("--job")
+    p.add_argument("--columns", action="append", type=column_type, default=[],
+                   metavar="NAME=TYPE", help="a column's type instead of the inferred one "
+                   "(e.g. image=jpeg); repeatable")
+    p.add_argument("--label", metavar="NAME", help="the int column that labels the samples "
+                   "(default: an int column called label)")
+    p.add_argument("--json", action="store_true",
+                   help='print the summary, or {"error": {"code", "message"}}, as JSON')
     p.add_argument("-q", "--quiet", action="store_true")
     a = p.parse_args(argv)
     if len(a.paths) < 2:
         p.error("give the Parquet files, then the destination")
     options = {k: v for k, v in {"append": a.append or None, "chunk_size": a.chunk_size,
                                  "order": a.order, "order_seed": a.order_seed, "part": a.part,
-                                 "job": a.job}.items()
+                                 "job": a.job, "label": a.label}.items()
                if v is not None}
     try:
-        s = from_parquet(a.paths[:-1], a.paths[-1], progress=not a.quiet, **options)
+        s = from_parquet(a.paths[:-1], a.paths[-1], columns=dict(a.columns),
+                         progress=not (a.quiet or a.json), **options)
     except (OSError, ValueError, TypeError) as e:
-        print(f"stoker pack: {e}", file=sys.stderr)
-        return 2 if isinstance(e, (ValueError, TypeError)) else 1
-    if not a.quiet and "part" in s:
+        if a.json:
+            code = next(code for kind, code in _ERROR_CODES if isinstance(e, kind))
+            print(json.dumps({"error": {"code": code, "message": str(e)}}, indent=2))
+        else:
+            print(f"stoker pack: {e}", file=sys.stderr)
+        return 1
+    if a.json:
+        print(json.dumps(s, indent=2))
+    elif not a.quiet and "part" in s:
         print(f"wrote {s['files_added']} files as {s['part']} of {s['dataset']}: publish the "
               "parts with `stoker commit`")
     elif not a.quiet:
@@ -200,5 +271,5 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # until tools/cmd_pack.cc runs stoker._pack_parquet: then remove
     sys.exit(main(sys.argv[1:]))

@@ -58,12 +58,28 @@ def _check_options(block_size: int, batch_size: int | None, shuffle: str, prefet
         raise ValueError(f"shuffle must be 'chunk' or 'sequential', not {shuffle!r}")
 
 
+def _check_not_ndarray(ds: Dataset, column: str) -> None:
+    """Refuses an ndarray column (what stoker.optimize infers from NumPy token arrays) with what
+    to write instead: the token stream reads a tokens column's files as raw tokens back to
+    back, and an ndarray's are .npy files, each with a header."""
+    kind = ds.columns.get(column, "")
+    if not kind.startswith("ndarray"):
+        return  # TokenStream says what else is wrong
+    dtype = kind.rstrip("?").partition(":")[2]
+    element = dtype if dtype and np.dtype(dtype).kind in "iu" else "int32"  # the default
+    raise ValueError(
+        f"{column!r} is an {kind!r} column of {ds.uri}, and TokenLoader reads a tokens column: "
+        f"write it with columns={{{column!r}: 'tokens:{element}'}} in stoker.Writer or "
+        f"stoker.optimize (each value a 1-D integer array or list)")
+
+
 class _Blocks:
     """A tokens column cut into blocks of `block` (+ 1) tokens: its TokenStream and a Sampler
     over the blocks, each block in the chunk its first token lies in."""
 
     def __init__(self, ds: Dataset, column: str, block: int, shuffle: str, seed: int,
                  window: int, drop_last: bool, samples: np.ndarray | None = None) -> None:
+        _check_not_ndarray(ds, column)
         self.stream = TokenStream(ds, column, samples)
         ends = np.cumsum(np.asarray(self.stream.chunk_tokens, dtype=np.int64), dtype=np.int64)
         self.num_tokens = int(ends[-1]) if len(ends) else 0

@@ -2,9 +2,11 @@
 stoker.torch take wherever a dataset goes, with the same guarantees (equal ranks, exact
 resume).
 
-    small = ds.subset(range(0, len(ds), 10))          # every tenth sample
+    small = ds.subset(range(0, len(ds), 10))          # every tenth sample (or a slice,
+    small = ds.subset(np.asarray(sizes) > 100)         # ints, an integer array, a bool mask)
     cats = ds.filter(lambda s: s["label"] == 3)        # reads every sample once
-    cats = ds.filter({"label": lambda v: v < 10})      # a predicate per column
+    cats = ds.filter({"label": lambda v: v < 10})      # a predicate per column (a file
+                                                       # dataset's: "label", "path")
     loader = stoker.Loader(cats, batch_size=64)
 
 A view is its base dataset (one version) and the base's sample indices it holds, in the order
@@ -62,7 +64,11 @@ class DatasetView:
         return (DatasetView, (self.base, self.indices))
 
     def __repr__(self) -> str:
-        return f"stoker.DatasetView({self.base!r}, {len(self)} of {len(self.base)} samples)"
+        # The indices tell two views of one dataset apart (in a Mix's repr, say).
+        shown = np.array2string(self.indices, separator=", ", threshold=6, edgeitems=3,
+                                formatter={"int": str})
+        return (f"stoker.DatasetView({self.base!r}, {len(self)} of {len(self.base)} samples: "
+                f"{shown})")
 
 
 def dataset_and_indices(dataset: Any) -> tuple[Dataset, np.ndarray | None]:
@@ -75,11 +81,23 @@ def dataset_and_indices(dataset: Any) -> tuple[Dataset, np.ndarray | None]:
     return Dataset(os.fspath(dataset)), None
 
 
-def _checked(indices: Iterable[int] | np.ndarray, n: int) -> np.ndarray:
-    """`indices` as int64 in [0, n) (negative ones count from the end), each at most once."""
+def _checked(indices: Iterable[int] | slice | np.ndarray, n: int) -> np.ndarray:
+    """`indices` — ints (negative ones count from the end): a range, a slice, a list, an
+    integer array; or a boolean mask with one value per sample — as int64 in [0, n), each at
+    most once."""
+    if isinstance(indices, slice):
+        indices = range(n)[indices]
     if isinstance(indices, range):
         indices = np.arange(indices.start, indices.stop, indices.step)
-    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+    idx = np.asarray(indices)
+    if idx.dtype == bool:
+        if idx.shape != (n,):
+            raise ValueError(f"a boolean mask holds one value per sample: {n} of them, not "
+                             f"shape {idx.shape}")
+        return np.flatnonzero(idx)
+    if idx.size and idx.dtype.kind not in "iu":
+        raise TypeError(f"sample indices are integers (or a boolean mask), not {idx.dtype}")
+    idx = idx.astype(np.int64).reshape(-1)
     if len(idx) and (idx.min() < -n or idx.max() >= n):
         bad = idx[(idx < -n) | (idx >= n)][0]
         raise IndexError(f"sample index {int(bad)} out of range ({n} samples)")
@@ -89,13 +107,24 @@ def _checked(indices: Iterable[int] | np.ndarray, n: int) -> np.ndarray:
     return idx
 
 
+# The keys filter({key: fn}) takes for a file dataset (not a column one): positions in the
+# (data, label, path) its samples are.
+_FILE_FIELDS = {"label": 1, "path": 2}
+
+
 def _matching(base: Dataset, indices: np.ndarray, predicate, memory_budget: int) -> np.ndarray:
     if isinstance(predicate, dict):
-        columns = dict(predicate)
-        unknown = set(columns) - set(base.columns)
-        if unknown:
+        # Where each key's value is in a sample: a column dataset's are {column: value}, a file
+        # dataset's (data, label, path).
+        at = {c: c for c in base.columns} or _FILE_FIELDS
+        columns = {at[c]: fn for c, fn in predicate.items() if c in at}
+        unknown = set(predicate) - set(at)
+        if unknown and base.columns:
             raise ValueError(f"filter: {sorted(unknown)} are not columns of the dataset "
                              f"(its columns: {sorted(base.columns)})")
+        if unknown:
+            raise ValueError(f"filter: {sorted(unknown)} are not keys of a file dataset's "
+                             f"samples (its keys: 'label', the class index; 'path')")
 
         def test(sample) -> bool:
             return all(fn(sample[c]) for c, fn in columns.items())

@@ -29,6 +29,8 @@ Result<OptionValue> ParseOptionText(OptionKind kind, std::span<const std::string
       }
       return Err(Status::InvalidArgument(
           fmt::format("'{}' is not one of {}", text, fmt::join(choices, ", "))));
+    case OptionKind::kTexts:
+      return OptionValue(std::vector<std::string>{std::string(text)});
     case OptionKind::kNumber:
     case OptionKind::kPair:
     case OptionKind::kTriple:
@@ -52,6 +54,8 @@ std::string OptionText(OptionKind kind, const OptionValue& value) {
       return fmt::format("{}", std::get<double>(value));
     case OptionKind::kChoice:
       return std::get<std::string>(value);
+    case OptionKind::kTexts:
+      return fmt::format("{}", fmt::join(std::get<std::vector<std::string>>(value), " "));
     case OptionKind::kPair:
     case OptionKind::kTriple:
     case OptionKind::kSize:
@@ -78,6 +82,8 @@ std::string_view OptionKindName(OptionKind kind) {
       return "size";
     case OptionKind::kByteSize:
       return "byte size";
+    case OptionKind::kTexts:
+      return "texts";
   }
   return "unknown";
 }

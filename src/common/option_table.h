@@ -29,13 +29,15 @@ enum class OptionKind : uint8_t {
   kTriple,    // three numbers, one per channel (stored as float32)
   kSize,      // (height, width) in pixels (a single number n means (n, n))
   kByteSize,  // uint64_t bytes, given as a number or as text like "64MiB" (ParseByteSize)
+  kTexts,     // std::vector<std::string>: a repeatable flag (each use adds one), a list in Python
 };
 
-// A value of any kind: vector<double> holds pairs, triples and sizes. std::monostate is "unset"
-// (Python's None): the value of a nullable option, one whose field is a std::optional that the
-// front end fills in when it is left out (stoker.Loader's rank: torchrun's RANK).
-using OptionValue =
-    std::variant<bool, uint64_t, double, std::string, std::vector<double>, std::monostate>;
+// A value of any kind: vector<double> holds pairs, triples and sizes, vector<string> texts.
+// std::monostate is "unset" (Python's None): the value of a nullable option, one whose field is a
+// std::optional that the front end fills in when it is left out (stoker.Loader's rank: torchrun's
+// RANK).
+using OptionValue = std::variant<bool, uint64_t, double, std::string, std::vector<double>,
+                                 std::monostate, std::vector<std::string>>;
 
 template <typename Options>
 struct Option {
@@ -63,14 +65,15 @@ const Option<Options>* FindOption(std::span<const Option<Options>> table, std::s
 
 // The value that `text` (as a command line gives it) means for an option of `kind`: "true" /
 // "false" for kBool, a whole number for kUnsigned, a byte size for kByteSize, one of `choices`
-// for kChoice. InvalidArgument saying what was expected; the caller names the option. Kinds of
-// several numbers have no text form here (no CLI flag takes one): InvalidArgument.
+// for kChoice, a list of that one text for kTexts. InvalidArgument saying what was expected; the
+// caller names the option. Kinds of several numbers have no text form here (no CLI flag takes one):
+// InvalidArgument.
 Result<OptionValue> ParseOptionText(OptionKind kind, std::span<const std::string_view> choices,
                                     std::string_view text);
 
 // `value` as ParseOptionText reads it back ("64MiB" for a byte size of 64 << 20), for help
-// texts and docs; numbers of a pair or triple joined by ", "; "" when unset (std::monostate):
-// no text means it.
+// texts and docs; numbers of a pair or triple joined by ", ", texts by " "; "" when unset
+// (std::monostate): no text means it.
 std::string OptionText(OptionKind kind, const OptionValue& value);
 
 // "bool", "unsigned", ...: the kind's name in Python's view of a table and in the docs.

@@ -92,6 +92,11 @@ std::string FileTypeName(mode_t mode) {
   return "not a regular file";
 }
 
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 Result<std::string> RealPath(const std::string& path) {
   char buf[PATH_MAX];
   if (::realpath(path.c_str(), buf) == nullptr)
@@ -99,8 +104,10 @@ Result<std::string> RealPath(const std::string& path) {
   return std::string(buf);
 }
 
-// Depth-first walk handing each regular file to `out`; errors name the offending path.
+// Depth-first walk handing each regular file to `out`, leaving out (and counting) what `exclude`
+// names; errors name the offending path.
 Status Walk(const std::string& root_real, const std::string& dir_abs, const std::string& dir_rel,
+            const ExcludeFilter& exclude, LeftOutNames& excluded,
             const std::function<Status(const PlannedFile&)>& out) {
   std::error_code ec;
   fs::directory_iterator it(dir_abs, ec);
@@ -110,6 +117,10 @@ Status Walk(const std::string& root_real, const std::string& dir_abs, const std:
     const std::string name = it->path().filename().string();
     const std::string abs = dir_abs + "/" + name;
     const std::string rel = dir_rel.empty() ? name : dir_rel + "/" + name;
+    if (exclude.Excludes(rel)) {  // before lstat: litter may be anything, even a broken link
+      excluded.Add(rel);
+      continue;
+    }
     struct stat st;
     if (::lstat(abs.c_str(), &st) != 0) return Status::FromErrno(errno, "stat " + abs);
     std::string target = abs;
@@ -128,7 +139,7 @@ Status Walk(const std::string& root_real, const std::string& dir_abs, const std:
       target = *real;
     }
     if (S_ISDIR(st.st_mode)) {
-      STOKER_RETURN_IF_ERROR(Walk(root_real, abs, rel, out));
+      STOKER_RETURN_IF_ERROR(Walk(root_real, abs, rel, exclude, excluded, out));
     } else if (S_ISREG(st.st_mode)) {
       if (Status s = format::ValidateRelativePath(rel); !s.ok()) return s.WithContext(abs);
       STOKER_RETURN_IF_ERROR(
@@ -213,12 +224,14 @@ uint64_t WindowBytes(const PlannedFile& f) { return std::min(f.size, kStreamedIt
 // at most the read-ahead window, and delivers them in order.
 class DirectorySource final : public PackSource {
  public:
-  DirectorySource(Spool plan, uint64_t count, uint64_t total_bytes, DirectorySourceOptions options)
+  DirectorySource(Spool plan, uint64_t count, uint64_t total_bytes, DirectorySourceOptions options,
+                  LeftOut left_out)
       : plan_(std::move(plan)),
         reader_(plan_, 1 << 20),
         count_(count),
         total_bytes_(total_bytes),
-        options_(std::move(options)) {
+        options_(std::move(options)),
+        left_out_(std::move(left_out)) {
     const int threads = options_.threads > 0
                             ? options_.threads
                             : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
@@ -251,6 +264,7 @@ class DirectorySource final : public PackSource {
   uint64_t total_bytes() const override { return total_bytes_; }
   uint64_t consumed_bytes() const override { return consumed_; }
   bool permuted() const override { return options_.shuffle_seed.has_value(); }
+  LeftOut left_out() const override { return left_out_; }
 
  private:
   struct Read {
@@ -304,6 +318,7 @@ class DirectorySource final : public PackSource {
   Spool::Reader reader_;  // guarded by mu_
   const uint64_t count_, total_bytes_;
   const DirectorySourceOptions options_;
+  const LeftOut left_out_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<PlannedFile> next_;    // guarded by mu_
@@ -333,6 +348,14 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
   if (::stat(root_real.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Err(Status::InvalidArgument(fmt::format("not a directory: {}", root)));
   }
+  // A dataset is not a source: packing it would pack its chunks and segments as files.
+  if (IsDirectory(root_real + "/versions") &&
+      (IsDirectory(root_real + "/chunks") || IsDirectory(root_real + "/segments"))) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "{} is a stoker dataset, not a tree of files: pack the original files, or add to it "
+        "with `stoker pack SRC {} --append`",
+        root, root)));
+  }
   // The plan — every file, in the order it will be stored — is sorted on disk: path order, or
   // a permutation seeded by shuffle_seed (files ordered by a hash of seed and sample key, then
   // path: the same layout everywhere, in bounded memory, and a WebDataset sample's files
@@ -340,33 +363,61 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
   ExternalSorter plan(options.sort, [](std::string_view a, std::string_view b) {
     return PlannedOrder(a) < PlannedOrder(b);
   });
-  uint64_t count = 0, total_bytes = 0, cls_members = 0;
-  STOKER_RETURN_IF_ERROR(Walk(root_real, root_real, "", [&](const PlannedFile& f) {
-    ++count;
-    total_bytes += f.size;
-    const std::string_view sample = format::SampleKeyOf(f.path);
-    if (f.path.ends_with(".cls")) ++cls_members;  // what gives a label (packer.cc)
-    const uint64_t key =
-        options.shuffle_seed ? Hash64(fmt::format("{:016x}/{}", *options.shuffle_seed, sample)) : 0;
-    return plan.Add(EncodePlanned(key, f));
-  }));
+  uint64_t count = 0, total_bytes = 0, cls_members = 0, in_dirs = 0, top_bytes = 0;
+  LeftOut left_out;
+  const ExcludeFilter exclude(options.exclude);
+  STOKER_RETURN_IF_ERROR(
+      Walk(root_real, root_real, "", exclude, left_out.excluded, [&](const PlannedFile& f) {
+        ++count;
+        total_bytes += f.size;
+        if (f.path.find('/') == std::string::npos) {
+          top_bytes += f.size;
+        } else {
+          ++in_dirs;
+        }
+        const std::string_view sample = format::SampleKeyOf(f.path);
+        if (f.path.ends_with(".cls")) ++cls_members;  // what gives a label (packer.cc)
+        const uint64_t key = options.shuffle_seed
+                                 ? Hash64(fmt::format("{:016x}/{}", *options.shuffle_seed, sample))
+                                 : 0;
+        return plan.Add(EncodePlanned(key, f));
+      }));
+  const bool grouped = options.layout == DirectoryLayout::kWebDataset ||
+                       (options.layout == DirectoryLayout::kAuto && cls_members > 0);
+  if (group_samples != nullptr) *group_samples = grouped;
+  // A tree labelled by its class directories leaves out the files beside them (a README.txt at
+  // the top must not cost every sample its label); a tree without class directories packs its
+  // files unlabelled.
+  const bool leave_out_top = options.labels_from_dirs && !grouped && in_dirs > 0;
   STOKER_ASSIGN_OR_RETURN(Spool spool, Spool::Create(options.sort.temp_dir));
-  STOKER_RETURN_IF_ERROR(plan.Merge([&](std::string_view r) { return spool.AppendRecord(r); }));
+  STOKER_RETURN_IF_ERROR(plan.Merge([&](std::string_view r) {
+    if (leave_out_top) {
+      const std::string_view path = PlannedOrder(r).second;
+      if (path.find('/') == std::string_view::npos) {
+        left_out.outside_classes.Add(path);
+        return Status::OK();
+      }
+    }
+    return spool.AppendRecord(r);
+  }));
   STOKER_RETURN_IF_ERROR(spool.Seal());
-  if (group_samples != nullptr) {
-    *group_samples = options.layout == DirectoryLayout::kWebDataset ||
-                     (options.layout == DirectoryLayout::kAuto && cls_members > 0);
+  if (leave_out_top) {
+    count -= left_out.outside_classes.count;
+    total_bytes -= top_bytes;
   }
-  return std::make_unique<DirectorySource>(std::move(spool), count, total_bytes, options);
+  if (count == 0) {
+    const std::string line = LeftOutLine(left_out);
+    return Err(Status::InvalidArgument(
+        fmt::format("{} holds no files to pack{}", root, line.empty() ? "" : " (" + line + ")")));
+  }
+  return std::make_unique<DirectorySource>(std::move(spool), count, total_bytes, options,
+                                           std::move(left_out));
 }
 
 Result<std::unique_ptr<PackSource>> OpenPackSource(const std::vector<std::string>& sources,
                                                    const DirectorySourceOptions& options,
                                                    bool* group_samples) {
-  auto is_directory = [](const std::string& path) {
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  };
+  const auto is_directory = IsDirectory;
   if (sources.empty()) return Err(Status::InvalidArgument("no source given"));
   *group_samples = !(sources.size() == 1 && is_directory(sources[0]));
   if (!*group_samples) return OpenDirectorySource(sources[0], options, group_samples);
@@ -380,7 +431,7 @@ Result<std::unique_ptr<PackSource>> OpenPackSource(const std::vector<std::string
           fmt::format("give either one directory or tar files, not both ({})", s)));
     }
   }
-  return OpenTarSource(sources);
+  return OpenTarSource(sources, options.exclude);
 }
 
 }  // namespace stoker::dataset

@@ -49,12 +49,13 @@ const std::vector<PackOption>& Table() {
        [](const PackSettings& s) { return OptionValue(s.pack.append); }},
       {"labels",
        OptionKind::kChoice,
-       "auto: labels from the first directory level, or from .cls members (tar, WebDataset); "
-       "none: no labels.",
+       "auto: labels from the first directory level (files beside the class directories are "
+       "left out, and said so), or from .cls members (tar, WebDataset); none: no labels.",
        {"auto", "none"},
        [](PackSettings& s, const OptionValue& v) -> Status {
          s.pack.labels =
              std::get<std::string>(v) == "none" ? LabelPolicy::kNone : LabelPolicy::kAuto;
+         s.source.labels_from_dirs = s.pack.labels == LabelPolicy::kAuto;
          return Status::OK();
        },
        [](const PackSettings& s) {
@@ -118,6 +119,17 @@ const std::vector<PackOption>& Table() {
          return Status::OK();
        },
        [](const PackSettings& s) { return OptionValue(LayoutName(s.source.layout)); }},
+      {"exclude",
+       OptionKind::kTexts,
+       "leave out files and directories whose name or path in the source matches this glob "
+       "(repeatable: --exclude '*.txt' --exclude 'tmp/*'); the usual OS litter (.DS_Store, "
+       "._*, __MACOSX, Thumbs.db, desktop.ini) always is. The summary says what was left out.",
+       {},
+       [](PackSettings& s, const OptionValue& v) -> Status {
+         s.source.exclude = std::get<std::vector<std::string>>(v);
+         return Status::OK();
+       },
+       [](const PackSettings& s) { return OptionValue(s.source.exclude); }},
   };
   return table;
 }

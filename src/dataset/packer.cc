@@ -297,6 +297,18 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
 
 }  // namespace
 
+std::vector<std::string> PackNotes(const PackSummary& summary, const PackOptions& options) {
+  std::vector<std::string> notes;
+  if (std::string line = LeftOutLine(summary.left_out); !line.empty()) notes.push_back(line);
+  if (summary.no_labels_found) {
+    notes.push_back(options.group_samples
+                        ? "no labels: no sample has a .cls member (--labels none says so quietly)"
+                        : "no labels: the files are not in class directories (labels come from "
+                          "the first directory level; --labels none says so quietly)");
+  }
+  return notes;
+}
+
 Result<StorageOrder> ParseStorageOrder(std::string_view name) {
   if (name == "shuffled") return StorageOrder::kMixed;
   if (name == "path") return StorageOrder::kInput;
@@ -391,6 +403,11 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
     result =
         PublishAddition(dst, add, options.append ? PublishPolicy::kAppend : PublishPolicy::kFresh,
                         *lease, summary, &segment_path);
+  }
+  if (result) {
+    result->left_out = source.left_out();
+    result->no_labels_found = options.labels == LabelPolicy::kAuto && options.columns.empty() &&
+                              !options.part && result->classes == 0 && result->files_added > 0;
   }
   if (!result) {
     // What no version lists is removed again. A publish whose outcome is unknown (an error

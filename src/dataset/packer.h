@@ -92,7 +92,16 @@ struct PackSummary {
   int publish_attempts = 0;  // > 1: other writers published first and this pack rebased
   std::string part_path;     // with PackOptions::part: where the part was written
   double seconds = 0;
+  LeftOut left_out;  // what the source left out (PackSource::left_out)
+  // With --labels auto, the input gave no labels (a tree without class directories, tar shards
+  // without .cls members): said, never silent.
+  bool no_labels_found = false;
 };
+
+// The lines a pack's summary adds for people (what was left out, labels not found), each
+// without a newline; none when there is nothing to say. `stoker pack` prints them on stderr,
+// stoker.pack warns with them.
+std::vector<std::string> PackNotes(const PackSummary& summary, const PackOptions& options);
 
 Result<PackSummary> Pack(PackSource& source, Storage& destination, const PackOptions& options);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/external_sorter.h"
+#include "dataset/left_out.h"
 #include "stoker/status.h"
 
 namespace stoker::dataset {
@@ -55,6 +56,9 @@ class PackSource {
   // True when the items come permuted already (a directory source with a shuffle seed), so
   // the packer need not spread them over many open chunks to mix them.
   virtual bool permuted() const { return false; }
+  // What the source left out of the pack (exclude patterns, OS litter, files outside the class
+  // directories), known once the source is open.
+  virtual LeftOut left_out() const { return {}; }
 };
 
 // How a directory's files become samples.
@@ -75,6 +79,12 @@ struct DirectorySourceOptions {
   // (A WebDataset folder is permuted by sample, so that a sample's files stay together.)
   std::optional<uint64_t> shuffle_seed;
   DirectoryLayout layout = DirectoryLayout::kAuto;
+  // Labels come from the first directory level (`--labels auto` on a tree): when some class
+  // directory holds files, files at the top level are left out (as torchvision's ImageFolder
+  // does) and counted in left_out(), rather than leaving the whole dataset without labels.
+  bool labels_from_dirs = true;
+  // Files and directories to leave out (--exclude; the OS litter always is): see ExcludeFilter.
+  std::vector<std::string> exclude;
   // The walk's list of files is sorted into that order on disk (a tree of any size packs in
   // the same memory).
   SortOptions sort;
@@ -83,7 +93,8 @@ struct DirectorySourceOptions {
   std::function<void(const std::string& absolute)> before_open;
 };
 
-// Every regular file under `root`, in path order. Symlinks are followed only to regular files
+// Every regular file under `root` not left out (options.exclude, labels_from_dirs), in path
+// order. Symlinks are followed only to regular files
 // inside `root`. Sets *group_samples (if given) when the layout is, or is found to be, a
 // WebDataset folder.
 Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
@@ -91,8 +102,9 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
                                                         bool* group_samples = nullptr);
 
 // The regular-file members of the given tar archives (any compression libarchive reads), shard
-// by shard, in archive order.
-Result<std::unique_ptr<PackSource>> OpenTarSource(std::vector<std::string> tar_paths);
+// by shard, in archive order; members matching `exclude` (or the OS litter) are left out.
+Result<std::unique_ptr<PackSource>> OpenTarSource(std::vector<std::string> tar_paths,
+                                                  std::vector<std::string> exclude = {});
 
 // What `stoker pack SRC... DST` packs: one directory tree, or any number of tar files (mixing
 // them is an InvalidArgument). Sets *group_samples for tar files and WebDataset folders (their

@@ -54,8 +54,8 @@ class TarSource final : public PackSource {
     const std::string name_;
   };
 
-  explicit TarSource(std::vector<std::string> paths, uint64_t total_bytes)
-      : paths_(std::move(paths)), total_bytes_(total_bytes) {}
+  TarSource(std::vector<std::string> paths, uint64_t total_bytes, ExcludeFilter exclude)
+      : paths_(std::move(paths)), total_bytes_(total_bytes), exclude_(std::move(exclude)) {}
   ~TarSource() override { CloseCurrent(); }
 
   Result<std::optional<SourceItem>> Next() override {
@@ -95,6 +95,10 @@ class TarSource final : public PackSource {
         return Err(Status::InvalidArgument(
             fmt::format("{}: unsafe member name {}: {}", current_, name, s.message())));
       }
+      if (exclude_.Excludes(path)) {
+        left_out_.excluded.Add(path);
+        continue;  // libarchive skips the member's data at the next header
+      }
       const int64_t size = archive_entry_size(entry);
       if (size < 0) {
         return Err(Status::InvalidArgument(
@@ -120,6 +124,7 @@ class TarSource final : public PackSource {
     }
   }
   uint64_t total_items() const override { return 0; }
+  LeftOut left_out() const override { return left_out_; }
   uint64_t total_bytes() const override { return total_bytes_; }
   uint64_t consumed_bytes() const override {
     return finished_bytes_ +
@@ -158,11 +163,14 @@ class TarSource final : public PackSource {
   archive* archive_ = nullptr;
   std::string current_;
   uint64_t finished_bytes_ = 0;
+  const ExcludeFilter exclude_;
+  LeftOut left_out_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<PackSource>> OpenTarSource(std::vector<std::string> tar_paths) {
+Result<std::unique_ptr<PackSource>> OpenTarSource(std::vector<std::string> tar_paths,
+                                                  std::vector<std::string> exclude) {
   uint64_t total = 0;
   for (const auto& p : tar_paths) {
     std::error_code ec;
@@ -170,7 +178,8 @@ Result<std::unique_ptr<PackSource>> OpenTarSource(std::vector<std::string> tar_p
     if (ec) return Err(Status::FromErrno(ec.value(), "stat " + p));
     total += size;
   }
-  return std::make_unique<TarSource>(std::move(tar_paths), total);
+  return std::make_unique<TarSource>(std::move(tar_paths), total,
+                                     ExcludeFilter(std::move(exclude)));
 }
 
 }  // namespace stoker::dataset

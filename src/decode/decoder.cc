@@ -8,9 +8,7 @@
 #include "decode/codecs.h"
 
 namespace stoker::decode {
-namespace {
-
-ImageFormat Sniff(std::span<const std::byte> bytes) {
+ImageFormat SniffImageFormat(std::span<const std::byte> bytes) {
   auto starts_with = [&](std::initializer_list<uint8_t> magic) {
     if (bytes.size() < magic.size()) return false;
     size_t i = 0;
@@ -23,6 +21,8 @@ ImageFormat Sniff(std::span<const std::byte> bytes) {
   if (starts_with({0x89, 'P', 'N', 'G'})) return ImageFormat::kPng;
   return ImageFormat::kUnknown;
 }
+
+namespace {
 
 // Names the first bytes, which usually tell what the file really is (GIF8, RIFF, <htm ...).
 Status NotAnImage(std::span<const std::byte> bytes) {
@@ -52,7 +52,7 @@ Decoder::Decoder() : jpeg_(new JpegState) {}
 Decoder::~Decoder() { delete jpeg_; }
 
 Result<ImageInfo> Decoder::ReadInfo(std::span<const std::byte> bytes, const DecodeLimits& limits) {
-  switch (Sniff(bytes)) {
+  switch (SniffImageFormat(bytes)) {
     case ImageFormat::kJpeg:
       return jpeg_->codec.ReadInfo(bytes, limits);
     case ImageFormat::kPng:
@@ -65,7 +65,7 @@ Result<ImageInfo> Decoder::ReadInfo(std::span<const std::byte> bytes, const Deco
 
 Result<DecodedRegion> Decoder::Decode(std::span<const std::byte> bytes,
                                       const DecodeRequest& request, Image& out) {
-  switch (Sniff(bytes)) {
+  switch (SniffImageFormat(bytes)) {
     case ImageFormat::kJpeg:
       return jpeg_->codec.Decode(bytes, request, out);
     case ImageFormat::kPng:

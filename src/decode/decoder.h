@@ -33,6 +33,9 @@ struct ImageInfo {
   bool progressive = false;
 };
 
+// The format the first bytes say (kUnknown: neither JPEG nor PNG).
+ImageFormat SniffImageFormat(std::span<const std::byte> bytes);
+
 // Reads only the header. InvalidArgument for bytes that are neither JPEG nor PNG ("not an
 // image"), Corruption for a broken header, ResourceExhausted beyond `limits`.
 Result<ImageInfo> ReadImageInfo(std::span<const std::byte> bytes, const DecodeLimits& limits = {});

@@ -110,6 +110,7 @@ struct PendingBatch {
   std::vector<uint16_t> sources;
   std::vector<int64_t> labels;
   std::vector<Status> status;
+  std::vector<uint8_t> not_image;      // per slot: left out as no image (NotAnImage)
   std::vector<StagedSample> staged;    // GPU pipelines, per slot
   bool claimed = false, made = false;  // GPU pipelines: taken by, and made by, a GPU thread
                                        // (State::mu)
@@ -128,6 +129,21 @@ bool HasImageExtension(std::string_view path) {
   std::string ext(path.substr(dot + 1));
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return ext == "jpg" || ext == "jpeg" || ext == "png";
+}
+
+// Whether a file is no image at all: neither a JPEG or PNG signature nor a name that says image
+// (torchvision ImageFolder's extensions, any case). A file dataset's README.txt or labels.csv
+// is then left out of its batch, as ImageFolder leaves it out, while a damaged photo.jpg, or a
+// .bmp stoker cannot decode, stays an error under on_error.
+bool NotAnImage(std::string_view path, std::span<const std::byte> bytes) {
+  if (decode::SniffImageFormat(bytes) != decode::ImageFormat::kUnknown) return false;
+  const size_t dot = path.rfind('.');
+  if (dot == std::string_view::npos || path.find('/', dot) != std::string_view::npos) return true;
+  std::string ext(path.substr(dot + 1));
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static constexpr std::string_view kImageFolderExtensions[] = {"jpg", "jpeg", "png",  "ppm", "bmp",
+                                                                "pgm", "tif",  "tiff", "webp"};
+  return std::ranges::find(kImageFolderExtensions, ext) == std::end(kImageFolderExtensions);
 }
 
 // The augmentation seed of a source's samples: the loader's for source 0 (a single dataset), so
@@ -268,6 +284,7 @@ struct ImagePipeline::State {
       batch->sources.resize(count);
       batch->labels.resize(count);
       batch->status.resize(count);
+      batch->not_image.resize(count);
       {
         std::lock_guard lock(mu);
         batches.push_back(batch);
@@ -338,6 +355,13 @@ struct ImagePipeline::State {
         auto file = ImageFile(dataset, task.data);
         if (!file) {
           status = file.error();
+        } else if (options.image_member.empty() &&
+                   NotAnImage(dataset.FilePath((*file)->index), (*file)->bytes)) {
+          task.batch->not_image[task.slot] = 1;  // written before remaining drops (under mu)
+          status = Status::InvalidArgument(
+              fmt::format("{}: not an image (no JPEG or PNG signature, no image extension): left "
+                          "out, as torchvision's ImageFolder leaves it out",
+                          dataset.FilePath((*file)->index)));
         } else {
           const uint64_t seed =
               decode::AugmentSeed(SourceSeed(options.seed, task.source), options.epoch, sample);
@@ -467,9 +491,14 @@ struct ImagePipeline::State {
         ++batch.count;
         continue;
       }
+      SampleError error{pending.positions[slot], pending.samples[slot], pending.sources[slot],
+                        pending.status[slot]};
+      if (pending.not_image[slot] != 0) {  // left out whatever on_error says
+        batch.not_images.push_back(std::move(error));
+        continue;
+      }
       if (options.on_error == ErrorPolicy::kRaise) return Err(pending.status[slot]);
-      batch.errors.push_back({pending.positions[slot], pending.samples[slot], pending.sources[slot],
-                              pending.status[slot]});
+      batch.errors.push_back(std::move(error));
     }
     batch.images = std::move(pending.buffer);
     return batch;
@@ -539,6 +568,8 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::vector<ImageSou
   for (ImageSource& source : sources) {
     ReadPipelineOptions read = options.read;
     if (source.memory_budget_bytes != 0) read.memory_budget_bytes = source.memory_budget_bytes;
+    // Decode workers release every sample they take, whatever the dispatcher waits for.
+    read.samples_released_elsewhere = true;
     STOKER_ASSIGN_OR_RETURN(auto reader,
                             ReadPipeline::Start(source.dataset, std::move(source.plan), read));
     state->sources.push_back({std::move(source.dataset), std::move(reader)});
@@ -612,6 +643,7 @@ Result<std::optional<ImageBatch>> ImagePipeline::Next() {
   ++s.stats.batches;
   s.stats.samples += batch->count;
   s.stats.skipped += batch->errors.size();
+  s.stats.not_images += batch->not_images.size();
   return std::optional<ImageBatch>(std::move(*batch));
 }
 

@@ -74,11 +74,14 @@ struct ImageBatch {
   std::shared_ptr<std::byte> images;
   int device = -1;
   uint32_t count = 0;               // images in the batch
-  uint32_t consumed = 0;            // plan positions the batch covers: count + skipped samples
+  uint32_t consumed = 0;            // plan positions the batch covers: count + left out
   std::vector<int64_t> labels;      // per image (-1: unlabelled)
   std::vector<uint32_t> samples;    // per image: sample index in the dataset
   std::vector<uint16_t> sources;    // per image: its source (0 with one source)
   std::vector<SampleError> errors;  // skipped samples (kSkip)
+  // Samples left out as no image at all (a README.txt in a file dataset: no JPEG or PNG
+  // signature, no image extension), whatever on_error says, as torchvision's ImageFolder does.
+  std::vector<SampleError> not_images;
   // How long Next() waited for this batch (the consumer was starved), and how much of that the
   // dispatcher spent waiting for this batch's samples from the read pipeline: the rest waited
   // for decoding (issue 17's stall attribution).
@@ -88,6 +91,7 @@ struct ImageBatch {
 
 struct ImagePipelineStats {
   uint64_t samples = 0, batches = 0, skipped = 0;
+  uint64_t not_images = 0;           // left out as no image (ImageBatch::not_images)
   double read_wait_seconds = 0;      // dispatcher waiting for the read pipeline (I/O-bound)
   double decode_seconds = 0;         // summed over transform threads: decode (incl. header)
   double resize_seconds = 0;         // crop/resize/rotate

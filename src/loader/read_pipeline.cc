@@ -396,7 +396,9 @@ Result<std::optional<SampleData>> ReadPipeline::Next() {
       // segment is at most half the budget), so waiting longer would wait forever.
       // (The budget must really be short: bytes released a moment ago may not have woken the
       // scheduler yet.)
-      stuck = s.scheduler_waiting_for_budget && s.ranges_in_flight == 0 && s.bytes_held != 0 &&
+      // A consumer whose samples are released elsewhere is never stuck: they come back.
+      stuck = !s.options.samples_released_elsewhere && s.scheduler_waiting_for_budget &&
+              s.ranges_in_flight == 0 && s.bytes_held != 0 &&
               s.bytes_held + s.scheduler_waiting_bytes > s.options.memory_budget_bytes;
       return ready() || stuck;
     });

@@ -33,6 +33,11 @@ struct ReadPipelineOptions {
   uint64_t max_gap_bytes = 1ull << 20;        // read through holes up to this size
   uint32_t io_depth = 8;                      // concurrent reads
   IoEngineKind engine = IoEngineKind::kAuto;
+  // The consumer hands delivered samples to other threads that release them without waiting
+  // for more samples (the image pipeline's decode workers). Budget held by delivered samples
+  // then always comes back, so Next() waits for it instead of reporting the budget used up:
+  // any budget works (a sample larger than the budget is read alone), only slower.
+  bool samples_released_elsewhere = false;
   Status Validate() const;
 };
 
@@ -65,7 +70,8 @@ class ReadPipeline {
   ~ReadPipeline();
 
   // The next sample in plan order (blocking), nullopt after the last. An error here is a
-  // failure of the pipeline itself (e.g. the budget is exhausted by samples the consumer holds);
+  // failure of the pipeline itself (e.g. the budget is exhausted by samples the consumer holds,
+  // unless options.samples_released_elsewhere);
   // per-sample failures are in SampleData::status.
   Result<std::optional<SampleData>> Next();
 

@@ -34,6 +34,11 @@ OptionValue AnotherOptionValue(const Option<Options>& option, const OptionValue&
         if (c != std::get<std::string>(current)) return std::string(c);
       }
       break;
+    case OptionKind::kTexts: {
+      std::vector<std::string> v = std::get<std::vector<std::string>>(current);
+      v.emplace_back("another");
+      return v;
+    }
     case OptionKind::kPair:
     case OptionKind::kTriple:
     case OptionKind::kSize: {

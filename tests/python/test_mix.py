@@ -267,3 +267,16 @@ def test_views_are_sources_too(sources, token_sources):
     loader = stoker.TokenLoader(stoker.Mix([ta, few]), block_size=4, batch_size=8, seed=0)
     rows = [row for s, row in token_items(loader) if s == 1]
     assert rows and all(set(row) <= allowed for row in rows)
+
+
+def test_a_views_repr_tells_it_from_its_base_and_other_views(sources):
+    a, _, _ = sources
+    evens, head = a.filter({"i": lambda i: i % 2 == 0}), a.subset(range(250))
+    assert repr(evens) == (f"stoker.DatasetView({a!r}, 250 of 500 samples: "
+                           "[0, 2, 4, ..., 494, 496, 498])")
+    text = repr(stoker.Mix([a, evens, head]))
+    assert text == (f"stoker.Mix({{{a.uri!r}: 0.5, {evens!r}: 0.25, {head!r}: 0.25}}, "
+                    "epoch_size=1000)")
+    with pytest.raises(ValueError, match=r"source stoker.DatasetView\(.*, 0 of 500 samples: "
+                                         r"\[\]\) has no samples"):
+        stoker.Mix([a, a.subset([])], weights=[1, 1])

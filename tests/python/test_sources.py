@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import datetime
 import io
+import json
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -116,3 +120,96 @@ def test_parquet_parts_from_the_cli(tmp_path, stoker_cli):
     assert proc.returncode == 0, proc.stderr
     ds = stoker.Dataset(out)
     assert sorted(ds[i]["id"] for i in range(len(ds))) == list(range(40)) + list(range(100, 140))
+
+
+# --- `stoker pack x.parquet` (issue 37 item 3): python -m stoker._pack_parquet ------------------
+
+def encoded(shade: int, kind: str = "JPEG") -> bytes:
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 30), (shade, 255 - shade, 0)).save(buf, kind)
+    return buf.getvalue()
+
+
+def pack_parquet(*args) -> subprocess.CompletedProcess:
+    """The module `stoker pack` runs for Parquet input, run as it runs it."""
+    proc = subprocess.run([sys.executable, "-m", "stoker._pack_parquet", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+    assert "Warning" not in proc.stderr  # e.g. runpy's "found in sys.modules" RuntimeWarning
+    return proc
+
+
+def image_table(start: int, n: int, late: bytes):
+    """image: JPEGs; png: PNGs and nulls; mixed: both; late: JPEGs but for `late` at the end."""
+    rows = range(start, start + n)
+    return pa.table({
+        "image": pa.array([encoded(i * 20) for i in rows], pa.binary()),
+        "png": pa.array([encoded(i, "PNG") if i % 3 else None for i in rows], pa.large_binary()),
+        "mixed": pa.array([encoded(i, "PNG" if i == 5 else "JPEG") for i in rows]),
+        "late": pa.array([encoded(i) for i in rows][:-1] + [late]),
+        "label": pa.array([i % 2 for i in rows], pa.int64()),
+        "cls": pa.array([i % 3 for i in rows], pa.int32()),
+    })
+
+
+def test_parquet_images_pack_as_jpeg_and_png(tmp_path):
+    pq.write_table(image_table(0, 6, encoded(0)), tmp_path / "a.parquet")
+    pq.write_table(image_table(6, 6, b"not an image"), tmp_path / "b.parquet", row_group_size=2)
+    out = tmp_path / "out.stoker"
+    proc = pack_parquet(tmp_path / "a.parquet", tmp_path / "b.parquet", out, "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["dataset"] == str(out) and summary["samples"] == 12
+    assert {"version", "files_added", "bytes_added", "classes", "seconds"} <= set(summary)
+    ds = stoker.Dataset(out)
+    # Every value of every file is checked: one odd value anywhere keeps a column bytes.
+    assert ds.columns == {"cls": "int?", "image": "jpeg?", "label": "int?", "late": "bytes?",
+                          "mixed": "bytes?", "png": "png?"}
+    assert ds[4]["png"] is not None and ds[3]["png"] is None
+    pytest.importorskip("torch")
+    loader = stoker.ImageLoader(ds, image="image", label="label", batch_size=12, size=32,
+                                train=False, shuffle="sequential")
+    (x, y), = list(loader)
+    assert tuple(x.shape) == (12, 3, 32, 32) and sorted(y.tolist()) == [0] * 6 + [1] * 6
+    pngs = stoker.ImageLoader(ds.filter({"png": lambda v: v is not None}), image="png",
+                              batch_size=8, size=32, train=False)
+    assert [tuple(x.shape) for x, _ in pngs] == [(8, 3, 32, 32)]
+
+
+def test_parquet_cli_columns_label_and_json_errors(tmp_path):
+    src = tmp_path / "a.parquet"
+    pq.write_table(image_table(0, 4, encoded(0)), src)
+    out = tmp_path / "out.stoker"
+    proc = pack_parquet(src, out, "--columns", "image=bytes", "--columns", "cls=int",
+                        "--label", "cls", "-q")
+    assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+    ds = stoker.Dataset(out)
+    assert ds.columns["image"] == "bytes" and ds.columns["cls"] == "int"
+    assert ds.label_column == "cls" and ds.columns["late"] == "jpeg?"
+
+    def error(*args) -> dict:
+        proc = pack_parquet(*args, "--json")
+        assert proc.returncode == 1, proc.stderr
+        return json.loads(proc.stdout)["error"]
+
+    exists = error(src, out)
+    assert exists["code"] == "AlreadyExists" and "append" in exists["message"]
+    assert error(tmp_path / "none.parquet", tmp_path / "x")["code"] == "NotFound"
+    assert error(src, tmp_path / "x", "--columns", "nope=int") == {
+        "code": "InvalidArgument",
+        "message": "columns: 'nope' is not a column of the input "
+                   "(['image', 'png', 'mixed', 'late', 'label', 'cls'])"}
+    assert error(src, tmp_path / "x", "--label", "late")["code"] == "InvalidArgument"
+    # A bad --columns is a usage error naming it, before any input is read.
+    for spec, says in (("image", "'image': give NAME=TYPE (e.g. image=jpeg)"),
+                       ("image=jpg", "'image=jpg': unknown type 'jpg' (types: bytes, str, int, "
+                                     "float, json, ndarray, jpeg, png, tokens;")):
+        proc = pack_parquet(tmp_path / "none.parquet", tmp_path / "x", "--columns", spec)
+        assert proc.returncode == 2 and f"argument --columns: {says}" in proc.stderr
+
+
+def test_the_column_types_are_the_writers(tmp_path):
+    with pytest.raises(ValueError, match=r"types: ([a-z, ]+);") as e:
+        stoker.Writer(tmp_path / "x", columns={"x": "nope"})
+    listed = re.search(r"types: ([a-z, ]+);", str(e.value)).group(1).split(", ")
+    assert tuple(listed) == stoker.sources._COLUMN_TYPES

@@ -198,3 +198,25 @@ def test_empty_and_tiny_streams(tmp_path):
     write_docs(path, [np.array([5], dtype=np.uint16), np.array([], dtype=np.uint16)])
     loader = stoker.TokenLoader(path, block_size=4)
     assert loader.num_tokens == 1 and loader.num_blocks == 0 and list(loader) == []
+
+
+def test_an_ndarray_column_is_refused_with_what_to_write(tmp_path):
+    # What stoker.optimize infers from NumPy token arrays (issue 37 item 9d): .npy files, each
+    # with a header, which the token stream (raw tokens back to back) cannot read.
+    path = tmp_path / "npy.stoker"
+    docs = [np.arange(i + 1, dtype=np.uint16) for i in range(5)]
+    stoker.optimize(lambda i: {"tokens": docs[i]}, range(5), path, num_workers=1,
+                    progress=False)
+    assert stoker.Dataset(path).columns == {"tokens": "ndarray:uint16"}
+    want = (f"'tokens' is an 'ndarray:uint16' column of {path}, and TokenLoader reads a tokens "
+            "column: write it with columns={'tokens': 'tokens:uint16'} in stoker.Writer or "
+            "stoker.optimize (each value a 1-D integer array or list)")
+    with pytest.raises(ValueError) as e:
+        stoker.TokenLoader(path, block_size=2)
+    assert str(e.value) == want
+    with pytest.raises(ValueError, match=r"write it with columns=\{'tokens': 'tokens:uint16'\}"):
+        stoker.TokenLoader(stoker.Mix([path]), block_size=2)
+    fixed = tmp_path / "tokens.stoker"  # written as the message says, it reads
+    stoker.optimize(lambda i: {"tokens": docs[i]}, range(5), fixed, num_workers=1,
+                    progress=False, columns={"tokens": "tokens:uint16"})
+    assert stoker.TokenLoader(fixed, block_size=2).num_tokens == 15

@@ -76,3 +76,37 @@ def test_views_and_options_that_do_not_fit(ds, tmp_path):
     with pytest.raises(ValueError, match="whole chunks"):
         stoker.Loader(ds.subset([1, 2]), block_size=4096)
 
+
+
+def test_subset_takes_a_mask_a_slice_and_integer_arrays(ds):
+    mask = np.array([i % 4 == 1 for i in range(600)])
+    for m in (mask, mask.tolist()):  # issue 37 item 9a: a mask read as 0s and 1s "repeated"
+        v = ds.subset(m)
+        assert ids(v[i] for i in range(len(v))) == list(range(1, 600, 4))
+    assert ids(ds.subset(slice(590, None, 3))[i] for i in range(4)) == [590, 593, 596, 599]
+    for dtype in (np.int32, np.uint16, np.int64):
+        assert ids(ds.subset(np.array([5, 0, 599], dtype=dtype))[i] for i in range(3)) == [
+            5, 0, 599]
+    assert ds.subset(np.array([-1], dtype=np.int8))[0]["i"] == 599
+    assert len(ds.subset([])) == 0
+    assert ids(ds.subset(range(10)).subset(np.arange(10) >= 8)[i] for i in range(2)) == [8, 9]
+    with pytest.raises(ValueError, match=r"one value per sample: 600 of them, not shape \(599,\)"):
+        ds.subset(mask[:-1])
+    with pytest.raises(TypeError, match="integers .or a boolean mask., not float64"):
+        ds.subset([1.5, 2.0])
+
+
+def test_filter_a_file_dataset_by_label_and_path(tmp_path, tree):
+    root, _ = tree  # class00/ .. class02/, 20 files each
+    stoker.pack(str(root), str(tmp_path / "ds"), progress=False)
+    files = stoker.Dataset(tmp_path / "ds")
+    twos = files.filter({"label": lambda v: v == 2})  # issue 37 item 9b: "not columns"
+    assert len(twos) == 20
+    assert all(twos[i][1] == 2 and twos[i][2].startswith("class02/") for i in range(20))
+    nested = files.filter({"path": lambda p: "/nested/" in p, "label": lambda v: v < 2})
+    assert sorted(nested[i][2] for i in range(len(nested))) == sorted(
+        files[i][2] for i in range(len(files))
+        if "/nested/" in files[i][2] and files[i][1] < 2)
+    with pytest.raises(ValueError, match=r"\['class'\] are not keys of a file dataset's samples "
+                                         r"\(its keys: 'label', the class index; 'path'\)"):
+        files.filter({"class": bool})
