@@ -65,6 +65,14 @@ std::vector<std::string> WriterNames(const std::vector<uint64_t>& writers) {
   return out;
 }
 
+nlohmann::json WritersGone(const std::vector<std::pair<uint64_t, std::string>>& gone) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [writer, who] : gone) {
+    out.push_back({{"writer", fmt::format("{:016x}", writer)}, {"process", who}});
+  }
+  return out;
+}
+
 int RunGc(const GcArgs& a) {
   auto fail = [](const Status& s) {
     PrintError("gc", s);
@@ -97,7 +105,9 @@ int RunGc(const GcArgs& a) {
                              {"files_pending", s->files_pending},
                              {"files_held_for_writers", s->files_held_for_writers},
                              {"writers_active", s->writers_active},
-                             {"writers_expired", WriterNames(s->writers_expired)}});
+                             {"writers_expired", WriterNames(s->writers_expired)},
+                             {"writers_gone", WritersGone(s->writers_gone)},
+                             {"files_never_published", s->files_never_published}});
     return kExitOk;
   }
   std::cout << fmt::format(
@@ -110,6 +120,17 @@ int RunGc(const GcArgs& a) {
     std::cout << fmt::format("{} writer {}: no heartbeat for {}; its lease {}\n",
                              a.dry_run ? "dry run:" : "expired", writer, a.writer_timeout,
                              a.dry_run ? "would be removed" : "was removed");
+  }
+  for (const auto& [writer, who] : s->writers_gone) {
+    std::cout << fmt::format("{} writer {:016x}: its process is gone ({}); its lease {}\n",
+                             a.dry_run ? "dry run:" : "dead", writer, who,
+                             a.dry_run ? "would be removed" : "was removed");
+  }
+  if (s->files_never_published > 0) {
+    std::cout << fmt::format(
+        "{} {} file(s) that no version ever used (left by writers that stopped without "
+        "publishing) without waiting out the grace period: no reader can need them\n",
+        a.dry_run ? "dry run: would remove" : "removed", s->files_never_published);
   }
   return kExitOk;
 }

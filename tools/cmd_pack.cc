@@ -13,6 +13,7 @@
 
 #include "common/parse_number.h"
 #include "common/progress.h"
+#include "common/stop_signals.h"
 #include "dataset/pack_option_table.h"
 #include "dataset/packer.h"
 #include "dataset/parts.h"
@@ -34,6 +35,8 @@ struct PackArgs {
   std::string attributes_file;
   std::string part;  // "K/N", "K", or "env" (Slurm array / Kubernetes Indexed Job)
   std::string job;
+  std::vector<std::string> columns;  // Parquet input: NAME=TYPE, overriding the inferred type
+  std::string label;                 // Parquet input: the column that labels the samples
 };
 
 // --attributes: JSON Lines, one object per file: {"path": "a/b.jpg", "key": "value", ...}.
@@ -158,11 +161,11 @@ void PrintVersionSummary(const PackArgs& args, const std::string& dst,
   }
 }
 
-// Parquet input is read by the Python package (PyArrow; python/stoker/sources.py).
+// Parquet input is read by the Python package (PyArrow; python/stoker/sources.py), which
+// takes --columns, --label and --json as this command does.
 int RunParquetPack(const PackArgs& args) {
-  if (!args.attributes_file.empty() || args.json) {
-    PrintError("pack", Status::InvalidArgument(
-                           "--attributes and --json are not supported for Parquet input"));
+  if (!args.attributes_file.empty()) {
+    PrintError("pack", Status::InvalidArgument("--attributes is not supported for Parquet input"));
     return kExitUsage;
   }
   const dataset::PackSettings& s = args.settings;
@@ -174,7 +177,10 @@ int RunParquetPack(const PackArgs& args) {
   if (!args.part.empty()) argv.insert(argv.end(), {"--part", args.part});
   if (!args.job.empty()) argv.insert(argv.end(), {"--job", args.job});
   if (args.quiet) argv.emplace_back("-q");
-  return ExecPythonModule("pack", "stoker.sources", argv,
+  if (args.json) argv.emplace_back("--json");
+  for (const std::string& column : args.columns) argv.insert(argv.end(), {"--columns", column});
+  if (!args.label.empty()) argv.insert(argv.end(), {"--label", args.label});
+  return ExecPythonModule("pack", "stoker._pack_parquet", argv,
                           "Parquet input is read by stoker's Python package (with pyarrow)");
 }
 
@@ -183,6 +189,12 @@ int RunPack(const PackArgs& args) {
   const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
   if (std::ranges::any_of(sources, [](const std::string& p) { return p.ends_with(".parquet"); })) {
     return RunParquetPack(args);
+  }
+  if (!args.columns.empty() || !args.label.empty()) {
+    PrintError("pack", Status::InvalidArgument(
+                           "--columns and --label are for Parquet input (a directory's labels "
+                           "are its class directories, a tar shard's its .cls members)"));
+    return kExitUsage;
   }
   dataset::PackOptions options = args.settings.pack;
   if (const int code = SetPackOptions(args, &options); code != kExitOk) return code;
@@ -199,11 +211,16 @@ int RunPack(const PackArgs& args) {
   }
   ProgressBar bar("pack", !args.quiet && !args.json);
   options.progress = dataset::ShowProgressOn(bar);
+  // Ctrl-C or a TERM from a scheduler: stop between files, remove what was written, say so.
+  const StopOnSignals stop;
+  options.stop_requested = StopRequested;
   auto summary = dataset::Pack(**source, **storage, options);
   bar.Finish();
   if (!summary) {
     PrintError("pack", summary.error());
-    return kExitError;
+    return summary.error().code() == StatusCode::kCancelled && StopSignal() != 0
+               ? 128 + StopSignal()
+               : kExitError;
   }
   if (summary->part_path.empty()) {
     PrintVersionSummary(args, dst, *summary);
@@ -235,6 +252,14 @@ void RegisterPack(CLI::App& app, int& exit_code) {
   cmd->add_option("--job", args->job,
                   "names the set of parts (default: slurm-<array job id> under Slurm, else "
                   "'default')");
+  cmd->add_option("--columns", args->columns,
+                  "Parquet input: a column's type instead of the inferred one, NAME=TYPE "
+                  "(image=jpeg, emb=ndarray:float32); repeatable")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--label", args->label,
+                  "Parquet input: the int column that labels the samples (default: an int "
+                  "column called label)");
   cmd->add_flag("--json", args->json, "print a JSON summary");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress bar or summary");
   cmd->callback([args, &exit_code] { exit_code = RunPack(*args); });

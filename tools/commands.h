@@ -16,6 +16,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;    // the operation failed (message on stderr)
 inline constexpr int kExitUsage = 2;    // bad command line
 inline constexpr int kExitCorrupt = 3;  // verify found corruption
+// A command stopped cleanly by SIGINT or SIGTERM (pack) exits 128 + the signal, as a shell
+// reports a process the signal killed: 130 for Ctrl-C.
 
 // The one syntax of sizes on the command line, as everywhere (common/progress.h ParseByteSize):
 // plain bytes or a binary multiple, "65536", "64K", "64MiB", "48G", "2T". Turns the option's

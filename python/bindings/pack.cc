@@ -5,6 +5,8 @@
 // has.
 #include "pack.h"
 
+#include <chrono>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -29,10 +31,41 @@ namespace {
 constexpr const char* kProgress = "progress";
 constexpr const char* kOwnKeys[] = {kProgress};
 
+// Asks Python, at most every 100 ms, whether a signal handler raised (Ctrl-C's
+// KeyboardInterrupt): the pack, running without the GIL, then stops cleanly, and the exception
+// stays set for the caller to raise.
+class PythonSignals {
+ public:
+  bool Raised() {
+    const auto now = std::chrono::steady_clock::now();
+    if (raised_ || now - checked_ < std::chrono::milliseconds(100)) return raised_;
+    checked_ = now;
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      raised_ = true;
+      error_ = std::make_unique<nb::python_error>();  // takes the exception out of the thread
+    }
+    return raised_;
+  }
+  // Raises what a signal handler raised, if one did (with the GIL held).
+  void Rethrow() {
+    if (error_) {
+      error_->restore();
+      throw nb::python_error();
+    }
+  }
+
+ private:
+  bool raised_ = false;
+  std::chrono::steady_clock::time_point checked_{};
+  std::unique_ptr<nb::python_error> error_;
+};
+
 Result<dataset::PackSummary> RunPack(const std::vector<std::string>& sources,
                                      const std::string& dst, const dataset::PackSettings& settings,
-                                     bool progress) {
+                                     bool progress, PythonSignals& signals) {
   dataset::PackOptions options = settings.pack;
+  options.stop_requested = [&signals] { return signals.Raised(); };
   auto source = dataset::OpenPackSource(sources, settings.source, &options.group_samples);
   if (!source) return Err(source.error());
   STOKER_ASSIGN_OR_RETURN(auto storage, OpenStorage(dst));
@@ -104,10 +137,12 @@ nb::dict Pack(nb::handle src_arg, nb::handle dst_arg, const nb::kwargs& kwargs) 
   const std::vector<std::string> sources = FsPaths(src_arg);
   const std::string dst = FsPath(dst_arg);
   Result<dataset::PackSummary> result = Err(Status::Internal("unset"));
+  PythonSignals signals;
   {
     nb::gil_scoped_release release;
-    result = RunPack(sources, dst, settings, progress);
+    result = RunPack(sources, dst, settings, progress, signals);
   }
+  signals.Rethrow();  // KeyboardInterrupt: the pack removed what it wrote
   if (!result) ThrowStatus(SpokenInPython(result.error()));
   nb::dict summary = PackSummaryDict(dst, *result);
   // What was left out, or labels not found: a warning, as the CLI's note on stderr.

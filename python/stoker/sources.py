@@ -269,7 +269,3 @@ def main(argv: list[str]) -> int:
         print(f"packed {s['samples']} samples ({s['files_added']} files) into {s['dataset']}, "
               f"version {s['version']}")
     return 0
-
-
-if __name__ == "__main__":  # until tools/cmd_pack.cc runs stoker._pack_parquet: then remove
-    sys.exit(main(sys.argv[1:]))

@@ -124,7 +124,7 @@ def _matching(base: Dataset, indices: np.ndarray, predicate, memory_budget: int)
                              f"(its columns: {sorted(base.columns)})")
         if unknown:
             raise ValueError(f"filter: {sorted(unknown)} are not keys of a file dataset's "
-                             f"samples (its keys: 'label', the class index; 'path')")
+                             "samples (its keys: 'label', the class index; 'path')")
 
         def test(sample) -> bool:
             return all(fn(sample[c]) for c, fn in columns.items())

@@ -131,7 +131,8 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text) {
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   const std::string_view unit =
       ec == std::errc() ? std::string_view(ptr, text.data() + text.size()) : std::string_view("?");
-  const uint64_t scale = unit.empty() || unit == "s" ? 1
+  // A bare number is refused (is "5" seconds or hours?), but for 0, which is 0 in any unit.
+  const uint64_t scale = (unit.empty() && n == 0) || unit == "s" ? 1
                          : unit == "m"               ? 60
                          : unit == "h"               ? 3600
                          : unit == "d"               ? 86400

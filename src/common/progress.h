@@ -41,7 +41,8 @@ std::string HumanDuration(double seconds);
 Result<uint64_t> ParseByteSize(std::string_view text);
 // The shortest text ParseByteSize reads back as `bytes`: "64MiB", "2GiB", "4097".
 std::string ByteSizeText(uint64_t bytes);
-// Parses "90", "90s", "15m", "36h", "7d" into seconds; InvalidArgument naming the text.
+// Parses "90s", "15m", "36h", "7d" (and a bare "0") into seconds; InvalidArgument naming the
+// text, also for a number without its unit.
 Result<std::chrono::seconds> ParseDuration(std::string_view text);
 
 }  // namespace stoker

@@ -65,4 +65,16 @@ Result<std::chrono::milliseconds> RequestTimeout(std::optional<std::chrono::mill
   return std::chrono::milliseconds(*parsed);
 }
 
+Result<std::chrono::milliseconds> ReconnectTimeout() {
+  const char* text = std::getenv("STOKER_RECONNECT_TIMEOUT");
+  if (text == nullptr || *text == '\0') return std::chrono::milliseconds(60000);
+  auto parsed = ParseDuration(text);
+  if (!parsed) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "$STOKER_RECONNECT_TIMEOUT '{}': expected a duration such as 60s or 5m (0: no retries)",
+        text)));
+  }
+  return std::chrono::milliseconds(*parsed);
+}
+
 }  // namespace stoker

@@ -50,4 +50,9 @@ class Retry {
 // ("30s", "2m", seconds), else 30 seconds. InvalidArgument naming the bad setting.
 Result<std::chrono::milliseconds> RequestTimeout(std::optional<std::chrono::milliseconds> option);
 
+// How long a client keeps trying to reach a server that refuses or does not answer connects
+// (a restart, a brief partition): $STOKER_RECONNECT_TIMEOUT ("60s", "5m"; "0" fails at once),
+// else 60 seconds. InvalidArgument naming the bad setting.
+Result<std::chrono::milliseconds> ReconnectTimeout();
+
 }  // namespace stoker

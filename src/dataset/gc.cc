@@ -159,6 +159,21 @@ Result<std::map<uint64_t, LeaseSighting>> LiveWriters(Storage& storage, const Gc
     if (!writer) continue;
     auto text = storage::ReadSmallFile(storage, LeasePath(*writer), kMaxLeaseBytes);
     if (!text && text.error().IsNotFound()) continue;  // the writer finished meanwhile
+    // A lease whose process is gone from this machine needs no timeout to be judged.
+    if (text) {
+      const auto holder = ParseLeaseHolder(
+          std::string_view(reinterpret_cast<const char*>(text->data()), text->size()));
+      if (holder && HolderIsGone(*holder)) {
+        summary.writers_gone.emplace_back(
+            *writer, fmt::format("pid {} on {}, gone", holder->pid, holder->host));
+        if (!options.dry_run) {
+          if (Status s = storage.Remove(LeasePath(*writer)); !s.ok() && !s.IsNotFound()) {
+            return Err(s);
+          }
+        }
+        continue;
+      }
+    }
     // An unreadable lease ages like an unchanged one.
     const uint32_t crc = text ? crc32c::Value(text->data(), text->size()) : 0;
     const auto before = seen.find(*writer);
@@ -187,6 +202,20 @@ Status GcOptions::Validate() const {
 }
 
 namespace {
+
+// A directory with none of a dataset's directories is not one (a typo in the path): refused
+// rather than reported clean.
+Status CheckLooksLikeDataset(Storage& storage) {
+  auto names = storage.List("");
+  if (names) {
+    for (const std::string& name : *names) {
+      if (name == "chunks" || name == format::kSegmentsDir || name == "gc" || name == "parts") {
+        return Status::OK();
+      }
+    }
+  }
+  return Status::NotFound(storage.Describe("") + " is not a stoker dataset (no versions/)");
+}
 
 // What the kept versions use: their records, segments and chunks. Every segment of a kept
 // version is opened (and checked) once, however many versions share it.
@@ -265,10 +294,12 @@ Result<std::vector<std::string>> UnreferencedFiles(Storage& storage, const LiveF
 
 // Step 4: an unreferenced file goes once the grace period has passed since gc first saw it and
 // none of the writers at work then is still at work; else it waits in `pending`.
+// `never_published`: no version was ever removed, so no unreferenced file was ever published
+// and none needs the grace period.
 Status SweepOrHold(Storage& storage, const GcOptions& options, uint64_t now,
                    std::vector<std::string>& unreferenced, const LiveFiles& live,
                    const Sightings& seen, const std::vector<uint64_t>& writers, Sightings& pending,
-                   GcSummary& summary) {
+                   bool never_published, GcSummary& summary) {
   for (std::string& path : unreferenced) {
     if (live.contains(path)) continue;
     const auto it = seen.files.find(path);
@@ -280,11 +311,12 @@ Status SweepOrHold(Storage& storage, const GcOptions& options, uint64_t now,
       std::set_intersection(it->second.blockers.begin(), it->second.blockers.end(), writers.begin(),
                             writers.end(), std::back_inserter(sighting.blockers));
     }
-    if (now - sighting.first_seen >= static_cast<uint64_t>(options.grace.count()) &&
-        sighting.blockers.empty()) {
+    const bool graced = now - sighting.first_seen >= static_cast<uint64_t>(options.grace.count());
+    if ((graced || never_published) && sighting.blockers.empty()) {
       if (!options.dry_run) {
         if (Status s = storage.Remove(path); !s.ok() && !s.IsNotFound()) return s;
       }
+      summary.files_never_published += !graced;
       summary.files_removed.push_back(std::move(path));
     } else {
       summary.files_held_for_writers += !sighting.blockers.empty();
@@ -302,9 +334,9 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   const uint64_t now = options.now_unix_seconds ? options.now_unix_seconds
                                                 : static_cast<uint64_t>(std::time(nullptr));
   STOKER_ASSIGN_OR_RETURN(auto versions, format::ListVersions(storage));
-  if (versions.empty()) {
-    return Err(Status::NotFound(storage.Describe("") + " is not a stoker dataset (no versions/)"));
-  }
+  // A directory whose first pack never published (Ctrl-C, a crash) has chunks and leases but no
+  // version: cleaned like any other.
+  if (versions.empty()) STOKER_RETURN_IF_ERROR(CheckLooksLikeDataset(storage));
   GcSummary summary;
   LiveFiles live(storage);
   STOKER_RETURN_IF_ERROR(MarkKeptVersions(storage, options, now, versions, live, summary));
@@ -336,14 +368,18 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
   summary.writers_active = writers.size();
   STOKER_ASSIGN_OR_RETURN(auto now_listed, format::ListVersions(storage));
   for (const uint64_t v : now_listed) {
-    if (v <= versions.back()) continue;
+    if (!versions.empty() && v <= versions.back()) continue;
     auto record = format::ReadVersion(storage, v);
     if (!record && record.error().IsNotFound()) continue;  // removed by another gc meanwhile
     if (!record) return Err(record.error());
     STOKER_RETURN_IF_ERROR(live.KeepVersion(*record));
   }
-  STOKER_RETURN_IF_ERROR(
-      SweepOrHold(storage, options, now, unreferenced, live, seen, writers, pending, summary));
+  // gc removes versions oldest first, so while the first one's record is there, none was
+  // removed (a dataset upgraded from format 1 starts later: it keeps the grace period).
+  const bool never_published =
+      summary.versions_removed.empty() && (versions.empty() || versions.front() == 1);
+  STOKER_RETURN_IF_ERROR(SweepOrHold(storage, options, now, unreferenced, live, seen, writers,
+                                     pending, never_published, summary));
   if (!options.dry_run) STOKER_RETURN_IF_ERROR(WriteSightings(storage, pending));
   return summary;
 }

@@ -5,7 +5,11 @@
 // can go on reading it that long) and no writer that was at work when gc first saw it is still
 // at work: writers hold leases (dataset/writer_lease.h), so an unpublished writer's chunks and
 // segment stay whatever the grace period. A lease unchanged for `writer_timeout` is a dead
-// writer's: gc removes it. gc keeps its sightings in `gc/pending`; two gc runs at once are safe
+// writer's: gc removes it, and at once when the lease names a process on this machine that is
+// gone (killed, crashed: ParseLeaseHolder). While no version was ever removed (the first
+// version's record is there, or none was ever published), no reader can need an unreferenced
+// file — none was ever published — so such files go without the grace period once no writer at
+// work holds them: what a killed pack left. gc keeps its sightings in `gc/pending`; two gc runs at once are safe
 // (the later rewrite wins, which can only postpone a deletion).
 #pragma once
 
@@ -13,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stoker/storage.h"
@@ -43,6 +48,10 @@ struct GcSummary {
   uint64_t files_held_for_writers = 0;    // of those, the ones held back for writers at work
   uint64_t writers_active = 0;            // live leases
   std::vector<uint64_t> writers_expired;  // leases gc found dead (and removed)
+  // Leases whose process is gone from this machine (and removed at once): writer, "pid P on H".
+  std::vector<std::pair<uint64_t, std::string>> writers_gone;
+  // Of files_removed, those no version ever used, removed without the grace period.
+  uint64_t files_never_published = 0;
 };
 
 Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options);

@@ -5,6 +5,8 @@
 
 #include <set>
 
+#include <fmt/format.h>
+
 #include "dataset/gc.h"
 #include "dataset/packer.h"
 #include "dataset/verify.h"
@@ -58,6 +60,11 @@ class GcTest : public ::testing::Test {
     auto s = CollectGarbage(*store_, o);
     EXPECT_TRUE(s.has_value()) << s.error().ToString();
     return s.value_or(GcSummary{});
+  }
+  // From the first removed version on, an unreferenced file may be one that a reader of a
+  // removed version still reads: the grace period applies.
+  void RemoveVersionOne() {
+    EXPECT_EQ(Gc(kT0 - 7200, 2).versions_removed, std::vector<uint64_t>{1});
   }
   void ExpectNewestIntact() {
     auto ds = Dataset::Open(store_).value();
@@ -115,6 +122,7 @@ TEST_F(GcTest, ReadersWithoutAListingStillFindTheNewestVersion) {
 }
 
 TEST_F(GcTest, UnreferencedFilesGoOnlyAfterTheGracePeriod) {
+  RemoveVersionOne();
   // Leftovers of a writer that died after writing a chunk and a segment, and one still at work.
   store_->SetContents("chunks/00000000000000aa.chunk", "orphan");
   store_->SetContents("segments/00000000000000bb.seg", "orphan");
@@ -268,6 +276,7 @@ TEST_F(GcTest, AWriterAtWorkKeepsItsFilesWhateverTheGracePeriod) {
 }
 
 TEST_F(GcTest, AFileSeenBeforeAWriterStartedIsNotHeldForIt) {
+  RemoveVersionOne();
   store_->SetContents("chunks/00000000000000aa.chunk", "an old leftover");
   EXPECT_EQ(Gc(kT0, 3).files_pending, 1u);
   auto lease = WriterLease::Take(*store_, kNoBeat).value();
@@ -385,6 +394,71 @@ TEST_F(GcTest, APackWhoseLeaseGcExpiredPublishesNothing) {
       << packed.error().ToString();
   EXPECT_NE(packed.error().message().find("nothing was published"), std::string::npos);
   ExpectNewestIntact();
+}
+
+// While no version was ever removed, no unreferenced file was ever published, so no reader can
+// need one: what a killed pack left goes at the first gc, not a day later; a writer at work
+// still keeps its files.
+TEST_F(GcTest, WhileNoVersionWasRemovedLeftoversGoAtOnce) {
+  store_->SetContents("chunks/00000000000000aa.chunk", "a killed pack's");
+  store_->SetContents("segments/00000000000000bb.seg", "a killed pack's");
+  auto lease = WriterLease::Take(*store_, kNoBeat).value();
+  store_->SetContents("chunks/00000000000000cc.chunk", "a writer at work");
+  const GcSummary held = Gc(kT0, 3);
+  EXPECT_EQ(held.files_removed.size(), 0u);  // all three first seen while the lease was live
+  lease.reset();
+  store_->SetContents("chunks/00000000000000dd.chunk", "another killed pack's");
+  const GcSummary s = Gc(kT0 + 1, 3);
+  EXPECT_EQ(std::set<std::string>(s.files_removed.begin(), s.files_removed.end()),
+            (std::set<std::string>{"chunks/00000000000000aa.chunk", "chunks/00000000000000cc.chunk",
+                                   "chunks/00000000000000dd.chunk",
+                                   "segments/00000000000000bb.seg"}));
+  EXPECT_EQ(s.files_never_published, 4u);
+  ExpectNewestIntact();
+}
+
+// A lease naming a process of this machine that is gone (a pack killed with -9) is removed at
+// once, not after the writer timeout; one naming another machine waits for the timeout.
+TEST_F(GcTest, ALeaseWhoseProcessIsGoneGoesAtOnce) {
+  RemoveVersionOne();
+  const LeaseHolder me = ThisProcess();
+  ASSERT_GT(me.start, 0u);
+  const auto lease_text = [&](const std::string& host, uint64_t start) {
+    return fmt::format("stoker-writer 1\nbeat 3\nhost {}\nboot {}\npidns {}\npid {}\nstart {}\n",
+                       host, me.boot, me.pid_namespace, me.pid, start);
+  };
+  const std::string gone = LeasePath(0xdead), elsewhere = LeasePath(0xfa2);
+  store_->SetContents(gone, lease_text(me.host, me.start + 1));  // our pid, another process
+  store_->SetContents(elsewhere, lease_text(me.host + "-elsewhere", me.start + 1));
+  store_->SetContents("chunks/00000000000000aa.chunk", "the dead writer's");
+  EXPECT_TRUE(HolderIsGone(ParseLeaseHolder(lease_text(me.host, me.start + 1)).value()));
+  EXPECT_FALSE(HolderIsGone(ParseLeaseHolder(lease_text(me.host, me.start)).value()));
+  EXPECT_FALSE(ParseLeaseHolder("stoker-writer 1\nbeat 3\n").has_value());  // older writers
+  const GcSummary s = Gc(kT0, 3, false, kNoGrace);
+  ASSERT_EQ(s.writers_gone.size(), 1u);
+  EXPECT_EQ(s.writers_gone[0].first, 0xdeadu);
+  EXPECT_EQ(s.writers_gone[0].second, fmt::format("pid {} on {}, gone", me.pid, me.host));
+  EXPECT_FALSE(store_->Exists(gone).value());
+  EXPECT_TRUE(store_->Exists(elsewhere).value());
+  EXPECT_EQ(s.writers_active, 1u);
+  EXPECT_EQ(s.files_held_for_writers, 1u);  // for the writer elsewhere, which may be at work
+}
+
+// A directory whose first pack never published (interrupted, killed) holds chunks and leases but
+// no version: gc cleans it; a directory with nothing of a dataset is no dataset.
+TEST(Gc, ANeverPublishedDirectoryIsCleaned) {
+  storage::MemoryStorage store;
+  ASSERT_TRUE(store.CreateDirs("chunks").ok());
+  store.SetContents("chunks/00000000000000aa.chunk", "an interrupted first pack's");
+  GcOptions o;
+  o.now_unix_seconds = kT0;
+  auto s = CollectGarbage(store, o);
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  EXPECT_EQ(s->files_removed, std::vector<std::string>{"chunks/00000000000000aa.chunk"});
+  EXPECT_EQ(s->files_never_published, 1u);
+  storage::MemoryStorage empty;
+  empty.SetContents("notes.txt", "not a dataset");
+  EXPECT_TRUE(CollectGarbage(empty, o).error().IsNotFound());
 }
 
 }  // namespace

@@ -220,6 +220,10 @@ uint64_t RemainingPayload(const PackSource& source, uint64_t payload_so_far) {
   return static_cast<uint64_t>(static_cast<double>(total - std::min(total, consumed)) * ratio);
 }
 
+Status Interrupted() {
+  return {StatusCode::kCancelled, "interrupted: nothing published (the chunks written were removed)"};
+}
+
 // Reads the whole input into chunks, and their metadata into the addition's SegmentBuilder
 // (sorted on disk, so memory does not grow with the file count). Paths must be new within the
 // input; whether they are new to the dataset is checked against the version this pack extends
@@ -235,6 +239,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
   STOKER_ASSIGN_OR_RETURN(const std::string label_ext, LabelMemberExtension(options));
   add->files = std::make_unique<format::SegmentBuilder>(options.sort);
   while (true) {
+    if (options.stop_requested && options.stop_requested()) return Interrupted();
     STOKER_ASSIGN_OR_RETURN(auto item, source.Next());
     if (!item) break;
     // A tar sample's files (key.jpg, key.cls, ...) arrive together and stay in one chunk.
@@ -282,6 +287,7 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
     }
   }
   STOKER_RETURN_IF_ERROR(chunks.FinishAll());
+  if (options.stop_requested && options.stop_requested()) return Interrupted();
   // A tar sample's label is its .cls member's: every file of the sample carries it.
   const Status sealed = add->files->Seal(
       chunks.finished(),

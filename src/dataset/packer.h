@@ -72,6 +72,9 @@ struct PackOptions {
   SortOptions sort;
   // Called from the packing thread after every file and once at the end.
   std::function<void(const PackProgress&)> progress;
+  // Polled after every file and before publishing: true stops the pack (Ctrl-C), which then
+  // removes what it wrote, publishes nothing and returns Cancelled.
+  std::function<bool()> stop_requested;
 
   Status Validate() const;
 };

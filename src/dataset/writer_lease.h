@@ -33,6 +33,21 @@ inline constexpr std::chrono::seconds kLeaseHeartbeat{30};
 std::string LeasePath(uint64_t writer);
 std::optional<uint64_t> WriterOfLeaseName(std::string_view name);
 
+// The process that holds a lease, as its lease names it (docs/format.md §6): its host, the
+// kernel's boot id and PID namespace, its pid and start time. A gc on the same machine, in the
+// same PID namespace and boot, can then tell at once that the writer is gone (killed, crashed)
+// instead of waiting out the writer timeout; anywhere else the timeout decides.
+struct LeaseHolder {
+  std::string host, boot, pid_namespace;
+  uint64_t pid = 0, start = 0;  // start: /proc/<pid>/stat's starttime (clock ticks since boot)
+};
+LeaseHolder ThisProcess();
+// The holder a lease's text names; nullopt for a lease that names none (older writers).
+std::optional<LeaseHolder> ParseLeaseHolder(std::string_view lease_text);
+// True only when `holder` is certainly gone: it ran on this machine, in this boot and PID
+// namespace, and no process with its pid and start time runs now.
+bool HolderIsGone(const LeaseHolder& holder);
+
 class WriterLease {
  public:
   // Creates the lease in `storage` (which must outlive it) and starts its heartbeat.
@@ -58,6 +73,7 @@ class WriterLease {
   const uint64_t writer_;
   const std::string path_;
   const std::chrono::milliseconds heartbeat_;
+  const LeaseHolder holder_;  // this process, named in every beat
   std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;  // guarded by mu_

@@ -3,6 +3,7 @@
 #include "net/client.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -160,19 +161,33 @@ Status ReadAnswer(Connection& c, uint32_t id, std::span<std::byte> data_into,
 
 }  // namespace
 
-Client::Answer Client::CallServer(size_t server, MessageType type, const std::string& payload,
-                                  std::span<std::byte> data_into) {
+Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType type,
+                                  const std::string& payload, std::span<std::byte> data_into) {
   Pool& pool = *pools_[server];
   Answer out;
   out.server = static_cast<int>(server);
   Status last;
   ProgressDeadline deadline{options_.request_timeout, After(options_.request_timeout)};
+  // Failed exchanges get a few tries within the request's deadline; a server that cannot be
+  // reached, when no other is left, gets tries until the reconnect deadline (a restart).
   Retry retry(options_.retry);
-  while (retry.Next(last, deadline.at)) {
+  Retry reconnects(options_.reconnect_retry);
+  const bool patient = last_resort && options_.reconnect_timeout.count() > 0;
+  std::optional<Deadline> reconnect_by;  // set at the first failed connect
+  const Clock::time_point started = Clock::now();
+  bool unreachable = false;  // the last failure was a connect
+  int tries = 0;
+  const auto again = [&] {
+    if (unreachable && patient) return reconnects.Next(last, *reconnect_by);
+    return retry.Next(last, deadline.at);
+  };
+  (void)reconnects.Next(last);  // its first "yes" is the first try, which `retry` counts
+  while (again()) {
+    ++tries;
     // The first try may reuse an idle connection; retries always connect afresh, since the
     // failure suggests the idle ones are stale too (e.g. the server restarted).
     std::unique_ptr<Connection> conn;
-    if (retry.attempt() == 1) {
+    if (tries == 1) {
       std::lock_guard lock(pool.mu);
       if (!pool.idle.empty()) {
         conn = std::move(pool.idle.back());
@@ -180,7 +195,8 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
       }
     }
     if (conn == nullptr) {
-      const Deadline connected_by = std::min(After(options_.connect_timeout), deadline.at);
+      const Deadline connected_by = std::min(After(options_.connect_timeout),
+                                             unreachable && patient ? *reconnect_by : deadline.at);
       auto socket = Connect(pool.address.host, pool.address.port, connected_by);
       Status st = socket ? ClientHandshake(*socket, secret_, connected_by) : socket.error();
       if (!st.ok()) {
@@ -190,7 +206,13 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
           return out;
         }
         last = st;
+        if (!reconnect_by) reconnect_by = After(options_.reconnect_timeout);
+        unreachable = true;
         continue;
+      }
+      if (unreachable) {  // back after a restart: the request's deadline starts again
+        deadline.Progressed();
+        unreachable = false;
       }
       connections_opened_.fetch_add(1);
       conn = std::make_unique<Connection>();
@@ -220,19 +242,31 @@ Client::Answer Client::CallServer(size_t server, MessageType type, const std::st
   }
   pool.down_until_ns.store(NowNs() + std::chrono::nanoseconds(options_.down_penalty).count());
   out.connection_failure = true;
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  const std::string what =
+      unreachable
+          ? fmt::format("could not be reached: {} tr{} over {:.1f} s ({}), the last: {}", tries,
+                        tries == 1 ? "y" : "ies", seconds,
+                        patient ? fmt::format("tried for up to {:g} s: $STOKER_RECONNECT_TIMEOUT",
+                                              options_.reconnect_timeout.count() / 1000.0)
+                                : "other servers left to try",
+                        last.message())
+          : fmt::format("failed {} tr{} over {:.1f} s (deadline: {:g} s without an answer's "
+                        "bytes), the last: {}",
+                        tries, tries == 1 ? "y" : "ies", seconds,
+                        options_.request_timeout.count() / 1000.0, last.message());
   out.status =
       Status(last.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kUnavailable,
-             fmt::format("server {} failed every try (deadline: {:g} s without an "
-                         "answer's bytes): {}",
-                         pool.name, options_.request_timeout.count() / 1000.0, last.message()));
+             fmt::format("server {} {}", pool.name, what));
   return out;
 }
 
 Client::Answer Client::Call(std::string_view path, MessageType type, const std::string& payload,
                             std::span<std::byte> data_into) {
   Answer first_failure;
-  for (const size_t server : ServerOrder(path)) {
-    Answer a = CallServer(server, type, payload, data_into);
+  const std::vector<size_t> order = ServerOrder(path);
+  for (const size_t server : order) {
+    Answer a = CallServer(server, server == order.back(), type, payload, data_into);
     if (a.status.ok()) return a;
     a.status = a.status.WithContext(Describe(path, a.server));
     if (!a.connection_failure && !a.status.IsNotFound()) return a;
@@ -304,7 +338,7 @@ Status Client::CallWrite(std::string_view path, MessageType type, const std::str
     return Status::Unsupported(Describe(path) +
                                ": writes go to one server (a striped stoker:// URI is read-only)");
   }
-  Answer a = CallServer(0, type, payload, {});
+  Answer a = CallServer(0, /*last_resort=*/true, type, payload, {});
   if (resent != nullptr) *resent = a.resent;
   if (!a.status.ok()) return a.status.WithContext(Describe(path, a.server));
   if (a.frame.message_type() != MessageType::kDone || !a.frame.payload.empty()) {
@@ -364,7 +398,8 @@ Result<std::vector<std::string>> Client::List(std::string_view path) {
   bool found = false;
   Answer failure;
   for (size_t s = 0; s < pools_.size(); ++s) {
-    Answer a = CallServer(s, MessageType::kList, PathRequest(uri_.dataset, path), {});
+    Answer a = CallServer(s, /*last_resort=*/pools_.size() == 1, MessageType::kList,
+                          PathRequest(uri_.dataset, path), {});
     if (!a.status.ok()) {
       a.status = a.status.WithContext(Describe(path, a.server));
       if (!a.connection_failure && !a.status.IsNotFound()) return Err(a.status);

@@ -35,6 +35,15 @@ struct ClientOptions {
   // retryable codes) is tried again on a fresh connection by this policy, while its deadline
   // lasts (src/common/retry.h).
   RetryPolicy retry{.max_attempts = 4, .base_backoff = std::chrono::milliseconds(10)};
+  // A server that cannot be reached (connection refused or unanswered: it restarts, a brief
+  // partition) is tried again, with pauses growing to a second, for this long from the first
+  // failed connect, when it is the last server a request can go to; 0: as any other failure
+  // (`retry`). stoker:// URIs opened by users take $STOKER_RECONNECT_TIMEOUT, 60 s by default;
+  // a job cache's peers fail over at once instead.
+  std::chrono::milliseconds reconnect_timeout{0};
+  RetryPolicy reconnect_retry{.max_attempts = 1 << 20,
+                              .base_backoff = std::chrono::milliseconds(50),
+                              .max_backoff = std::chrono::milliseconds(1000)};
   // After a server failed every try, it is tried last for this long (others go first).
   std::chrono::milliseconds down_penalty{2000};
   size_t max_idle_connections = 64;  // per server
@@ -77,7 +86,8 @@ class Client {
   Client(StokerUri uri, std::string secret, ClientOptions options);
   struct Answer;
   // One request to one server, retried on fresh connections after connection failures.
-  Answer CallServer(size_t server, MessageType type, const std::string& payload,
+  // `last_resort`: no other server is left to try (reconnect_timeout applies).
+  Answer CallServer(size_t server, bool last_resort, MessageType type, const std::string& payload,
                     std::span<std::byte> data_into);
   // CallServer over the servers in `path`'s striping order, moving on after NotFound or a
   // connection failure.

@@ -177,6 +177,7 @@ Result<std::shared_ptr<Storage>> OpenRemoteStorage(std::string_view uri,
   }
   ClientOptions client_options;
   STOKER_ASSIGN_OR_RETURN(client_options.request_timeout, RequestTimeout(options.request_timeout));
+  STOKER_ASSIGN_OR_RETURN(client_options.reconnect_timeout, ReconnectTimeout());
   STOKER_ASSIGN_OR_RETURN(auto client,
                           Client::Create(std::move(parsed), std::move(secret), client_options));
   return NewRemoteStorage(std::move(client));

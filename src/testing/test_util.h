@@ -46,9 +46,10 @@ struct Tree {
   // What Dataset::List(dir) must return, as (name, is_dir): subdirectories first, then files,
   // each sorted by name (bytewise).
   std::vector<std::pair<std::string, bool>> Listing(std::string_view dir) const;
-  // The label Dataset must report with LabelPolicy::kAuto for a directory pack: the index of the
-  // file's first path component among the sorted top-level directories (ImageFolder), or -1 for
-  // every file if any file sits directly in the root.
+  // The label Dataset must report for a directory pack: the index of the file's first path
+  // component among the sorted top-level directories (ImageFolder), or -1 for every file if any
+  // file sits directly in the root (such a tree packs every file only with LabelPolicy::kNone:
+  // with kAuto the files beside the class directories are left out).
   int32_t ExpectedLabel(std::string_view path) const;
   // Sorted top-level directory names (the ImageFolder classes).
   std::vector<std::string> Classes() const;

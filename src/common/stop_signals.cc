@@ -1,0 +1,38 @@
+#include "common/stop_signals.h"
+
+#include <atomic>
+
+namespace stoker {
+namespace {
+
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "used from a signal handler");
+
+void OnSignal(int signal) {
+  if (g_signal.exchange(signal) != 0) {  // asked twice: the user means it
+    ::signal(signal, SIG_DFL);
+    ::raise(signal);
+  }
+}
+
+}  // namespace
+
+StopOnSignals::StopOnSignals() {
+  g_signal.store(0);
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, &previous_int_);
+  ::sigaction(SIGTERM, &action, &previous_term_);
+}
+
+StopOnSignals::~StopOnSignals() {
+  ::sigaction(SIGINT, &previous_int_, nullptr);
+  ::sigaction(SIGTERM, &previous_term_, nullptr);
+}
+
+bool StopRequested() { return g_signal.load() != 0; }
+int StopSignal() { return g_signal.load(); }
+
+}  // namespace stoker
