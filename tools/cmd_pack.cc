@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -217,10 +218,19 @@ int RunPack(const PackArgs& args) {
   auto summary = dataset::Pack(**source, **storage, options);
   bar.Finish();
   if (!summary) {
+    // A stop asked for by a signal, whether the pack noticed it between files or a read it
+    // broke off failed: either way nothing was published and what it wrote is gone.
+    if (const int signal = StopSignal(); signal != 0) {
+      PrintError("pack", Status(StatusCode::kCancelled,
+                                fmt::format("interrupted by {}: nothing published (the chunks "
+                                            "this pack wrote were removed)",
+                                            signal == SIGINT    ? "SIGINT (Ctrl-C)"
+                                            : signal == SIGTERM ? "SIGTERM"
+                                                                : "a signal")));
+      return 128 + signal;
+    }
     PrintError("pack", summary.error());
-    return summary.error().code() == StatusCode::kCancelled && StopSignal() != 0
-               ? 128 + StopSignal()
-               : kExitError;
+    return kExitError;
   }
   if (summary->part_path.empty()) {
     PrintVersionSummary(args, dst, *summary);

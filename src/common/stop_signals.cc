@@ -22,7 +22,9 @@ StopOnSignals::StopOnSignals() {
   struct sigaction action {};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
+  // No SA_RESTART: a read blocked on a pipe or socket then fails with EINTR, so the work stops
+  // even when no next file ever comes (it cleans up as after any failure).
+  action.sa_flags = 0;
   ::sigaction(SIGINT, &action, &previous_int_);
   ::sigaction(SIGTERM, &action, &previous_term_);
 }

@@ -3,7 +3,11 @@ packed and trained on as the README says — every message, exit code and label 
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -11,7 +15,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import STOKER
+from conftest import STOKER, free_port
 from test_image_loader import write_photo_tree
 
 torch = pytest.importorskip("torch")
@@ -141,3 +145,122 @@ def test_a_small_memory_budget_is_slower_never_failing(tmp_path, shuffle):
         assert len(seen) == len(files)
         assert loader.stats()["peak_bytes_held"] <= max(stoker.byte_size(budget),
                                                         max(len(b) for b in files.values()))
+
+
+def big_tree(root: Path, files: int = 1500, size: int = 24_000) -> None:
+    """Enough small chunks (one fsync each) that a pack runs for a while."""
+    rng = np.random.default_rng(5)
+    for i in range(files):
+        d = root / f"c{i % 4}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i:05d}.bin").write_bytes(rng.bytes(size))
+
+
+def start_pack_and_wait_for_chunks(src: Path, dst: Path, chunks: int = 3) -> subprocess.Popen:
+    proc = subprocess.Popen([STOKER, "pack", str(src), str(dst), "--chunk-size", "64KiB",
+                             "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if (dst / "chunks").is_dir() and len(list((dst / "chunks").glob("*.chunk"))) >= chunks:
+            return proc
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.002)
+    raise AssertionError("the pack wrote no chunks")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_during_pack_removes_what_it_wrote(tmp_path, sig):
+    big_tree(tmp_path / "src")
+    dst = tmp_path / "ds"
+    proc = start_pack_and_wait_for_chunks(tmp_path / "src", dst)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, (out, err)
+    name = "SIGINT (Ctrl-C)" if sig == signal.SIGINT else "SIGTERM"
+    assert f"stoker pack: Cancelled: interrupted by {name}: nothing published" in err
+    assert list((dst / "chunks").glob("*")) == []
+    assert list((dst / "gc" / "writers").glob("*")) == []
+    # gc knows the never-published directory; a new pack into it works.
+    gc = run("gc", str(dst))
+    assert "removed 0 version(s) and 0 file(s)" in gc.stdout
+    run("pack", str(tmp_path / "src"), str(dst), "-q")
+    assert run("verify", str(dst)).returncode == 0
+
+
+def test_gc_cleans_what_a_killed_pack_left(tmp_path):
+    big_tree(tmp_path / "src")
+    dst = tmp_path / "ds"
+    proc = start_pack_and_wait_for_chunks(tmp_path / "src", dst)
+    proc.kill()
+    proc.wait()
+    left = list((dst / "chunks").glob("*.chunk"))
+    [lease] = list((dst / "gc" / "writers").glob("*.lease"))
+    assert left
+    out = run("gc", str(dst), "--json")
+    report = json.loads(out.stdout)
+    assert report["writers_gone"][0]["writer"] == lease.stem
+    assert report["writers_gone"][0]["process"].startswith(f"pid {proc.pid} on ")
+    assert report["files_never_published"] == len(left) and report["files_pending"] == 0
+    assert list((dst / "chunks").glob("*")) == [] and not lease.exists()
+    # Killed again, then packed anew into the same directory: gc removes the first pack's
+    # leftovers at once, without the 24 h grace period (no version was ever removed).
+    proc = start_pack_and_wait_for_chunks(tmp_path / "src", dst)
+    proc.kill()
+    proc.wait()
+    orphans = set((dst / "chunks").glob("*.chunk"))
+    run("pack", str(tmp_path / "src"), str(dst), "-q")
+    out = run("gc", str(dst))
+    assert f"removed {len(orphans)} file(s) that no version ever used" in out.stdout
+    assert "its process is gone" in out.stdout
+    assert not orphans & set((dst / "chunks").glob("*.chunk"))
+    assert run("verify", str(dst)).returncode == 0
+
+
+def test_a_server_restart_does_not_end_training(tmp_path, monkeypatch):
+    make = write_photo_tree(tmp_path / "src", 12)
+    stoker.pack(str(tmp_path / "src"), str(tmp_path / "ds"), progress=False)
+    secret = tmp_path / "secret"
+    secret.write_text("a secret for the restart test\n")
+    secret.chmod(0o600)
+    monkeypatch.setenv("STOKER_SECRET_FILE", str(secret))
+    port = free_port()
+
+    def serve() -> subprocess.Popen:
+        proc = subprocess.Popen([STOKER, "serve", "--listen", f"127.0.0.1:{port}", "--dataset",
+                                 f"photos={tmp_path / 'ds'}", "--secret-file", str(secret)],
+                                stderr=subprocess.PIPE, text=True)
+        assert "serving 1 dataset(s)" in proc.stderr.readline()
+        return proc
+
+    server = serve()
+    uri = f"stoker://127.0.0.1:{port}/photos"
+    ds = stoker.Dataset(uri)
+    paths = sorted(make)
+    assert ds[0][0] == make[ds[0][2]]
+    server.terminate()
+    server.wait()
+    # The server is back after a second: the next read waits for it instead of failing.
+    restarted: list[subprocess.Popen] = []
+    timer = threading.Timer(1.0, lambda: restarted.append(serve()))
+    timer.start()
+    try:
+        start = time.monotonic()
+        assert ds[5][0] == make[ds[5][2]]
+        assert time.monotonic() - start >= 0.9
+        loader = stoker.ImageLoader(uri, batch_size=4, size=32, shuffle="full")
+        assert sum(len(labels) for _, labels in loader) == len(paths)
+    finally:
+        timer.join()
+        for proc in restarted:
+            proc.terminate()
+            proc.wait()
+    # Down for good: the error says what was tried, and for how long.
+    monkeypatch.setenv("STOKER_RECONNECT_TIMEOUT", "2s")
+    start = time.monotonic()
+    out = run("cat", uri, paths[0], check=False)
+    assert out.returncode == 1
+    assert time.monotonic() - start >= 1.9
+    assert re.search(r"could not be reached: \d+ tries over 2\.\d s \(tried for up to 2 s: "
+                     r"\$STOKER_RECONNECT_TIMEOUT\), the last: .*[Cc]onnection refused",
+                     out.stderr), out.stderr
