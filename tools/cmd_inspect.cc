@@ -8,12 +8,14 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
 #include <nlohmann/json.hpp>
 
 #include "common/escape.h"
 #include "common/progress.h"
 #include "dataset/verify.h"
 #include "dataset/version_view.h"
+#include "format/columns.h"
 #include "format/versions.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
@@ -121,18 +123,58 @@ int RunStat(const Common& a) {
   return kExitOk;
 }
 
+// --json: one document with the bytes as base64 (JSON holds no raw bytes).
+std::string Base64(std::span<const std::byte> bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
 int RunCat(const Common& a) {
   auto ds = OpenForLookups(a);
   if (!ds) return Fail("cat", ds.error());
   auto index = (*ds)->Find(a.path);
-  if (!index) return Fail("cat", index.error());
+  if (!index) {
+    // A directory is no "such file": say what it is, and what lists it.
+    if (auto is_dir = (*ds)->IsDir(a.path); is_dir && *is_dir) {
+      return Fail("cat", Status::InvalidArgument(fmt::format(
+                             "{} is a directory of the dataset, not a file: `stoker ls {} {}` "
+                             "lists it",
+                             a.path, a.dataset, a.path)));
+    }
+    return Fail("cat", index.error());
+  }
   auto bytes = (*ds)->ReadFile(*index);  // CRC-checked: corrupt bytes never reach stdout
   if (!bytes) return Fail("cat", bytes.error());
+  if (a.json) {
+    if (bytes->size() > (1ull << 30)) {
+      return Fail("cat", Status::InvalidArgument(fmt::format(
+                             "{} holds {} bytes: too large for --json (base64); leave it out to "
+                             "write the bytes",
+                             a.path, bytes->size())));
+    }
+    auto info = (*ds)->Stat(*index);
+    if (!info) return Fail("cat", info.error());
+    nlohmann::json j = FileJson(*info, **ds);
+    j["base64"] = Base64(*bytes);
+    PrintJson(j);
+    return kExitOk;
+  }
   if (std::fwrite(bytes->data(), 1, bytes->size(), stdout) != bytes->size() ||
       std::fflush(stdout)) {
     return Fail("cat", Status::IOError("write to stdout failed"));
   }
   return kExitOk;
+}
+
+// A column dataset's columns as {name: type text}; {} for a dataset of files.
+nlohmann::json ColumnsJson(const format::Schema& schema) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const format::Column& c : schema.columns) out[c.name] = format::ColumnTypeText(c);
+  return out;
 }
 
 int RunInfo(const Common& a) {
@@ -164,7 +206,7 @@ int RunInfo(const Common& a) {
                  : !v.columns().label.empty() ? "from column " + v.columns().label
                  : v.grouped()                ? std::string("from .cls members")
                                               : std::string("from first-level directories")},
-      {"columns", r.columns},
+      {"columns", ColumnsJson(v.columns())},
       {"segments", r.segments.size()},
       {"metadata_bytes", metadata_bytes},
       {"metadata_bytes_per_file", per_file},
@@ -185,6 +227,14 @@ int RunInfo(const Common& a) {
       Counted(r.segments.size(), "segment"), per_file);
   if (!r.columns.empty()) std::cout << "columns    " << r.columns << "\n";
   return kExitOk;
+}
+
+// verify --json: [{"path": ..., "message": ...}], the path losslessly (os.fsencode gives its
+// bytes back).
+nlohmann::json FindingsJson(const std::vector<dataset::Finding>& findings) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : findings) out.push_back({{"path", f.path}, {"message", f.message}});
+  return out;
 }
 
 int RunVerify(const Common& a) {
@@ -208,12 +258,16 @@ int RunVerify(const Common& a) {
                              {"chunks_checked", r.chunks_checked},
                              {"bytes_checked", r.bytes_checked},
                              {"problems", r.problems},
-                             {"corrupt_chunks", r.corrupt_chunks},
-                             {"corrupt_files", r.corrupt_files}});
+                             {"corrupt_chunks", FindingsJson(r.corrupt_chunks)},
+                             {"corrupt_files", FindingsJson(r.corrupt_files)}});
   } else {
     for (const auto& p : r.problems) std::cout << "CORRUPT  " << TerminalSafe(p) << "\n";
-    for (const auto& c : r.corrupt_chunks) std::cout << "CORRUPT chunk  " << c << "\n";
-    for (const auto& f : r.corrupt_files) std::cout << "CORRUPT file   " << TerminalSafe(f) << "\n";
+    for (const auto& c : r.corrupt_chunks) {
+      std::cout << "CORRUPT chunk  " << TerminalSafe(c.ToString()) << "\n";
+    }
+    for (const auto& f : r.corrupt_files) {
+      std::cout << "CORRUPT file   " << TerminalSafe(f.ToString()) << "\n";
+    }
     std::cout << fmt::format(
         "{}: version {}, {} in {} ({}) checked: {}\n", a.dataset, r.version,
         Counted(r.files_checked, "file"), Counted(r.chunks_checked, "chunk"),
@@ -244,13 +298,13 @@ int RunVersions(const Common& a) {
     auto r = format::ReadVersion(**storage, v);
     if (!r) return Fail("versions", r.error());
     files_of[v] = r->files;
-    // Against the parent where it is still listed (a compaction adds none); where gc removed
-    // it, an append's files are its last segment's.
+    // Against the parent where it is still listed (a compaction adds none). Where gc removed
+    // it, nothing tells an append from a compaction: unknown ("-", null), never a guess.
     const auto parent = files_of.find(r->parent);
-    const uint64_t added = r->parent == 0             ? r->files
-                           : parent != files_of.end() ? r->files - parent->second
-                           : r->segments.empty()      ? 0
-                                                      : r->segments.back().files;
+    const int64_t added = r->parent == 0 ? static_cast<int64_t>(r->files)
+                          : parent != files_of.end()
+                              ? static_cast<int64_t>(r->files - parent->second)
+                              : -1;
     const std::time_t created = static_cast<std::time_t>(r->created_unix_seconds);
     char when[32];
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::gmtime(&created));
@@ -259,14 +313,15 @@ int RunVersions(const Common& a) {
                    {"created_unix", r->created_unix_seconds},
                    {"writer", fmt::format("{:016x}", r->writer)},
                    {"files", r->files},
-                   {"files_added", added},
+                   {"files_added", added >= 0 ? nlohmann::json(added) : nlohmann::json()},
                    {"samples", r->samples},
                    {"classes", r->classes},
                    {"chunks", r->chunks},
                    {"bytes", r->bytes},
                    {"segments", r->segments.size()}});
     text += fmt::format("{:>8} {:>8}  {:<20} {:>12} {:>10} {:>8} {:>8} {:>10}\n", v, r->parent,
-                        when, r->files, added, r->classes, r->chunks, r->segments.size());
+                        when, r->files, added >= 0 ? std::to_string(added) : "-", r->classes,
+                        r->chunks, r->segments.size());
   }
   if (a.json) {
     PrintJson(out);
@@ -279,7 +334,9 @@ int RunVersions(const Common& a) {
 CLI::App* AddCommand(CLI::App& app, const char* name, const char* help,
                      const std::shared_ptr<Common>& args, bool takes_path, bool path_required) {
   CLI::App* cmd = app.add_subcommand(name, help);
-  cmd->add_option("dataset", args->dataset, "dataset path or file:// URI")->required();
+  cmd->add_option("dataset", args->dataset,
+                  "the dataset: a path or URI (file://, s3://, http(s)://, stoker://)")
+      ->required();
   if (takes_path) {
     auto* opt = cmd->add_option("path", args->path, "path inside the dataset");
     if (path_required) opt->required();

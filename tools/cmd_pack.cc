@@ -199,6 +199,14 @@ int RunPack(const PackArgs& args) {
   }
   dataset::PackOptions options = args.settings.pack;
   if (const int code = SetPackOptions(args, &options); code != kExitOk) return code;
+  // What the command line alone gets wrong is a usage error (exit 2), like a flag's bad value.
+  for (const Status& st :
+       {options.Validate(), dataset::CheckPackSources(sources, args.settings.source.layout)}) {
+    if (!st.ok()) {
+      PrintError("pack", st);
+      return kExitUsage;
+    }
+  }
   // One directory tree, or any number of tar shards.
   auto source = dataset::OpenPackSource(sources, args.settings.source, &options.group_samples);
   if (!source) {

@@ -49,10 +49,24 @@ void PrintLines(std::string_view command, std::string_view text) {
   std::fwrite(out.data(), 1, out.size(), stderr);
 }
 
+bool g_json_output = false;
+
+void PrintJsonError(std::string_view code, std::string_view message) {
+  PrintJson({{"error", {{"code", code}, {"message", message}}}});
+}
+
 }  // namespace
+
+void SetJsonOutput(bool json) { g_json_output = json; }
+bool JsonOutput() { return g_json_output; }
 
 void PrintError(std::string_view command, const Status& status) {
   PrintLines(command, status.ToString());
+  if (g_json_output) PrintJsonError(StatusCodeName(status.code()), status.message());
+}
+
+void PrintUsageError(std::string_view message) {
+  if (g_json_output) PrintJsonError("Usage", message);
 }
 
 void PrintNote(std::string_view command, std::string_view note) { PrintLines(command, note); }

@@ -11,8 +11,16 @@
 
 namespace stoker::cli {
 
-// "stoker <command>: <status>" on stderr, control characters and non-UTF-8 bytes as \xNN.
+// Whether the command line asked for --json: then errors are JSON documents on stdout too.
+void SetJsonOutput(bool json);
+bool JsonOutput();
+
+// "stoker <command>: <status>" on stderr, control characters and non-UTF-8 bytes as \xNN; under
+// --json (SetJsonOutput) also {"error": {"code": "NotFound", "message": ...}} on stdout: one JSON
+// document whatever happens, with the exit code unchanged.
 void PrintError(std::string_view command, const Status& status);
+// The same for a bad command line ("code": "Usage").
+void PrintUsageError(std::string_view message);
 
 // "stoker <command>: <note>" on stderr: something the user must know that is no error (what a
 // pack left out), terminal-safe as errors are.

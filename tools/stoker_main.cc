@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace {
 
@@ -63,6 +64,11 @@ int Run(int argc, char** argv) {
   stoker::cli::RegisterMount(app, exit_code);
   stoker::cli::RegisterProfile(app, exit_code);
   stoker::cli::RegisterDoctor(app, exit_code);
+  // --json anywhere after the command: errors, usage errors included, become JSON documents
+  // on stdout too (tools/output.h), before CLI11 has even read the command line.
+  for (int i = 2; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--json") stoker::cli::SetJsonOutput(true);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -72,6 +78,7 @@ int Run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     SuggestCommand(app, argc, argv);
     app.exit(e);
+    stoker::cli::PrintUsageError(e.what());
     return stoker::cli::kExitUsage;
   }
   return exit_code;

@@ -196,6 +196,17 @@ nb::dict Verify(nb::handle uri_arg) {
     for (const auto& name : list) out.append(FsName(name));
     return out;
   };
+  // As `stoker verify --json`: {"path": the name as os.fsdecode gives it, "message": why}.
+  const auto findings = [](const std::vector<dataset::Finding>& list) {
+    nb::list out;
+    for (const auto& f : list) {
+      nb::dict d;
+      d["path"] = FsName(f.path);
+      d["message"] = f.message;
+      out.append(d);
+    }
+    return out;
+  };
   nb::dict d;
   d["dataset"] = FsName(uri);
   d["version"] = r.version;
@@ -204,8 +215,8 @@ nb::dict Verify(nb::handle uri_arg) {
   d["chunks_checked"] = r.chunks_checked;
   d["bytes_checked"] = r.bytes_checked;
   d["problems"] = names(r.problems);
-  d["corrupt_chunks"] = r.corrupt_chunks;
-  d["corrupt_files"] = names(r.corrupt_files);
+  d["corrupt_chunks"] = findings(r.corrupt_chunks);
+  d["corrupt_files"] = findings(r.corrupt_files);
   return d;
 }
 
@@ -292,8 +303,8 @@ void RegisterPack(nb::module_& m) {
         "names say). Returns stoker.pack's summary dict.");
   m.def("verify", &Verify, nb::arg("uri"),
         "Re-reads the current version and checks every CRC. Returns a report dict with 'ok', "
-        "'problems', 'corrupt_chunks' and 'corrupt_files'; raises only if the dataset cannot be "
-        "read at all.");
+        "'problems', 'corrupt_chunks' and 'corrupt_files' (each a list of {'path', 'message'}); "
+        "raises only if the dataset cannot be read at all.");
 }
 
 }  // namespace stoker::python

@@ -91,9 +91,9 @@ class CorruptionTest : public ::testing::Test {
     }
     return out;
   }
-  static std::set<std::string> PathsOf(const std::vector<std::string>& problems) {
+  static std::set<std::string> PathsOf(const std::vector<dataset::Finding>& findings) {
     std::set<std::string> out;
-    for (const auto& p : problems) out.insert(p.substr(0, p.find(": ")));
+    for (const auto& f : findings) out.insert(f.path);
     return out;
   }
 
@@ -211,9 +211,10 @@ TEST_F(CorruptionTest, FlippedByteIsReportedForExactlyTheAffectedFile) {
   EXPECT_FALSE(report.ok());
   EXPECT_TRUE(report.problems.empty());
   ASSERT_EQ(report.corrupt_files.size(), 1u);
-  EXPECT_TRUE(report.corrupt_files[0].starts_with(victim.path + ": ")) << report.corrupt_files[0];
+  EXPECT_EQ(report.corrupt_files[0].path, victim.path) << report.corrupt_files[0].ToString();
   ASSERT_EQ(report.corrupt_chunks.size(), 1u);
-  EXPECT_TRUE(Contains(report.corrupt_chunks[0], chunk)) << report.corrupt_chunks[0];
+  EXPECT_TRUE(Contains(report.corrupt_chunks[0].path, chunk))
+      << report.corrupt_chunks[0].ToString();
 
   EXPECT_EQ(ReadAll(store_), std::set<std::string>{victim.path});
   ASSERT_EQ(last_errors_.size(), 1u);
@@ -261,7 +262,7 @@ TEST_F(CorruptionTest, ZeroedPageInAChunk) {
   const auto report = VerifyNow();
   EXPECT_EQ(PathsOf(report.corrupt_files), affected);
   ASSERT_EQ(report.corrupt_chunks.size(), 1u);
-  EXPECT_TRUE(Contains(report.corrupt_chunks[0], chunk));
+  EXPECT_TRUE(Contains(report.corrupt_chunks[0].path, chunk));
   EXPECT_EQ(ReadAll(store_), affected);
   for (const auto& s : last_errors_) EXPECT_TRUE(s.IsCorruption()) << s.ToString();
 }
@@ -280,10 +281,10 @@ TEST_F(CorruptionTest, TruncatedChunk) {
   const auto report = VerifyNow();
   EXPECT_FALSE(report.ok());
   ASSERT_EQ(report.corrupt_chunks.size(), 1u);
-  EXPECT_TRUE(Contains(report.corrupt_chunks[0], chunk));
+  EXPECT_TRUE(Contains(report.corrupt_chunks[0].path, chunk));
   // verify names every file that readers refuse (all of the chunk's, intact bytes or not).
   std::set<std::string> named;
-  for (const auto& line : report.corrupt_files) named.insert(line.substr(0, line.find(": ")));
+  for (const auto& finding : report.corrupt_files) named.insert(finding.path);
   EXPECT_EQ(named, in_chunk);
   // Every file in the damaged chunk fails; files in other chunks still read.
   EXPECT_EQ(ReadAll(store_), in_chunk);
@@ -300,7 +301,7 @@ TEST_F(CorruptionTest, DeletedChunk) {
   ASSERT_TRUE(store_->Remove(chunk).ok());
   const auto report = VerifyNow();
   ASSERT_EQ(report.corrupt_chunks.size(), 1u);
-  EXPECT_TRUE(Contains(report.corrupt_chunks[0], chunk));
+  EXPECT_TRUE(Contains(report.corrupt_chunks[0].path, chunk));
   std::set<std::string> in_chunk;
   for (const auto& i : info_) {
     if (i.chunk_id == chunk_id) in_chunk.insert(i.path);

@@ -414,23 +414,30 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
                                            std::move(left_out));
 }
 
+Status CheckPackSources(const std::vector<std::string>& sources, DirectoryLayout layout) {
+  if (sources.empty()) return Status::InvalidArgument("no source given");
+  if (sources.size() == 1 && IsDirectory(sources[0])) return Status::OK();
+  if (layout == DirectoryLayout::kTree) {
+    return Status::InvalidArgument(
+        "tar shards always pack as WebDataset samples; the tree layout is for a directory");
+  }
+  for (const auto& s : sources) {
+    if (IsDirectory(s)) {
+      return Status::InvalidArgument(fmt::format(
+          "give one directory, or any number of tar files, not several directories or both "
+          "({} is a directory)",
+          s));
+    }
+  }
+  return Status::OK();
+}
+
 Result<std::unique_ptr<PackSource>> OpenPackSource(const std::vector<std::string>& sources,
                                                    const DirectorySourceOptions& options,
                                                    bool* group_samples) {
-  const auto is_directory = IsDirectory;
-  if (sources.empty()) return Err(Status::InvalidArgument("no source given"));
-  *group_samples = !(sources.size() == 1 && is_directory(sources[0]));
+  STOKER_RETURN_IF_ERROR(CheckPackSources(sources, options.layout));
+  *group_samples = !(sources.size() == 1 && IsDirectory(sources[0]));
   if (!*group_samples) return OpenDirectorySource(sources[0], options, group_samples);
-  if (options.layout == DirectoryLayout::kTree) {
-    return Err(Status::InvalidArgument(
-        "tar shards always pack as WebDataset samples; the tree layout is for a directory"));
-  }
-  for (const auto& s : sources) {
-    if (is_directory(s)) {
-      return Err(Status::InvalidArgument(
-          fmt::format("give either one directory or tar files, not both ({})", s)));
-    }
-  }
   return OpenTarSource(sources, options.exclude);
 }
 

@@ -9,8 +9,8 @@
 // gone (killed, crashed: ParseLeaseHolder). While no version was ever removed (the first
 // version's record is there, or none was ever published), no reader can need an unreferenced
 // file — none was ever published — so such files go without the grace period once no writer at
-// work holds them: what a killed pack left. gc keeps its sightings in `gc/pending`; two gc runs at once are safe
-// (the later rewrite wins, which can only postpone a deletion).
+// work holds them: what a killed pack left. gc keeps its sightings in `gc/pending`; two gc runs at
+// once are safe (the later rewrite wins, which can only postpone a deletion).
 #pragma once
 
 #include <chrono>

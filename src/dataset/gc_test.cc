@@ -409,10 +409,10 @@ TEST_F(GcTest, WhileNoVersionWasRemovedLeftoversGoAtOnce) {
   lease.reset();
   store_->SetContents("chunks/00000000000000dd.chunk", "another killed pack's");
   const GcSummary s = Gc(kT0 + 1, 3);
-  EXPECT_EQ(std::set<std::string>(s.files_removed.begin(), s.files_removed.end()),
-            (std::set<std::string>{"chunks/00000000000000aa.chunk", "chunks/00000000000000cc.chunk",
-                                   "chunks/00000000000000dd.chunk",
-                                   "segments/00000000000000bb.seg"}));
+  EXPECT_EQ(
+      std::set<std::string>(s.files_removed.begin(), s.files_removed.end()),
+      (std::set<std::string>{"chunks/00000000000000aa.chunk", "chunks/00000000000000cc.chunk",
+                             "chunks/00000000000000dd.chunk", "segments/00000000000000bb.seg"}));
   EXPECT_EQ(s.files_never_published, 4u);
   ExpectNewestIntact();
 }

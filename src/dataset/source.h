@@ -106,9 +106,14 @@ Result<std::unique_ptr<PackSource>> OpenDirectorySource(const std::string& root,
 Result<std::unique_ptr<PackSource>> OpenTarSource(std::vector<std::string> tar_paths,
                                                   std::vector<std::string> exclude = {});
 
+// Whether `stoker pack SRC... DST`'s sources have a shape it packs: one directory, or any
+// number of tar files (not with the tree layout). InvalidArgument saying what to give instead:
+// a usage error, checked before anything is read.
+Status CheckPackSources(const std::vector<std::string>& sources, DirectoryLayout layout);
+
 // What `stoker pack SRC... DST` packs: one directory tree, or any number of tar files (mixing
-// them is an InvalidArgument). Sets *group_samples for tar files and WebDataset folders (their
-// samples group by key).
+// them is an InvalidArgument, see CheckPackSources). Sets *group_samples for tar files and
+// WebDataset folders (their samples group by key).
 Result<std::unique_ptr<PackSource>> OpenPackSource(const std::vector<std::string>& sources,
                                                    const DirectorySourceOptions& options,
                                                    bool* group_samples);

@@ -99,6 +99,15 @@ class ChunkFileCrcs {
   size_t cursor_ = 0;
 };
 
+// A chunk check's message without the chunk's name in front ("chunk NAME: " or "NAME: "): the
+// finding names it.
+std::string WithoutChunkName(std::string_view message, const std::string& name) {
+  for (const std::string& prefix : {"chunk " + name + ": ", name + ": "}) {
+    if (message.starts_with(prefix)) return std::string(message.substr(prefix.size()));
+  }
+  return std::string(message);
+}
+
 // Checks chunk `c` and each of its `files`: its bytes against its CRC, and its extent against
 // the chunk's own index. What is wrong goes into the report; an error only when the store
 // cannot be reached.
@@ -107,7 +116,7 @@ Status VerifyChunk(Storage& storage, const VersionView& view, uint32_t c, const 
   STOKER_ASSIGN_OR_RETURN(const ChunkRef rec, view.chunk(c));
   const std::string name = format::ChunkPath(rec.id);
   const auto fail_files = [&](const std::string& why) {
-    for (const auto& [f, r] : files) report.corrupt_files.push_back(PathOf(view, f) + ": " + why);
+    for (const auto& [f, r] : files) report.corrupt_files.push_back({PathOf(view, f), why});
   };
   ChunkFileCrcs crcs(files);
   auto file = storage.OpenRead(name);
@@ -122,12 +131,14 @@ Status VerifyChunk(Storage& storage, const VersionView& view, uint32_t c, const 
   }
   ++report.chunks_checked;
   if (!checked) {
-    report.corrupt_chunks.push_back(name + ": " + checked.error().message());
+    report.corrupt_chunks.push_back({name, WithoutChunkName(checked.error().message(), name)});
     fail_files("its chunk " + name + " cannot be read");
     return Status::OK();
   }
   const format::ChunkCheck& check = *checked;
-  if (!check.status.ok()) report.corrupt_chunks.push_back(check.status.message());
+  if (!check.status.ok()) {
+    report.corrupt_chunks.push_back({name, WithoutChunkName(check.status.message(), name)});
+  }
   if ((*file)->Size() != rec.file_size) {
     // Readers refuse every file of a chunk whose size is not the metadata's.
     fail_files(fmt::format("its chunk {} has {} bytes, the metadata says {}", name, (*file)->Size(),
@@ -143,13 +154,13 @@ Status VerifyChunk(Storage& storage, const VersionView& view, uint32_t c, const 
     ++report.files_checked;
     if (!crcs[i].complete()) {
       report.corrupt_files.push_back(
-          fmt::format("{}: extent beyond the end of {}", PathOf(view, f), name));
+          {PathOf(view, f), fmt::format("extent beyond the end of {}", name)});
       continue;
     }
     if (crcs[i].crc != r.crc32c) {
       report.corrupt_files.push_back(
-          fmt::format("{}: CRC32C mismatch in {} (stored {:08x}, read {:08x})", PathOf(view, f),
-                      name, r.crc32c, crcs[i].crc));
+          {PathOf(view, f), fmt::format("CRC32C mismatch in {} (stored {:08x}, read {:08x})", name,
+                                        r.crc32c, crcs[i].crc)});
       continue;
     }
     const auto [first, last] = by_offset.equal_range(r.offset);
@@ -158,7 +169,7 @@ Status VerifyChunk(Storage& storage, const VersionView& view, uint32_t c, const 
     });
     if (!check.entries.empty() && !indexed) {
       report.corrupt_files.push_back(
-          fmt::format("{}: does not match the index of {}", PathOf(view, f), name));
+          {PathOf(view, f), fmt::format("does not match the index of {}", name)});
     }
   }
   return Status::OK();

@@ -13,12 +13,20 @@
 
 namespace stoker::dataset {
 
+// Something corrupt: the file or chunk (its path in the dataset) and what is wrong with it.
+struct Finding {
+  std::string path;
+  std::string message;
+  std::string ToString() const { return path + ": " + message; }
+  bool operator==(const Finding&) const = default;
+};
+
 struct VerifyReport {
   uint64_t version = 0;
   uint64_t files_checked = 0, chunks_checked = 0, bytes_checked = 0;
-  std::vector<std::string> problems;        // metadata level: nothing else was checked
-  std::vector<std::string> corrupt_chunks;  // "chunks/….chunk: why"
-  std::vector<std::string> corrupt_files;   // "path: why"
+  std::vector<std::string> problems;    // metadata level: nothing else was checked
+  std::vector<Finding> corrupt_chunks;  // path "chunks/….chunk"
+  std::vector<Finding> corrupt_files;   // path: the file's in the dataset
   bool ok() const { return problems.empty() && corrupt_chunks.empty() && corrupt_files.empty(); }
 };
 

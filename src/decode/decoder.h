@@ -37,7 +37,8 @@ struct ImageInfo {
 ImageFormat SniffImageFormat(std::span<const std::byte> bytes);
 
 // Reads only the header. InvalidArgument for bytes that are neither JPEG nor PNG ("not an
-// image"), Corruption for a broken header, ResourceExhausted beyond `limits`.
+// image"), also for a broken header (damaged input: Corruption is for storage, which CRCs
+// check), ResourceExhausted beyond `limits`.
 Result<ImageInfo> ReadImageInfo(std::span<const std::byte> bytes, const DecodeLimits& limits = {});
 
 struct DecodeRequest {
@@ -80,8 +81,8 @@ class Decoder {
   Result<ImageInfo> ReadInfo(std::span<const std::byte> bytes, const DecodeLimits& limits = {});
 
   // Decodes `bytes` (JPEG or PNG, sniffed) into `out` as RGB. On error `out` is unspecified and
-  // must not be used; the Status says why (Corruption for damaged data, InvalidArgument for
-  // non-images, ResourceExhausted for limits, Unsupported for e.g. 16-bit-per-sample JPEG).
+  // must not be used; the Status says why (InvalidArgument for damaged data and non-images,
+  // ResourceExhausted for limits, Unsupported for e.g. 16-bit-per-sample JPEG).
   Result<DecodedRegion> Decode(std::span<const std::byte> bytes, const DecodeRequest& request,
                                Image& out);
 

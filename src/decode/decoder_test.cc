@@ -417,25 +417,24 @@ TEST(JpegErrors, EveryTruncationIsAnError) {
       for (const DecodeRequest& request : {DecodeRequest{}, top_left}) {
         const Status status = DecodeError(decoder, prefix, request);
         ASSERT_FALSE(status.ok()) << "prefix of " << size << " bytes decoded";
-        ASSERT_EQ(status.code(), size < 3 ? StatusCode::kInvalidArgument : StatusCode::kCorruption)
-            << size << ": " << status.ToString();
+        ASSERT_EQ(status.code(), StatusCode::kInvalidArgument) << size << ": " << status.ToString();
       }
     }
     EXPECT_TRUE(DecodeError(decoder, jpeg).ok());
   }
 }
 
-TEST(JpegErrors, MissingEndMarkerIsCorruption) {
+TEST(JpegErrors, MissingEndMarkerIsDamagedInput) {
   Bytes jpeg = EncodeJpeg({.width = 32, .height = 32});
   jpeg.resize(jpeg.size() - 2);
   Decoder decoder;
   const Status status = DecodeError(decoder, jpeg);
-  EXPECT_EQ(status.code(), StatusCode::kCorruption);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("EOI"), std::string::npos) << status.ToString();
 }
 
 // A marker where entropy-coded data should be: libjpeg would fill the rest with gray.
-TEST(JpegErrors, MarkerInsideScanDataIsCorruption) {
+TEST(JpegErrors, MarkerInsideScanDataIsDamagedInput) {
   for (const bool progressive : {false, true}) {
     Bytes jpeg = EncodeJpeg({.width = 64, .height = 64, .progressive = progressive});
     const size_t middle = jpeg.size() * 3 / 4;
@@ -443,7 +442,7 @@ TEST(JpegErrors, MarkerInsideScanDataIsCorruption) {
     jpeg[middle + 1] = 0xD9;
     Decoder decoder;
     const Status status = DecodeError(decoder, jpeg);
-    EXPECT_EQ(status.code(), StatusCode::kCorruption) << status.ToString();
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
     EXPECT_NE(status.message().find("jpeg: "), std::string::npos);
   }
 }
@@ -783,14 +782,13 @@ TEST(PngErrors, TruncationAndDamageAreErrors) {
     const Bytes prefix(png.begin(), png.begin() + size);
     const Status status = DecodeError(decoder, prefix);
     ASSERT_FALSE(status.ok()) << "prefix of " << size << " bytes decoded";
-    ASSERT_EQ(status.code(), size < 4 ? StatusCode::kInvalidArgument : StatusCode::kCorruption)
-        << size << ": " << status.ToString();
+    ASSERT_EQ(status.code(), StatusCode::kInvalidArgument) << size << ": " << status.ToString();
   }
   // A flipped byte inside IDAT fails its CRC.
   Bytes damaged = png;
   damaged[png.size() - 12 - 10] ^= 0x40;
   const Status status = DecodeError(decoder, damaged);
-  EXPECT_EQ(status.code(), StatusCode::kCorruption);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("png: "), std::string::npos) << status.ToString();
   // Any flipped byte: never a crash.
   for (size_t i = 0; i < png.size(); ++i) {
@@ -819,7 +817,7 @@ TEST(ReadImageInfo, ReadsTheHeaderOnly) {
   limits.max_pixels = 33 * 21 - 1;
   EXPECT_EQ(ReadImageInfo(AsBytes(jpeg), limits).error().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(ReadImageInfo(AsBytes(Bytes{0xFF, 0xD8, 0xFF, 0xE0})).error().code(),
-            StatusCode::kCorruption);
+            StatusCode::kInvalidArgument);
 }
 
 // One Decoder through a mixed sequence, errors included, gives what fresh ones give.

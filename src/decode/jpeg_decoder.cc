@@ -13,7 +13,8 @@
 // the EOI marker must be present after the first scan (found by a backward search, cheap since
 // it is normally the last two bytes). This keeps the answer to "is this file truncated?" the
 // same for region decodes (which stop early) and full ones: a file cut anywhere, even just
-// before its EOI, is Corruption.
+// before its EOI, is InvalidArgument (damaged input; Corruption is for bytes that changed in
+// storage, which CRCs catch before a decode).
 //
 // Accuracy: libjpeg's defaults are kept (JDCT_ISLOW, fancy upsampling), as PIL keeps them, so
 // full and DCT-scaled decodes are bit-identical to PIL's Image.open().convert("RGB") and
@@ -101,7 +102,7 @@ StatusCode CodeFor(int msg_code) {
     case JERR_TOO_LITTLE_DATA:
       return StatusCode::kInternal;
     default:
-      return StatusCode::kCorruption;
+      return StatusCode::kInvalidArgument;  // damaged image data: bad input, not a bad read
   }
 }
 
@@ -131,7 +132,7 @@ void OnMessage(j_common_ptr cinfo, int msg_level) {
   if (IsHarmlessWarning(*cinfo->err)) return;
   char text[JMSG_LENGTH_MAX];
   (*cinfo->err->format_message)(cinfo, text);
-  Fail(cinfo, StatusCode::kCorruption, "%s", text);
+  Fail(cinfo, StatusCode::kInvalidArgument, "%s", text);
 }
 
 void OnProgress(j_common_ptr cinfo) {
@@ -311,7 +312,7 @@ void DecodeBody(JpegSession& state, const std::span<const std::byte>& bytes,
   }
   // jpeg_read_header stopped right after the first SOS header.
   if (!HasEndMarker(cinfo->src->next_input_byte, data + bytes.size())) {
-    Fail(common, StatusCode::kCorruption, "premature end of data (no EOI marker)");
+    Fail(common, StatusCode::kInvalidArgument, "premature end of data (no EOI marker)");
   }
 
   // The source region, clamped.

@@ -14,7 +14,7 @@
 // Errors: libpng reports them through an error callback that must not return; it longjmps back
 // to the setjmp in ReadHeader/ReadPixels, which therefore hold only trivially destructible
 // locals. Warnings (bad ancillary chunks, a known-bad sRGB profile) are ignored, as by PIL. The
-// file must be complete up to IEND: like a JPEG without its EOI, a cut anywhere is Corruption.
+// file must be complete up to IEND: like a JPEG without its EOI, a cut anywhere is InvalidArgument.
 // Thread-safety: reentrant.
 #include <png.h>
 
@@ -41,7 +41,7 @@ struct PngRead {
   PngRead(const PngRead&) = delete;
   PngRead& operator=(const PngRead&) = delete;
 
-  Status Error() const { return Status::Corruption(std::string("png: ") + message); }
+  Status Error() const { return Status::InvalidArgument(std::string("png: ") + message); }
 };
 
 [[noreturn]] void OnError(png_structp png, png_const_charp message) {

@@ -291,6 +291,14 @@ Status CheckMountpoint(const std::string& mountpoint, bool allow_non_empty) {
     return Status::InvalidArgument(fmt::format("mountpoint {}: not a directory", mountpoint));
   }
   if (allow_non_empty) return Status::OK();
+  // Something is mounted there already (a stoker mount still running?): say so, not "not empty".
+  struct stat parent;
+  if (::stat((mountpoint + "/..").c_str(), &parent) == 0 && parent.st_dev != st.st_dev) {
+    return Status::AlreadyExists(
+        fmt::format("mountpoint {} is already a mount point (another stoker mount, or another file "
+                    "system); unmount it first: fusermount3 -u {}",
+                    mountpoint, mountpoint));
+  }
   DIR* dir = opendir(mountpoint.c_str());
   if (dir == nullptr) {
     return Status::InvalidArgument(

@@ -127,9 +127,9 @@ def test_verify_names_corrupt_file_and_chunk(packed, stoker_cli):
     assert proc.returncode == EXIT_CORRUPT
     report = json.loads(proc.stdout)
     assert not report["ok"]
-    assert [f.split(":")[0] for f in report["corrupt_files"]] == [victim]
-    assert any(chunk in f for f in report["corrupt_files"])
-    assert len(report["corrupt_chunks"]) == 1 and chunk in report["corrupt_chunks"][0]
+    assert [f["path"] for f in report["corrupt_files"]] == [victim]
+    assert any(chunk in f["message"] for f in report["corrupt_files"])
+    assert len(report["corrupt_chunks"]) == 1 and chunk in report["corrupt_chunks"][0]["path"]
     # cat refuses to hand out the bad bytes.
     cat = stoker_cli("cat", dst, victim, binary=True)
     assert cat.returncode == EXIT_CORRUPT and cat.stdout == b""

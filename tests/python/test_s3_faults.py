@@ -308,14 +308,15 @@ def test_corrupt_chunk_bytes_verify_names_the_files(s3_server, dataset, proxy):
     assert r.returncode == 3, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert report["ok"] is False and report["problems"] == []
-    named = sorted(line.split(":")[0] for line in report["corrupt_files"])
+    named = sorted(f["path"] for f in report["corrupt_files"])
     want = sorted(f for key in dataset["chunks"] for f in _files_at_middle(dataset, key))
     assert want and named == want, (named, want)
-    assert all("CRC32C mismatch" in line for line in report["corrupt_files"])
+    assert all("CRC32C mismatch" in f["message"] for f in report["corrupt_files"])
     # a chunk whose middle byte lies in no file's bytes is named as a chunk instead
     for key in dataset["chunks"]:
         if not _files_at_middle(dataset, key):
-            assert any(key.removeprefix("ds/") in c for c in report["corrupt_chunks"]), report
+            assert any(key.removeprefix("ds/") == c["path"] for c in report["corrupt_chunks"]), \
+                report
     assert p.counters["faults"]["corrupt"] == len(dataset["chunks"])
 
 

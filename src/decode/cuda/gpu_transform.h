@@ -61,7 +61,7 @@ class GpuBatchTransformer {
   // Writes sample i to (std::byte*)device_dst + i * output.sample_bytes() (device memory
   // holding samples.size() slots) and returns when the batch is done. The vector holds one
   // Status per sample: OK (slot written), Unsupported (decode it on the CPU), or the sample's
-  // error (Corruption, ResourceExhausted, ...; the message does not name the sample). Failed
+  // error (InvalidArgument, ResourceExhausted, ...; the message does not name the sample). Failed
   // samples' slots are left as they were. An error instead of the vector: the GPU failed for
   // the whole batch (every slot is then unspecified).
   Result<std::vector<Status>> Run(std::span<const GpuSample> samples, void* device_dst);

@@ -136,12 +136,12 @@ TEST(JpegMarkersTest, ReadsTheStructure) {
   }
 }
 
-TEST(JpegMarkersTest, EveryTruncationIsCorruption) {
+TEST(JpegMarkersTest, EveryTruncationIsDamagedInput) {
   const std::string jpeg = Encode(Variants()[0]);
   for (size_t n = 0; n < jpeg.size(); n += 1 + n / 64) {
     const Result<JpegStructure> s = ScanJpeg(AsBytes(jpeg).first(n));
     ASSERT_FALSE(s.has_value()) << n;
-    EXPECT_EQ(s.error().code(), StatusCode::kCorruption) << n;
+    EXPECT_EQ(s.error().code(), StatusCode::kInvalidArgument) << n;
   }
   const std::string png = test::EncodePng(test::PhotoLikePixels(8, 8, 1), 8, 8);
   EXPECT_FALSE(LooksLikeJpeg(AsBytes(png)));
@@ -399,9 +399,9 @@ TEST_F(GpuTransformTest, BadSamplesFailAloneAndPngIsLeftToTheCpu) {
   ASSERT_TRUE(statuses.has_value()) << statuses.error().ToString();
   const std::vector<Status>& s = *statuses;
   EXPECT_TRUE(s[0].ok()) << s[0].ToString();
-  EXPECT_EQ(s[1].code(), StatusCode::kCorruption) << s[1].ToString();
+  EXPECT_EQ(s[1].code(), StatusCode::kInvalidArgument) << s[1].ToString();
   // nvJPEG, like any decoder, may not notice every damaged bit; what matters is no crash.
-  EXPECT_TRUE(s[2].ok() || s[2].code() == StatusCode::kCorruption ||
+  EXPECT_TRUE(s[2].ok() || s[2].code() == StatusCode::kInvalidArgument ||
               s[2].code() == StatusCode::kUnsupported)
       << s[2].ToString();
   EXPECT_EQ(s[3].code(), StatusCode::kUnsupported) << s[3].ToString();

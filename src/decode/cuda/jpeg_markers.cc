@@ -38,7 +38,7 @@ size_t SkipEntropyCoded(std::span<const std::byte> b, size_t pos) {
   return b.size();
 }
 
-Status Truncated() { return Status::Corruption("truncated JPEG (no end-of-image marker)"); }
+Status Truncated() { return Status::InvalidArgument("truncated JPEG (no end-of-image marker)"); }
 
 }  // namespace
 
@@ -47,42 +47,44 @@ bool LooksLikeJpeg(std::span<const std::byte> bytes) {
 }
 
 Result<JpegStructure> ScanJpeg(std::span<const std::byte> b) {
-  if (!LooksLikeJpeg(b)) return Err(Status::Corruption("not a JPEG stream"));
+  if (!LooksLikeJpeg(b)) return Err(Status::InvalidArgument("not a JPEG stream"));
   JpegStructure s;
   size_t pos = 2;
   while (true) {
     if (pos >= b.size()) return Err(Truncated());
     if (At(b, pos) != 0xFF) {
-      return Err(Status::Corruption(fmt::format("corrupt JPEG: no marker at byte {}", pos)));
+      return Err(Status::InvalidArgument(fmt::format("corrupt JPEG: no marker at byte {}", pos)));
     }
     while (pos < b.size() && At(b, pos) == 0xFF) ++pos;  // fill bytes
     if (pos >= b.size()) return Err(Truncated());
     const uint8_t marker = At(b, pos++);
     if (marker == 0xD9) break;  // EOI
     if (IsStandalone(marker)) continue;
-    if (marker == 0x00) return Err(Status::Corruption("corrupt JPEG: stray FF 00"));
+    if (marker == 0x00) return Err(Status::InvalidArgument("corrupt JPEG: stray FF 00"));
     if (pos + 2 > b.size()) return Err(Truncated());
     const uint32_t length = Be16(b, pos);
-    if (length < 2) return Err(Status::Corruption("corrupt JPEG: segment length below 2"));
+    if (length < 2) return Err(Status::InvalidArgument("corrupt JPEG: segment length below 2"));
     if (pos + length > b.size()) return Err(Truncated());
     const size_t body = pos + 2;
     pos += length;
     if (IsFrameHeader(marker)) {
-      if (s.sof != 0) return Err(Status::Corruption("corrupt JPEG: two frame headers"));
-      if (length < 8) return Err(Status::Corruption("corrupt JPEG: short frame header"));
+      if (s.sof != 0) return Err(Status::InvalidArgument("corrupt JPEG: two frame headers"));
+      if (length < 8) return Err(Status::InvalidArgument("corrupt JPEG: short frame header"));
       s.sof = marker;
       s.precision = At(b, body);
       s.height = Be16(b, body + 1);
       s.width = Be16(b, body + 3);
       s.components = At(b, body + 5);
     } else if (marker == 0xDA) {  // SOS: the header, then entropy-coded data up to a marker
-      if (s.sof == 0) return Err(Status::Corruption("corrupt JPEG: scan before frame header"));
+      if (s.sof == 0) return Err(Status::InvalidArgument("corrupt JPEG: scan before frame header"));
       ++s.scans;
       pos = SkipEntropyCoded(b, pos);
     }
   }
-  if (s.sof == 0 || s.scans == 0) return Err(Status::Corruption("corrupt JPEG: no image data"));
-  if (s.width == 0 || s.height == 0) return Err(Status::Corruption("corrupt JPEG: empty image"));
+  if (s.sof == 0 || s.scans == 0)
+    return Err(Status::InvalidArgument("corrupt JPEG: no image data"));
+  if (s.width == 0 || s.height == 0)
+    return Err(Status::InvalidArgument("corrupt JPEG: empty image"));
   return s;
 }
 

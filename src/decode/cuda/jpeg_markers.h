@@ -22,8 +22,9 @@ struct JpegStructure {
   uint32_t scans = 0;  // SOS markers
 };
 
-// Walks the segments up to EOI. Corruption for a malformed segment, a second frame header, a
-// scan before the frame header, no scan, or bytes that end before EOI (a truncated file).
+// Walks the segments up to EOI. InvalidArgument (damaged input) for a malformed segment, a second
+// frame header, a scan before the frame header, no scan, or bytes that end before EOI (a truncated
+// file).
 Result<JpegStructure> ScanJpeg(std::span<const std::byte> bytes);
 
 // Whether the bytes start like a JPEG (as decode::Decoder sniffs them: FF D8 FF).

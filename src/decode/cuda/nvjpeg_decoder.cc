@@ -40,8 +40,9 @@ const char* NvjpegName(nvjpegStatus_t s) {
   return "unknown status";
 }
 
-// The image's fault (Corruption), this path's limits (Unsupported: the CPU decodes it), or the
-// GPU's (the rest). The message names the step, not the sample: the caller knows which it is.
+// The image's fault (InvalidArgument: damaged input), this path's limits (Unsupported: the CPU
+// decodes it), or the GPU's (the rest). The message names the step, not the sample: the caller
+// knows which it is.
 Status FromNvjpeg(nvjpegStatus_t s, const char* step) {
   std::string message = fmt::format("nvJPEG {}: {}", step, NvjpegName(s));
   switch (s) {
@@ -49,7 +50,7 @@ Status FromNvjpeg(nvjpegStatus_t s, const char* step) {
       return Status::OK();
     case NVJPEG_STATUS_BAD_JPEG:
     case NVJPEG_STATUS_INCOMPLETE_BITSTREAM:
-      return Status::Corruption("corrupt JPEG (" + message + ")");
+      return Status::InvalidArgument("corrupt JPEG (" + message + ")");
     case NVJPEG_STATUS_JPEG_NOT_SUPPORTED:
     case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED:
       return Status::Unsupported(std::move(message));
@@ -288,7 +289,7 @@ Result<JpegHeader> NvjpegDecoder::ReadHeader(std::span<const std::byte> bytes,
   }
   if (uint32_t(widths[0]) != s.width || uint32_t(heights[0]) != s.height ||
       uint32_t(components) != s.components) {
-    return Err(Status::Corruption("corrupt JPEG: inconsistent frame header"));
+    return Err(Status::InvalidArgument("corrupt JPEG: inconsistent frame header"));
   }
   if (subsampling == NVJPEG_CSS_UNKNOWN) {
     return Err(Status::Unsupported("JPEG chroma subsampling (decode on the CPU)"));

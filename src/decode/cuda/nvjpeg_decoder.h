@@ -67,7 +67,7 @@ class NvjpegDecoder {
   NvjpegDecoder(const NvjpegDecoder&) = delete;
   NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
 
-  // Header checks on the host, before anything is allocated: Corruption for a broken stream,
+  // Header checks on the host, before anything is allocated: InvalidArgument for a broken stream,
   // ResourceExhausted beyond `limits`, Unsupported for what this path leaves to the CPU.
   Result<JpegHeader> ReadHeader(std::span<const std::byte> bytes, const DecodeLimits& limits);
 
