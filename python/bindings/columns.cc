@@ -85,6 +85,10 @@ nb::object ColumnValue(const format::Column& column, const nb::bytes& data, cons
         Corrupt(path, fmt::format("dtype {}, but the column holds {}", layout->element.Name(),
                                   column.element->Name()));
       }
+      if (!column.shape.empty() && layout->shape != column.shape) {
+        Corrupt(path, fmt::format("shape {}, but the column holds {}",
+                                  format::ShapeText(layout->shape), format::ShapeText(column.shape)));
+      }
       nb::list shape;
       for (uint64_t d : layout->shape) shape.append(d);
       return ArrayView(data, layout->element, layout->count, layout->data_offset)

@@ -422,6 +422,11 @@ class PyWriter {
     std::vector<uint64_t> shape(static_cast<size_t>(v.ndim));
     for (int d = 0; d < v.ndim; ++d)
       shape[static_cast<size_t>(d)] = static_cast<uint64_t>(v.shape[d]);
+    if (!column.shape.empty() && shape != column.shape) {
+      Bad(PyExc_ValueError, column,
+          fmt::format("shape {}, but the column holds {} ({})", format::ShapeText(shape),
+                      format::ShapeText(column.shape), format::ColumnTypeText(column)));
+    }
     const std::string header = format::NpyHeader(*element, shape);
     std::vector<std::byte> out(header.size() + static_cast<size_t>(v.len));
     std::memcpy(out.data(), header.data(), header.size());

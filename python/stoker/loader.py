@@ -23,6 +23,8 @@ epoch is dealt over the new ranks, and nothing is lost or read twice.
 """
 from __future__ import annotations
 
+import functools
+
 import os
 import warnings
 from typing import Any, Callable, Iterator
@@ -116,12 +118,41 @@ def reopen_dataset(uri: str, version: int) -> Dataset:
 DEFAULT_MIN_BUDGET = 256 << 20
 
 
-def collate_columns(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """A batch of column-dataset samples as {column: values}: one stacked NumPy array where
-    every value is an int, a float, or an array of the same shape and dtype; else a list."""
+def _batched_as_array(column_type: str | None) -> bool:
+    """Whether a column's values batch as one NumPy array: ints and floats, and arrays of a fixed
+    dtype and shape ("ndarray:uint8:224x224x3"); never an optional column (None has no place
+    in an array). Everything else batches as a list, whatever the values of one batch are, so
+    that a batch's type follows the schema, not its data."""
+    if column_type is None or column_type.endswith("?"):
+        return False
+    if column_type in ("int", "float", "float:nan"):
+        return True
+    return column_type.startswith("ndarray:") and column_type.count(":") == 2
+
+
+def collate_columns(samples: list[dict[str, Any]],
+                    columns: dict[str, str] | None = None) -> dict[str, Any]:
+    """A batch of column-dataset samples as {column: values}, each column one type in every
+    batch, from its type in `columns` (ds.columns): a stacked NumPy array for int and float
+    columns and ndarray columns of a fixed shape ("ndarray:float32:512"), a list for the rest
+    (optional columns, ndarray columns of any shape, str, bytes, json, images, tokens).
+    Without `columns`, types are guessed from this batch's values (a stacked array when every
+    value is an int, a float, or an array of one shape and dtype), which may differ between
+    batches."""
     batch: dict[str, Any] = {}
     for name in samples[0] if samples else ():
         values = [sample[name] for sample in samples]
+        if columns is not None:
+            kind = columns.get(name)
+            if not _batched_as_array(kind):
+                batch[name] = values
+            elif kind == "int":
+                batch[name] = np.array(values, dtype=np.int64)
+            elif kind is not None and kind.startswith("float"):
+                batch[name] = np.array(values, dtype=np.float64)
+            else:
+                batch[name] = np.stack(values)
+            continue
         first = values[0]
         if isinstance(first, np.ndarray) and all(
                 isinstance(v, np.ndarray) and v.shape == first.shape and v.dtype == first.dtype
@@ -353,8 +384,9 @@ class Loader(_Stream):
         ({ext: bytes}, label, key), for column datasets (stoker.Writer) {column: value} —
         before it is yielded or batched; default: the sample itself.
       collate: turns a list of transformed samples into a batch; default: the list, or for a
-        column dataset without a transform stoker.collate_columns (a dict of columns: stacked
-        NumPy arrays where values are numbers or arrays of one shape, else lists).
+        column dataset without a transform stoker.collate_columns with the dataset's types (a
+        dict of columns: stacked NumPy arrays for int and float columns and ndarray columns of
+        a fixed shape, lists for the others; each column the same type in every batch).
 
     Options (each described once, in C++, in src/loader/loader_option_table.cc; this list and
     the signature are generated from it by scripts/gen_options.py):
@@ -478,8 +510,8 @@ class Loader(_Stream):
                             io_depth=self._io_depth)
         meter = self._meter = StallMeter(ds, "Loader")
         size = self._batch_size
-        collate = self._collate or (collate_columns if ds.columns and self._transform is None
-                                    else _identity)
+        collate = self._collate or (functools.partial(collate_columns, columns=ds.columns)
+                                    if ds.columns and self._transform is None else _identity)
         try:
             asked = now()
             for begin in range(0, len(plan), size or 1):

@@ -21,6 +21,8 @@ and resume is exact with any world size.
 """
 from __future__ import annotations
 
+import functools
+
 import math
 import os
 from typing import Any, Iterator, Sequence
@@ -331,8 +333,8 @@ class MixLoader(SampleMixReading, Loader):
         # Stacked columns only when every source has the same ones.
         first = mix.sources[0].columns
         columns = bool(first) and all(ds.columns == first for ds in mix.sources)
-        collate = self._collate or (collate_columns if columns and self._transform is None
-                                    else _identity)
+        collate = self._collate or (functools.partial(collate_columns, columns=first)
+                                    if columns and self._transform is None else _identity)
         order = mine_source.tolist()
         meter = self._meter = StallMeter(dataset_and_indices(mix.sources[0])[0], "Loader",
                                          mix_label(mix))

@@ -122,6 +122,32 @@ std::string_view ColumnTypeName(ColumnType type) {
   return "?";
 }
 
+namespace {
+
+// "16", "224x224x3": 1 to 32 dimensions, each 1 .. 2^31, at most 2^40 elements in all.
+Result<std::vector<uint64_t>> ParseShape(std::string_view text) {
+  const auto bad = [&] {
+    return Err(Status::InvalidArgument(fmt::format(
+        "shape '{}': give the dimensions joined by 'x', e.g. ndarray:float32:512 or "
+        "ndarray:uint8:224x224x3",
+        text.substr(0, 40))));
+  };
+  std::vector<uint64_t> shape;
+  uint64_t elements = 1;
+  while (true) {
+    const size_t x = text.find('x');
+    const auto d = ParseUnsigned<uint64_t>(text.substr(0, x));
+    if (!d || *d == 0 || *d > (uint64_t{1} << 31) || shape.size() == 32) return bad();
+    elements *= *d;
+    if (elements > (uint64_t{1} << 40)) return bad();
+    shape.push_back(*d);
+    if (x == std::string_view::npos) return shape;
+    text.remove_prefix(x + 1);
+  }
+}
+
+}  // namespace
+
 Result<Column> ParseColumn(std::string_view name, std::string_view type) {
   if (!ValidColumnName(name)) {
     return Err(BadColumn(name.substr(0, kMaxColumnName + 1),
@@ -153,7 +179,17 @@ Result<Column> ParseColumn(std::string_view name, std::string_view type) {
       return c;
     case ColumnType::kNdarray:
     case ColumnType::kTokens: {
-      auto element = ParseElementType(*parameter);
+      const size_t second = parameter->find(':');
+      const std::string_view element_name = parameter->substr(0, second);
+      if (second != std::string_view::npos) {
+        if (c.type == ColumnType::kTokens) {
+          return Err(BadColumn(name, "tokens are 1-D documents of any length: no fixed shape"));
+        }
+        auto shape = ParseShape(parameter->substr(second + 1));
+        if (!shape) return Err(BadColumn(name, shape.error().message()));
+        c.shape = *std::move(shape);
+      }
+      auto element = ParseElementType(element_name);
       if (!element) return Err(BadColumn(name, element.error().message()));
       if (c.type == ColumnType::kTokens && element->kind != 'i' && element->kind != 'u') {
         return Err(BadColumn(name, "tokens are integers (int8 .. int64, uint8 .. uint64)"));
@@ -167,10 +203,18 @@ Result<Column> ParseColumn(std::string_view name, std::string_view type) {
   }
 }
 
+std::string ShapeText(std::span<const uint64_t> shape) {
+  if (shape.empty()) return "()";
+  std::string text;
+  for (const uint64_t d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
 std::string ColumnTypeText(const Column& c) {
   std::string text(ColumnTypeName(c.type));
   const bool default_tokens = c.type == ColumnType::kTokens && c.element == kDefaultTokenElement;
   if (c.element && !default_tokens) text += ":" + c.element->Name();
+  if (!c.shape.empty()) text += ":" + ShapeText(c.shape);
   if (c.allow_nan) text += ":nan";
   if (c.optional) text += "?";
   return text;

@@ -60,6 +60,9 @@ struct Column {
   ColumnType type = ColumnType::kBytes;
   // ndarray: the fixed element type (nullopt: any); tokens: the element type (integers only).
   std::optional<ElementType> element;
+  // ndarray with an element type: the fixed shape ("ndarray:uint8:224x224x3"; empty: any), so
+  // that every value has it (a batch is then one array).
+  std::vector<uint64_t> shape;
   bool optional = false;
   bool allow_nan = false;  // float: NaN and infinities are values, not errors
   bool operator==(const Column&) const = default;
@@ -74,9 +77,10 @@ struct Schema {
 };
 
 std::string_view ColumnTypeName(ColumnType type);
-// One column from its name and type text ("ndarray:float32?"); InvalidArgument naming it.
+// One column from its name and type text ("ndarray:float32?", "ndarray:uint8:224x224x3");
+// InvalidArgument naming it.
 Result<Column> ParseColumn(std::string_view name, std::string_view type);
-std::string ColumnTypeText(const Column& column);  // "ndarray:float32?"
+std::string ColumnTypeText(const Column& column);  // "ndarray:float32:16?"
 // Builds a schema (sorted by name, checked: names, types, a label column of type int).
 Result<Schema> MakeSchema(std::vector<Column> columns, std::string label);
 // The text form above; Parse is strict (a version record's `columns` line).
@@ -97,6 +101,9 @@ struct NpyLayout {
 // Parses an .npy file's header and checks that the data that follows is exactly the array's
 // (hostile input: Corruption, never an allocation from a declared size).
 Result<NpyLayout> ParseNpy(std::span<const std::byte> file);
+
+// "16", "224x224x3": a fixed shape as a column type writes it; "()" for a scalar's.
+std::string ShapeText(std::span<const uint64_t> shape);
 
 // int/float columns: the text of a value, and back (Corruption on anything else).
 std::string IntText(int64_t value);

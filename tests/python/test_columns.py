@@ -16,7 +16,7 @@ import pytest
 
 import stoker
 
-COLUMNS = {"image": "bytes", "label": "int", "caption": "str?", "emb": "ndarray:float32",
+COLUMNS = {"image": "bytes", "label": "int", "caption": "str?", "emb": "ndarray:float32:8",
            "meta": "json", "ids": "tokens:uint16", "score": "float", "any": "ndarray?"}
 
 
@@ -94,6 +94,8 @@ def test_loader_yields_typed_samples_and_stacks_batches(tmp_path):
     assert batch["emb"].shape == (8, 8) and batch["emb"].dtype == np.float32
     assert batch["label"].dtype == np.int64 and batch["score"].dtype == np.float64
     assert isinstance(batch["image"], list) and isinstance(batch["ids"], list)  # ragged
+    # Optional and any-shape columns are lists in every batch, whatever one batch holds.
+    assert isinstance(batch["caption"], list) and isinstance(batch["any"], list)
     # Ranks split the epoch evenly, and a state_dict resumes exactly, as for any dataset.
     ranks = [[s["meta"]["i"] for s in stoker.Loader(ds, rank=r, world_size=3, seed=1)]
              for r in range(3)]
@@ -137,7 +139,7 @@ def test_append_keeps_indices_and_needs_the_same_columns(tmp_path, stoker_cli):
         stoker.Writer(plain, columns={"image": "bytes"}, append=True)
     info = json.loads(stoker_cli("info", "--json", path, check=True).stdout)
     assert list(info["columns"].items())[:3] == [("any", "ndarray?"), ("caption", "str?"),
-                                                 ("emb", "ndarray:float32")]
+                                                 ("emb", "ndarray:float32:8")]
     assert json.loads(stoker_cli("info", "--json", plain, check=True).stdout)["columns"] == {}
     assert info["labels"] == "from column label"
 

@@ -264,3 +264,28 @@ def test_a_server_restart_does_not_end_training(tmp_path, monkeypatch):
     assert re.search(r"could not be reached: \d+ tries over 2\.\d s \(tried for up to 2 s: "
                      r"\$STOKER_RECONNECT_TIMEOUT\), the last: .*[Cc]onnection refused",
                      out.stderr), out.stderr
+
+
+def test_a_fixed_shape_refuses_other_shapes_and_batches_keep_their_type(tmp_path):
+    # Issue 37 item 6: an (8,) array among (16,) ones was taken, and that batch became a list.
+    with stoker.Writer(tmp_path / "a.stoker", columns={"x": "ndarray:float32:16",
+                                                        "v": "ndarray:float32"}) as w:
+        for i in range(5):
+            w.write({"x": np.full(16, i, np.float32), "v": np.zeros(16 if i else 8, np.float32)})
+        with pytest.raises(ValueError, match=r"sample 5: column 'x': shape 8, but the column "
+                                             r"holds 16 \(ndarray:float32:16\)"):
+            w.write({"x": np.zeros(8, np.float32), "v": np.zeros(8, np.float32)})
+    ds = stoker.Dataset(tmp_path / "a.stoker")
+    assert ds.columns == {"v": "ndarray:float32", "x": "ndarray:float32:16"}
+    assert len(ds) == 5  # the refused sample is not in it
+    for batch in stoker.Loader(ds, batch_size=2, shuffle="sequential"):
+        assert isinstance(batch["x"], np.ndarray) and batch["x"].shape[1:] == (16,)
+        assert isinstance(batch["v"], list)  # any shape: a list in every batch
+    for bad in ["ndarray:float32:0", "ndarray:float32:16x", "ndarray:float32:axb",
+                "tokens:uint16:16"]:
+        with pytest.raises(ValueError, match="column 'x'"):
+            stoker.Writer(tmp_path / "b.stoker", columns={"x": bad})
+    with stoker.Writer(tmp_path / "c.stoker", columns={"img": "ndarray:uint8:4x4x3"}) as w:
+        w.write({"img": np.zeros((4, 4, 3), np.uint8)})
+        with pytest.raises(ValueError, match=r"shape 4x3x3, but the column holds 4x4x3"):
+            w.write({"img": np.zeros((4, 3, 3), np.uint8)})
