@@ -135,7 +135,8 @@ def test_pack_signature_has_every_option_with_the_table_default():
     # The public defaults, as they were before the table.
     assert [(o["name"], o["text"]) for o in PACK_TABLE] == [
         ("chunk_size", "64MiB"), ("append", "false"), ("labels", "auto"), ("threads", "0"),
-        ("order", "shuffled"), ("order_seed", "0"), ("mix_memory", "2GiB"), ("layout", "auto")]
+        ("order", "shuffled"), ("order_seed", "0"), ("mix_memory", "2GiB"), ("layout", "auto"),
+        ("exclude", "")]
 
 
 def other_pack_value(option: dict):
@@ -147,6 +148,8 @@ def other_pack_value(option: dict):
         return d + 3, d + 3
     if kind == "byte size":
         return "16KiB", 16 << 10
+    if kind == "texts":
+        return ["*.txt", "tmp/*"], ["*.txt", "tmp/*"]
     return next(c for c in option["choices"] if c != d), next(c for c in option["choices"]
                                                               if c != d)
 
@@ -159,6 +162,12 @@ def test_each_pack_option_reaches_its_field_and_only_it(option):
     for other in PACK_TABLE:
         if other is not option:
             assert parsed[other["name"]] == other["default"], other["name"]
+
+
+def test_pack_exclude_takes_one_pattern_or_a_list():
+    assert parse_pack_options({"exclude": "*.txt"})["exclude"] == ["*.txt"]
+    assert parse_pack_options({"exclude": ("a", "b")})["exclude"] == ["a", "b"]
+    assert parse_pack_options({})["exclude"] == []
 
 
 def test_pack_byte_sizes_take_ints_and_text():
@@ -180,6 +189,8 @@ def test_pack_byte_sizes_take_ints_and_text():
     ("threads", -1, ValueError, "threads must be an int >= 0"),
     ("threads", 1 << 40, ValueError, "threads is too large"),
     ("order_seed", "7", TypeError, "order_seed must be an int"),
+    ("exclude", 3, TypeError, "exclude must be a str or a list of str"),
+    ("exclude", ["*.txt", b"x"], TypeError, "exclude must be a list of str"),
 ])
 def test_a_bad_pack_value_is_an_error_naming_the_option(name, value, error, says):
     with pytest.raises(error, match=re.escape(says)):
@@ -201,7 +212,9 @@ def test_pack_cli_flags_are_the_table_options(stoker_cli, tmp_path):
     for option in PACK_TABLE:
         flag = "--" + option["name"].replace("_", "-")
         assert flag in help_text, flag
-        if option["kind"] != "bool":
+        if option["kind"] == "texts":  # any text is a pattern; repeatable
+            assert f"{flag} TEXT" in help_text, flag
+        elif option["kind"] != "bool":
             assert f"={option['text']}" in help_text, flag
             proc = stoker_cli("pack", flag, "bad-value", tmp_path, tmp_path / "ds")
             assert proc.returncode == 2 and f"{flag}: 'bad-value' is not" in proc.stderr, flag

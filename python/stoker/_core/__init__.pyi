@@ -135,7 +135,7 @@ def built_with_cuda() -> bool:
 
 class ImagePipeline:
     """
-    Decodes and transforms `plan` into batches in C++ threads; iterating yields (images, labels, samples, consumed, errors, sources, waited, read_waited).
+    Decodes and transforms `plan` into batches in C++ threads; iterating yields (images, labels, samples, consumed, errors, sources, waited, read_waited, not_images).
     """
 
     @overload
@@ -153,7 +153,7 @@ class ImagePipeline:
 
     def stats(self) -> dict:
         """
-        Counters: samples, batches, skipped, threads, read_wait_seconds, decode_seconds, resize_seconds, output_seconds, idle_seconds, gpu_seconds, consumer_wait_seconds, bytes_read, ranges, peak_bytes_held.
+        Counters: samples, batches, skipped, not_images, threads, read_wait_seconds, decode_seconds, resize_seconds, output_seconds, idle_seconds, gpu_seconds, consumer_wait_seconds, bytes_read, ranges, peak_bytes_held.
         """
 
     def close(self) -> None:
@@ -169,18 +169,19 @@ def parse_loader_options(values: dict) -> dict:
     Every loader option's value after setting `values` (a dict of some of them) over the defaults (None where the loader chooses); TypeError / ValueError naming the option for a bad value, ValueError for a rank not below world_size.
     """
 
-def pack(src: object, dst: object, *, chunk_size: int | str = '64MiB', append: bool = False, labels: str = 'auto', threads: int = 0, order: str = 'shuffled', order_seed: int = 0, mix_memory: int | str = '2GiB', layout: str = 'auto', progress: bool = True) -> dict:
+def pack(src: object, dst: object, *, chunk_size: int | str = '64MiB', append: bool = False, labels: str = 'auto', threads: int = 0, order: str = 'shuffled', order_seed: int = 0, mix_memory: int | str = '2GiB', layout: str = 'auto', exclude: Sequence[str] = [], progress: bool = True) -> dict:
     """
     Packs a directory tree (labels from its first level) or a list of tar shards into the dataset at `dst`, as a new version, as `stoker pack` does (each keyword argument is the flag of the same name). A directory holding .cls members is a WebDataset folder and packs as the same files in a tar would (samples grouped by key, labelled by their .cls). Returns a summary dict (open_chunks: how many chunks were filled at once).
 
     chunk_size: target chunk file size: bytes, or text like 64MiB.
     append: add the files to the existing dataset as a new version (its chunks and indices kept).
-    labels: auto: labels from the first directory level, or from .cls members (tar, WebDataset); none: no labels.
+    labels: auto: labels from the first directory level (files beside the class directories are left out, and said so), or from .cls members (tar, WebDataset); none: no labels.
     threads: parallel file reads of a directory (0: the cores, at least 2).
     order: where files land in chunks: shuffled (every chunk a random mix of the input, so chunk-wise shuffle mixes classes; tar input: 1024 chunks filled at once) or path (path or archive order: an ImageFolder tree class by class).
     order_seed: the seed of the shuffled order.
     mix_memory: tar input to S3, shuffled order: memory for the part buffers of the chunks filled at once (32 MiB each; 2GiB: 64 chunks, 8GiB: 256).
     layout: a directory's samples: tree (a file each, labels from the first directory level), webdataset (files sharing a key form a sample labelled by its .cls, as in a tar), auto (webdataset when .cls members are there).
+    exclude: leave out files and directories whose name or path in the source matches this glob (repeatable: --exclude '*.txt' --exclude 'tmp/*'); the usual OS litter (.DS_Store, ._*, __MACOSX, Thumbs.db, desktop.ini) always is. The summary says what was left out.
     progress: the CLI's progress bar on stderr when it is a terminal.
     """
 
@@ -206,7 +207,7 @@ def commit(dst: object, job: str = 'default', parts: int = 0) -> dict:
 
 def verify(uri: object) -> dict:
     """
-    Re-reads the current version and checks every CRC. Returns a report dict with 'ok', 'problems', 'corrupt_chunks' and 'corrupt_files'; raises only if the dataset cannot be read at all.
+    Re-reads the current version and checks every CRC. Returns a report dict with 'ok', 'problems', 'corrupt_chunks' and 'corrupt_files' (each a list of {'path', 'message'}); raises only if the dataset cannot be read at all.
     """
 
 class ReadPipeline:
