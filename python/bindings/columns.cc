@@ -86,8 +86,9 @@ nb::object ColumnValue(const format::Column& column, const nb::bytes& data, cons
                                   column.element->Name()));
       }
       if (!column.shape.empty() && layout->shape != column.shape) {
-        Corrupt(path, fmt::format("shape {}, but the column holds {}",
-                                  format::ShapeText(layout->shape), format::ShapeText(column.shape)));
+        Corrupt(path,
+                fmt::format("shape {}, but the column holds {}", format::ShapeText(layout->shape),
+                            format::ShapeText(column.shape)));
       }
       nb::list shape;
       for (uint64_t d : layout->shape) shape.append(d);

@@ -153,8 +153,10 @@ def _members(ds: Dataset, image: str | None, label: str | None) -> tuple[str, st
             raise ValueError(f"pass image= to choose the column to decode; the dataset's image "
                              f"columns: {images or 'none (jpeg or png)'}")
         image = images[0]
-    elif image not in images:
-        raise ValueError(f"image={image!r} is not a jpeg or png column of the dataset "
+    elif image not in images and columns.get(image, "").rstrip("?") != "bytes":
+        # A bytes column named explicitly is decoded by its bytes' signature (JPEG and PNG
+        # mixed, as a Parquet column may hold them); what is no image follows on_error.
+        raise ValueError(f"image={image!r} is not a jpeg, png or bytes column of the dataset "
                          f"(its columns: {columns})")
     if label is None or label == ds.label_column:
         return image, ""
@@ -219,8 +221,8 @@ class ImageLoader(_Stream):
       batch_transform: a Python callable applied to every (images, labels) before it is
         yielded (e.g. mixup, or moving to the GPU); it runs in the consumer's thread, off the
         C++ fast path. For arbitrary per-sample Python decoding use stoker.Loader(transform=...).
-      image: a column dataset's (stoker.Writer) jpeg or png column to decode; default: its only
-        one.
+      image: a column dataset's (stoker.Writer) jpeg or png column to decode (or a bytes column,
+        named explicitly: decoded by signature); default: its only jpeg or png one.
       label: a column dataset's int column holding the labels; default: its label column
         (ds.label_column; -1 where it has none). A sample without the column is labelled -1.
 

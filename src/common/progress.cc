@@ -133,10 +133,10 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text) {
       ec == std::errc() ? std::string_view(ptr, text.data() + text.size()) : std::string_view("?");
   // A bare number is refused (is "5" seconds or hours?), but for 0, which is 0 in any unit.
   const uint64_t scale = (unit.empty() && n == 0) || unit == "s" ? 1
-                         : unit == "m"               ? 60
-                         : unit == "h"               ? 3600
-                         : unit == "d"               ? 86400
-                                                     : 0;
+                         : unit == "m"                           ? 60
+                         : unit == "h"                           ? 3600
+                         : unit == "d"                           ? 86400
+                                                                 : 0;
   if (scale == 0 || n > UINT32_MAX) {
     return Err(Status::InvalidArgument(
         fmt::format("'{}' is not a duration (a number with s, m, h or d)", text)));

@@ -19,7 +19,7 @@ void OnSignal(int signal) {
 
 StopOnSignals::StopOnSignals() {
   g_signal.store(0);
-  struct sigaction action {};
+  struct sigaction action{};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
   // No SA_RESTART: a read blocked on a pipe or socket then fails with EINTR, so the work stops

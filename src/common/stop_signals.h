@@ -17,7 +17,7 @@ class StopOnSignals {
   StopOnSignals& operator=(const StopOnSignals&) = delete;
 
  private:
-  struct sigaction previous_int_ {}, previous_term_{};
+  struct sigaction previous_int_{}, previous_term_{};
 };
 
 // Whether a stop was asked for, and by which signal (0: none).

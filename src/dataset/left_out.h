@@ -3,6 +3,8 @@
 // labelled tree. Never silent: the counts and a few names reach the pack's summary.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,14 +31,18 @@ class ExcludeFilter {
   std::vector<std::string> patterns_;
 };
 
-// A count of left-out entries and the first few of their names.
+// A count of left-out entries and a few of their names: the first in name order, so that
+// what is said does not depend on the order a directory lists them in.
 struct LeftOutNames {
   static constexpr size_t kExamples = 3;
   uint64_t count = 0;
-  std::vector<std::string> examples;
+  std::vector<std::string> examples;  // sorted
   void Add(std::string_view name) {
-    if (examples.size() < kExamples) examples.emplace_back(name);
     ++count;
+    const auto at = std::lower_bound(examples.begin(), examples.end(), name);
+    if (at - examples.begin() >= static_cast<std::ptrdiff_t>(kExamples)) return;
+    examples.emplace(at, name);
+    if (examples.size() > kExamples) examples.pop_back();
   }
 };
 

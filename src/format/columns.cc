@@ -127,10 +127,10 @@ namespace {
 // "16", "224x224x3": 1 to 32 dimensions, each 1 .. 2^31, at most 2^40 elements in all.
 Result<std::vector<uint64_t>> ParseShape(std::string_view text) {
   const auto bad = [&] {
-    return Err(Status::InvalidArgument(fmt::format(
-        "shape '{}': give the dimensions joined by 'x', e.g. ndarray:float32:512 or "
-        "ndarray:uint8:224x224x3",
-        text.substr(0, 40))));
+    return Err(Status::InvalidArgument(
+        fmt::format("shape '{}': give the dimensions joined by 'x', e.g. ndarray:float32:512 or "
+                    "ndarray:uint8:224x224x3",
+                    text.substr(0, 40))));
   };
   std::vector<uint64_t> shape;
   uint64_t elements = 1;

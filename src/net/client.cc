@@ -206,8 +206,11 @@ Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType t
           return out;
         }
         last = st;
-        if (!reconnect_by) reconnect_by = After(options_.reconnect_timeout);
-        unreachable = true;
+        // Only a connect that fails is a server away (restarting, partitioned); one that
+        // connects but does not answer the handshake is there and frozen: the request's
+        // deadline decides, as for any unanswered request.
+        unreachable = !socket;
+        if (unreachable && !reconnect_by) reconnect_by = After(options_.reconnect_timeout);
         continue;
       }
       if (unreachable) {  // back after a restart: the request's deadline starts again
@@ -251,10 +254,11 @@ Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType t
                                               options_.reconnect_timeout.count() / 1000.0)
                                 : "other servers left to try",
                         last.message())
-          : fmt::format("failed {} tr{} over {:.1f} s (deadline: {:g} s without an answer's "
-                        "bytes), the last: {}",
-                        tries, tries == 1 ? "y" : "ies", seconds,
-                        options_.request_timeout.count() / 1000.0, last.message());
+          : fmt::format(
+                "failed {} tr{} over {:.1f} s (deadline: {:g} s without an answer's "
+                "bytes), the last: {}",
+                tries, tries == 1 ? "y" : "ies", seconds, options_.request_timeout.count() / 1000.0,
+                last.message());
   out.status =
       Status(last.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kUnavailable,
              fmt::format("server {} {}", pool.name, what));

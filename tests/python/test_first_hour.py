@@ -289,3 +289,155 @@ def test_a_fixed_shape_refuses_other_shapes_and_batches_keep_their_type(tmp_path
         w.write({"img": np.zeros((4, 4, 3), np.uint8)})
         with pytest.raises(ValueError, match=r"shape 4x3x3, but the column holds 4x4x3"):
             w.write({"img": np.zeros((4, 3, 3), np.uint8)})
+
+
+def test_json_is_always_one_document_and_messages_are_true(tmp_path):
+    stray_tree(tmp_path / "imgs", 6)
+    ds = str(tmp_path / "ds")
+    run("pack", str(tmp_path / "imgs"), ds, "-q")
+    # Errors under --json: one JSON document on stdout, exit codes unchanged.
+    for args, code, rc in [(["info", str(tmp_path / "missing"), "--json"], "NotFound", 1),
+                           (["pack", str(tmp_path / "imgs"), ds, "x", "--json"], "InvalidArgument", 2),
+                           (["pack", str(tmp_path / "imgs"), "y", "--chunk-size", "0", "--json"],
+                            "InvalidArgument", 2),
+                           (["pack", str(tmp_path / "imgs"), "y", "--chunk-size", "64XB", "--json"],
+                            "Usage", 2),
+                           (["cat", ds, "c0", "--json"], "InvalidArgument", 1),
+                           (["gc", ds, "--grace", "5", "--json"], "InvalidArgument", 2)]:
+        out = run(*args, check=False)
+        assert out.returncode == rc, (args, out.stderr)
+        assert json.loads(out.stdout)["error"]["code"] == code, (args, out.stdout)
+    out = run("cat", ds, "c0", check=False)
+    assert out.stdout == "" and out.stderr == (
+        f"stoker cat: InvalidArgument: c0 is a directory of the dataset, not a file: "
+        f"`stoker ls {ds} c0` lists it\n")
+    assert "'5' is not a duration" in run("gc", ds, "--grace", "5", check=False).stderr
+    # cat --json: the bytes as base64 beside the file's facts.
+    import base64
+    doc = json.loads(run("cat", ds, "c0/img000.jpg", "--json").stdout)
+    assert base64.b64decode(doc["base64"]) == (tmp_path / "imgs" / "c0" / "img000.jpg").read_bytes()
+    assert doc["path"] == "c0/img000.jpg" and doc["class"] == "c0"
+    # info --json: columns as a dict ({} for files).
+    assert json.loads(run("info", ds, "--json").stdout)["columns"] == {}
+    # verify --json: corrupt files as {"path", "message"}; the text names each once.
+    chunk = next((tmp_path / "ds" / "chunks").glob("*.chunk"))
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    out = run("verify", ds, "--json", check=False)
+    assert out.returncode == 3
+    report = json.loads(out.stdout)
+    assert report["corrupt_files"] and all(set(f) == {"path", "message"}
+                                           for f in report["corrupt_files"])
+    text = run("verify", ds, check=False).stdout
+    assert "CORRUPT chunk  chunk " not in text
+    assert f"CORRUPT chunk  chunks/{chunk.name}: " in text or "CORRUPT file   " in text
+    # A message of several lines keeps its lines (not "\x0a").
+    (tmp_path / "imgs2").mkdir()
+    out = run("pack", str(tmp_path / "imgs2"), str(tmp_path / "z"), check=False)
+    assert "\\x0a" not in out.stderr
+
+
+def test_versions_say_unknown_rather_than_guess_after_gc(tmp_path):
+    stray_tree(tmp_path / "imgs", 6)
+    ds = str(tmp_path / "ds")
+    run("pack", str(tmp_path / "imgs"), ds, "-q", "--chunk-size", "16KiB")
+    more = tmp_path / "more"
+    (more / "c9").mkdir(parents=True)
+    (more / "c9" / "a.jpg").write_bytes(b"\xff\xd8\xff")
+    run("pack", str(more), ds, "--append", "-q")
+    run("compact", ds, "--all")
+    run("gc", ds, "--keep", "1")
+    [v] = json.loads(run("versions", ds, "--json").stdout)
+    assert v["files_added"] is None  # a compaction added none; nothing left tells it so
+    assert run("versions", ds).stdout.splitlines()[1].split()[5] == "-"
+
+
+def test_the_first_hour_walkthrough(tmp_path, monkeypatch):
+    """The README's quick start, as a new user walks it, on a tree with the usual strays, a
+    damaged photo and a Parquet file of images; then Ctrl-C and a server restart."""
+    imgs = tmp_path / "imgs"
+    files = stray_tree(imgs, 30)
+    first = files["c1/img001.jpg"]
+    (imgs / "c1" / "damaged.jpg").write_bytes(first[: len(first) // 2])
+    ds = str(tmp_path / "photos.stoker")
+    # pack: labels from the class directories, the strays said, nothing silent.
+    out = run("pack", str(imgs), ds)
+    assert re.search(r"packed 32 files .* 32 samples, 3 classes", out.stdout), out.stdout
+    assert out.stderr.splitlines() == [
+        "stoker pack: left out 1 file beside the class directories (labels come from the "
+        "directories; --labels none packs every file): README.txt; left out 4 files as OS "
+        "litter or --exclude: .DS_Store, Thumbs.db, __MACOSX, ..."]
+    assert "labels     from first-level directories, 3 classes" in run("info", ds).stdout
+    assert run("verify", ds).stdout.endswith("checked: OK\n")
+    assert run("ls", ds, "c1").stdout.splitlines()[:2] == ["damaged.jpg", "img001.jpg"]
+    cat = subprocess.run([STOKER, "cat", ds, "c0/img000.jpg"], capture_output=True)
+    assert cat.returncode == 0 and cat.stdout == files["c0/img000.jpg"]
+    # Training: every label a class, the README.txt-like file left out and said once, the
+    # damaged photo an error naming it (a bad image, not a storage corruption), or skipped.
+    with pytest.raises(ValueError, match="c1/damaged.jpg") as raised:
+        for _ in stoker.ImageLoader(ds, batch_size=8, size=32, shuffle="sequential"):
+            pass
+    assert not isinstance(raised.value, stoker.CorruptionError)
+    train = stoker.ImageLoader(ds, batch_size=8, size=32, train=True, on_error="skip", seed=0)
+    with pytest.warns(UserWarning, match=r"left out 1 file\(s\) .*c1/notes.txt"):
+        labels = np.concatenate([lab.numpy() for _, lab in train])
+    assert len(labels) == len(files) and set(labels.tolist()) <= {0, 1, 2}
+    assert [e[2].split(": ")[1] for e in train.errors] == ["c1/damaged.jpg"]
+    # Parquet images: JPEG bytes found by signature, the label column named on the CLI.
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    names = sorted(n for n in files if n.endswith(".jpg"))
+    table = pa.table({"image": [files[n] for n in names],
+                      "y": [int(n[1]) for n in names]})
+    pq.write_table(table, tmp_path / "photos.parquet")
+    out = run("pack", str(tmp_path / "photos.parquet"), str(tmp_path / "pq.stoker"), "--label",
+              "y", "--json")
+    assert "Warning" not in out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["samples"] == len(names) and summary["classes"] == 3
+    assert stoker.Dataset(tmp_path / "pq.stoker").columns["image"] == "jpeg?"
+    pq_labels = np.concatenate([lab.numpy() for _, lab in stoker.ImageLoader(
+        str(tmp_path / "pq.stoker"), batch_size=8, size=32, image="image", label="y")])
+    assert sorted(pq_labels.tolist()) == sorted(int(n[1]) for n in names)
+    # JPEGs and PNGs mixed stay bytes, which ImageLoader decodes by signature when named.
+    mixed = pa.table({"image": [files[n] for n in sorted(files)]})
+    pq.write_table(mixed, tmp_path / "mixed.parquet")
+    run("pack", str(tmp_path / "mixed.parquet"), str(tmp_path / "mixed.stoker"), "-q")
+    assert stoker.Dataset(tmp_path / "mixed.stoker").columns == {"image": "bytes?"}
+    assert sum(len(lab) for _, lab in stoker.ImageLoader(
+        str(tmp_path / "mixed.stoker"), batch_size=8, size=32, image="image")) == len(files)
+    # Ctrl-C during a big pack: exit 130, nothing published, nothing left behind.
+    big_tree(tmp_path / "big", files=800)
+    proc = start_pack_and_wait_for_chunks(tmp_path / "big", tmp_path / "big.stoker")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted by SIGINT (Ctrl-C): nothing published" in err
+    assert list((tmp_path / "big.stoker" / "chunks").iterdir()) == []
+    # Served to another machine: a server restart does not end the epoch.
+    secret = tmp_path / "secret"
+    secret.write_text("the first hour of a new user\n")
+    secret.chmod(0o600)
+    monkeypatch.setenv("STOKER_SECRET_FILE", str(secret))
+    port = free_port()
+    argv = [STOKER, "serve", "--listen", f"127.0.0.1:{port}", "--dataset", f"photos={ds}",
+            "--secret-file", str(secret)]
+    server = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    assert "serving 1 dataset(s)" in server.stderr.readline()
+    # A small budget: the loader reads in pieces through the epoch, not all at its start.
+    remote = stoker.ImageLoader(f"stoker://127.0.0.1:{port}/photos", batch_size=4, size=32,
+                                on_error="skip", shuffle="full", memory_budget="64KiB")
+    seen = 0
+    try:
+        for i, (_, lab) in enumerate(remote):
+            seen += len(lab)
+            if i == 1:  # mid-epoch: the server goes away and comes back a second later
+                server.terminate()
+                server.wait()
+                time.sleep(1)
+                server = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+                assert "serving 1 dataset(s)" in server.stderr.readline()
+    finally:
+        server.terminate()
+        server.wait()
+    assert seen == len(files)
