@@ -6,6 +6,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -441,3 +442,25 @@ def test_the_first_hour_walkthrough(tmp_path, monkeypatch):
         server.terminate()
         server.wait()
     assert seen == len(files)
+
+
+def test_ctrl_c_in_python_pack_raises_keyboard_interrupt_and_leaves_nothing(tmp_path):
+    big_tree(tmp_path / "src", files=1500)
+    dst = tmp_path / "ds"
+    script = ("import stoker, sys\n"
+              "try:\n"
+              f"    stoker.pack({str(tmp_path / 'src')!r}, {str(dst)!r}, chunk_size='64KiB',"
+              " threads=1, progress=False)\n"
+              "except KeyboardInterrupt:\n"
+              "    print('KeyboardInterrupt'); sys.exit(7)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not ((dst / "chunks").is_dir() and len(list((dst / "chunks").glob("*.chunk"))) >= 3):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 7 and out == "KeyboardInterrupt\n", (out, err)
+    assert list((dst / "chunks").glob("*")) == []
+    assert list((dst / "gc" / "writers").glob("*")) == []
