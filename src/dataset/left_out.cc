@@ -21,6 +21,7 @@ bool Matches(const std::string& pattern, const std::string& text, int flags) {
 
 std::string Counted(const LeftOutNames& names, std::string_view what) {
   std::vector<std::string> shown;
+  shown.reserve(names.examples.size());
   for (const std::string& name : names.examples) shown.push_back(TerminalSafe(name));
   const bool more = names.count > names.examples.size();
   return fmt::format("{} {} {}: {}{}", names.count, names.count == 1 ? "file" : "files", what,

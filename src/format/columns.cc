@@ -161,8 +161,9 @@ Result<Column> ParseColumn(std::string_view name, std::string_view type) {
   }
   const size_t colon = type.find(':');
   const std::string_view base = type.substr(0, colon);
-  const std::optional<std::string_view> parameter =
-      colon == std::string_view::npos ? std::nullopt : std::optional(type.substr(colon + 1));
+  // What follows the first ':' ("float32:16" of "ndarray:float32:16"); none without one.
+  const bool has_parameter = colon != std::string_view::npos;
+  const std::string_view parameter = has_parameter ? type.substr(colon + 1) : std::string_view();
   auto it = std::ranges::find(kTypeNames, base, &std::pair<ColumnType, std::string_view>::second);
   if (it == kTypeNames.end()) {
     return Err(BadColumn(name, fmt::format("unknown type '{}' (types: {}; '?' after a type makes "
@@ -171,21 +172,21 @@ Result<Column> ParseColumn(std::string_view name, std::string_view type) {
   }
   c.type = it->first;
   if (c.type == ColumnType::kTokens) c.element = kDefaultTokenElement;
-  if (!parameter) return c;
+  if (!has_parameter) return c;
   switch (c.type) {
     case ColumnType::kFloat:
-      if (*parameter != "nan") return Err(BadColumn(name, "a float column takes ':nan' only"));
+      if (parameter != "nan") return Err(BadColumn(name, "a float column takes ':nan' only"));
       c.allow_nan = true;
       return c;
     case ColumnType::kNdarray:
     case ColumnType::kTokens: {
-      const size_t second = parameter->find(':');
-      const std::string_view element_name = parameter->substr(0, second);
+      const size_t second = parameter.find(':');
+      const std::string_view element_name = parameter.substr(0, second);
       if (second != std::string_view::npos) {
         if (c.type == ColumnType::kTokens) {
           return Err(BadColumn(name, "tokens are 1-D documents of any length: no fixed shape"));
         }
-        auto shape = ParseShape(parameter->substr(second + 1));
+        auto shape = ParseShape(parameter.substr(second + 1));
         if (!shape) return Err(BadColumn(name, shape.error().message()));
         c.shape = *std::move(shape);
       }

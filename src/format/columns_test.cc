@@ -109,5 +109,25 @@ TEST(Columns, NumbersAsText) {
   EXPECT_FALSE(ParseFloatText("1x").has_value());
 }
 
+// A fixed shape: "ndarray:<element>:<d1>x<d2>...", written back the same; nonsense refused.
+TEST(Columns, NdarrayShapesParseAndPrintTheSame) {
+  auto c = ParseColumn("img", "ndarray:uint8:224x224x3?");
+  ASSERT_TRUE(c.has_value()) << c.error().ToString();
+  EXPECT_EQ(c->shape, (std::vector<uint64_t>{224, 224, 3}));
+  EXPECT_TRUE(c->optional);
+  EXPECT_EQ(ColumnTypeText(*c), "ndarray:uint8:224x224x3?");
+  EXPECT_EQ(ColumnTypeText(ParseColumn("e", "ndarray:float32:512").value()), "ndarray:float32:512");
+  EXPECT_TRUE(ParseColumn("e", "ndarray:float32").value().shape.empty());
+  for (const char* bad :
+       {"ndarray:float32:", "ndarray:float32:0", "ndarray:float32:4x", "ndarray:float32:x4",
+        "ndarray:float32:-1", "ndarray:float32:4x4:2", "ndarray:float32:2147483649",
+        "ndarray:float32:1048576x1048576x2", "tokens:uint16:16", "ndarray:16"}) {
+    auto r = ParseColumn("e", bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_NE(r.error().message().find("column 'e'"), std::string::npos) << r.error().ToString();
+  }
+  EXPECT_EQ(ShapeText(std::vector<uint64_t>{}), "()");
+}
+
 }  // namespace
 }  // namespace stoker::format
