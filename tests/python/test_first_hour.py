@@ -146,6 +146,14 @@ def test_a_small_memory_budget_is_slower_never_failing(tmp_path, shuffle):
         assert len(seen) == len(files)
         assert loader.stats()["peak_bytes_held"] <= max(stoker.byte_size(budget),
                                                         max(len(b) for b in files.values()))
+        # The other loaders over the same budget: stoker.Loader, and both through a Mix.
+        plain = stoker.Loader(str(tmp_path / "ds"), batch_size=16, shuffle=shuffle,
+                              memory_budget=budget)
+        assert sum(len(batch) for batch in plain) == len(files)
+        mix = stoker.Mix([str(tmp_path / "ds"), str(tmp_path / "ds")], weights=[0.5, 0.5])
+        mixed = stoker.ImageLoader(mix, batch_size=16, size=32, threads=2, shuffle=shuffle,
+                                   memory_budget=budget)
+        assert sum(len(labels) for _, labels, _ in mixed) > 0
 
 
 def big_tree(root: Path, files: int = 1500, size: int = 24_000) -> None:
