@@ -175,13 +175,8 @@ Status Dataset::ReadFileInto(uint64_t file, std::span<std::byte> dst) const {
   if (Status s = chunk->ReadAt(r.offset, dst); !s.ok()) {
     return s.WithContext(fmt::format("reading {}", FilePath(file)));
   }
-  const uint32_t actual = crc32c::Value(dst);
-  if (actual != r.crc32c) {
-    return Status::Corruption(
-        fmt::format("{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}", FilePath(file),
-                    r.crc32c, actual, impl_->storage->Describe(impl_->view->ChunkName(r.chunk))));
-  }
-  return Status::OK();
+  return format::CheckPayload(
+      FilePath(file), impl_->storage->Describe(impl_->view->ChunkName(r.chunk)), r.crc32c, dst);
 }
 
 Result<std::vector<std::byte>> Dataset::ReadFile(uint64_t file) const {

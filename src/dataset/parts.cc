@@ -12,6 +12,7 @@
 #include "common/parse_number.h"
 #include "common/spool.h"
 #include "format/chunk.h"
+#include "format/columns.h"
 #include "format/segment.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
@@ -102,6 +103,15 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
                             format::Segment::Open(std::move(file), storage.Describe(path)));
     auto columns = storage::ReadSmallFile(storage, ColumnsPath(path), kMaxSchemaBytes);
     if (!columns && !columns.error().IsNotFound()) return Err(columns.error());
+    // A damaged schema must not reach a published record, which no reader could then open.
+    if (columns) {
+      auto schema = format::ParseSchema(*columns);
+      if (!schema || format::FormatSchema(*schema) != *columns) {
+        return Err(Status::Corruption(fmt::format(
+            "{}: not a schema as a writer writes it{}", storage.Describe(ColumnsPath(path)),
+            schema ? "" : ": " + std::string(schema.error().message()))));
+      }
+    }
     parts.push_back({k, path, std::move(segment), columns ? *std::move(columns) : ""});
   }
   return parts;

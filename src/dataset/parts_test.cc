@@ -129,6 +129,20 @@ TEST_F(PartsTest, ADamagedPartIsNamed) {
   EXPECT_NE(c.error().message().find(path), std::string::npos) << c.error().ToString();
 }
 
+// A part's schema file that is not a schema as a writer writes it (here: a newline after it)
+// would publish a record no reader opens: refused, naming the file, nothing published.
+TEST_F(PartsTest, ADamagedPartSchemaIsNamedAndPublishesNothing) {
+  for (uint32_t k = 0; k < kParts; ++k) ASSERT_TRUE(PackPart(k, parts_[k]).has_value());
+  std::string schema = PartPath({"job1", 1, kParts});
+  schema.replace(schema.size() - std::string_view(".seg").size(), std::string::npos, ".columns");
+  store_->SetContents(schema, "x:int\n");
+  auto c = CommitJob();
+  ASSERT_FALSE(c.has_value());
+  EXPECT_TRUE(c.error().IsCorruption()) << c.error().ToString();
+  EXPECT_NE(c.error().message().find(schema), std::string::npos) << c.error().ToString();
+  EXPECT_TRUE(format::ListVersions(*store_).value().empty());
+}
+
 TEST_F(PartsTest, ACommitOntoADatasetAppendsAndGcKeepsUncommittedParts) {
   test::Tree first;
   first.files["zz-first/a"] = "a";

@@ -159,8 +159,8 @@ Status VerifyChunk(Storage& storage, const VersionView& view, uint32_t c, const 
     }
     if (crcs[i].crc != r.crc32c) {
       report.corrupt_files.push_back(
-          {PathOf(view, f), fmt::format("CRC32C mismatch in {} (stored {:08x}, read {:08x})", name,
-                                        r.crc32c, crcs[i].crc)});
+          {PathOf(view, f),
+           format::PayloadMismatch(r.crc32c, crcs[i].crc, storage.Describe(name))});
       continue;
     }
     const auto [first, last] = by_offset.equal_range(r.offset);

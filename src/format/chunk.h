@@ -47,6 +47,18 @@ std::string ChunkPath(uint64_t chunk_id);
 // The id in a path that ChunkPath wrote exactly; nullopt for any other path.
 std::optional<uint64_t> ParseChunkPath(std::string_view path);
 
+// The one check of a file's bytes against the CRC32C the metadata gives them (as LevelDB's
+// ReadBlock is the one place a block is checked), for every reader: the dataset, the loaders'
+// read pipelines, the FUSE view and verify. `chunk` names the chunk as the reader's storage
+// describes it. OK, or Corruption "<path>: CRC32C mismatch (stored x, read y) in <chunk>".
+// PayloadMismatch is that message without the path (verify reports path and message apart);
+// CheckPayloadCrc takes a CRC computed piecewise (crc32c::Extend), CheckPayload the bytes.
+std::string PayloadMismatch(uint32_t stored, uint32_t actual, std::string_view chunk);
+Status CheckPayloadCrc(std::string_view path, std::string_view chunk, uint32_t stored,
+                       uint32_t actual);
+Status CheckPayload(std::string_view path, std::string_view chunk, uint32_t stored,
+                    std::span<const std::byte> bytes);
+
 // Where one payload landed.
 struct ChunkEntryRef {
   uint64_t offset;  // from the start of the chunk file

@@ -126,12 +126,9 @@ Status OpenFile::StreamCheck() {
     }
     done += n;
   }
-  if (crc != r.crc32c) {
-    // The same message as Dataset::ReadFileInto gives for a small file.
-    return Status::Corruption(fmt::format("{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}",
-                                          dataset_.FilePath(file_), r.crc32c, crc,
-                                          dataset_.storage().Describe(snap.ChunkName(r.chunk))));
-  }
+  STOKER_RETURN_IF_ERROR(
+      format::CheckPayloadCrc(dataset_.FilePath(file_),
+                              dataset_.storage().Describe(snap.ChunkName(r.chunk)), r.crc32c, crc));
   chunk_ = std::move(*chunk);
   chunk_offset_ = r.offset;
   piece_crcs_ = std::move(piece_crcs);

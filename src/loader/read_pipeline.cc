@@ -269,12 +269,9 @@ void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte
       results[i] = status.WithContext(fmt::format("reading {}", dataset->FilePath(e.file)));
       continue;
     }
-    const uint32_t actual = crc32c::Value(buffer.get() + (e.offset - range.offset), e.length);
-    if (actual != e.crc32c) {
-      results[i] = Status::Corruption(
-          fmt::format("{}: CRC32C mismatch (stored {:08x}, read {:08x}) in {}",
-                      dataset->FilePath(e.file), e.crc32c, actual, snap.ChunkName(e.chunk)));
-    }
+    results[i] = format::CheckPayload(
+        dataset->FilePath(e.file), dataset->storage().Describe(snap.ChunkName(e.chunk)), e.crc32c,
+        std::span<const std::byte>(buffer.get() + (e.offset - range.offset), e.length));
   }
   {
     std::lock_guard lock(mu);

@@ -14,6 +14,7 @@
 #include "common/crc32c.h"
 #include "common/trace.h"
 #include "dataset/version_view.h"
+#include "format/chunk.h"
 
 namespace stoker::loader {
 
@@ -176,11 +177,9 @@ Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c, uint64_t tail) co
     const std::span<std::byte> dst(out.data() + at, f.length);
     if (f.chunk == c) {
       if (!adjacent) std::memcpy(dst.data(), span.data() + (f.offset - begin), f.length);
-      if (crc32c::Value(dst) != f.crc32c) {
-        return Err(
-            Status::Corruption(fmt::format("{}: CRC32C mismatch in {}", dataset_->FilePath(f.file),
-                                           dataset::ViewOf(*dataset_).ChunkName(c))));
-      }
+      STOKER_RETURN_IF_ERROR(format::CheckPayload(
+          dataset_->FilePath(f.file),
+          dataset_->storage().Describe(dataset::ViewOf(*dataset_).ChunkName(c)), f.crc32c, dst));
     } else {
       STOKER_RETURN_IF_ERROR(dataset_->ReadFileInto(f.file, dst));  // checks its CRC
     }
