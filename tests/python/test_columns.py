@@ -281,7 +281,7 @@ def test_image_loader_trains_on_an_image_column(tmp_path):
     # png column exists too, so the choice must be made.
     with pytest.raises(ValueError, match="pass image="):
         stoker.ImageLoader(path, batch_size=8)
-    with pytest.raises(ValueError, match="not a jpeg or png column"):
+    with pytest.raises(ValueError, match="not a jpeg, png or bytes column"):
         stoker.ImageLoader(path, batch_size=8, image="caption")
     with pytest.raises(ValueError, match="not an int column"):
         stoker.ImageLoader(path, batch_size=8, image="image", label="caption")
