@@ -209,7 +209,8 @@ Status CheckLooksLikeDataset(Storage& storage) {
   auto names = storage.List("");
   if (names) {
     for (const std::string& name : *names) {
-      if (name == "chunks" || name == format::kSegmentsDir || name == "gc" || name == "parts") {
+      // gc/: leases and gc's notes (kWritersDir, kPendingPath).
+      if (name == kChunksDir || name == format::kSegmentsDir || name == "gc" || name == kPartsDir) {
         return Status::OK();
       }
     }

@@ -49,7 +49,6 @@ struct LeftOutNames {
 struct LeftOut {
   LeftOutNames excluded;         // matched an exclude pattern or the OS litter
   LeftOutNames outside_classes;  // at the root of a tree whose labels are its directories
-  bool empty() const { return excluded.count == 0 && outside_classes.count == 0; }
 };
 
 // One line for people: "left out 1 file beside the class directories (...): README.txt; left

@@ -123,11 +123,17 @@ struct Task {
   SampleData data;
 };
 
-bool HasImageExtension(std::string_view path) {
+// A file name's extension in lower case ("JPEG" of "a/b.JPEG" is "jpeg"); "" without one.
+std::string LowerExtension(std::string_view path) {
   const size_t dot = path.rfind('.');
-  if (dot == std::string_view::npos) return false;
+  if (dot == std::string_view::npos || path.find('/', dot) != std::string_view::npos) return "";
   std::string ext(path.substr(dot + 1));
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
+bool HasImageExtension(std::string_view path) {
+  const std::string ext = LowerExtension(path);
   return ext == "jpg" || ext == "jpeg" || ext == "png";
 }
 
@@ -137,10 +143,7 @@ bool HasImageExtension(std::string_view path) {
 // .bmp stoker cannot decode, stays an error under on_error.
 bool NotAnImage(std::string_view path, std::span<const std::byte> bytes) {
   if (decode::SniffImageFormat(bytes) != decode::ImageFormat::kUnknown) return false;
-  const size_t dot = path.rfind('.');
-  if (dot == std::string_view::npos || path.find('/', dot) != std::string_view::npos) return true;
-  std::string ext(path.substr(dot + 1));
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string ext = LowerExtension(path);
   static constexpr std::string_view kImageFolderExtensions[] = {"jpg", "jpeg", "png",  "ppm", "bmp",
                                                                 "pgm", "tif",  "tiff", "webp"};
   return std::ranges::find(kImageFolderExtensions, ext) == std::end(kImageFolderExtensions);
