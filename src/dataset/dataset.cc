@@ -175,8 +175,10 @@ Status Dataset::ReadFileInto(uint64_t file, std::span<std::byte> dst) const {
   if (Status s = chunk->ReadAt(r.offset, dst); !s.ok()) {
     return s.WithContext(fmt::format("reading {}", FilePath(file)));
   }
-  return format::CheckPayload(
-      FilePath(file), impl_->storage->Describe(impl_->view->ChunkName(r.chunk)), r.crc32c, dst);
+  return format::CheckPayload(r.crc32c, dst, [&] {
+    return format::PayloadNames{FilePath(file),
+                                impl_->storage->Describe(impl_->view->ChunkName(r.chunk))};
+  });
 }
 
 Result<std::vector<std::byte>> Dataset::ReadFile(uint64_t file) const {

@@ -16,16 +16,13 @@ std::string PayloadMismatch(uint32_t stored, uint32_t actual, std::string_view c
   return fmt::format("CRC32C mismatch (stored {:08x}, read {:08x}) in {}", stored, actual, chunk);
 }
 
-Status CheckPayloadCrc(std::string_view path, std::string_view chunk, uint32_t stored,
-                       uint32_t actual) {
-  if (actual == stored) return Status::OK();
-  return Status::Corruption(fmt::format("{}: {}", path, PayloadMismatch(stored, actual, chunk)));
+Status PayloadCorruption(const PayloadNames& names, uint32_t stored, uint32_t actual) {
+  return Status::Corruption(
+      fmt::format("{}: {}", names.path, PayloadMismatch(stored, actual, names.chunk)));
 }
 
-Status CheckPayload(std::string_view path, std::string_view chunk, uint32_t stored,
-                    std::span<const std::byte> bytes) {
-  return CheckPayloadCrc(path, chunk, stored, crc32c::Value(bytes));
-}
+uint32_t PayloadCrc(std::span<const std::byte> bytes) { return crc32c::Value(bytes); }
+
 namespace {
 
 std::span<const std::byte> AsBytes(const std::string& s) {

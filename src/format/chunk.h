@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "stoker/storage.h"
@@ -51,13 +52,29 @@ std::optional<uint64_t> ParseChunkPath(std::string_view path);
 // ReadBlock is the one place a block is checked), for every reader: the dataset, the loaders'
 // read pipelines, the FUSE view and verify. `chunk` names the chunk as the reader's storage
 // describes it. OK, or Corruption "<path>: CRC32C mismatch (stored x, read y) in <chunk>".
-// PayloadMismatch is that message without the path (verify reports path and message apart);
+// `names()` returns the file's path and the chunk's description, and is called only on a
+// mismatch: naming a file may read a block of the segment's path table (a round trip to a
+// server), and a check runs for every sample.
+// PayloadMismatch is the message without the path (verify reports path and message apart);
 // CheckPayloadCrc takes a CRC computed piecewise (crc32c::Extend), CheckPayload the bytes.
+struct PayloadNames {
+  std::string path;
+  std::string chunk;
+};
 std::string PayloadMismatch(uint32_t stored, uint32_t actual, std::string_view chunk);
-Status CheckPayloadCrc(std::string_view path, std::string_view chunk, uint32_t stored,
-                       uint32_t actual);
-Status CheckPayload(std::string_view path, std::string_view chunk, uint32_t stored,
-                    std::span<const std::byte> bytes);
+Status PayloadCorruption(const PayloadNames& names, uint32_t stored, uint32_t actual);
+uint32_t PayloadCrc(std::span<const std::byte> bytes);
+
+template <typename Names>  // Names() -> PayloadNames
+Status CheckPayloadCrc(uint32_t stored, uint32_t actual, Names&& names) {
+  if (actual == stored) [[likely]]
+    return Status::OK();
+  return PayloadCorruption(names(), stored, actual);
+}
+template <typename Names>  // Names() -> PayloadNames
+Status CheckPayload(uint32_t stored, std::span<const std::byte> bytes, Names&& names) {
+  return CheckPayloadCrc(stored, PayloadCrc(bytes), std::forward<Names>(names));
+}
 
 // Where one payload landed.
 struct ChunkEntryRef {

@@ -126,9 +126,10 @@ Status OpenFile::StreamCheck() {
     }
     done += n;
   }
-  STOKER_RETURN_IF_ERROR(
-      format::CheckPayloadCrc(dataset_.FilePath(file_),
-                              dataset_.storage().Describe(snap.ChunkName(r.chunk)), r.crc32c, crc));
+  STOKER_RETURN_IF_ERROR(format::CheckPayloadCrc(r.crc32c, crc, [&] {
+    return format::PayloadNames{dataset_.FilePath(file_),
+                                dataset_.storage().Describe(snap.ChunkName(r.chunk))};
+  }));
   chunk_ = std::move(*chunk);
   chunk_offset_ = r.offset;
   piece_crcs_ = std::move(piece_crcs);

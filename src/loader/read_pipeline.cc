@@ -270,8 +270,11 @@ void ReadPipeline::State::Complete(const Range& range, std::shared_ptr<std::byte
       continue;
     }
     results[i] = format::CheckPayload(
-        dataset->FilePath(e.file), dataset->storage().Describe(snap.ChunkName(e.chunk)), e.crc32c,
-        std::span<const std::byte>(buffer.get() + (e.offset - range.offset), e.length));
+        e.crc32c, std::span<const std::byte>(buffer.get() + (e.offset - range.offset), e.length),
+        [&] {
+          return format::PayloadNames{dataset->FilePath(e.file),
+                                      dataset->storage().Describe(snap.ChunkName(e.chunk))};
+        });
   }
   {
     std::lock_guard lock(mu);

@@ -177,9 +177,11 @@ Result<TokenStream::Tokens> TokenStream::ReadChunk(uint32_t c, uint64_t tail) co
     const std::span<std::byte> dst(out.data() + at, f.length);
     if (f.chunk == c) {
       if (!adjacent) std::memcpy(dst.data(), span.data() + (f.offset - begin), f.length);
-      STOKER_RETURN_IF_ERROR(format::CheckPayload(
-          dataset_->FilePath(f.file),
-          dataset_->storage().Describe(dataset::ViewOf(*dataset_).ChunkName(c)), f.crc32c, dst));
+      STOKER_RETURN_IF_ERROR(format::CheckPayload(f.crc32c, dst, [&] {
+        return format::PayloadNames{
+            dataset_->FilePath(f.file),
+            dataset_->storage().Describe(dataset::ViewOf(*dataset_).ChunkName(c))};
+      }));
     } else {
       STOKER_RETURN_IF_ERROR(dataset_->ReadFileInto(f.file, dst));  // checks its CRC
     }
