@@ -33,7 +33,7 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
-#include "dataset/publish.h"
+#include "dataset/format1.h"
 #include "format/chunk.h"
 #include "format/snapshot.h"
 #include "format/snapshot_builder.h"
@@ -171,7 +171,7 @@ void WriteDataset(const std::string& dir) {
   auto bytes = format::BuildSnapshot(g->spec);
   if (!bytes) Die(bytes.error().ToString());
   g->snapshot_bytes = bytes->size();
-  if (Status s = dataset::PublishVersion(**storage, 1, *bytes); !s.ok()) Die(s.ToString());
+  if (Status s = dataset::PublishFormat1Version(**storage, 1, *bytes); !s.ok()) Die(s.ToString());
 }
 
 void CreateFsTree(const std::string& root) {
@@ -224,7 +224,7 @@ void BM_BuildSnapshot(benchmark::State& state) {
 // snapshot mapped and validated.
 Result<std::unique_ptr<format::Snapshot>> OpenFormat1(const std::string& dir, bool verify) {
   STOKER_ASSIGN_OR_RETURN(auto storage, OpenStorage(dir));
-  STOKER_ASSIGN_OR_RETURN(auto manifest, dataset::ReadCurrentVersion(*storage));
+  STOKER_ASSIGN_OR_RETURN(auto manifest, dataset::ReadFormat1Manifest(*storage));
   if (!manifest) return Err(Status::NotFound(dir + " has no MANIFEST"));
   return dataset::OpenSnapshot(*storage, *manifest, verify);
 }

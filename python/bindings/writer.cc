@@ -356,7 +356,10 @@ class PyWriter {
         } catch (nb::python_error& e) {
           Bad(PyExc_ValueError, column, fmt::format("not JSON: {}", e.what()));
         }
-        return Encode({column.name, ColumnType::kStr}, text.ptr());
+        format::Column as_text;
+        as_text.name = column.name;
+        as_text.type = ColumnType::kStr;
+        return Encode(as_text, text.ptr());
       }
       case ColumnType::kNdarray:
         return EncodeArray(column, value);

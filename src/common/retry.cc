@@ -34,11 +34,16 @@ std::chrono::microseconds Retry::Pause(const RetryPolicy& policy, int attempt) {
 }
 
 bool Retry::Next(const Status& last, Clock::time_point deadline) {
+  if (attempt_ > 0 && (last.ok() || !IsRetryable(last.code()))) return false;
+  return Again(deadline);
+}
+
+bool Retry::Again(Clock::time_point deadline) {
   if (attempt_ == 0) {
     attempt_ = 1;
     return true;
   }
-  if (last.ok() || !IsRetryable(last.code()) || attempt_ >= policy_.max_attempts) return false;
+  if (attempt_ >= policy_.max_attempts) return false;
   const auto now = Clock::now();
   if (now >= deadline) return false;
   const auto pause = Pause(policy_, attempt_);

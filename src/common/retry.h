@@ -1,6 +1,7 @@
-// One retry policy for the network clients (stoker:// in src/net, s3:// in src/s3): which
-// failures are tried again (IsRetryable, include/stoker/status.h), how many times, how long to
-// wait in between, and the deadline that bounds them all.
+// One retry policy for the network clients (stoker:// in src/net, s3:// in src/s3) and for
+// writers that lose the race to publish a version (dataset/commit_version.h): which failures are
+// tried again (IsRetryable, include/stoker/status.h), how many times, how long to wait in
+// between, and the deadline that bounds them all.
 //
 // Pauses grow exponentially with full jitter (a uniform draw below the cap), as the AWS SDKs do:
 // clients that failed together, because a server restarted, do not come back together.
@@ -36,6 +37,10 @@ class Retry {
   // attempt failed with `last`: no if `last` is OK or not retryable, attempts are used up or the
   // deadline has passed; else they sleep the next pause (cut short at the deadline) and say yes.
   bool Next(const Status& last, Clock::time_point deadline = Clock::time_point::max());
+  // The same for a failure the caller decided to try again whatever its code (a writer that
+  // lost the race for a version number, AlreadyExists): the first call says yes at once; later
+  // calls say no once attempts are used up or the deadline has passed, else pause and say yes.
+  bool Again(Clock::time_point deadline = Clock::time_point::max());
   int attempt() const { return attempt_; }  // 1 during the first attempt
   int retries() const { return attempt_ > 0 ? attempt_ - 1 : 0; }
   // The pause before attempt `attempt` + 1 (>= 2), drawn from [0, cap]; exposed for tests.

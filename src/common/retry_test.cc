@@ -49,6 +49,21 @@ TEST(Retry, TriesAgainOnlyRetryableFailuresWhileAttemptsLast) {
   EXPECT_FALSE(succeeded.Next(Status::OK()));
 }
 
+TEST(Retry, AgainRetriesWhateverTheFailureWhileAttemptsLast) {
+  // A writer that lost a version number tries again although AlreadyExists is no failure a
+  // client retries.
+  const RetryPolicy policy{
+      .max_attempts = 3, .base_backoff = milliseconds(0), .max_backoff = milliseconds(0)};
+  Retry retry(policy);
+  EXPECT_TRUE(retry.Again());
+  EXPECT_EQ(retry.attempt(), 1);
+  EXPECT_TRUE(retry.Again());
+  EXPECT_TRUE(retry.Again());
+  EXPECT_EQ(retry.attempt(), 3);
+  EXPECT_FALSE(retry.Again());
+  EXPECT_EQ(retry.attempt(), 3);
+}
+
 TEST(Retry, NoAttemptStartsAfterTheDeadline) {
   const RetryPolicy policy{
       .max_attempts = 100, .base_backoff = milliseconds(1000), .max_backoff = milliseconds(1000)};

@@ -1,14 +1,13 @@
 #include "dataset/addition.h"
 
 #include <algorithm>
-#include <chrono>
 #include <ctime>
-#include <thread>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
-#include "common/random.h"
+#include "dataset/commit_version.h"
 #include "dataset/version_view.h"
 #include "format/chunk.h"
 #include "format/segment_builder.h"
@@ -126,9 +125,6 @@ Result<std::vector<std::string>> PathsHeld(const format::SegmentBuilder& files,
   return found;
 }
 
-// Publishing can be retried: a writer that loses version v to another rebases on it.
-constexpr int kMaxPublishAttempts = 1000;
-
 }  // namespace
 
 std::vector<std::string> ClsClassNames(int32_t first, int32_t max_label) {
@@ -140,17 +136,23 @@ std::vector<std::string> ClsClassNames(int32_t first, int32_t max_label) {
 Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy policy,
                                     WriterLease& lease, PackSummary summary,
                                     std::string* segment_path) {
-  const uint64_t writer = lease.writer();  // the id its record and its lease carry
-  Pcg32 jitter(writer);
-  for (int attempt = 0;; ++attempt) {
-    STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(dst));
+  uint32_t classes_added = 0;
+  std::optional<format::WrittenSegment> written;  // this attempt's segment
+  VersionCommit commit;
+  commit.prepare = [&](const std::optional<format::VersionRecord>& latest,
+                       int attempt) -> Result<format::VersionRecord> {
     std::unique_ptr<VersionView> base;
     uint32_t flags = FirstFlags(add);
     if (latest) {
       if (policy == PublishPolicy::kFresh) {
-        return Err(Status::AlreadyExists(fmt::format(
-            "{} {} a dataset (version {}); use --append to add files to it", dst.Describe(""),
-            attempt == 0 ? "already holds" : "was given", latest->version)));
+        return Err(Status::AlreadyExists(
+            attempt == 1
+                ? fmt::format("{} already holds a dataset (version {}); use --append to add "
+                              "files to it",
+                              dst.Describe(""), latest->version)
+                : fmt::format("another writer created a dataset at {} at the same time; use "
+                              "--append to add to it",
+                              dst.Describe(""))));
       }
       STOKER_ASSIGN_OR_RETURN(base, VersionView::Open(dst, *latest));
       flags = latest->flags;
@@ -169,24 +171,23 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
       return Err(
           Status::NotFound(fmt::format("--append: {} holds no dataset yet", dst.Describe(""))));
     }
+    // Numbered after `latest`: a segment written for a version another writer took is dropped.
     const format::SegmentNumbering numbering = Number(*add.files, base.get(), flags);
-    const uint32_t classes_added = static_cast<uint32_t>(numbering.classes.size());
-    STOKER_ASSIGN_OR_RETURN(auto written, format::WriteSegment(dst, [&](format::SegmentSink& sink) {
+    classes_added = static_cast<uint32_t>(numbering.classes.size());
+    STOKER_ASSIGN_OR_RETURN(written, format::WriteSegment(dst, [&](format::SegmentSink& sink) {
                               return add.files->Write(numbering, sink);
                             }));
-    *segment_path = written.path;
+    *segment_path = written->path;
     format::VersionRecord record = latest ? *latest : format::VersionRecord{};
     record.version = latest ? latest->version + 1 : 1;
     record.parent = latest ? latest->version : 0;
     record.created_unix_seconds = static_cast<uint64_t>(std::time(nullptr));
-    record.writer = writer;
+    record.writer = lease.writer();
     record.flags = flags;
     record.columns = add.columns;
-    format::AppendSegment(record, written);
-    // gc holds back this writer's files while its lease stands; a writer frozen for longer
-    // than gc's --writer-timeout may have lost them: never publish a version that names a
-    // missing chunk.
-    STOKER_RETURN_IF_ERROR(lease.Check());
+    format::AppendSegment(record, *written);
+    // gc holds back this writer's chunks while its lease stands (checked by CommitVersion right
+    // before the offer); never publish a version that names a chunk gone anyway.
     for (const auto& chunk : add.files->chunks()) {
       STOKER_ASSIGN_OR_RETURN(const bool exists, dst.Exists(format::ChunkPath(chunk.id)));
       if (!exists) {
@@ -196,40 +197,28 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
             dst.Describe(format::ChunkPath(chunk.id)))));
       }
     }
-    const Status published = format::PublishVersionRecord(dst, record);
-    if (published.ok()) {
-      summary.version = record.version;
-      summary.files_total = record.files;
-      summary.bytes_total = record.bytes;
-      summary.chunks_added = written.segment->info().chunk_count;
-      summary.chunks_total = record.chunks;
-      summary.segment_bytes = written.bytes;
-      for (const auto& ref : record.segments) summary.metadata_bytes += ref.bytes;
-      summary.segments = record.segments.size();
-      summary.classes = static_cast<uint32_t>(record.classes);
-      summary.classes_added = classes_added;
-      summary.samples = record.samples;
-      summary.publish_attempts = attempt + 1;
-      return summary;
-    }
-    if (published.code() != StatusCode::kAlreadyExists) return Err(published);
-    // Another writer published this version first: this segment was numbered for a version
-    // that will never list it. Drop it, rebase on the newer version and try again.
-    (void)dst.Remove(*segment_path);
+    return record;
+  };
+  commit.abandon = [&](bool) {
+    if (written) (void)dst.Remove(written->path);
+    written.reset();
     segment_path->clear();
-    if (policy == PublishPolicy::kFresh) {
-      return Err(Status::AlreadyExists(fmt::format(
-          "another writer created a dataset at {} at the same time; use --append to add to it",
-          dst.Describe(""))));
-    }
-    if (attempt + 1 >= kMaxPublishAttempts) {
-      return Err(published.WithContext(
-          fmt::format("gave up after {} attempts to publish", kMaxPublishAttempts)));
-    }
-    // Backing off by a random few ms spreads writers that collided apart.
-    std::this_thread::sleep_for(
-        std::chrono::microseconds(jitter.Below(1000u << std::min(attempt, 8))));
-  }
+  };
+  STOKER_ASSIGN_OR_RETURN(const Committed committed, CommitVersion(dst, lease, commit));
+  const format::VersionRecord& record = committed.record;
+  summary.version = record.version;
+  summary.files_total = record.files;
+  summary.bytes_total = record.bytes;
+  summary.chunks_added = written->segment->info().chunk_count;
+  summary.chunks_total = record.chunks;
+  summary.segment_bytes = written->bytes;
+  for (const auto& ref : record.segments) summary.metadata_bytes += ref.bytes;
+  summary.segments = record.segments.size();
+  summary.classes = static_cast<uint32_t>(record.classes);
+  summary.classes_added = classes_added;
+  summary.samples = record.samples;
+  summary.publish_attempts = committed.attempts;
+  return summary;
 }
 
 }  // namespace stoker::dataset

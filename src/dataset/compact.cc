@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "common/random.h"
+#include "dataset/commit_version.h"
 #include "dataset/version_view.h"
 #include "dataset/writer_lease.h"
 #include "format/segment_merge.h"
@@ -14,8 +14,6 @@
 
 namespace stoker::dataset {
 namespace {
-
-constexpr int kMaxPublishAttempts = 1000;
 
 // `base`'s record with segments [first, end) replaced by `merged`; totals are unchanged, since
 // the merged segment holds exactly what they held.
@@ -80,52 +78,41 @@ Result<CompactSummary> Compact(Storage& storage, const CompactOptions& options) 
   const std::vector<format::SegmentRef> run(
       latest->segments.begin(), latest->segments.begin() + static_cast<std::ptrdiff_t>(end));
 
-  const uint64_t writer = lease->writer();  // the id its record and its lease carry
-  Pcg32 jitter(writer);
-  format::VersionRecord base = *latest;
-  for (int attempt = 0;; ++attempt) {
-    const format::VersionRecord record = Replace(base, first, end, merged, writer);
-    if (Status held = lease->Check(); !held.ok()) {
-      (void)storage.Remove(written.path);
-      return Err(held);
-    }
-    const Status published = format::PublishVersionRecord(storage, record);
-    if (published.ok()) {
-      summary.version = record.version;
-      summary.publish_attempts = attempt + 1;
-      return summary;
-    }
-    if (published.code() != StatusCode::kAlreadyExists) {
-      // Perhaps published after all (a reply lost and unreadable): the segment stays, and gc
-      // removes it after its grace period if no version lists it.
-      return Err(published.WithContext("publishing the compacted version"));
-    }
-    if (attempt + 1 >= kMaxPublishAttempts) {
-      (void)storage.Remove(written.path);
-      return Err(published.WithContext(
-          fmt::format("gave up after {} attempts to publish", kMaxPublishAttempts)));
-    }
-    // Another writer published first. Appends only add segments after the merged run, so the
-    // merged segment still stands for it; anything else (another compaction) is a conflict.
-    STOKER_ASSIGN_OR_RETURN(auto newer, format::ReadLatestVersion(storage));
-    if (newer && std::find(newer->segments.begin(), newer->segments.end(), merged) !=
-                     newer->segments.end()) {
+  VersionCommit commit;
+  bool listed = false;  // a version lists the merged segment: it must never be removed
+  commit.prepare = [&](const std::optional<format::VersionRecord>& newest,
+                       int /*attempt*/) -> Result<format::VersionRecord> {
+    // The newest version may be newer than the one merged (a writer published meanwhile).
+    // Appends only add segments after the merged run, so the merged segment still stands for
+    // it; anything else (another compaction) is a conflict.
+    if (newest && std::find(newest->segments.begin(), newest->segments.end(), merged) !=
+                      newest->segments.end()) {
+      listed = true;
       return Err(Status::Internal(
           fmt::format("version {} lists this compaction's segment although its publish was refused",
-                      newer->version)));  // never removes a segment a version lists
+                      newest->version)));  // never removes a segment a version lists
     }
-    if (!newer || newer->segments.size() < end ||
-        !std::equal(run.begin(), run.end(), newer->segments.begin())) {
-      (void)storage.Remove(written.path);
+    if (!newest || newest->segments.size() < end ||
+        !std::equal(run.begin(), run.end(), newest->segments.begin())) {
       return Err(Status::AlreadyExists(fmt::format(
           "version {} of {} changed the segments this compaction merged (another compaction?); "
           "nothing was published",
-          newer ? newer->version : 0, storage.Describe(""))));
+          newest ? newest->version : 0, storage.Describe(""))));
     }
-    base = *newer;
-    std::this_thread::sleep_for(
-        std::chrono::microseconds(jitter.Below(1000u << std::min(attempt, 8))));
+    return Replace(*newest, first, end, merged, lease->writer());
+  };
+  commit.abandon = [&](bool final) {
+    if (final && !listed) (void)storage.Remove(written.path);
+  };
+  auto committed = CommitVersion(storage, *lease, commit);
+  if (!committed) {
+    // Perhaps published after all (an error the store could not resolve): the segment stays,
+    // and gc removes it after its grace period if no version lists it.
+    return Err(committed.error().WithContext("publishing the compacted version"));
   }
+  summary.version = committed->record.version;
+  summary.publish_attempts = committed->attempts;
+  return summary;
 }
 
 }  // namespace stoker::dataset

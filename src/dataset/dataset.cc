@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
-#include "dataset/publish.h"
+#include "dataset/format1.h"
 #include "dataset/version_view.h"
 #include "format/chunk.h"
 #include "format/versions.h"
@@ -72,7 +72,7 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(std::shared_ptr<Storage> storage,
   } else {
     STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(*storage));
     if (!latest) {
-      STOKER_ASSIGN_OR_RETURN(auto old, dataset::ReadCurrentVersion(*storage));
+      STOKER_ASSIGN_OR_RETURN(auto old, dataset::ReadFormat1Manifest(*storage));
       if (old) {
         return Err(Status::Unsupported(fmt::format(
             "{} is a format-1 dataset (MANIFEST); run `stoker upgrade {}` to convert it in "

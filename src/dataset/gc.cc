@@ -10,8 +10,8 @@
 
 #include "common/crc32c.h"
 #include "common/unique_id.h"
+#include "dataset/format1.h"
 #include "dataset/parts.h"
-#include "dataset/publish.h"
 #include "dataset/writer_lease.h"
 #include "format/chunk.h"
 #include "format/segment.h"
@@ -23,7 +23,7 @@
 namespace stoker::dataset {
 namespace {
 
-constexpr std::string_view kGcDir = "gc";
+using format::kGcDir;
 constexpr std::string_view kPendingPath = "gc/pending";
 constexpr std::string_view kPendingHeader = "stoker-gc-pending 2\n";
 constexpr uint64_t kMaxPendingBytes = 1ull << 30;

@@ -11,8 +11,8 @@
 #include <set>
 
 #include "dataset/addition.h"
+#include "dataset/format1.h"
 #include "dataset/packer.h"
-#include "dataset/publish.h"
 #include "dataset/source.h"
 #include "dataset/verify.h"
 #include "dataset/version_view.h"

@@ -16,8 +16,8 @@
 #include "common/unique_id.h"
 #include "dataset/addition.h"
 #include "dataset/chunk_mixer.h"
+#include "dataset/format1.h"
 #include "dataset/parts.h"
-#include "dataset/publish.h"
 #include "format/chunk.h"
 #include "format/columns.h"
 #include "format/segment_builder.h"
@@ -362,7 +362,7 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   if (options.part) {
     STOKER_RETURN_IF_ERROR(ValidateJobName(options.part->job));  // a part fits any dataset
   } else if (!latest) {
-    STOKER_ASSIGN_OR_RETURN(auto old, ReadCurrentVersion(dst));
+    STOKER_ASSIGN_OR_RETURN(auto old, ReadFormat1Manifest(dst));
     if (old) {
       return Err(
           Status::Unsupported(fmt::format("{} is a format-1 dataset; run `stoker upgrade {}` first",

@@ -360,10 +360,9 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
   std::string segment_path;
   auto result =
       PublishAddition(storage, add, PublishPolicy::kEither, *lease, summary, &segment_path);
-  if (!result) {
-    if (!segment_path.empty()) (void)storage.Remove(segment_path);
-    return result;
-  }
+  // A failed commit removed its segment, unless the store could not say whether the version
+  // was published: then it stays, and gc removes it if no version lists it.
+  if (!result) return result;
   // Published: the parts are spent (a failure here leaves files that gc collects).
   for (const Part& part : parts) {
     (void)storage.Remove(part.path);

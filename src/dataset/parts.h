@@ -18,11 +18,12 @@
 
 #include "dataset/addition.h"
 #include "dataset/packer.h"
+#include "format/layout.h"
 #include "stoker/storage.h"
 
 namespace stoker::dataset {
 
-inline constexpr std::string_view kPartsDir = "parts";
+using format::kPartsDir;
 
 // "parts/<job>/part-000003-of-000008.seg" (N = 0: the writer did not know it).
 std::string PartPath(const PartSpec& part);

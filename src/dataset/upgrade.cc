@@ -5,8 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "common/unique_id.h"
-#include "dataset/publish.h"
+#include "dataset/commit_version.h"
+#include "dataset/format1.h"
+#include "dataset/writer_lease.h"
 #include "format/segment.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
@@ -51,12 +52,14 @@ Result<UpgradeSummary> Upgrade(Storage& storage) {
     return Err(Status::AlreadyExists(fmt::format("{} is already in format 2 (version {})",
                                                  storage.Describe(""), latest->version)));
   }
-  STOKER_ASSIGN_OR_RETURN(auto manifest, ReadCurrentVersion(storage));
+  STOKER_ASSIGN_OR_RETURN(auto manifest, ReadFormat1Manifest(storage));
   if (!manifest) {
     return Err(Status::NotFound(storage.Describe("") + " holds no dataset (no MANIFEST)"));
   }
   STOKER_ASSIGN_OR_RETURN(auto snap, OpenSnapshot(storage, *manifest, /*verify_checksum=*/true));
   STOKER_ASSIGN_OR_RETURN(std::string bytes, format::BuildSegment(SpecOf(*snap)));
+  // Before the segment exists: gc holds back what a writer with a lease writes.
+  STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(storage));
 
   STOKER_ASSIGN_OR_RETURN(
       auto written,
@@ -75,15 +78,24 @@ Result<UpgradeSummary> Upgrade(Storage& storage) {
         return Status::OK();
       }));
 
-  format::VersionRecord record;
-  record.version = manifest->version;
-  record.created_unix_seconds = static_cast<uint64_t>(std::time(nullptr));
-  record.writer = UniqueId();
-  record.flags = info.flags;
-  format::AppendSegment(record, written);
-  if (Status s = format::PublishVersionRecord(storage, record); !s.ok()) {
-    if (s.code() == StatusCode::kAlreadyExists) (void)storage.Remove(written.path);
-    return Err(s);
+  VersionCommit commit;
+  commit.prepare = [&](const std::optional<format::VersionRecord>& newest,
+                       int /*attempt*/) -> Result<format::VersionRecord> {
+    if (newest) {  // another upgrade, or a format-2 pack, published meanwhile
+      return Err(Status::AlreadyExists(fmt::format("{} is already in format 2 (version {})",
+                                                   storage.Describe(""), newest->version)));
+    }
+    format::VersionRecord record;
+    record.version = manifest->version;  // format 1's version numbers go on
+    record.created_unix_seconds = static_cast<uint64_t>(std::time(nullptr));
+    record.writer = lease->writer();
+    record.flags = info.flags;
+    format::AppendSegment(record, written);
+    return record;
+  };
+  commit.abandon = [&](bool) { (void)storage.Remove(written.path); };
+  if (auto committed = CommitVersion(storage, *lease, commit); !committed) {
+    return Err(committed.error());
   }
   return summary;
 }

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "dataset/format1.h"
 #include "dataset/packer.h"
-#include "dataset/publish.h"
 #include "dataset/upgrade.h"
 #include "dataset/verify.h"
 #include "dataset/version_view.h"
@@ -31,7 +31,7 @@ TEST(Upgrade, AnImageFolderDatasetKeepsEveryIndexLabelAndByte) {
   test::WriteFormat1(*store, tree, format::LabelMode::kFirstDirectory);
   std::vector<std::string> old_paths;
   {
-    auto manifest = ReadCurrentVersion(*store).value();
+    auto manifest = ReadFormat1Manifest(*store).value();
     auto snap = OpenSnapshot(*store, *manifest, true).value();
     for (uint32_t f = 0; f < snap->file_count(); ++f) old_paths.push_back(snap->FilePath(f));
   }
@@ -106,7 +106,7 @@ TEST(Upgrade, ASnapshotOfTheWrongSizeIsRefusedBeforeItIsRead) {
   test::Tree tree;
   tree.files["c/a.jpg"] = "a";
   test::WriteFormat1(*store, tree, format::LabelMode::kFirstDirectory);
-  const format::Manifest manifest = ReadCurrentVersion(*store).value().value();
+  const format::Manifest manifest = ReadFormat1Manifest(*store).value().value();
   ASSERT_EQ(::truncate(dir.Join(manifest.snapshot_path).c_str(), off_t{64} << 30), 0);
   auto opened = OpenSnapshot(*store, manifest, true);
   ASSERT_FALSE(opened.has_value());

@@ -22,11 +22,12 @@
 #include <string_view>
 #include <thread>
 
+#include "format/layout.h"
 #include "stoker/storage.h"
 
 namespace stoker::dataset {
 
-inline constexpr std::string_view kWritersDir = "gc/writers";
+using format::kWritersDir;
 inline constexpr std::chrono::seconds kLeaseHeartbeat{30};
 
 // "gc/writers/00000000000000ab.lease"; the writer id of such a name (nullopt for other names).

@@ -28,12 +28,11 @@
 #include <string_view>
 #include <vector>
 
+#include "format/layout.h"
 #include "stoker/status.h"
 
 namespace stoker::format {
 
-inline constexpr std::string_view kVersionsDir = "versions";
-inline constexpr std::string_view kSegmentsDir = "segments";
 inline constexpr uint64_t kMaxVersionRecordSize = 16ull << 20;
 
 struct SegmentRef {

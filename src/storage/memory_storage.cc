@@ -5,6 +5,9 @@
 #include <mutex>
 #include <set>
 
+#include "storage/memory_paths.h"
+#include "storage/shared_string_file.h"
+
 namespace stoker::storage {
 
 struct MemoryStorage::State {
@@ -15,27 +18,6 @@ struct MemoryStorage::State {
 };
 
 namespace {
-
-class MemoryFile final : public RandomAccessFile, public FileBytes {
- public:
-  MemoryFile(std::shared_ptr<const std::string> data, std::string name)
-      : data_(std::move(data)), name_(std::move(name)) {}
-  uint64_t Size() const override { return data_->size(); }
-  Status ReadAt(uint64_t offset, std::span<std::byte> dst) const override {
-    if (offset > data_->size() || dst.size() > data_->size() - offset) {
-      return Status::IOError("read past the end of " + name_);
-    }
-    std::copy_n(data_->data() + offset, dst.size(), reinterpret_cast<char*>(dst.data()));
-    return Status::OK();
-  }
-  std::span<const std::byte> bytes() const override {
-    return {reinterpret_cast<const std::byte*>(data_->data()), data_->size()};
-  }
-
- private:
-  std::shared_ptr<const std::string> data_;
-  std::string name_;
-};
 
 // Publishes its buffer to the store on every Append, so a test that "crashes" a writer sees
 // exactly what POSIX would show: the bytes written so far.
@@ -58,11 +40,6 @@ class MemoryWritableFile final : public WritableFile {
   std::string buffer_;
 };
 
-std::string ParentOf(std::string_view path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string_view::npos ? std::string() : std::string(path.substr(0, slash));
-}
-
 }  // namespace
 
 MemoryStorage::MemoryStorage() : state_(std::make_shared<State>()) {}
@@ -72,7 +49,7 @@ Result<std::unique_ptr<RandomAccessFile>> MemoryStorage::OpenRead(std::string_vi
   std::lock_guard lock(state_->mu);
   auto it = state_->files.find(path);
   if (it == state_->files.end()) return Err(Status::NotFound("no such file: " + Describe(path)));
-  return std::make_unique<MemoryFile>(it->second, Describe(path));
+  return std::make_unique<SharedStringFile>(it->second, Describe(path));
 }
 
 Result<std::unique_ptr<WritableFile>> MemoryStorage::Create(std::string_view path) {
@@ -88,7 +65,7 @@ Result<std::shared_ptr<const FileBytes>> MemoryStorage::Map(std::string_view pat
   std::lock_guard lock(state_->mu);
   auto it = state_->files.find(path);
   if (it == state_->files.end()) return Err(Status::NotFound("no such file: " + Describe(path)));
-  return std::make_shared<MemoryFile>(it->second, Describe(path));
+  return std::make_shared<SharedStringFile>(it->second, Describe(path));
 }
 
 Status MemoryStorage::Rename(std::string_view from, std::string_view to) {
@@ -139,19 +116,11 @@ Result<std::vector<std::string>> MemoryStorage::List(std::string_view path) {
     return Err(Status::NotFound("no such directory: " + Describe(path)));
   }
   std::set<std::string> names;
-  auto child_name = [&](std::string_view full) -> std::string_view {
-    if (path.empty()) return full.substr(0, full.find('/'));
-    if (!full.starts_with(path) || full.size() <= path.size() || full[path.size()] != '/') {
-      return {};
-    }
-    full.remove_prefix(path.size() + 1);
-    return full.substr(0, full.find('/'));
-  };
   for (const auto& [name, data] : state_->files) {
-    if (auto child = child_name(name); !child.empty()) names.emplace(child);
+    if (auto child = ChildName(path, name); !child.empty()) names.emplace(child);
   }
   for (const auto& dir : state_->dirs) {
-    if (auto child = child_name(dir); !child.empty()) names.emplace(child);
+    if (auto child = ChildName(path, dir); !child.empty()) names.emplace(child);
   }
   return std::vector<std::string>(names.begin(), names.end());
 }

@@ -14,7 +14,7 @@
 #include <set>
 
 #include "common/random.h"
-#include "dataset/publish.h"
+#include "dataset/format1.h"
 #include "format/chunk.h"
 #include "format/snapshot_builder.h"
 #include "storage/posix_storage.h"
@@ -371,7 +371,7 @@ void WriteFormat1(Storage& storage, const Tree& tree, format::LabelMode labels) 
   }
   if (writer) spec.chunks.push_back(writer->Finish().value());
   const std::string snapshot = format::BuildSnapshot(std::move(spec)).value();
-  ASSERT_TRUE(dataset::PublishVersion(storage, 3, snapshot).ok());
+  ASSERT_TRUE(dataset::PublishFormat1Version(storage, 3, snapshot).ok());
 }
 
 std::string ReadStored(Storage& storage, std::string_view path) {

@@ -1,4 +1,4 @@
-#include "dataset/publish.h"
+#include "dataset/format1.h"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@ std::string SnapshotPath(uint64_t version) {
   return fmt::format("{}/{:016x}.snap", kSnapshotsDir, version);
 }
 
-Result<std::optional<format::Manifest>> ReadCurrentVersion(Storage& storage) {
+Result<std::optional<format::Manifest>> ReadFormat1Manifest(Storage& storage) {
   auto text = storage::ReadSmallFile(storage, format::kManifestPath, format::kMaxManifestSize);
   if (!text) {
     if (text.error().IsNotFound()) return std::optional<format::Manifest>();
@@ -57,7 +57,7 @@ Result<std::unique_ptr<format::Snapshot>> OpenSnapshot(Storage& storage,
   return snapshot;
 }
 
-Status PublishVersion(Storage& storage, uint64_t version, std::string_view snapshot_bytes) {
+Status PublishFormat1Version(Storage& storage, uint64_t version, std::string_view snapshot_bytes) {
   const std::string snapshot_path = SnapshotPath(version);
   STOKER_RETURN_IF_ERROR(storage.CreateDirs(kSnapshotsDir));
   STOKER_RETURN_IF_ERROR(storage::WriteSmallFile(storage, snapshot_path, snapshot_bytes));
