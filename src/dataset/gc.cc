@@ -354,6 +354,11 @@ Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options) {
         return Err(s);
       }
     }
+    // Durably gone before any file they name goes: without this sync a power loss could bring
+    // back a record whose segment's removal did reach the disk (tests: dataset/power_loss_test).
+    if (!summary.versions_removed.empty()) {
+      STOKER_RETURN_IF_ERROR(storage.SyncDir(format::kVersionsDir));
+    }
   }
   const Sightings seen = ReadSightings(storage);
   STOKER_ASSIGN_OR_RETURN(auto unreferenced, UnreferencedFiles(storage, live));

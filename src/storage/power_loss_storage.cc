@@ -198,8 +198,15 @@ void PowerLossStorage::CrashAfter(uint64_t n) {
   state_->crash_at = state_->mutations + n;
 }
 
-void PowerLossStorage::PowerLoss() {
+void PowerLossStorage::PowerLoss(const std::function<bool(std::string_view dir)>& flushed) {
   std::lock_guard lock(state_->mu);
+  if (flushed) {
+    std::erase_if(state_->durable,
+                  [&](const auto& entry) { return flushed(ParentOf(entry.first)); });
+    for (const auto& [name, inode] : state_->live) {
+      if (flushed(ParentOf(name))) state_->durable[name] = inode;
+    }
+  }
   state_->live = state_->durable;
   for (auto& [id, node] : state_->inodes) node.data = node.synced;
   state_->crash_at.reset();

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -49,7 +50,12 @@ class PowerLossStorage final : public Storage {
   // After `n` more mutating calls, every call fails and changes nothing.
   void CrashAfter(uint64_t n);
   // Power comes back: names and bytes return to their durable state, calls work again.
-  void PowerLoss();
+  // `flushed(dir)`: directories whose unsynced changes reached the disk anyway (a file system
+  // may write back any directory before its sync): their names are as they were at the crash.
+  // POSIX orders nothing between directories without a sync, so a writer that needs one
+  // change durable before another (a version record gone before the files it names) must sync
+  // in between; flushing some directories and not others is how a test asks.
+  void PowerLoss(const std::function<bool(std::string_view dir)>& flushed = {});
 
   struct State;  // shared with the file objects handed out
 
