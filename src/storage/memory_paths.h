@@ -2,8 +2,10 @@
 // directories are implied by the '/'-separated names they hold.
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stoker::storage {
 
@@ -21,6 +23,21 @@ inline std::string_view ChildName(std::string_view dir, std::string_view full) {
     full.remove_prefix(dir.size() + 1);
   }
   return full.substr(0, full.find('/'));
+}
+
+// The entries of directory `dir`, sorted: the children among `files` (a map from path) and
+// `dirs` (a set of paths).
+template <typename FileMap, typename DirSet>
+std::vector<std::string> ChildrenOf(std::string_view dir, const FileMap& files,
+                                    const DirSet& dirs) {
+  std::set<std::string, std::less<>> names;
+  for (const auto& [path, file] : files) {
+    if (auto child = ChildName(dir, path); !child.empty()) names.emplace(child);
+  }
+  for (const auto& path : dirs) {
+    if (auto child = ChildName(dir, path); !child.empty()) names.emplace(child);
+  }
+  return {names.begin(), names.end()};
 }
 
 }  // namespace stoker::storage

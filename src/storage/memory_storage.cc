@@ -115,14 +115,7 @@ Result<std::vector<std::string>> MemoryStorage::List(std::string_view path) {
   if (!state_->dirs.contains(path)) {
     return Err(Status::NotFound("no such directory: " + Describe(path)));
   }
-  std::set<std::string> names;
-  for (const auto& [name, data] : state_->files) {
-    if (auto child = ChildName(path, name); !child.empty()) names.emplace(child);
-  }
-  for (const auto& dir : state_->dirs) {
-    if (auto child = ChildName(path, dir); !child.empty()) names.emplace(child);
-  }
-  return std::vector<std::string>(names.begin(), names.end());
+  return ChildrenOf(path, state_->files, state_->dirs);
 }
 
 Result<bool> MemoryStorage::Exists(std::string_view path) {

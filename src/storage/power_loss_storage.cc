@@ -168,14 +168,7 @@ Result<std::vector<std::string>> PowerLossStorage::List(std::string_view path) {
   if (!state_->dirs.contains(path)) {
     return Err(Status::NotFound("no such directory: " + Describe(path)));
   }
-  std::set<std::string> names;
-  for (const auto& [name, inode] : state_->live) {
-    if (auto child = ChildName(path, name); !child.empty()) names.emplace(child);
-  }
-  for (const auto& dir : state_->dirs) {
-    if (auto child = ChildName(path, dir); !child.empty()) names.emplace(child);
-  }
-  return std::vector<std::string>(names.begin(), names.end());
+  return ChildrenOf(path, state_->live, state_->dirs);
 }
 
 Result<bool> PowerLossStorage::Exists(std::string_view path) {

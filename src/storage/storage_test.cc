@@ -12,6 +12,7 @@
 #include "storage/fault_storage.h"
 #include "storage/memory_storage.h"
 #include "storage/posix_storage.h"
+#include "storage/power_loss_storage.h"
 #include "testing/test_util.h"
 
 namespace stoker::storage {
@@ -182,8 +183,73 @@ INSTANTIATE_TEST_SUITE_P(
     Backends, StorageTest,
     ::testing::Values(
         Backend{"Posix", [](const std::string& dir) { return NewPosixStorage(dir + "/"); }},
-        Backend{"Memory", [](const std::string&) { return std::make_shared<MemoryStorage>(); }}),
+        Backend{"Memory", [](const std::string&) { return std::make_shared<MemoryStorage>(); }},
+        Backend{"PowerLoss",
+                [](const std::string&) { return std::make_shared<PowerLossStorage>(); }}),
     [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
+
+// What survives a power loss: synced bytes, and names whose directory was synced after them.
+TEST(PowerLossStorage, KeepsWhatWasSyncedAndDropsTheRest) {
+  PowerLossStorage s;
+  ASSERT_TRUE(s.CreateDirs("d").ok());
+  auto f = s.Create("d/a").value();
+  ASSERT_TRUE(f->Append(AsBytes("synced")).ok());
+  ASSERT_TRUE(f->Sync().ok());
+  ASSERT_TRUE(f->Append(AsBytes(" lost")).ok());
+  ASSERT_TRUE(s.SyncDir("d").ok());
+  auto g = s.Create("d/unnamed").value();  // synced bytes, but its name never was
+  ASSERT_TRUE(g->Append(AsBytes("x")).ok());
+  ASSERT_TRUE(g->Sync().ok());
+  ASSERT_TRUE(s.CreateExclusive("d/record", AsBytes("whole")).ok());  // durable by contract
+  EXPECT_EQ(test::ReadStored(s, "d/a"), "synced lost");
+  s.PowerLoss();
+  EXPECT_EQ(test::ReadStored(s, "d/a"), "synced");
+  EXPECT_FALSE(s.Exists("d/unnamed").value());
+  EXPECT_EQ(test::ReadStored(s, "d/record"), "whole");
+  EXPECT_EQ(s.List("d").value(), (std::vector<std::string>{"a", "record"}));
+}
+
+TEST(PowerLossStorage, RenamesAndRemovalsNeedTheirDirectorysSync) {
+  PowerLossStorage s;
+  ASSERT_TRUE(s.CreateDirs("d").ok());
+  ASSERT_TRUE(s.CreateDirs("e").ok());
+  ASSERT_TRUE(s.CreateExclusive("d/old", AsBytes("1")).ok());
+  ASSERT_TRUE(s.CreateExclusive("d/gone", AsBytes("2")).ok());
+  ASSERT_TRUE(s.Rename("d/old", "d/new").ok());
+  ASSERT_TRUE(s.Remove("d/gone").ok());
+  s.PowerLoss();
+  EXPECT_EQ(s.List("d").value(), (std::vector<std::string>{"gone", "old"}));
+
+  ASSERT_TRUE(s.Rename("d/old", "d/new").ok());
+  ASSERT_TRUE(s.Remove("d/gone").ok());
+  ASSERT_TRUE(s.SyncDir("d").ok());
+  s.PowerLoss();
+  EXPECT_EQ(s.List("d").value(), (std::vector<std::string>{"new"}));
+
+  // A directory the file system flushed anyway keeps its unsynced changes; others do not.
+  ASSERT_TRUE(s.Remove("d/new").ok());
+  ASSERT_TRUE(s.CreateExclusive("e/x", AsBytes("3")).ok());
+  ASSERT_TRUE(s.Remove("e/x").ok());
+  s.PowerLoss([](std::string_view dir) { return dir == "d"; });
+  EXPECT_TRUE(s.List("d").value().empty());
+  EXPECT_EQ(s.List("e").value(), (std::vector<std::string>{"x"}));
+}
+
+TEST(PowerLossStorage, NothingChangesAfterTheCrashPoint) {
+  PowerLossStorage s;
+  ASSERT_TRUE(s.CreateDirs("d").ok());  // mutation 1
+  s.CrashAfter(2);
+  auto f = s.Create("d/a").value();           // 2
+  ASSERT_TRUE(f->Append(AsBytes("x")).ok());  // 3
+  EXPECT_EQ(s.mutations(), 3u);
+  const Status stopped = f->Sync();
+  EXPECT_EQ(stopped.code(), StatusCode::kIOError) << stopped.ToString();
+  EXPECT_FALSE(s.OpenRead("d/a").has_value());  // reads stop too
+  EXPECT_EQ(s.mutations(), 3u);
+  s.PowerLoss();  // the file's name was never synced
+  EXPECT_FALSE(s.Exists("d/a").value());
+  EXPECT_TRUE(s.CreateExclusive("d/b", AsBytes("y")).ok());  // power is back
+}
 
 TEST(MemoryStorage, TestHooksReplaceContentsForNewReaders) {
   MemoryStorage s;
