@@ -76,7 +76,7 @@ nlohmann::json WritersGone(const std::vector<std::pair<uint64_t, std::string>>& 
 int RunGc(const GcArgs& a) {
   auto fail = [](const Status& s) {
     PrintError("gc", s);
-    return s.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitError;
+    return s.IsInvalidArgument() ? kExitUsage : kExitError;
   };
   dataset::GcOptions o;
   o.keep = a.keep;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log.h"
 #include "net/auth.h"
 #include "node/node.h"
 #include "node/rendezvous.h"
@@ -38,12 +39,7 @@ struct NodeArgs {
   size_t prefetch_streams = 4;
 };
 
-void LogLine(const std::string& line) {
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
-  std::fprintf(stderr, "%s stoker node: %s\n", stamp, line.c_str());
-}
+void LogLine(const std::string& line) { log::Info("node", line); }
 
 Result<std::vector<net::ServerAddress>> ParsePeers(const std::string& list) {
   std::vector<net::ServerAddress> peers;
@@ -61,6 +57,7 @@ Result<std::vector<net::ServerAddress>> ParsePeers(const std::string& list) {
 }
 
 int RunNode(const NodeArgs& a) {
+  log::SetTimestamps(true);  // a daemon's log: when each event happened
   node::NodeOptions o;
   o.job = a.job;
   o.store_uri = a.store;

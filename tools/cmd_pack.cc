@@ -229,12 +229,12 @@ int RunPack(const PackArgs& args) {
     // A stop asked for by a signal, whether the pack noticed it between files or a read it
     // broke off failed: either way nothing was published and what it wrote is gone.
     if (const int signal = StopSignal(); signal != 0) {
-      PrintError("pack", Status(StatusCode::kCancelled,
-                                fmt::format("interrupted by {}: nothing published (the chunks "
-                                            "this pack wrote were removed)",
-                                            signal == SIGINT    ? "SIGINT (Ctrl-C)"
-                                            : signal == SIGTERM ? "SIGTERM"
-                                                                : "a signal")));
+      PrintError("pack",
+                 Status::Cancelled(fmt::format("interrupted by {}: nothing published (the chunks "
+                                               "this pack wrote were removed)",
+                                               signal == SIGINT    ? "SIGINT (Ctrl-C)"
+                                               : signal == SIGTERM ? "SIGTERM"
+                                                                   : "a signal")));
       return 128 + signal;
     }
     PrintError("pack", summary.error());

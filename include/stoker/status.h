@@ -31,12 +31,6 @@ enum class StatusCode : uint8_t {
   kCancelled = 12,
 };
 
-// Whether an operation that failed with `code` may succeed if simply tried again.
-constexpr bool IsRetryable(StatusCode code) {
-  return code == StatusCode::kUnavailable || code == StatusCode::kTimeout ||
-         code == StatusCode::kIOError;
-}
-
 std::string_view StatusCodeName(StatusCode code);
 
 class [[nodiscard]] Status {
@@ -46,6 +40,7 @@ class [[nodiscard]] Status {
   // Lets the propagation macros below `return Err(s)` from functions returning Status too.
   Status(std::unexpected<Status> error) : Status(std::move(error.error())) {}  // NOLINT
 
+  // One factory and one predicate per code.
   static Status OK() { return {}; }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
@@ -54,11 +49,17 @@ class [[nodiscard]] Status {
   }
   static Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
-  static Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
+  static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+  static Status Timeout(std::string m) { return {StatusCode::kTimeout, std::move(m)}; }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
   static Status ResourceExhausted(std::string m) {
     return {StatusCode::kResourceExhausted, std::move(m)};
   }
+  static Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   // Maps an errno value to the matching code; the message should name the file.
   static Status FromErrno(int err, std::string_view context);
 
@@ -67,6 +68,30 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   bool IsNotFound() const { return code_ == StatusCode::kNotFound; }
   bool IsCorruption() const { return code_ == StatusCode::kCorruption; }
+  bool IsInvalidArgument() const { return code_ == StatusCode::kInvalidArgument; }
+  bool IsIOError() const { return code_ == StatusCode::kIOError; }
+  bool IsAlreadyExists() const { return code_ == StatusCode::kAlreadyExists; }
+  bool IsUnavailable() const { return code_ == StatusCode::kUnavailable; }
+  bool IsTimeout() const { return code_ == StatusCode::kTimeout; }
+  bool IsPermissionDenied() const { return code_ == StatusCode::kPermissionDenied; }
+  bool IsResourceExhausted() const { return code_ == StatusCode::kResourceExhausted; }
+  bool IsUnsupported() const { return code_ == StatusCode::kUnsupported; }
+  bool IsInternal() const { return code_ == StatusCode::kInternal; }
+  bool IsCancelled() const { return code_ == StatusCode::kCancelled; }
+
+  // Whether the operation may succeed if simply tried again (common/retry tries it). A server
+  // or peer away (Unavailable) and a deadline passed (Timeout) are by nature; any other error
+  // only where the backend that made it says so (Retryable): a network exchange that broke
+  // may work on a fresh connection, while a disk's EIO or a refusal will not.
+  bool retryable() const {
+    return retryable_ || code_ == StatusCode::kUnavailable || code_ == StatusCode::kTimeout;
+  }
+  // A copy that common/retry tries again, whatever its code.
+  Status Retryable() const {
+    Status s = *this;
+    s.retryable_ = !ok();
+    return s;
+  }
 
   // "Corruption: <message>"
   std::string ToString() const;
@@ -75,6 +100,7 @@ class [[nodiscard]] Status {
 
  private:
   StatusCode code_ = StatusCode::kOk;
+  bool retryable_ = false;  // set by Retryable(); kept by WithContext
   std::string message_;
 };
 

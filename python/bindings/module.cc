@@ -7,6 +7,7 @@
 #include "image_ops.h"
 #include "image_pipeline.h"
 #include "loader_options.h"
+#include "log.h"
 #include "pack.h"
 #include "pipeline.h"
 #include "sampler.h"
@@ -21,6 +22,7 @@ NB_MODULE(_core, m) {
   stoker::python::RegisterImageOps(m);
   stoker::python::RegisterImagePipeline(m);
   stoker::python::RegisterLoaderOptions(m);
+  stoker::python::RegisterLog(m);
   stoker::python::RegisterPack(m);
   stoker::python::RegisterPipeline(m);
   stoker::python::RegisterSampler(m);

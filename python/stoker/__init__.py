@@ -46,6 +46,7 @@ try:
 except ImportError as _error:  # the compiled part: a too-old glibc is explained (docs/install.md)
     from ._glibc import explain_import_error
     raise explain_import_error(_error) from _error
+from . import _log  # noqa: F401  (the C++ library's log lines go to logging)
 from .image_loader import ImageLoader
 from .loader import Loader, collate_columns
 from .mix import Mix

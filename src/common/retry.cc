@@ -34,7 +34,7 @@ std::chrono::microseconds Retry::Pause(const RetryPolicy& policy, int attempt) {
 }
 
 bool Retry::Next(const Status& last, Clock::time_point deadline) {
-  if (attempt_ > 0 && (last.ok() || !IsRetryable(last.code()))) return false;
+  if (attempt_ > 0 && (last.ok() || !last.retryable())) return false;
   return Again(deadline);
 }
 

@@ -1,6 +1,6 @@
 // One retry policy for the network clients (stoker:// in src/net, s3:// in src/s3) and for
 // writers that lose the race to publish a version (dataset/commit_version.h): which failures are
-// tried again (IsRetryable, include/stoker/status.h), how many times, how long to wait in
+// tried again (Status::retryable, include/stoker/status.h), how many times, how long to wait in
 // between, and the deadline that bounds them all.
 //
 // Pauses grow exponentially with full jitter (a uniform draw below the cap), as the AWS SDKs do:

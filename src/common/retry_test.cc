@@ -32,10 +32,10 @@ TEST(Retry, TriesAgainOnlyRetryableFailuresWhileAttemptsLast) {
   Retry retry(policy);
   EXPECT_TRUE(retry.Next(Status::OK()));  // the first attempt
   EXPECT_EQ(retry.attempt(), 1);
-  EXPECT_TRUE(retry.Next(Status(StatusCode::kUnavailable, "down")));
-  EXPECT_TRUE(retry.Next(Status(StatusCode::kTimeout, "slow")));
+  EXPECT_TRUE(retry.Next(Status::Unavailable("down")));
+  EXPECT_TRUE(retry.Next(Status::Timeout("slow")));
   EXPECT_EQ(retry.attempt(), 3);
-  EXPECT_FALSE(retry.Next(Status(StatusCode::kIOError, "reset")));  // attempts used up
+  EXPECT_FALSE(retry.Next(Status::IOError("reset").Retryable()));  // attempts used up
   EXPECT_EQ(retry.retries(), 2);
 
   for (StatusCode final_code : {StatusCode::kNotFound, StatusCode::kCorruption,
@@ -69,15 +69,14 @@ TEST(Retry, NoAttemptStartsAfterTheDeadline) {
       .max_attempts = 100, .base_backoff = milliseconds(1000), .max_backoff = milliseconds(1000)};
   Retry retry(policy);
   ASSERT_TRUE(retry.Next(Status::OK()));
-  EXPECT_FALSE(
-      retry.Next(Status(StatusCode::kUnavailable, "down"), Retry::Clock::now() - milliseconds(1)));
+  EXPECT_FALSE(retry.Next(Status::Unavailable("down"), Retry::Clock::now() - milliseconds(1)));
   // A pause longer than the time left ends at the deadline, with no attempt after it.
   // (Pauses average 25 ms: 1,000 attempts would take 25 s, so the deadline is what stops it.)
   Retry pausing(RetryPolicy{
       .max_attempts = 1000, .base_backoff = milliseconds(50), .max_backoff = milliseconds(50)});
   ASSERT_TRUE(pausing.Next(Status::OK()));
   const auto deadline = Retry::Clock::now() + milliseconds(100);
-  while (pausing.Next(Status(StatusCode::kUnavailable, "down"), deadline)) {
+  while (pausing.Next(Status::Unavailable("down"), deadline)) {
   }
   EXPECT_GE(Retry::Clock::now(), deadline);
   EXPECT_LT(pausing.attempt(), 1000);

@@ -43,23 +43,23 @@ Status Status::FromErrno(int err, std::string_view context) {
   switch (err) {
     case ENOENT:
     case ENOTDIR:
-      return {StatusCode::kNotFound, std::move(message)};
+      return Status::NotFound(std::move(message));
     case EACCES:
     case EPERM:
-      return {StatusCode::kPermissionDenied, std::move(message)};
+      return Status::PermissionDenied(std::move(message));
     case EEXIST:
-      return {StatusCode::kAlreadyExists, std::move(message)};
+      return Status::AlreadyExists(std::move(message));
     case EINVAL:
     case ENAMETOOLONG:
     case ELOOP:
-      return {StatusCode::kInvalidArgument, std::move(message)};
+      return Status::InvalidArgument(std::move(message));
     case ENOMEM:
     case ENOSPC:
     case EMFILE:
     case ENFILE:
-      return {StatusCode::kResourceExhausted, std::move(message)};
+      return Status::ResourceExhausted(std::move(message));
     default:
-      return {StatusCode::kIOError, std::move(message)};
+      return Status::IOError(std::move(message));
   }
 }
 
@@ -70,7 +70,9 @@ std::string Status::ToString() const {
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
-  return {code_, std::string(context) + ": " + message_};
+  Status s = *this;
+  s.message_ = std::string(context) + ": " + message_;
+  return s;
 }
 
 }  // namespace stoker

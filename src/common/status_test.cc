@@ -76,16 +76,34 @@ TEST(Status, FromErrnoMapsCodesAndNamesTheFile) {
   EXPECT_EQ(Status::FromErrno(EINTR, "").code(), StatusCode::kIOError);
 }
 
-TEST(Status, RetryableTable) {
-  EXPECT_TRUE(IsRetryable(StatusCode::kUnavailable));
-  EXPECT_TRUE(IsRetryable(StatusCode::kTimeout));
-  EXPECT_TRUE(IsRetryable(StatusCode::kIOError));
-  for (StatusCode c : {StatusCode::kOk, StatusCode::kNotFound, StatusCode::kCorruption,
-                       StatusCode::kInvalidArgument, StatusCode::kAlreadyExists,
+TEST(Status, RetryableByNatureOrWhereTheBackendSaysSo) {
+  EXPECT_TRUE(Status::Unavailable("a server away").retryable());
+  EXPECT_TRUE(Status::Timeout("no answer").retryable());
+  for (StatusCode c : {StatusCode::kNotFound, StatusCode::kCorruption, StatusCode::kInvalidArgument,
+                       StatusCode::kIOError, StatusCode::kAlreadyExists,
                        StatusCode::kPermissionDenied, StatusCode::kResourceExhausted,
                        StatusCode::kUnsupported, StatusCode::kInternal, StatusCode::kCancelled}) {
-    EXPECT_FALSE(IsRetryable(c)) << StatusCodeName(c);
+    const Status s(c, "x");
+    EXPECT_FALSE(s.retryable()) << StatusCodeName(c);             // a disk's EIO is not tried again
+    EXPECT_TRUE(s.Retryable().retryable()) << StatusCodeName(c);  // a broken exchange is
+    EXPECT_TRUE(s.Retryable().WithContext("reading f").retryable()) << StatusCodeName(c);
+    EXPECT_EQ(s.Retryable().code(), c);
   }
+  EXPECT_FALSE(Status::OK().Retryable().retryable());
+}
+
+TEST(Status, OneFactoryAndOnePredicatePerCode) {
+  EXPECT_TRUE(Status::Unavailable("m").IsUnavailable());
+  EXPECT_TRUE(Status::Timeout("m").IsTimeout());
+  EXPECT_TRUE(Status::PermissionDenied("m").IsPermissionDenied());
+  EXPECT_TRUE(Status::Cancelled("m").IsCancelled());
+  EXPECT_TRUE(Status::InvalidArgument("m").IsInvalidArgument());
+  EXPECT_TRUE(Status::IOError("m").IsIOError());
+  EXPECT_TRUE(Status::AlreadyExists("m").IsAlreadyExists());
+  EXPECT_TRUE(Status::ResourceExhausted("m").IsResourceExhausted());
+  EXPECT_TRUE(Status::Unsupported("m").IsUnsupported());
+  EXPECT_TRUE(Status::Internal("m").IsInternal());
+  EXPECT_FALSE(Status::Internal("m").IsCancelled());
 }
 
 Result<int> Half(int x) {

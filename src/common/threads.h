@@ -17,8 +17,7 @@ Result<std::thread> StartThread(F&& body) {
   try {
     return std::thread(std::forward<F>(body));
   } catch (const std::system_error& e) {
-    return Err(
-        Status(StatusCode::kResourceExhausted, std::string("cannot start a thread: ") + e.what()));
+    return Err(Status::ResourceExhausted(std::string("cannot start a thread: ") + e.what()));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/escape.h"
+#include "common/log.h"
 
 namespace stoker::trace {
 namespace internal {
@@ -34,7 +35,7 @@ struct Writer {
   void Flush() {
     if (file == nullptr || buffer.empty()) return;
     if (std::fwrite(buffer.data(), 1, buffer.size(), file) != buffer.size()) {
-      std::fprintf(stderr, "stoker: stopped tracing: cannot write %s\n", path.c_str());
+      log::Warning("trace", "stopped tracing: cannot write " + path);
       internal::enabled.store(false);
       std::fclose(file);
       file = nullptr;

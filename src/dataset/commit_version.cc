@@ -35,7 +35,7 @@ Result<Committed> CommitVersion(Storage& storage, WriterLease& lease, const Vers
     lost = format::PublishVersionRecord(storage, *record);
     if (lost.ok()) return Committed{std::move(*record), retry.attempt()};
     // Taken by another writer: rebase. Anything else may have been published after all.
-    if (lost.code() != StatusCode::kAlreadyExists) return Err(lost);
+    if (!lost.IsAlreadyExists()) return Err(lost);
   }
   commit.abandon(/*final=*/true);
   return Err(

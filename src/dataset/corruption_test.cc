@@ -168,8 +168,7 @@ TEST_F(CorruptionTest, ReadErrorsAndShortReadsAreErrorsNeverWrongBytes) {
   EXPECT_GT(c.bit_flips, 20u);
   EXPECT_EQ(last_errors_.size(), c.read_errors + c.short_reads + c.bit_flips);
   for (const auto& s : last_errors_) {
-    EXPECT_TRUE(s.code() == StatusCode::kCorruption || s.code() == StatusCode::kIOError)
-        << s.ToString();
+    EXPECT_TRUE(s.IsCorruption() || s.IsIOError()) << s.ToString();
   }
 }
 
@@ -416,8 +415,7 @@ TEST_F(CorruptionTest, CorruptedVersionRecord) {
     Set(record_path_, bad);
     auto ds = Dataset::Open(store_);
     ASSERT_FALSE(ds.has_value()) << bad;
-    EXPECT_TRUE(ds.error().IsCorruption() || ds.error().code() == StatusCode::kUnsupported)
-        << ds.error().ToString();
+    EXPECT_TRUE(ds.error().IsCorruption() || ds.error().IsUnsupported()) << ds.error().ToString();
     const auto report = VerifyNow();
     EXPECT_FALSE(report.ok()) << bad;
   }

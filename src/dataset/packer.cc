@@ -221,8 +221,7 @@ uint64_t RemainingPayload(const PackSource& source, uint64_t payload_so_far) {
 }
 
 Status Interrupted() {
-  return {StatusCode::kCancelled,
-          "interrupted: nothing published (the chunks written were removed)"};
+  return Status::Cancelled("interrupted: nothing published (the chunks written were removed)");
 }
 
 // Reads the whole input into chunks, and their metadata into the addition's SegmentBuilder

@@ -106,10 +106,10 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
     // A damaged schema must not reach a published record, which no reader could then open.
     if (columns) {
       auto schema = format::ParseSchema(*columns);
-      if (!schema || format::FormatSchema(*schema) != *columns) {
-        return Err(Status::Corruption(fmt::format(
-            "{}: not a schema as a writer writes it{}", storage.Describe(ColumnsPath(path)),
-            schema ? "" : ": " + std::string(schema.error().message()))));
+      if (!schema) {
+        return Err(Status::Corruption(fmt::format("{}: not a schema as a writer writes it: {}",
+                                                  storage.Describe(ColumnsPath(path)),
+                                                  schema.error().message())));
       }
     }
     parts.push_back({k, path, std::move(segment), columns ? *std::move(columns) : ""});
@@ -344,7 +344,7 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
   }
   const Status created =
       dst.CreateExclusive(path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
-  if (created.code() == StatusCode::kAlreadyExists) return Err(PackedTwice(dst, path, part));
+  if (created.IsAlreadyExists()) return Err(PackedTwice(dst, path, part));
   STOKER_RETURN_IF_ERROR(created);
   return path;
 }

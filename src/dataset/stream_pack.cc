@@ -129,8 +129,7 @@ Result<PackSummary> StreamPack::Finish() {
 
 void StreamPack::Abort() {
   if (finished_ || !thread_.joinable()) return;
-  queue_->Close(
-      Status(StatusCode::kCancelled, "the writer was closed without finishing; nothing published"));
+  queue_->Close(Status::Cancelled("the writer was closed without finishing; nothing published"));
   thread_.join();
   finished_ = true;
 }

@@ -24,8 +24,7 @@ using ChunkFiles = std::vector<std::pair<uint64_t, FileLocation>>;
 // permission problem is the operator's to fix, not corruption: exit 1, not 3), or cannot serve
 // reads as stoker makes them (a web server that ignores byte ranges).
 bool Unreachable(const Status& s) {
-  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kTimeout ||
-         s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnsupported;
+  return s.IsUnavailable() || s.IsTimeout() || s.IsPermissionDenied() || s.IsUnsupported();
 }
 
 // The version to check, with every metadata block checked; nullptr, with the problem in the

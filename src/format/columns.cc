@@ -256,6 +256,7 @@ std::string FormatSchema(const Schema& schema) {
 }
 
 Result<Schema> ParseSchema(std::string_view text) {
+  const std::string_view whole = text;
   std::vector<Column> columns;
   std::string label;
   while (!text.empty()) {
@@ -281,6 +282,12 @@ Result<Schema> ParseSchema(std::string_view text) {
   // Strict: the text must be the canonical form, so two writers' schemas compare as text.
   if (!std::ranges::is_sorted(columns, {}, &Column::name)) {
     return Err(Status::Corruption("columns: not in name order"));
+  }
+  if (const std::string canonical = FormatSchema(*schema); canonical != whole) {
+    return Err(
+        Status::Corruption(fmt::format("columns: '{}' is not written as a writer writes "
+                                       "it ('{}')",
+                                       whole.substr(0, 200), canonical.substr(0, 200))));
   }
   return schema;
 }

@@ -51,6 +51,13 @@ TEST(Columns, BadSchemasAreRefusedByName) {
   EXPECT_FALSE(MakeSchema({*x}, "y").has_value());     // label not a column
   EXPECT_FALSE(ParseSchema("x:str label=x").has_value());
   EXPECT_FALSE(ParseSchema("y:str x:str").has_value());  // not canonical
+  // The default element type is not written: "tokens", never "tokens:int32" (docs/format.md §9).
+  EXPECT_TRUE(ParseSchema("t:tokens").has_value());
+  EXPECT_TRUE(ParseSchema("t:tokens:uint16").has_value());
+  auto spelled_out = ParseSchema("t:tokens:int32");
+  ASSERT_FALSE(spelled_out.has_value());
+  EXPECT_NE(spelled_out.error().message().find("'t:tokens'"), std::string::npos)
+      << spelled_out.error().ToString();
   EXPECT_FALSE(ParseSchema("x:str  y:str").has_value());
   EXPECT_FALSE(ParseSchema("").has_value());
 }

@@ -515,7 +515,7 @@ void ExpectEveryFlipCaught(const std::string& original) {
         EXPECT_TRUE(st.IsCorruption()) << st.ToString();
       }
     } else {
-      EXPECT_TRUE(seg.error().IsCorruption() || seg.error().code() == StatusCode::kUnsupported)
+      EXPECT_TRUE(seg.error().IsCorruption() || seg.error().IsUnsupported())
           << seg.error().ToString();
     }
     bytes[i] = original[i];

@@ -21,7 +21,7 @@ constexpr uint64_t kMaxHintBytes = 64;
 Result<uint64_t> ReadLatestHint(Storage& storage) {
   auto text = storage::ReadSmallFile(storage, kLatestHintPath, kMaxHintBytes);
   if (!text) {
-    if (text.error().IsNotFound() || text.error().code() == StatusCode::kCorruption) return 0;
+    if (text.error().IsNotFound() || text.error().IsCorruption()) return 0;
     return Err(text.error());
   }
   if (!text->ends_with('\n')) return 0;
@@ -95,7 +95,7 @@ Result<std::optional<std::vector<uint64_t>>> ListedVersions(Storage& storage) {
   auto names = storage.List(kVersionsDir);
   if (!names) {
     if (names.error().IsNotFound()) return std::optional(std::vector<uint64_t>());
-    if (names.error().code() == StatusCode::kUnsupported) {
+    if (names.error().IsUnsupported()) {
       return std::optional<std::vector<uint64_t>>();
     }
     return Err(names.error().WithContext("listing " + storage.Describe(kVersionsDir)));
@@ -233,7 +233,7 @@ Status PublishVersionRecord(Storage& storage, const VersionRecord& record) {
   STOKER_RETURN_IF_ERROR(storage.CreateDirs(kVersionsDir));
   Status s = CreateExclusiveOrConfirm(storage, VersionRecordPath(record.version),
                                       EncodeVersionRecord(record), kMaxVersionRecordSize);
-  if (s.code() == StatusCode::kAlreadyExists) {
+  if (s.IsAlreadyExists()) {
     return Status::AlreadyExists(fmt::format("version {} of {} was published by another writer",
                                              record.version, storage.Describe("")));
   }

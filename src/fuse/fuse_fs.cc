@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log.h"
 #include "dataset/version_view.h"
 #include "fuse/inode_table.h"
 #include "fuse/open_file.h"
@@ -58,10 +59,7 @@ struct Fs {
 
 Fs& FsOf(fuse_req_t req) { return *static_cast<Fs*>(fuse_req_userdata(req)); }
 
-void LogError(const Status& status) {
-  // One fprintf per line: stdio locks the stream, so lines from worker threads do not mix.
-  std::fprintf(stderr, "stoker mount: %s\n", status.ToString().c_str());
-}
+void LogError(const Status& status) { log::Error("mount", status.ToString()); }
 
 Result<fuse_entry_param> EntryOf(const Fs& fs, uint64_t ino) {
   fuse_entry_param e{};

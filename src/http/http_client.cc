@@ -230,17 +230,21 @@ Result<Response> Client::Perform(const Request& r) {
         "from one that does (nginx, Apache, any S3 store) or copy it to a local disk",
         r.where, t.headers.contains("content-length") ? t.headers["content-length"] : "unset")));
   }
+  // A body longer or shorter than asked broke in transfer (a proxy, a reset): tried again.
   if (t.overflow) {
     return Err(Status::IOError(
-        r.into ? fmt::format("{}: the server sent more than the {} bytes asked for", r.where,
-                             r.into->size())
-               : fmt::format("{}: the server sent more than it declared (Content-Length), "
-                             "or over {} bytes undeclared",
-                             r.where, kMaxUndeclaredBody)));
+                   r.into
+                       ? fmt::format("{}: the server sent more than the {} bytes asked for",
+                                     r.where, r.into->size())
+                       : fmt::format("{}: the server sent more than it declared (Content-Length), "
+                                     "or over {} bytes undeclared",
+                                     r.where, kMaxUndeclaredBody))
+                   .Retryable());
   }
   if (r.into && status < 300 && t.received != r.into->size()) {  // never a success
-    return Err(Status::IOError(
-        fmt::format("{}: short body, {} of {} bytes", r.where, t.received, r.into->size())));
+    return Err(Status::IOError(fmt::format("{}: short body, {} of {} bytes", r.where, t.received,
+                                           r.into->size()))
+                   .Retryable());
   }
   return Response{status, std::move(t.body), std::move(t.headers)};
 }

@@ -22,13 +22,12 @@ Status ErrorOfAnswer(const Response& answer, const std::string& where) {
   const std::string text = fmt::format("{}: HTTP {}", where, status);
   if (status == 404 || status == 410) return Status::NotFound(text + " (no such file)");
   if (status == 401 || status == 403) {
-    return Status(StatusCode::kPermissionDenied,
-                  text +
-                      " (the server refuses: credentials go in the URL, "
-                      "https://user:password@host/...)");
+    return Status::PermissionDenied(text +
+                                    " (the server refuses: credentials go in the URL, "
+                                    "https://user:password@host/...)");
   }
   if (status == 408 || status == 429 || status >= 500) {
-    return Status(StatusCode::kUnavailable, text);
+    return Status::Unavailable(text);
   }
   if (status >= 300 && status < 400) {
     const auto to = answer.headers.find("location");

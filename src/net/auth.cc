@@ -148,11 +148,11 @@ Status ClientHandshake(Socket& socket, std::string_view secret, Deadline deadlin
   }
   const Proof expected = ComputeProof(secret, kServerLabel, View(client_nonce), *server_nonce);
   if (!ProofMatches(expected, *server_proof)) {
-    return {StatusCode::kPermissionDenied,
-            "the handshake proof of " + peer +
-                " does not match our secret: the client's and "
-                "the server's secrets differ (or this is not the server you meant); nothing was "
-                "sent to it"};
+    return Status::PermissionDenied(
+        "the handshake proof of " + peer +
+        " does not match our secret: the client's and "
+        "the server's secrets differ (or this is not the server you meant); nothing was "
+        "sent to it");
   }
   const Proof proof = ComputeProof(secret, kClientLabel, *server_nonce, View(client_nonce));
   STOKER_RETURN_IF_ERROR(WriteFrame(socket, MessageType::kAuth, 0,

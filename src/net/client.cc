@@ -201,7 +201,7 @@ Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType t
       Status st = socket ? ClientHandshake(*socket, secret_, connected_by) : socket.error();
       if (!st.ok()) {
         // A wrong secret or version will not fix itself: no retry, no failover.
-        if (!IsRetryable(st.code())) {
+        if (!st.retryable()) {
           out.status = st;
           return out;
         }
@@ -228,7 +228,7 @@ Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType t
     if (!st.ok()) {
       // Whatever broke the exchange (a reset, a stall, a frame damaged on the wire), a fresh
       // connection may succeed: every such failure is retryable.
-      last = IsRetryable(st.code()) ? st : Status(StatusCode::kIOError, st.message());
+      last = st.Retryable();
       out.resent = out.resent || sent;
       pool.DropIdle();
       continue;
@@ -259,9 +259,8 @@ Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType t
                 "bytes), the last: {}",
                 tries, tries == 1 ? "y" : "ies", seconds, options_.request_timeout.count() / 1000.0,
                 last.message());
-  out.status =
-      Status(last.code() == StatusCode::kTimeout ? StatusCode::kTimeout : StatusCode::kUnavailable,
-             fmt::format("server {} {}", pool.name, what));
+  out.status = Status(last.IsTimeout() ? StatusCode::kTimeout : StatusCode::kUnavailable,
+                      fmt::format("server {} {}", pool.name, what));
   return out;
 }
 

@@ -110,8 +110,8 @@ inline bool ClosedByPeer(Socket& s, std::chrono::milliseconds wait) {
   std::byte b[4096];
   while (Clock::now() < deadline) {
     const Status st = s.RecvExact(std::span(b, 1), deadline);
-    if (st.code() == StatusCode::kUnavailable) return true;
-    if (st.code() == StatusCode::kTimeout) return false;
+    if (st.IsUnavailable()) return true;
+    if (st.IsTimeout()) return false;
   }
   return false;
 }

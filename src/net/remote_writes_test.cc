@@ -107,7 +107,7 @@ TEST_F(RemoteWritesTest, ExclusiveCreateHasExactlyOneWinner) {
       const Status st = Open()->CreateExclusive("versions/0000000000000001.version", Bytes(bytes));
       if (st.ok())
         ++won;
-      else if (st.code() == StatusCode::kAlreadyExists)
+      else if (st.IsAlreadyExists())
         ++lost;
       else
         ADD_FAILURE() << st.ToString();

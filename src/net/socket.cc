@@ -96,10 +96,10 @@ Status Socket::Wait(short events, Deadline deadline, int cancel_fd) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "poll on connection to " + peer_);
     }
-    if (cancel_fd >= 0 && fds[1].revents != 0) return {StatusCode::kCancelled, "shutting down"};
+    if (cancel_fd >= 0 && fds[1].revents != 0) return Status::Cancelled("shutting down");
     if (fds[0].revents != 0) return Status::OK();  // ready, or an error the next call reports
     if (Clock::now() >= deadline) {
-      return {StatusCode::kTimeout, "timed out waiting for " + peer_};
+      return Status::Timeout("timed out waiting for " + peer_);
     }
   }
 }
@@ -122,8 +122,8 @@ Status Socket::SendAll(std::span<const std::byte> data, Deadline deadline) {
       continue;
     }
     if (IsConnectionLost(errno)) {
-      return {StatusCode::kUnavailable,
-              "connection to " + peer_ + " lost while sending: " + std::strerror(errno)};
+      return Status::Unavailable("connection to " + peer_ +
+                                 " lost while sending: " + std::strerror(errno));
     }
     return Status::FromErrno(errno, "send to " + peer_);
   }
@@ -142,15 +142,14 @@ Status Socket::RecvExact(std::span<std::byte> dst, Deadline deadline) {
       done += static_cast<size_t>(n);
       continue;
     }
-    if (n == 0) return {StatusCode::kUnavailable, "connection closed by " + peer_};
+    if (n == 0) return Status::Unavailable("connection closed by " + peer_);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       STOKER_RETURN_IF_ERROR(Wait(POLLIN, deadline, -1));
       continue;
     }
     if (IsConnectionLost(errno)) {
-      return {StatusCode::kUnavailable,
-              "connection to " + peer_ + " lost: " + std::strerror(errno)};
+      return Status::Unavailable("connection to " + peer_ + " lost: " + std::strerror(errno));
     }
     return Status::FromErrno(errno, "recv from " + peer_);
   }
@@ -194,12 +193,11 @@ Result<std::shared_ptr<addrinfo>> Resolve(const std::string& host, uint16_t port
     }).detach();
     std::unique_lock lock(lookup->mu);
     if (!lookup->cv.wait_until(lock, deadline, [&] { return lookup->done; })) {
-      return Err(Status(StatusCode::kTimeout, "timed out resolving " + name));
+      return Err(Status::Timeout("timed out resolving " + name));
     }
   }
   if (lookup->rc != 0) {
-    return Err(Status(StatusCode::kUnavailable,
-                      "cannot resolve " + name + ": " + ::gai_strerror(lookup->rc)));
+    return Err(Status::Unavailable("cannot resolve " + name + ": " + ::gai_strerror(lookup->rc)));
   }
   return std::shared_ptr<addrinfo>(lookup, lookup->result);
 }
@@ -223,20 +221,18 @@ Result<Socket> Connect(const std::string& host, uint16_t port, Deadline deadline
     }
     if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) {
       if (errno != EINPROGRESS) {
-        last = Status(StatusCode::kUnavailable, "connect to " + name + ": " + std::strerror(errno));
+        last = Status::Unavailable("connect to " + name + ": " + std::strerror(errno));
         continue;
       }
       if (Status st = s.Wait(POLLOUT, deadline, -1); !st.ok()) {
-        last = st.code() == StatusCode::kTimeout
-                   ? Status(StatusCode::kTimeout, "timed out connecting to " + name)
-                   : st;
+        last = st.IsTimeout() ? Status::Timeout("timed out connecting to " + name) : st;
         continue;
       }
       int err = 0;
       socklen_t len = sizeof(err);
       ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
       if (err != 0) {
-        last = Status(StatusCode::kUnavailable, "connect to " + name + ": " + std::strerror(err));
+        last = Status::Unavailable("connect to " + name + ": " + std::strerror(err));
         continue;
       }
     }
@@ -311,7 +307,7 @@ Result<Socket> Accept(const Socket& listener) {
                            SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
-      return Err(Status(StatusCode::kUnavailable, "no pending connection"));
+      return Err(Status::Unavailable("no pending connection"));
     }
     return Err(Status::FromErrno(errno, "accept"));
   }

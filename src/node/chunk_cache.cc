@@ -120,11 +120,11 @@ Result<std::shared_ptr<const CachedChunk>> ChunkCache::GetImpl(uint32_t chunk, u
       return e.chunk;  // complete, or filling: the caller waits for what it reads
     }
     if (stopping_) {
-      return Err(Status(StatusCode::kUnavailable, "the node daemon is shutting down"));
+      return Err(Status::Unavailable("the node daemon is shutting down"));
     }
     const uint64_t limit = prefetch ? NextUseLocked(chunk) : kDone;
     if (MakeRoomLocked(size, limit)) break;
-    if (prefetch) return Err(Status(StatusCode::kUnavailable, "no room to prefetch"));
+    if (prefetch) return Err(Status::Unavailable("no room to prefetch"));
     // Everything left is held by someone (trainer leases being sent, peer transfers): wait for
     // a release. Deleters notify without the lock, so poll as well.
     if (std::chrono::steady_clock::now() >= deadline) {

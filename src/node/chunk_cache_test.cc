@@ -109,8 +109,7 @@ TEST(ChunkCacheTest, AFailedFillReachesEveryWaiterAndIsRetriedLater) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       auto c = cache.Get(1, kChunk, failing);
-      if (c &&
-          (*c)->WaitFor(0, kChunk, std::chrono::seconds(5)).code() == StatusCode::kUnavailable) {
+      if (c && (*c)->WaitFor(0, kChunk, std::chrono::seconds(5)).IsUnavailable()) {
         errors.fetch_add(1);
       }
     });

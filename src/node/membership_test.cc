@@ -78,8 +78,7 @@ TEST(MembershipTest, HeartbeatsMarkPeersDownAndBackUp) {
   std::atomic<int> changes{0};
   (*m)->Start(
       [&](size_t peer) {
-        return peer == 1 && !peer1_up.load() ? Status(StatusCode::kUnavailable, "down")
-                                             : Status::OK();
+        return peer == 1 && !peer1_up.load() ? Status::Unavailable("down") : Status::OK();
       },
       [&](size_t peer, bool, const Status&) { changes.fetch_add(peer == 1 ? 1 : 100); });
   auto wait_for = [&](bool live) {

@@ -73,7 +73,7 @@ class PeerExport final : public storage::ReadOnlyStorage {
       return Err(Status::NotFound(Describe(path) + ": not a chunk of this job's dataset"));
     }
     if (!state_->ready.load()) {
-      return Err(Status(StatusCode::kUnavailable, Describe(path) + ": the daemon is starting"));
+      return Err(Status::Unavailable(Describe(path) + ": the daemon is starting"));
     }
     if (cached_only_) {
       auto chunk = state_->cache->Peek(it->second);
@@ -176,7 +176,7 @@ Status Node::State::FillFromPeer(size_t peer, uint32_t index, ChunkFill& fill, b
     counters.peer_fills.fetch_add(1);
     return st;
   }
-  if (st.code() == StatusCode::kCorruption) {
+  if (st.IsCorruption()) {
     counters.peer_corrupt.fetch_add(1);
   } else if (cached_only && st.IsNotFound()) {
     return st;

@@ -66,9 +66,8 @@ Result<std::vector<net::ServerAddress>> Rendezvous(const std::string& path,
       return peers;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Err(Status(StatusCode::kTimeout,
-                        fmt::format("rendezvous file {}: {} of {} daemons after {} s", path,
-                                    seen.size(), expected, timeout.count() / 1000)));
+      return Err(Status::Timeout(fmt::format("rendezvous file {}: {} of {} daemons after {} s",
+                                             path, seen.size(), expected, timeout.count() / 1000)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -69,7 +69,7 @@ Status WaitForVerified(const std::byte* trailer, uint64_t size, uint64_t offset,
     const uint32_t seen = __atomic_load_n(ChangeCount(trailer), __ATOMIC_ACQUIRE);
     const uint64_t verified = Load(trailer);
     if (verified == kFillFailed) {
-      return Status(StatusCode::kUnavailable, "the node daemon could not fill this chunk");
+      return Status::Unavailable("the node daemon could not fill this chunk");
     }
     if (end <= verified || (offset >= Load(trailer + kTailMark) && end <= size)) {
       return Status::OK();
@@ -79,10 +79,10 @@ Status WaitForVerified(const std::byte* trailer, uint64_t size, uint64_t offset,
       last = verified;
       last_progress = now;
     } else if (now - last_progress > stall) {
-      return Status(StatusCode::kUnavailable,
-                    fmt::format("the node daemon's fill of this chunk made no progress for {} ms "
-                                "(at {} of {} bytes)",
-                                stall.count(), verified, size));
+      return Status::Unavailable(
+          fmt::format("the node daemon's fill of this chunk made no progress for {} ms "
+                      "(at {} of {} bytes)",
+                      stall.count(), verified, size));
     }
     // Woken by the filler; the limit bounds a wait on a filler that died without a word.
     AwaitChange(trailer, seen, std::chrono::milliseconds(100));

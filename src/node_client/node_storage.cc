@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log.h"
 #include "format/chunk.h"
 #include "format/versions.h"
 #include "net/payload.h"
@@ -88,7 +89,7 @@ class NodeLink {
         }
       }
       if (net::Clock::now() < retry_at_) {
-        return Err(Status(StatusCode::kUnavailable, "node daemon unavailable"));
+        return Err(Status::Unavailable("node daemon unavailable"));
       }
     }
     auto mapped = Fetch(id);
@@ -96,10 +97,9 @@ class NodeLink {
     if (!mapped) {
       if (stats_.node_failures++ == 0) {
         // Once per dataset: a daemon that is not there must not go unnoticed, nor flood the log.
-        std::fprintf(stderr,
-                     "stoker: warning: %s=%s: %s; reading from the store instead (every "
-                     "failure counts in stats()['node_failures'])\n",
-                     kNodeSocketEnv, path_.c_str(), mapped.error().ToString().c_str());
+        log::Warning("", fmt::format("{}={}: {}; reading from the store instead (every failure "
+                                     "counts in stats()['node_failures'])",
+                                     kNodeSocketEnv, path_, mapped.error().ToString()));
       }
       retry_at_ = net::Clock::now() + kRetryAfter;
       // The daemon may have died: its connections are dead, and a restarted one needs the plan.

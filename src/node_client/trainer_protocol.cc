@@ -37,7 +37,7 @@ Status SendMessage(net::Socket& socket, std::string_view message, int pass_fd,
       continue;
     }
     if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) {
-      return Status(StatusCode::kUnavailable, "node daemon socket closed");
+      return Status::Unavailable("node daemon socket closed");
     }
     return Status::FromErrno(errno, "send to node daemon socket");
   }
@@ -59,8 +59,7 @@ Result<std::string> ReceiveMessage(net::Socket& socket, int* received_fd, net::D
     const ssize_t n = ::recvmsg(socket.fd(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n < 0) {
-      if (errno == ECONNRESET)
-        return Err(Status(StatusCode::kUnavailable, "node daemon socket reset"));
+      if (errno == ECONNRESET) return Err(Status::Unavailable("node daemon socket reset"));
       return Err(Status::FromErrno(errno, "receive from node daemon socket"));
     }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
@@ -80,7 +79,7 @@ Result<std::string> ReceiveMessage(net::Socket& socket, int* received_fd, net::D
     if (n == 0) {
       if (*received_fd >= 0) ::close(*received_fd);
       *received_fd = -1;
-      return Err(Status(StatusCode::kUnavailable, "node daemon socket closed"));
+      return Err(Status::Unavailable("node daemon socket closed"));
     }
     if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
       if (*received_fd >= 0) ::close(*received_fd);
@@ -103,8 +102,7 @@ Result<net::Socket> ConnectUnix(const std::string& path) {
   net::Socket socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), path);
   if (!socket.valid()) return Err(Status::FromErrno(errno, "socket"));
   if (::connect(socket.fd(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    return Err(Status(StatusCode::kUnavailable,
-                      "no node daemon at " + path + ": " + std::strerror(errno)));
+    return Err(Status::Unavailable("no node daemon at " + path + ": " + std::strerror(errno)));
   }
   return socket;
 }

@@ -229,11 +229,11 @@ Status ErrorOfAnswer(long status, const std::string& body, const std::string& wh
                                            : "";
   const std::string text =
       fmt::format("{}: HTTP {} {}{}{}", where, status, what, message.empty() ? "" : ": ", message);
-  if (RetryableStatus(status, code) || status == 200) return Status(StatusCode::kUnavailable, text);
+  if (RetryableStatus(status, code) || status == 200) return Status::Unavailable(text);
   if (status == 404) return Status::NotFound(text);
   // Only conditional requests get 412: If-None-Match found the key taken.
   if (status == 412) return Status::AlreadyExists(text);
-  if (status == 403) return Status(StatusCode::kPermissionDenied, text);
+  if (status == 403) return Status::PermissionDenied(text);
   return Status::InvalidArgument(text);  // the store refused the request as it was made
 }
 

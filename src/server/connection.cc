@@ -41,8 +41,7 @@ Status RefuseSymlinks(const Server::State::Exported& dataset, std::string_view p
     p /= std::string(path.substr(start, slash - start));
     std::error_code ec;
     if (std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) {
-      return {StatusCode::kPermissionDenied,
-              std::string(path) + ": refusing to serve a symbolic link"};
+      return Status::PermissionDenied(std::string(path) + ": refusing to serve a symbolic link");
     }
     start = slash + 1;
   }
@@ -161,8 +160,8 @@ Reply HandleList(Session& s, std::string_view payload) {
 // parts of a dataset that writers write.
 Result<std::string> WritableDir(Session& s, const Target& t) {
   if (!s.server.options.writable) {
-    return Err(Status(StatusCode::kPermissionDenied,
-                      "this server is read-only (`stoker serve --writable` accepts writes)"));
+    return Err(Status::PermissionDenied(
+        "this server is read-only (`stoker serve --writable` accepts writes)"));
   }
   STOKER_RETURN_IF_ERROR(net::ValidatePath(t.path, false));
   STOKER_RETURN_IF_ERROR(CheckWritablePath(t.path));
@@ -304,7 +303,7 @@ void Server::State::Serve(Connection& c) {
     // Between frames the connection may idle; shutdown wakes this wait (and only this one: a
     // request that has begun to arrive is read and answered).
     Status st = socket.WaitReadable(net::After(options.idle_timeout), shutdown_pipe[0]);
-    if (st.code() == StatusCode::kTimeout) metrics.idle_closed.fetch_add(1);
+    if (st.IsTimeout()) metrics.idle_closed.fetch_add(1);
     if (!st.ok()) return;
     // Only WRITE requests may be large; their buffers come out of the shared memory budget.
     std::unique_ptr<BudgetLease> request_lease;
@@ -322,7 +321,7 @@ void Server::State::Serve(Connection& c) {
     if (!frame) {
       // A clean close between frames is the peer's right; anything else is a broken or hostile
       // peer (bad CRC, oversized, too slow).
-      if (frame.error().code() != StatusCode::kUnavailable) metrics.protocol_errors.fetch_add(1);
+      if (!frame.error().IsUnavailable()) metrics.protocol_errors.fetch_add(1);
       return;
     }
     const auto kind = ServerMetrics::KindOf(frame->message_type());

@@ -96,8 +96,8 @@ Result<Server::State::Exported> Server::State::FindDataset(std::string_view name
   const std::filesystem::path dir = std::filesystem::path(options.root) / std::string(name);
   std::error_code ec;
   if (std::filesystem::is_symlink(std::filesystem::symlink_status(dir, ec))) {
-    return Err(Status(StatusCode::kPermissionDenied,
-                      "dataset '" + std::string(name) + "': refusing to serve a symbolic link"));
+    return Err(Status::PermissionDenied("dataset '" + std::string(name) +
+                                        "': refusing to serve a symbolic link"));
   }
   Exported found{storage::NewPosixStorage(dir.string()), dir.string()};
   if (HoldsDataset(dir)) {

@@ -32,8 +32,8 @@ Result<std::string> ParentOf(const std::string& dir, std::string_view path, bool
     struct stat st{};
     if (::lstat(at.c_str(), &st) != 0) return Err(Status::FromErrno(errno, "stat " + at));
     if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
-      return Err(Status(StatusCode::kPermissionDenied,
-                        std::string(path) + ": a component is a symbolic link or not a directory"));
+      return Err(Status::PermissionDenied(std::string(path) +
+                                          ": a component is a symbolic link or not a directory"));
     }
   }
   return at;
@@ -54,10 +54,9 @@ Status CheckWritablePath(std::string_view path) {
   for (std::string_view d : kDirs) {
     if (path.starts_with(d) && path.size() > d.size()) return Status::OK();
   }
-  return Status(StatusCode::kPermissionDenied,
-                std::string(path) +
-                    ": only chunks/, segments/, versions/, parts/ and gc/ of a "
-                    "dataset may be written");
+  return Status::PermissionDenied(std::string(path) +
+                                  ": only chunks/, segments/, versions/, parts/ and gc/ of a "
+                                  "dataset may be written");
 }
 
 // ParentOf for its checks (and, with `create`, its directories) when the path is not needed.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import logging
 import os
 import pickle
 import random
@@ -16,6 +17,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import time
 from collections import Counter
 
 import pytest
@@ -563,3 +565,25 @@ def test_a_node_daemon_that_is_not_there_is_named_once(tmp_path):
     warnings = [line for line in proc.stderr.splitlines() if "STOKER_NODE" in line]
     assert len(warnings) == 1 and "no-daemon.sock" in warnings[0] \
         and "reading from the store instead" in warnings[0], proc.stderr
+
+
+def test_the_librarys_warnings_reach_python_logging(tmp_path, monkeypatch, caplog):
+    """A warning of the C++ library (here: the node daemon missing) is a record of the `stoker`
+    logger, where an application configures, filters or redirects it, not a line on stderr."""
+    src, dst = tmp_path / "src", tmp_path / "ds"
+    make_tree(src, seed=6, classes=2, files_per_class=10, max_size=3000)
+    stoker.pack(str(src), str(dst), chunk_size=8 << 10)
+    monkeypatch.setenv("STOKER_NODE", str(tmp_path / "away.sock"))
+    caplog.set_level(logging.WARNING, logger="stoker")
+    assert sum(1 for _ in stoker.Loader(str(dst), shuffle="chunk", seed=1)) == 20
+
+    def said() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.name == "stoker" and "away.sock" in r.getMessage()]
+    deadline = time.monotonic() + 10  # the log thread takes queued lines every 0.2 s
+    while not said() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(said()) == 1, [r.getMessage() for r in caplog.records]
+    record = said()[0]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith("stoker: warning: STOKER_NODE=")
+    assert "reading from the store instead" in record.getMessage()

@@ -169,6 +169,11 @@ def parse_loader_options(values: dict) -> dict:
     Every loader option's value after setting `values` (a dict of some of them) over the defaults (None where the loader chooses); TypeError / ValueError naming the option for a bad value, ValueError for a rank not below world_size.
     """
 
+def log_next() -> tuple[int, str] | None:
+    """
+    The next queued log line of the library as (logging level, text); None if there is none.
+    """
+
 def pack(src: object, dst: object, *, chunk_size: int | str = '64MiB', append: bool = False, labels: str = 'auto', threads: int = 0, order: str = 'shuffled', order_seed: int = 0, mix_memory: int | str = '2GiB', layout: str = 'auto', exclude: Sequence[str] = [], progress: bool = True) -> dict:
     """
     Packs a directory tree (labels from its first level) or a list of tar shards into the dataset at `dst`, as a new version, as `stoker pack` does (each keyword argument is the flag of the same name). A directory holding .cls members is a WebDataset folder and packs as the same files in a tar would (samples grouped by key, labelled by their .cls). Returns a summary dict (open_chunks: how many chunks were filled at once).

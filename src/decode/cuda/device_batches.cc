@@ -185,7 +185,7 @@ class CudaBatchMaker final : public DeviceBatchMaker {
     STOKER_ASSIGN_OR_RETURN(std::vector<Status> status, gpu_->Run(gpu_samples, dst));
     for (size_t i = 0; i < samples.size(); ++i) {
       std::byte* slot = batch + size_t{samples[i].slot} * sample_bytes_;
-      if (status[i].code() == StatusCode::kUnsupported) {
+      if (status[i].IsUnsupported()) {
         status[i] = cpu_.Run(samples[i].bytes, samples[i].sample_seed, host_.data());
         if (status[i].ok()) status[i] = Upload(slot, host_);
       } else if (status[i].ok() && !in_place) {
