@@ -41,21 +41,31 @@ from __future__ import annotations
 import importlib
 
 try:
-    from ._core import (CorruptionError, Dataset, Sampler, Writer, byte_size, commit, pack,
-                        shuffle_report, shuffle_unit, verify)
+    from ._core import (
+        CorruptionError,
+        Dataset,
+        Sampler,
+        Writer,
+        byte_size,
+        commit,
+        pack,
+        shuffle_report,
+        shuffle_unit,
+        verify,
+    )
 except ImportError as _error:  # the compiled part: a too-old glibc is explained (docs/install.md)
     from ._glibc import explain_import_error
     raise explain_import_error(_error) from _error
 from . import _log  # noqa: F401  (the C++ library's log lines go to logging)
 from .image_loader import ImageLoader
 from .loader import Loader, collate_columns
+from .metrics import serve_metrics
 from .mix import Mix
 from .optimize import optimize
 from .sources import from_huggingface, from_parquet
-from .metrics import serve_metrics
 from .stalls import stall_report
-from .tracing import Trace, start_from_environment, trace
 from .token_loader import TokenLoader
+from .tracing import Trace, start_from_environment, trace
 from .views import DatasetView
 
 __version__ = "0.1.0"

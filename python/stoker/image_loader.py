@@ -18,19 +18,27 @@ See docs/augment.md.
 from __future__ import annotations
 
 import logging
-import time
 import os
+import time
 import warnings
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from ._core import (Dataset, ImagePipeline, built_with_cuda, cuda_devices, image_sample_params,
-                    parse_loader_options, parse_transform_options)
+from ._core import (
+    Dataset,
+    ImagePipeline,
+    built_with_cuda,
+    cuda_devices,
+    image_sample_params,
+    parse_loader_options,
+    parse_transform_options,
+)
 from .loader import DEFAULT_MIN_BUDGET, _Stream, env_world
 from .mix import Mix, SampleMixReading, base_samples, mix_label
-from .views import dataset_and_indices
 from .stalls import StallMeter, now
+from .views import dataset_and_indices
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -24,15 +24,22 @@ epoch is dealt over the new ranks, and nothing is lost or read twice.
 from __future__ import annotations
 
 import functools
-
 import os
 import warnings
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
-from ._core import (Dataset, EpochCursor, ReadPipeline, Sampler, parse_loader_options,
-                    sample_chunks, shuffle_unit)
+from ._core import (
+    Dataset,
+    EpochCursor,
+    ReadPipeline,
+    Sampler,
+    parse_loader_options,
+    sample_chunks,
+    shuffle_unit,
+)
 from .stalls import StallMeter, now
 from .views import dataset_and_indices
 

@@ -22,16 +22,24 @@ and resume is exact with any world size.
 from __future__ import annotations
 
 import functools
-
 import math
 import os
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from ._core import Dataset, EpochCursor, ReadPipeline, Sampler, sample_chunks
-from .loader import (Loader, _Epochs, choose_block_size, collate_columns, env_world,
-                     reopen_dataset, transformed, _identity)
+from .loader import (
+    Loader,
+    _Epochs,
+    _identity,
+    choose_block_size,
+    collate_columns,
+    env_world,
+    reopen_dataset,
+    transformed,
+)
 from .stalls import StallMeter, now
 from .views import DatasetView, dataset_and_indices
 
@@ -43,9 +51,10 @@ _MIX_SALT = 0x6D6978
 
 class Mix:
     """Datasets and their weights (see the module docstring). `sources`: paths, URIs, open
-    stoker.Datasets or views of them (ds.subset / ds.filter); `weights`: non-negative, any scale (default: the sources' sizes, i.e. one
-    pass over each per epoch); `epoch_size`: units per epoch (default: all sources'). `counts`
-    and `epoch_size` are in samples; a TokenLoader counts token blocks instead."""
+    stoker.Datasets or views of them (ds.subset / ds.filter); `weights`: non-negative, any scale
+    (default: the sources' sizes, i.e. one pass over each per epoch); `epoch_size`: units per
+    epoch (default: all sources'). `counts` and `epoch_size` are in samples; a TokenLoader counts
+    token blocks instead."""
 
     def __init__(self, sources: Sequence[str | os.PathLike | Dataset | DatasetView],
                  weights: Sequence[float] | None = None, epoch_size: int | None = None) -> None:
@@ -82,7 +91,7 @@ class Mix:
         for i in sorted(range(len(exact)), key=lambda i: (counts[i] - exact[i], i))[
                 :epoch_size - sum(counts)]:
             counts[i] += 1
-        for s, n, size in zip(self.sources, counts, sizes):
+        for s, n, size in zip(self.sources, counts, sizes, strict=True):
             if n > 0 and size == 0:
                 raise ValueError(f"source {_named(s)} has no {unit} but a weight above 0")
         return weights, counts, epoch_size
@@ -94,7 +103,8 @@ class Mix:
         return (Mix, (self.sources, self._weights, self._epoch_size))
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{_named(s)}: {w:.3g}" for s, w in zip(self.sources, self.weights))
+        parts = ", ".join(f"{_named(s)}: {w:.3g}"
+                          for s, w in zip(self.sources, self.weights, strict=True))
         return f"stoker.Mix({{{parts}}}, epoch_size={self.epoch_size})"
 
     def reopened(self) -> Mix:
@@ -183,7 +193,7 @@ class MixReading(_Epochs):
         base = np.repeat(np.arange(len(counts), dtype=np.uint16), counts)
         source = base[np.asarray(self._slots.global_order(epoch, 1))]
         unit = np.empty(len(source), dtype=np.uint32)
-        for i, (size, n) in enumerate(zip(self._sizes, self._counts)):
+        for i, (size, n) in enumerate(zip(self._sizes, self._counts, strict=True)):
             if n == 0:
                 continue
             q = epoch * n + np.arange(n, dtype=np.int64)  # positions in source i's stream
@@ -228,7 +238,7 @@ class MixReading(_Epochs):
                 "planned_world_size": c.planned_world_size, "world_size": self._world_size,
                 "rank": self._rank, "drop_last": self._drop_last,
                 "mix": [[s.uri, s.version, n, len(s)]
-                        for s, n in zip(self._mix.sources, self._counts)],
+                        for s, n in zip(self._mix.sources, self._counts, strict=True)],
                 **self._order_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -266,7 +276,7 @@ class SampleMixReading(MixReading):
             self._pid = os.getpid()
         if self._samplers is None:
             self._samplers = [source_sampler(ds, self._shuffle, self._seed, self._window, b)
-                              for ds, b in zip(self._mix.sources, self._blocks)]
+                              for ds, b in zip(self._mix.sources, self._blocks, strict=True)]
         return self._mix, self._samplers
 
     def _source_order(self, source: int, k: int) -> np.ndarray:

@@ -25,7 +25,8 @@ import multiprocessing
 import os
 import sys
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 

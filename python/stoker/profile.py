@@ -129,11 +129,11 @@ def merge(paths: list[str], out: str) -> None:
     traces = [load(p) for p in paths]
     bases = [int(t.get("baseTimeNanoseconds", 0)) for t in traces]
     if any(b == 0 for b in bases):
-        missing = [p for p, b in zip(paths, bases) if b == 0]
+        missing = [p for p, b in zip(paths, bases, strict=True) if b == 0]
         raise ValueError(f"{', '.join(missing)}: no baseTimeNanoseconds to align by")
     base = min(bases)
     events = []
-    for t, b in zip(traces, bases):
+    for t, b in zip(traces, bases, strict=True):
         shift = (b - base) / 1e3  # microseconds
         for e in t["traceEvents"]:
             if "ts" in e:

@@ -30,7 +30,8 @@ from __future__ import annotations
 import glob
 import os
 import sys
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from ._core import Dataset, EpochCursor, Sampler, TokenBatches, TokenStream
 from .loader import _Epochs, env_world, reopen_dataset
 from .mix import Mix, MixReading, mix_label
-from .views import dataset_and_indices
 from .stalls import StallMeter, now
+from .views import dataset_and_indices
 
 _ORDER_KEYS = ("dataset_version", "view", "column", "block_size", "num_blocks", "shuffle",
                "seed", "window")

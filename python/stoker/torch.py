@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import array
 import os
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch.utils.data
 
-from .loader import _identity, _Stream, reopen_dataset
 from ._core import Dataset, ReadPipeline, parse_loader_options
+from .loader import _identity, _Stream, reopen_dataset
 
 # A DataLoader worker's read pipeline holds at most this by default (each worker has its own).
 _WORKER_MEMORY_BUDGET = 256 << 20
@@ -76,7 +77,8 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
                  seed: int = 0, window: int = 16, drop_last: bool = False,
                  transform: Callable | None = None, rank: int | None = None,
                  world_size: int | None = None, loader_batch_size: int = 1,
-                 memory_budget: int | str = _WORKER_MEMORY_BUDGET, block_size: int | None = None) -> None:
+                 memory_budget: int | str = _WORKER_MEMORY_BUDGET,
+                 block_size: int | None = None) -> None:
         if loader_batch_size < 1:
             raise ValueError("loader_batch_size must be at least 1")
         # Per DataLoader worker: each worker runs its own read pipeline over its share, hence a
@@ -135,8 +137,8 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
         if workers > 1:
             state = self._state(0)
             state["samples_yielded"] = self._cursor.yielded
-            state["worker"] = {"id": worker, "num_workers": workers, "yielded": self._cursor.yielded,
-                               "loader_batch_size": self._block}
+            state["worker"] = {"id": worker, "num_workers": workers,
+                               "yielded": self._cursor.yielded, "loader_batch_size": self._block}
             return state
         consumed = self._cursor.yielded if samples_consumed is None else int(samples_consumed)
         if consumed < 0:

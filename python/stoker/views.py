@@ -17,7 +17,8 @@ its whole-chunk reads), and their state_dict names positions in the view's epoch
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
