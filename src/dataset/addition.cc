@@ -205,6 +205,7 @@ Result<PackSummary> PublishAddition(Storage& dst, Addition& add, PublishPolicy p
     segment_path->clear();
   };
   STOKER_ASSIGN_OR_RETURN(const Committed committed, CommitVersion(dst, lease, commit));
+  if (!written) return Err(Status::Internal("published without a segment"));  // prepare wrote it
   const format::VersionRecord& record = committed.record;
   summary.version = record.version;
   summary.files_total = record.files;

@@ -45,10 +45,10 @@ TEST(CommitVersion, ALostRaceRebasesOnTheNewerVersion) {
   EXPECT_EQ(committed->attempts, 2);
   EXPECT_EQ(committed->record.version, 2u);
   EXPECT_EQ(calls, (std::vector<std::string>{"prepare 1 on 0", "abandon", "prepare 2 on 1"}));
-  auto latest = format::ReadLatestVersion(store).value();
-  ASSERT_TRUE(latest);
-  EXPECT_EQ(latest->version, 2u);
-  EXPECT_EQ(latest->writer, lease->writer());
+  const auto latest = format::ReadLatestVersion(store).value();
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->version, 2u);  // NOLINT(bugprone-unchecked-optional-access): asserted above
+  EXPECT_EQ(latest->writer, lease->writer());  // NOLINT(bugprone-unchecked-optional-access)
   EXPECT_EQ(format::ReadVersion(store, 1).value().writer, 7u);  // the winner's stays
 }
 

@@ -66,8 +66,10 @@ Result<Contents> ReadAll(const Store& store, std::optional<uint64_t> version = s
 std::optional<uint64_t> Newest(PowerLossStorage& store) {
   auto latest = format::ReadLatestVersion(store);
   EXPECT_TRUE(latest.has_value()) << latest.error().ToString();
-  if (!latest || !*latest) return std::nullopt;
-  return (**latest).version;
+  if (!latest) return std::nullopt;
+  const std::optional<format::VersionRecord>& newest = *latest;
+  if (!newest) return std::nullopt;
+  return newest->version;
 }
 
 struct Scenario {
