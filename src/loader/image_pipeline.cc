@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <new>
 #include <thread>
 
 #include <fmt/format.h>
@@ -19,7 +17,8 @@
 #include "dataset/version_view.h"
 #include "decode/augment.h"
 #include "decode/device_batches.h"
-#include "format/columns.h"
+#include "loader/buffer_pool.h"
+#include "loader/image_members.h"
 
 namespace stoker::loader {
 namespace {
@@ -29,56 +28,6 @@ using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-constexpr std::align_val_t kBufferAlignment{64};
-
-// Batch buffers, recycled: a released buffer goes back to the free list if the pool still
-// exists (buffers may outlive the pipeline inside tensors), and the list keeps a few at most.
-class BufferPool : public std::enable_shared_from_this<BufferPool> {
- public:
-  BufferPool(size_t bytes, size_t max_free) : bytes_(bytes), max_free_(max_free) {}
-  ~BufferPool() {
-    for (std::byte* p : free_) ::operator delete(p, kBufferAlignment);
-  }
-
-  std::shared_ptr<std::byte> Acquire() {
-    std::byte* p = nullptr;
-    {
-      std::lock_guard lock(mu_);
-      if (!free_.empty()) {
-        p = free_.back();
-        free_.pop_back();
-      }
-    }
-    if (p == nullptr) {
-      // At least one byte, so an empty batch still has an address.
-      p = static_cast<std::byte*>(::operator new(std::max<size_t>(bytes_, 1), kBufferAlignment));
-    }
-    return std::shared_ptr<std::byte>(p, [pool = weak_from_this()](std::byte* q) {
-      if (auto self = pool.lock()) {
-        self->Release(q);
-      } else {
-        ::operator delete(q, kBufferAlignment);
-      }
-    });
-  }
-
- private:
-  void Release(std::byte* p) {
-    {
-      std::lock_guard lock(mu_);
-      if (free_.size() < max_free_) {
-        free_.push_back(p);
-        return;
-      }
-    }
-    ::operator delete(p, kBufferAlignment);
-  }
-
-  const size_t bytes_, max_free_;
-  std::mutex mu_;
-  std::vector<std::byte*> free_;
-};
 
 // A GPU pipeline's sample between its transform thread and the GPU thread: the encoded JPEG
 // with its augmentation, or (for what the GPU does not decode) the CPU path's output.
@@ -122,32 +71,6 @@ struct Task {
   uint16_t source = 0;
   SampleData data;
 };
-
-// A file name's extension in lower case ("JPEG" of "a/b.JPEG" is "jpeg"); "" without one.
-std::string LowerExtension(std::string_view path) {
-  const size_t dot = path.rfind('.');
-  if (dot == std::string_view::npos || path.find('/', dot) != std::string_view::npos) return "";
-  std::string ext(path.substr(dot + 1));
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext;
-}
-
-bool HasImageExtension(std::string_view path) {
-  const std::string ext = LowerExtension(path);
-  return ext == "jpg" || ext == "jpeg" || ext == "png";
-}
-
-// Whether a file is no image at all: neither a JPEG or PNG signature nor a name that says image
-// (torchvision ImageFolder's extensions, any case). A file dataset's README.txt or labels.csv
-// is then left out of its batch, as ImageFolder leaves it out, while a damaged photo.jpg, or a
-// .bmp stoker cannot decode, stays an error under on_error.
-bool NotAnImage(std::string_view path, std::span<const std::byte> bytes) {
-  if (decode::SniffImageFormat(bytes) != decode::ImageFormat::kUnknown) return false;
-  const std::string ext = LowerExtension(path);
-  static constexpr std::string_view kImageFolderExtensions[] = {"jpg", "jpeg", "png",  "ppm", "bmp",
-                                                                "pgm", "tif",  "tiff", "webp"};
-  return std::ranges::find(kImageFolderExtensions, ext) == std::end(kImageFolderExtensions);
-}
 
 // The augmentation seed of a source's samples: the loader's for source 0 (a single dataset), so
 // that a sample of another source with the same index draws other crops.
@@ -209,50 +132,6 @@ struct ImagePipeline::State {
   // Whether the consumer can have `batch`: every slot written (and, on a GPU, the batch made).
   bool Ready(const PendingBatch& batch) const {
     return batch.remaining == 0 && (gpu == nullptr || batch.made);
-  }
-
-  // The file of `sample` that holds its image: the image member's (options.image_member), the
-  // only one, or (for samples packed from tar shards) the first with an image extension, else
-  // the first. An error if a path is unreadable or the image member is missing.
-  Result<const SampleData::File*> ImageFile(const Dataset& dataset, const SampleData& data) const {
-    if (data.files.empty()) return Err(Status::InvalidArgument("the sample has no files"));
-    if (!options.image_member.empty()) {
-      STOKER_ASSIGN_OR_RETURN(const SampleData::File* f,
-                              MemberFile(dataset, data, options.image_member));
-      if (f != nullptr) return f;
-      STOKER_ASSIGN_OR_RETURN(const std::string path, dataset.Path(data.files.back().index));
-      return Err(Status::InvalidArgument(
-          fmt::format("sample {} has no '{}' member (its files end like {})", data.sample,
-                      options.image_member, path)));
-    }
-    if (data.files.size() == 1) return &data.files[0];
-    for (const SampleData::File& f : data.files) {
-      STOKER_ASSIGN_OR_RETURN(const std::string path, dataset.Path(f.index));
-      if (HasImageExtension(path)) return &f;
-    }
-    return &data.files[0];
-  }
-
-  // The file of `data` whose name ends in "." + member; nullptr if it has none.
-  static Result<const SampleData::File*> MemberFile(const Dataset& dataset, const SampleData& data,
-                                                    const std::string& member) {
-    const std::string suffix = "." + member;
-    for (const SampleData::File& f : data.files) {
-      STOKER_ASSIGN_OR_RETURN(const std::string path, dataset.Path(f.index));
-      if (path.ends_with(suffix)) return &f;
-    }
-    return nullptr;
-  }
-
-  // The sample's label from its label member (options.label_member): -1 when it has none.
-  Result<int64_t> MemberLabel(const Dataset& dataset, const SampleData& data) const {
-    STOKER_ASSIGN_OR_RETURN(const SampleData::File* f,
-                            MemberFile(dataset, data, options.label_member));
-    if (f == nullptr) return int64_t{-1};
-    const std::string_view text(reinterpret_cast<const char*>(f->bytes.data()), f->bytes.size());
-    auto value = format::ParseIntText(text);
-    if (!value) return Err(value.error().WithContext(dataset.FilePath(f->index)));
-    return *value;
   }
 
   void Fail(Status status) {
@@ -344,7 +223,7 @@ struct ImagePipeline::State {
       const uint32_t sample = task.data.sample;
       std::optional<int64_t> label;  // from the label member, if one is named
       if (status.ok() && !options.label_member.empty()) {
-        auto parsed = MemberLabel(*sources[task.source].dataset, task.data);
+        auto parsed = MemberLabel(*sources[task.source].dataset, task.data, options.label_member);
         if (parsed) {
           label = *parsed;
         } else {
@@ -355,7 +234,7 @@ struct ImagePipeline::State {
       if (trace::Enabled()) span.set_args(fmt::format("\"sample\": {}", sample));
       if (status.ok()) {
         const Dataset& dataset = *sources[task.source].dataset;
-        auto file = ImageFile(dataset, task.data);
+        auto file = ImageFile(dataset, task.data, options.image_member);
         if (!file) {
           status = file.error();
         } else if (options.image_member.empty() &&
