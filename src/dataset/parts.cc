@@ -209,8 +209,11 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
         });
     STOKER_RETURN_IF_ERROR(added);
   }
-  const Status sealed = add.files->Seal(
-      std::move(chunks), add.group_samples ? format::Grouping::kSamples : format::Grouping::kFiles);
+  // Grouped as one pack of the union groups them: a sample whose members two parts hold (its
+  // image in one shard, its .cls in the next) is one sample, every file with the label.
+  const Status sealed =
+      add.files->Seal(std::move(chunks), add.group_samples ? format::Grouping::kSamplesSharingLabels
+                                                           : format::Grouping::kFiles);
   if (const std::optional<std::string>& duplicate = add.files->duplicate_path();
       !sealed.ok() && duplicate) {
     // Name both parts that hold it.

@@ -195,5 +195,38 @@ TEST(PartFromEnvironment, SlurmArraysAndIndexedJobs) {
   EXPECT_TRUE(ValidateJobName("slurm-991").ok());
 }
 
+// WebDataset shards split between parts may split a sample: its image in the last shard of
+// part 0, its .cls in the first of part 1. Committed, it is one sample with the label on every
+// file, as one pack of all the shards makes it.
+TEST(PartsOfShards, ASampleSplitAcrossPartsIsOneSampleWithOneLabel) {
+  test::TempDir dir;
+  const std::string a = dir.path() + "/a.tar", b = dir.path() + "/b.tar";
+  test::WriteTar(
+      a, {test::File("s1.jpg", "one"), test::File("s1.cls", "3"), test::File("s2.jpg", "two")});
+  test::WriteTar(
+      b, {test::File("s2.cls", "5"), test::File("s3.jpg", "three"), test::File("s3.cls", "1")});
+  auto parts = std::make_shared<storage::MemoryStorage>();
+  for (uint32_t k = 0; k < 2; ++k) {
+    PackOptions o;
+    o.part = PartSpec{"shards", k, 2};
+    ASSERT_TRUE(test::PackTars({k == 0 ? a : b}, *parts, o).has_value());
+  }
+  CommitOptions c;
+  c.job = "shards";
+  auto committed = Commit(*parts, c);
+  ASSERT_TRUE(committed.has_value()) << committed.error().ToString();
+  auto whole = std::make_shared<storage::MemoryStorage>();
+  ASSERT_TRUE(test::PackTars({a, b}, *whole).has_value());
+
+  for (const auto& store : {parts, whole}) {
+    auto ds = Dataset::Open(store).value();
+    ASSERT_EQ(ds->sample_count(), 3u);
+    const uint64_t s2_jpg = ds->Find("s2.jpg").value();
+    const uint64_t s2_cls = ds->Find("s2.cls").value();
+    EXPECT_EQ(ds->Stat(s2_jpg).value().label, ds->Stat(s2_cls).value().label);
+    EXPECT_EQ(ds->ClassName(static_cast<uint32_t>(ds->Stat(s2_jpg).value().label)), "5");
+  }
+}
+
 }  // namespace
 }  // namespace stoker::dataset
