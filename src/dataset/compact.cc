@@ -1,8 +1,7 @@
 #include "dataset/compact.h"
 
-#include <chrono>
+#include <algorithm>
 #include <ctime>
-#include <thread>
 
 #include <fmt/format.h>
 
