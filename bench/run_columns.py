@@ -88,7 +88,7 @@ def stoker_tokens_write(docs, out: Path) -> dict:
 def stoker_tokens_read(out: Path, block: int, batch: int) -> dict:
     for _ in range(2):  # the second pass is timed, as for the others
         t = time.perf_counter()
-        loader = stoker.TokenLoader(out, block_size=block, batch_size=batch, seed=1)
+        loader = stoker.TokenLoader(out, seq_len=block, batch_size=batch, seed=1)
         n = 0
         for b in loader:
             n += b.shape[0]

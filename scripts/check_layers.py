@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fails when a lower layer includes a higher one.
+"""Fails when a lower layer includes (or imports) a higher one.
 
 The layers are the libraries of src/CMakeLists.txt: each `stoker_library(NAME SOURCES ... DEPS
 ...)` owns the folder its sources are in, and may include headers only from its own folder, from
@@ -9,9 +9,15 @@ include `net/`, `node/` or `s3/`, and the CMake graph and the includes cannot dr
 graph itself must have no cycle. Tests (`*_test.cc`, `*test_util.h`) and `testing/` are exempt:
 a test may use anything below the top.
 
+The Python package is layered too (PYTHON_LAYERS, lowest first): a module of python/stoker may
+import, at its top or inside a function, only modules of lower layers, so no two import each
+other and none dodges a cycle with an import inside a function; every module must have a
+layer. The extension (python/bindings, the `_core` layer) imports no module of stoker's Python.
+
     python3 scripts/check_layers.py [REPO]      # exit 1 listing every offending include
     python3 scripts/check_layers.py --self-test # shows the check fails on a planted violation
 """
+import ast
 import pathlib
 import re
 import sys
@@ -20,6 +26,18 @@ import tempfile
 LIBRARY = re.compile(r"stoker_library\(\s*(\w+)(.*?)\)", re.S)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 EXEMPT_FOLDERS = {"testing"}
+
+# python/stoker's modules, lowest layer first; "__init__" is the package (`import stoker`).
+PYTHON_LAYERS = (
+    ("_core",),  # the C++ extension (python/bindings)
+    ("_glibc", "_log", "metrics", "tracing"),
+    ("stalls", "profile", "views", "optimize"),  # views: Dataset, its views, reopening
+    ("mix", "sources"),  # mix: the Mix source and the order of a loader over one
+    ("_reading",),  # what every loader shares: rank, epochs, orders, a pass's bookkeeping
+    ("loader", "image_loader", "token_loader"),
+    ("torch", "_pack_parquet", "__init__"),
+)
+BINDINGS_IMPORT = re.compile(r'import_\(\s*"(stoker[\w.]*)"')
 
 
 def libraries(cmake_text):
@@ -105,6 +123,50 @@ def check(repo):
     return problems
 
 
+def python_imports(path, package="stoker"):
+    """The modules of `package` that the module at `path` imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:  # from .x import y
+                found.add(node.module.split(".")[0])
+            else:  # from . import x, y
+                found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            parts = node.module.split(".")
+            if parts[0] == package:
+                found.add(parts[1] if len(parts) > 1 else "__init__")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == package:
+                    found.add(parts[1] if len(parts) > 1 else "__init__")
+    return found
+
+
+def check_python(repo):
+    """Problems with python/stoker's layering (PYTHON_LAYERS) and the extension's imports."""
+    repo = pathlib.Path(repo)
+    layer = {name: i for i, names in enumerate(PYTHON_LAYERS) for name in names}
+    problems = []
+    for path in sorted((repo / "python/stoker").glob("*.py")):
+        name = path.stem
+        if name not in layer:
+            problems.append(f"python/stoker/{path.name}: not in PYTHON_LAYERS "
+                            "(scripts/check_layers.py): give it a layer")
+            continue
+        for target in sorted(python_imports(path)):
+            if target in layer and layer[target] >= layer[name]:
+                problems.append(f"python/stoker/{path.name} imports stoker.{target}, which is "
+                                f"not below it (layers {layer[name]} and {layer[target]})")
+    for path in sorted((repo / "python/bindings").glob("*")):
+        if path.suffix in (".cc", ".h"):
+            for module in BINDINGS_IMPORT.findall(path.read_text(errors="replace")):
+                problems.append(f"python/bindings/{path.name} imports {module}: the extension "
+                                "is the lowest layer and imports none of stoker's Python")
+    return problems
+
+
 def self_test():
     with tempfile.TemporaryDirectory() as tmp:
         root = pathlib.Path(tmp)
@@ -122,6 +184,15 @@ def self_test():
         assert len(problems) == 1 and "net/b.h" in problems[0], problems
         (root / "include/stoker/api.h").write_text('#include "storage/a.h"\n')
         assert len(check(root)) == 2, check(root)
+        (root / "python/stoker").mkdir(parents=True)
+        (root / "python/bindings").mkdir(parents=True)
+        (root / "python/stoker/views.py").write_text("from ._core import Dataset\n")
+        (root / "python/stoker/mix.py").write_text("from .views import Dataset\n")
+        assert check_python(root) == [], check_python(root)
+        (root / "python/stoker/views.py").write_text("def f():\n    from .mix import Mix\n")
+        (root / "python/bindings/dataset.cc").write_text('nb::module_::import_("stoker.views")')
+        problems = check_python(root)
+        assert len(problems) == 2 and "stoker.mix" in problems[0], problems
     print("check_layers self-test: a planted violation is found")
 
 
@@ -130,12 +201,13 @@ def main():
         self_test()
         return 0
     repo = sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent
-    problems = check(repo)
+    problems = check(repo) + check_python(repo)
     for problem in problems:
         print(problem)
     if problems:
         return 1
-    print("layers: every include follows the library graph of src/CMakeLists.txt")
+    print("layers: every include follows the library graph of src/CMakeLists.txt, every "
+          "import of python/stoker the layers of PYTHON_LAYERS")
     return 0
 
 

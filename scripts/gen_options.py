@@ -11,8 +11,9 @@ nothing else is touched:
     registers its flags from it.);
   - from the loader's (loader/loader_option_table.cc, stoker._core.loader_options()):
     stoker.Loader's keyword arguments, the dict it checks and their docs
-    (python/stoker/loader.py), and those of the options stoker.ImageLoader shares with it at the
-    same default (python/stoker/image_loader.py).
+    (python/stoker/loader.py), and those of the options stoker.ImageLoader, TokenLoader and
+    stoker.torch.StokerIterableDataset share with it at the same default (image_loader.py,
+    token_loader.py, torch.py: SHARING).
 
     python scripts/gen_options.py          # rewrite the generated parts
     python scripts/gen_options.py --check  # exit 1 (and say where) if any is stale
@@ -41,12 +42,25 @@ SHARED_DOC_HEADING = "src/loader/loader_option_table.cc):"
 # Loader options whose default differs in stoker.ImageLoader, which declares them itself:
 # batch_size (positional, 256) and shuffle (None: chunk when training, else sequential).
 IMAGE_LOADER_OWN = ("batch_size", "shuffle")
+# Other readers and the loader options they share, at the table's defaults: TokenLoader (whose
+# shuffle takes fewer choices, and which reads whole chunks: no byte budget or unit) and
+# stoker.torch's IterableDataset (a smaller memory_budget per DataLoader worker, no batches).
+SHARING = (
+    (REPO / "python" / "stoker" / "token_loader.py",
+     ("seed", "window", "drop_last", "rank", "world_size")),
+    (REPO / "python" / "stoker" / "torch.py",
+     ("shuffle", "seed", "window", "drop_last", "rank", "world_size", "io_depth", "block_size")),
+)
 
 ANNOTATIONS = {
     "bool": "bool", "unsigned": "int", "number": "float", "choice": "str",
     "pair": "float | Sequence[float]", "triple": "Sequence[float]", "size": "int | Sequence[int]",
     "byte size": "int | str", "texts": "Sequence[str]",
 }
+
+
+def without(table: list[dict], names: tuple[str, ...]) -> list[dict]:
+    return [o for o in table if o["name"] not in names]
 
 
 def annotation(option: dict) -> str:
@@ -153,16 +167,25 @@ def main() -> int:
     new_image_loader = replace_after(new_image_loader, SHARED_DOC_HEADING, docstring(shared),
                                      IMAGE_LOADER)
     loader = LOADER.read_text()
-    new_loader = replace(loader, "signature", signature(loader_table), LOADER)
+    # batch_size is every loader's second positional parameter, with its own default.
+    new_loader = replace(loader, "signature", signature(without(loader_table, ("batch_size",))),
+                         LOADER)
     new_loader = replace(new_loader, "dict", as_dict(loader_table), LOADER)
     new_loader = replace_after(new_loader, DOC_HEADING, docstring(loader_table), LOADER)
+    generated = [(IMAGE_LOADER, image_loader, new_image_loader), (LOADER, loader, new_loader)]
+    for path, names in SHARING:
+        text = path.read_text()
+        options = [o for o in loader_table if o["name"] in names]
+        new = replace(text, "shared-signature", signature(options), path)
+        new = replace(new, "shared-dict", as_dict(options), path)
+        new = replace_after(new, SHARED_DOC_HEADING, docstring(options), path)
+        generated.append((path, text, new))
     docs = DOCS.read_text()
     new_docs = replace(docs, "options", docs_table(table), DOCS)
     readme = README.read_text()
     new_readme = replace(readme, "pack-options", pack_docs_table(pack_options()), README)
 
-    files = ((IMAGE_LOADER, image_loader, new_image_loader), (LOADER, loader, new_loader),
-             (DOCS, docs, new_docs), (README, readme, new_readme))
+    files = (*generated, (DOCS, docs, new_docs), (README, readme, new_readme))
     stale = [path for path, old, new in files if old != new]
     if check:
         for path in stale:

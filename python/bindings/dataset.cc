@@ -372,26 +372,6 @@ void RegisterDataset(nb::module_& m) {
             return paths;
           },
           nb::arg("index"), "Paths of the files making up sample `index`.")
-      // Views are Python objects (python/stoker/views.py), so every loader's Python side can
-      // take them; these two only make them.
-      .def(
-          "subset",
-          [](nb::handle self, nb::handle indices) {
-            return nb::module_::import_("stoker.views").attr("DatasetView")(self, indices);
-          },
-          nb::arg("indices"),
-          "A stoker.DatasetView of samples `indices` (in that order, each at most once), which "
-          "every loader takes.")
-      .def(
-          "filter",
-          [](nb::handle self, nb::handle predicate) {
-            nb::object views = nb::module_::import_("stoker.views");
-            nb::object all = nb::module_::import_("numpy").attr("arange")(nb::len(self));
-            return views.attr("DatasetView")(self, all).attr("filter")(predicate);
-          },
-          nb::arg("predicate"),
-          "A stoker.DatasetView of the samples for which predicate(sample) is true, or given "
-          "{column: fn}, every fn(sample[column]). Reads every sample once, chunk by chunk.")
       .def_prop_ro("uri", [](PyDataset& self) { return FsName(self.uri()); })
       .def_prop_ro("version", &PyDataset::version)
       .def_prop_ro("num_files", [](PyDataset& self) { return self.Get().file_count(); })

@@ -43,7 +43,6 @@ import importlib
 try:
     from ._core import (
         CorruptionError,
-        Dataset,
         Sampler,
         Writer,
         byte_size,
@@ -66,7 +65,7 @@ from .sources import from_huggingface, from_parquet
 from .stalls import stall_report
 from .token_loader import TokenLoader
 from .tracing import Trace, start_from_environment, trace
-from .views import DatasetView
+from .views import Dataset, DatasetView
 
 __version__ = "0.1.0"
 __all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Mix", "Sampler",

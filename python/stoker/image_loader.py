@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -35,10 +34,19 @@ from ._core import (
     parse_loader_options,
     parse_transform_options,
 )
-from .loader import DEFAULT_MIN_BUDGET, _Stream, env_world
-from .mix import Mix, SampleMixReading, base_samples, mix_label
-from .stalls import StallMeter, now
-from .views import dataset_and_indices
+from ._reading import (
+    DEFAULT_MIN_BUDGET,
+    Reading,
+    Step,
+    read_budget,
+    renamed_arguments,
+    run_pass,
+    sample_order,
+    warn_user,
+)
+from .mix import Mix, MixOrder, mix_label
+from .stalls import StallMeter
+from .views import DatasetView
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -100,7 +108,7 @@ class _PinnedAhead:
 
     _END = object()
 
-    def __init__(self, batches: Iterator[tuple], depth: int = 2) -> None:
+    def __init__(self, batches: Any, depth: int = 2) -> None:
         import queue
         import threading
         self._queue: Any = queue.Queue(maxsize=depth)
@@ -119,7 +127,7 @@ class _PinnedAhead:
                 continue
         return False
 
-    def _run(self, batches: Iterator[tuple]) -> None:
+    def _run(self, batches: Any) -> None:
         try:
             for item in batches:
                 if not self._put((item[0].pin_memory(),) + tuple(item[1:])):
@@ -175,12 +183,13 @@ def _members(ds: Dataset, image: str | None, label: str | None) -> tuple[str, st
     return image, label
 
 
-class ImageLoader(_Stream):
+class ImageLoader(Reading):
     """Batches of (images, labels) torch tensors from one rank's share of a packed image dataset.
 
     Args:
-      uri_or_dataset: a path / file:// URI, or an open stoker.Dataset (JPEG or PNG files,
-        whatever their names; for tar-packed samples, the file with an image extension).
+      source: a path / file:// URI, an open stoker.Dataset (JPEG or PNG files, whatever their
+        names; for tar-packed samples, the file with an image extension), a view of one, or a
+        stoker.Mix of them. (Its old name, uri_or_dataset=, still works, with a warning.)
       batch_size: images per batch. The last batch may be smaller (drop_last drops it).
 
     The transform (each option is described once, in C++, in
@@ -269,12 +278,9 @@ class ImageLoader(_Stream):
     its own read pipeline (memory_budget each); the decode threads are shared.
     """
 
-    def __new__(cls, uri_or_dataset: Any = None, *args: Any, **kwargs: Any) -> ImageLoader:
-        if cls is ImageLoader and isinstance(uri_or_dataset, Mix):
-            return super().__new__(MixImageLoader)
-        return super().__new__(cls)
-
-    def __init__(self, uri_or_dataset: str | os.PathLike | Dataset, batch_size: int = 256, *,
+    @renamed_arguments(uri_or_dataset="source")
+    def __init__(self, source: str | os.PathLike | Dataset | DatasetView | Mix,
+                 batch_size: int = 256, *,
                  # BEGIN GENERATED signature
                  train: bool = True, size: int | Sequence[int] = 224,
                  scale: float | Sequence[float] = (0.08, 1.0),
@@ -344,11 +350,14 @@ class ImageLoader(_Stream):
         if reading["batch_size"] is None:
             raise TypeError("batch_size must be an int, not None")
         cuda_device = _cuda_device(device, transform["interpolation"])
-        image_member, label_member = self._open(uri_or_dataset, reading, image, label)
+        self._start_reading(sample_order(source, reading), reading["rank"],
+                            reading["world_size"], reading["drop_last"])
+        image_member, label_member = self._members(image, label)
         self._batch_size: int = reading["batch_size"]
         self._on_error = on_error
         # Files left out as no image (README.txt in a file dataset), said once: _say_not_images.
-        self._not_images, self._not_image_names, self._said_not_images = 0, [], False
+        self._not_images, self._said_not_images = 0, False
+        self._not_image_names: list[str] = []
         self._memory_budget: int | None = reading["memory_budget"]
         self._batch_transform = batch_transform
         self._pin_memory = pin_memory
@@ -369,78 +378,92 @@ class ImageLoader(_Stream):
         self._stats: dict[str, Any] = {}
         self.errors: list[tuple[int, int, str]] = []  # (position, sample, message), last pass
 
-    def _open(self, dataset: Any, reading: dict[str, Any], image: str | None,
-              label: str | None) -> tuple[str, str]:
-        """Sets up the reading (the dataset, its order, the position); returns the members
-        holding the image and the label (see _members)."""
-        _Stream.__init__(self, dataset, reading, None)
-        return _members(self._handles()[0], image, label)
+    def _members(self, image: str | None, label: str | None) -> tuple[str, str]:
+        """The members holding the image and the label (see _members), the same in every
+        source of a Mix."""
+        sources = self._order.sources if self.mixed else [self._order]
+        members = {_members(s.dataset(), image, label) for s in sources}
+        if len(members) > 1:
+            raise ValueError(f"the sources keep their images or labels in different columns "
+                             f"({sorted(members)}); mix datasets that name them alike, or "
+                             "pass image= and label=")
+        return members.pop()
 
     @property
     def batch_size(self) -> int:
         return self._batch_size
 
     @property
-    def dataset(self) -> Dataset:
-        return self._handles()[0]
+    def dataset(self) -> Dataset | Mix:
+        """The dataset read (the base of a view), or the Mix."""
+        return self._order.mix if self.mixed else self._order.dataset()
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the source is a stoker.Mix (batches then come with their sources)."""
+        return isinstance(self._order, MixOrder)
+
+    @property
+    def counts(self) -> list[int]:
+        """A mix's samples from each source every epoch ([len] of a single source)."""
+        return list(self._order.counts) if self.mixed else [self._order.num_units]
+
+    @property
+    def block_size(self) -> int | list[int]:
+        """The shuffle unit in bytes (see stoker.Loader.block_size)."""
+        if self.mixed:
+            return [s.block_size for s in self._order.sources]
+        return self._order.block_size
+
+    @property
+    def dataset_version(self) -> int | list[int]:
+        if self.mixed:
+            return [s.version for s in self._order.sources]
+        return self._order.version
 
     def __len__(self) -> int:
         """Batches this rank yields in the current pass, or in the next one."""
-        samples = self._pass_samples()
-        if self._options["drop_last"]:
-            return samples // self._batch_size
-        return -(-samples // self._batch_size)
+        return self._units_in_pass(self._batch_size)
 
-    def __iter__(self) -> Iterator[tuple[Any, Any]]:
-        token = self._cursor.begin_pass()
-        plan, _, _ = self._plan()
-        return self._generate(plan, token)
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        token, sources, samples = self._begin()
+        options = dict(self._options, epoch=self._cursor.epoch)
+        if sources is None:
+            ds = self._order.dataset()
+            budget = read_budget(ds, self._order.shuffle, self._order.window,
+                                 self._memory_budget)
+            pipe = ImagePipeline(ds, samples, dict(options, memory_budget=budget))
+            first, label = ds, self._order.uri
+        else:
+            plans = []
+            for i, s in enumerate(self._order.sources):
+                ds = s.dataset()
+                plans.append((ds, np.ascontiguousarray(samples[sources == i]),
+                              read_budget(ds, s.shuffle, s.window, self._memory_budget)))
+            pipe = ImagePipeline(plans, np.ascontiguousarray(sources, dtype=np.uint16),
+                                 dict(options, memory_budget=plans[0][2]))
+            first, label = plans[0][0], mix_label(self._order.mix)
+        return self._batches(pipe, token, first, label)
 
-    def _generate(self, plan, token: int) -> Iterator[tuple[Any, Any]]:
-        ds, _ = self._handles()
-        options = dict(self._options, epoch=self._cursor.epoch,
-                       memory_budget=self._read_budget(ds, self._memory_budget))
-        for images, labels, _ in self._batches(ImagePipeline(ds, plan, options), token, False,
-                                               ds):
-            if self._batch_transform is not None:
-                yield self._batch_transform(images, labels)
-            else:
-                yield images, labels
-
-    def _batches(self, pipe: ImagePipeline, token: int, mixed: bool,
-                 dataset: Dataset) -> Iterator[tuple]:
-        """(images, labels, sources) of `pipe`'s batches (pinned if asked), counting what they
-        consume; skipped samples go to `errors` — (position, sample, message), and the source
-        in a mix."""
+    def _batches(self, pipe: ImagePipeline, token: int, first: Dataset,
+                 label: str) -> Iterator[tuple[Any, ...]]:
+        """The pass over `pipe`'s batches (pinned if asked): (images, labels), over a Mix with
+        the sources, through batch_transform if given; skipped samples go to `errors` —
+        (position, sample, message), and the source in a mix. `first`: the (first) dataset,
+        `label` what metrics and warnings call the data."""
         import torch
         pin = self._pin_memory
         if pin is None:
             pin = torch.cuda.is_available()
         cuda = self._options["cuda_device"]
         if cuda >= 0:
-            pin, label_device = False, torch.device("cuda", cuda)
+            pin = False
         self.errors = []
-        meter = self._meter = StallMeter(dataset, "ImageLoader", self._metrics_label())
+        meter = self._meter = StallMeter(first, "ImageLoader", label)
         start = time.perf_counter()
         batches: Any = _PinnedAhead(pipe) if pin else pipe
-        try:
-            asked = now()
-            for (images, labels, _samples, consumed, errors, sources, waited, read,
-                 not_images) in batches:
-                if not_images:
-                    self._note_not_images(not_images)
-                if errors:
-                    self.errors.extend(e if mixed else e[:3] for e in errors)
-                    if self._on_error == "log":
-                        for e in errors:
-                            log.warning("stoker: skipped a sample: %s", e[2])
-                self._cursor.add_yielded(token, consumed)
-                if cuda >= 0:
-                    labels = labels.to(label_device)
-                meter.step(asked, now(), read=read, decode=waited - read)
-                yield images, labels, sources
-                asked = now()
-        finally:
+
+        def finish() -> None:
             if pin:
                 batches.close()
             elapsed = time.perf_counter() - start
@@ -448,8 +471,28 @@ class ImageLoader(_Stream):
             self._stats["images_per_second"] = (self._stats["samples"] / elapsed
                                                 if elapsed > 0 else 0.0)
             pipe.close()
-            self._say_not_images()
-        self._cursor.end_pass(token)
+            self._say_not_images(label)
+
+        return run_pass(self._cursor, token, meter, self._steps(batches, cuda), finish)
+
+    def _steps(self, batches: Iterator[tuple], cuda: int) -> Iterator[Step]:
+        import torch
+        mixed = self.mixed
+        for (images, labels, _samples, consumed, errors, sources, waited, read,
+             not_images) in batches:
+            if not_images:
+                self._note_not_images(not_images)
+            if errors:
+                self.errors.extend(e if mixed else e[:3] for e in errors)
+                if self._on_error == "log":
+                    for e in errors:
+                        log.warning("stoker: skipped a sample: %s", e[2])
+            if cuda >= 0:
+                labels = labels.to(torch.device("cuda", cuda))
+            out = ((images, labels) if self._batch_transform is None
+                   else self._batch_transform(images, labels))
+            yield (out + (sources,) if mixed and self._batch_transform is None
+                   else (out, sources) if mixed else out), consumed, read, waited - read
 
     def _note_not_images(self, not_images: list) -> None:
         """Counts files left out as no image this pass, keeping a few names for the warning."""
@@ -457,24 +500,21 @@ class ImageLoader(_Stream):
         for e in not_images[:3 - len(self._not_image_names)]:
             self._not_image_names.append(e[2].split(": not an image")[0])
 
-    def _say_not_images(self) -> None:
+    def _say_not_images(self, label: str) -> None:
         """Once per loader, at the end of the first pass that left files out: how many, and
         which. A file dataset's README.txt is not a training error (ImageFolder skips it too),
         but it must not vanish unsaid."""
         if self._not_images and not self._said_not_images:
             self._said_not_images = True
             more = ", ..." if self._not_images > len(self._not_image_names) else ""
-            warnings.warn(
-                f"ImageLoader left out {self._not_images} file(s) of {self._uri} that are no "
+            warn_user(
+                f"ImageLoader left out {self._not_images} file(s) of {label} that are no "
                 f"images (no JPEG or PNG signature, no image extension), as torchvision's "
                 f"ImageFolder does: {', '.join(self._not_image_names)}{more}; "
                 f"stats()['not_images'] counts them. Leave them out of the pack with "
-                f"`stoker pack --exclude GLOB`.", stacklevel=2)
+                f"`stoker pack --exclude GLOB`.")
         self._not_images = 0
         self._not_image_names = []
-
-    def _metrics_label(self) -> str:
-        return self._uri
 
     def sample_params(self, sample: int, width: int, height: int,
                       epoch: int | None = None) -> dict[str, Any]:
@@ -508,56 +548,7 @@ class ImageLoader(_Stream):
 
     def __repr__(self) -> str:
         o = self._options
-        return (f"stoker.ImageLoader('{self._uri}', train={o['train']}, size={o['size']}, "
-                f"batch_size={self._batch_size}, shuffle='{self._shuffle}', "
-                f"rank={self._rank}, world_size={self._world_size}, epoch={self.epoch})")
-
-
-class MixImageLoader(SampleMixReading, ImageLoader):
-    """ImageLoader over a stoker.Mix (see ImageLoader): the mix's order (stoker.mix) read by one
-    C++ image pipeline with a read pipeline per source."""
-
-    def _metrics_label(self) -> str:
-        return mix_label(self._mix)
-
-    def _open(self, dataset: Any, reading: dict[str, Any], image: str | None,
-              label: str | None) -> tuple[str, str]:
-        mix: Mix = dataset
-        self._rank, self._world_size = env_world(reading["rank"], reading["world_size"])
-        self._shuffle, self._seed = reading["shuffle"], reading["seed"]
-        self._window, self._drop_last = reading["window"], reading["drop_last"]
-        self._batch_size = reading["batch_size"]
-        self._init_sample_mix(mix, reading["block_size"])
-        members = {_members(ds, image, label) for ds in mix.sources}
-        if len(members) > 1:
-            raise ValueError(f"the sources keep their images or labels in different columns "
-                             f"({sorted(members)}); mix datasets that name them alike, or "
-                             "pass image= and label=")
-        return members.pop()
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        token = self._cursor.begin_pass()
-        mix, _ = self._mix_handles()
-        source, sample = self._rank_order()
-        plans = []
-        for i, s in enumerate(mix.sources):
-            ds, _ = dataset_and_indices(s)
-            plans.append((ds, base_samples(s, sample[source == i]),
-                          self._read_budget(ds, self._memory_budget)))
-        options = dict(self._options, epoch=self._cursor.epoch, memory_budget=plans[0][2])
-        pipe = ImagePipeline(plans, np.ascontiguousarray(source, dtype=np.uint16), options)
-        return self._generate_mix(pipe, token)
-
-    def _generate_mix(self, pipe: ImagePipeline, token: int) -> Iterator[tuple[Any, ...]]:
-        for images, labels, sources in self._batches(pipe, token, True,
-                                                     dataset_and_indices(self._mix.sources[0])[0]):
-            if self._batch_transform is not None:
-                yield self._batch_transform(images, labels), sources
-            else:
-                yield images, labels, sources
-
-    def __repr__(self) -> str:
-        o = self._options
-        return (f"stoker.ImageLoader({self._mix!r}, train={o['train']}, size={o['size']}, "
-                f"batch_size={self._batch_size}, shuffle='{self._shuffle}', "
+        source = repr(self._order.mix) if self.mixed else f"'{self._order.uri}'"
+        return (f"stoker.ImageLoader({source}, train={o['train']}, size={o['size']}, "
+                f"batch_size={self._batch_size}, shuffle='{self._order.shuffle}', "
                 f"rank={self._rank}, world_size={self._world_size}, epoch={self.epoch})")

@@ -146,12 +146,12 @@ def optimize(fn: Callable[[Any], Any], inputs: Iterable[Any], output: str | os.P
     groups = [g for g in range(-(-len(items) // group_size)) if g % n == k]
     held = _groups_done(output)
     exists = held is not None  # then each group is an append
-    todo = [g for g in groups if not (resume and exists and _GROUP.format(g) in held)]
+    todo = [g for g in groups if not (resume and held is not None and _GROUP.format(g) in held)]
     workers = num_workers or os.cpu_count() or 1
     bar = _Progress(progress, len(groups), len(groups) - len(todo))
     bar.update()
-    result = {"groups": len(todo), "groups_skipped": len(groups) - len(todo), "samples": 0,
-              "version": None}
+    result: dict[str, Any] = {"groups": len(todo), "groups_skipped": len(groups) - len(todo),
+                              "samples": 0, "version": None}
     pool = multiprocessing.get_context("fork").Pool(workers) if workers > 1 else None
 
     def write_group(g: int, append: bool) -> None:

@@ -31,11 +31,11 @@ import glob
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from ._core import CorruptionError, Writer
+from ._core import CorruptionError, Writer  # type: ignore[attr-defined]  # see pyproject
 from .optimize import IMAGE_SIGNATURES, _column_type
 
 _WRITER_KEYS = ("label", "append", "chunk_size", "order", "order_seed", "mix_memory",
@@ -102,20 +102,21 @@ def _write(rows: Iterable[dict], output, columns: dict[str, str],
     if unknown:
         raise TypeError(f"unexpected keyword arguments {sorted(unknown)} (Writer's: "
                         f"{', '.join(_WRITER_KEYS)})")
-    with Writer(output, columns=columns, **options) as w:
+    w = Writer(output, columns=columns, **options)
+    with w:
         for row in rows:
             for name, fn in convert.items():
                 value = row.get(name)
                 if value is not None:
                     row[name] = fn(value)
             w.write(row)
-    return w.summary
+    return cast(dict, w.summary)  # a dict (python/bindings/writer.cc); the stub says object
 
 
 def _expand(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     out: list[str] = []
-    for p in map(os.fspath, items):
+    for p in [os.fspath(item) for item in items]:
         found = sorted(glob.glob(p)) if glob.has_magic(p) else [p]
         if not found:
             raise FileNotFoundError(f"no Parquet file matches {p!r}")

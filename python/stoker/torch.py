@@ -18,15 +18,18 @@ module imports torch; `import stoker` alone does not.
 """
 from __future__ import annotations
 
-import array
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch.utils.data
 
-from ._core import Dataset, ReadPipeline, parse_loader_options
-from .loader import _identity, _Stream, reopen_dataset
+from ._core import ReadPipeline, parse_loader_options
+from ._reading import Reading, renamed_arguments, run_pass, sample_order
+from .loader import _identity
+from .mix import Mix, MixOrder
+from .views import Dataset, DatasetView, reopen_dataset
 
 # A DataLoader worker's read pipeline holds at most this by default (each worker has its own).
 _WORKER_MEMORY_BUDGET = 256 << 20
@@ -38,12 +41,39 @@ def _worker() -> tuple[int, int]:
     return (0, 1) if info is None else (info.id, info.num_workers)
 
 
-class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
-    """This rank's share of a packed dataset, in stoker's order (docs/sampler.md), as a torch
-    IterableDataset. Yields transform((bytes, label, path)).
+class StokerIterableDataset(Reading, torch.utils.data.IterableDataset):
+    """This rank's share of a packed dataset (or view, or stoker.Mix), in stoker's order
+    (docs/sampler.md), as a torch IterableDataset. Yields transform((bytes, label, path)) — over
+    a Mix, (transform(sample), source).
 
-    Options as for stoker.Loader: shuffle ("chunk", "full", "sequential"), seed, window,
-    block_size, drop_last, transform; rank and world_size default to torchrun's RANK and WORLD_SIZE.
+    Args:
+      source: a path / URI, a stoker.Dataset, a view of one, or a stoker.Mix.
+      transform: applied to each sample in the worker.
+      loader_batch_size: see Workers.
+      memory_budget: the most bytes each worker's read pipeline holds (bytes or text like
+        256MiB; default 256 MiB per worker).
+
+    As for stoker.Loader (these lines and the signature are generated from
+    src/loader/loader_option_table.cc):
+      shuffle: chunk: chunks in random order, samples shuffled within windows of `window` chunks
+        (large sequential reads, well mixed); full: a uniform permutation; sequential: storage
+        order. See docs/sampler.md.
+      seed: the order of epoch e is a function of (seed, e, dataset version, options, the number of
+        ranks the epoch was planned for), identical on every machine.
+      window: chunks per shuffle window (chunk mode): the window holds `window` chunks' worth of
+        bytes.
+      drop_last: skip the last N mod world_size samples of the epoch instead of padding the last
+        round with samples from its start (either way every rank yields the same count, so
+        distributed training never hangs on a short rank); with batch_size, also drop the last
+        incomplete batch.
+      rank: this process's rank; None: torchrun's RANK environment variable, else 0.
+      world_size: the number of ranks; None: torchrun's WORLD_SIZE environment variable, else 1.
+      io_depth: concurrent reads of the read pipeline.
+      block_size: the shuffle unit of chunk mode, in bytes. None: chosen from the labels in the
+        metadata (whole chunks when they mix classes, as `stoker pack` stores them by default, else
+        the largest block of a chunk, 1/4 ... 1/256 of one, whose windows mix classes within 5 % of
+        a full shuffle, with a warning that names the cost and the fix). 0: whole chunks always; an
+        int: blocks of that many bytes. See docs/sampler.md.
 
     Workers: with K DataLoader workers, worker k takes the rank's samples i with
     (i // loader_batch_size) % K == k. With loader_batch_size=1 (default) that is i % K == k, so
@@ -73,30 +103,59 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
     rank and world size.
     """
 
-    def __init__(self, uri: str | os.PathLike | Dataset, *, shuffle: str = "chunk",
-                 seed: int = 0, window: int = 16, drop_last: bool = False,
-                 transform: Callable | None = None, rank: int | None = None,
-                 world_size: int | None = None, loader_batch_size: int = 1,
+    @renamed_arguments(uri="source")
+    def __init__(self, source: str | os.PathLike | Dataset | DatasetView | Mix, *,
+                 transform: Callable | None = None, loader_batch_size: int = 1,
                  memory_budget: int | str = _WORKER_MEMORY_BUDGET,
-                 block_size: int | None = None) -> None:
+                 # BEGIN GENERATED shared-signature
+                 shuffle: str = "chunk", seed: int = 0, window: int = 16, drop_last: bool = False,
+                 rank: int | None = None, world_size: int | None = None, io_depth: int = 8,
+                 block_size: int | None = None,
+                 # END GENERATED shared-signature
+                 ) -> None:
         if loader_batch_size < 1:
             raise ValueError("loader_batch_size must be at least 1")
         # Per DataLoader worker: each worker runs its own read pipeline over its share, hence a
         # smaller default memory_budget than stoker.Loader's.
         options = parse_loader_options({
-            "shuffle": shuffle, "seed": seed, "window": window, "drop_last": drop_last,
-            "rank": rank, "world_size": world_size, "memory_budget": memory_budget,
-            "block_size": block_size})
-        _Stream.__init__(self, uri, options, transform)
+            "memory_budget": memory_budget,
+            # BEGIN GENERATED shared-dict
+            'shuffle': shuffle,
+            'seed': seed,
+            'window': window,
+            'drop_last': drop_last,
+            'rank': rank,
+            'world_size': world_size,
+            'io_depth': io_depth,
+            'block_size': block_size,
+            # END GENERATED shared-dict
+        })
+        self._start_reading(sample_order(source, options), options["rank"],
+                            options["world_size"], options["drop_last"])
+        self._transform = transform
         self._block = int(loader_batch_size)
+        self._io_depth: int = options["io_depth"]
         # None keeps this class's default, as for every other option.
         self._memory_budget: int = (options["memory_budget"] if options["memory_budget"] is not None
                                     else _WORKER_MEMORY_BUDGET)
         self._worker_skip = 0  # samples of its own share a worker skips (per-worker resume)
 
+    @property
+    def dataset_version(self) -> int | list[int]:
+        if isinstance(self._order, MixOrder):
+            return [s.version for s in self._order.sources]
+        return self._order.version
+
+    @property
+    def block_size(self) -> int | list[int]:
+        """The shuffle unit in bytes (see stoker.Loader.block_size)."""
+        if isinstance(self._order, MixOrder):
+            return [s.block_size for s in self._order.sources]
+        return self._order.block_size
+
     def __len__(self) -> int:
         """Samples this rank yields in the current pass (all workers together)."""
-        return self._pass_samples()
+        return self._units_in_pass(None)
 
     def __iter__(self) -> Iterator[Any]:
         worker, workers = _worker()
@@ -106,30 +165,34 @@ class StokerIterableDataset(_Stream, torch.utils.data.IterableDataset):
             # not have taken all it produced: a pass abandoned there restarts, as DataLoader's
             # passes do, instead of continuing like the single-process case.
             self._cursor.set_yielded(0)
-        token = self._cursor.begin_pass()
-        plan, _, _ = self._plan()
-        return self._generate(plan, worker, workers, skip, token)
-
-    def _generate(self, plan, worker: int, workers: int, skip: int,
-                  token: int) -> Iterator[Any]:
-        ds, _ = self._handles()
-        transform = self._transform or _identity
-        block = self._block
+        token, sources, samples = self._begin()
         if token == self._cursor.pass_token:
             self._cursor.set_yielded(skip)  # a resumed worker's count includes what it read before
-        # This worker's share of the rank's plan, read ahead by the C++ read pipeline.
-        mine = array.array("I")
-        for begin in range(worker * block, len(plan), workers * block):
-            mine.extend(plan[begin:begin + block])
-        pipe = ReadPipeline(ds, mine[skip:], memory_budget=self._memory_budget)
-        try:
-            for sample in pipe:
-                item = transform(sample)
-                self._cursor.add_yielded(token, 1)
-                yield item
-        finally:
-            pipe.close()
-        self._cursor.end_pass(token)
+        # This worker's share of the rank's plan (positions in it), read ahead by the C++ read
+        # pipeline: one per source.
+        block = self._block
+        mine = np.concatenate([np.arange(b, min(b + block, len(samples)), dtype=np.int64)
+                               for b in range(worker * block, len(samples), workers * block)]
+                              or [np.zeros(0, dtype=np.int64)])[skip:]
+        orders = self._order.sources if sources is not None else [self._order]
+        which = (np.zeros(len(mine), dtype=np.int64) if sources is None
+                 else sources[mine].astype(np.int64))
+        pipes = [ReadPipeline(o.dataset(), np.ascontiguousarray(samples[mine][which == i]),
+                              memory_budget=self._memory_budget, io_depth=self._io_depth)
+                 for i, o in enumerate(orders)]
+
+        def finish() -> None:
+            for p in pipes:
+                p.close()
+
+        return run_pass(self._cursor, token, None, self._steps(pipes, which, sources is not None),
+                        finish)
+
+    def _steps(self, pipes: list, which: np.ndarray, mixed: bool) -> Iterator[Any]:
+        transform = self._transform or _identity
+        for s in which.tolist():
+            item = transform(next(pipes[s]))
+            yield ((item, s) if mixed else item), 1, 0.0, 0.0
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
         """See the class docstring: rank-level in the main process, per-worker in a worker."""

@@ -22,14 +22,35 @@ from typing import Any
 
 import numpy as np
 
-from ._core import Dataset, ReadPipeline, sample_chunks
+from . import _core
+from ._core import ReadPipeline, sample_chunks
+
+
+class Dataset(_core.Dataset):
+    # The C++ class's docstring, with what this subclass adds: views, which are Python objects
+    # so that every loader's Python side takes them, and so the C++ bindings import nothing of
+    # stoker's Python (scripts/check_layers.py).
+    __doc__ = _core.Dataset.__doc__
+    __module__ = "stoker"
+
+    def subset(self, indices: Iterable[int] | slice | np.ndarray) -> DatasetView:
+        """A stoker.DatasetView of samples `indices` (in that order, each at most once; a
+        range, a slice, ints, an integer array or a boolean mask), which every loader takes."""
+        return DatasetView(self, indices)
+
+    def filter(self, predicate: Callable[[Any], bool] | dict[str, Callable[[Any], bool]], *,
+               memory_budget: int = 256 << 20) -> DatasetView:
+        """A stoker.DatasetView of the samples for which predicate(sample) is true, or given
+        {column: fn}, every fn(sample[column]). Reads every sample once, chunk by chunk."""
+        return DatasetView(self, np.arange(len(self))).filter(predicate,
+                                                               memory_budget=memory_budget)
 
 
 class DatasetView:
     """Samples `indices` of `base` (see the module docstring). Other attributes (columns,
     classes, uri, version, ...) are the base's."""
 
-    def __init__(self, base: Dataset, indices: Iterable[int] | np.ndarray) -> None:
+    def __init__(self, base: _core.Dataset, indices: Iterable[int] | slice | np.ndarray) -> None:
         self.base = base
         self.indices = _checked(indices, len(base)).astype(np.uint32)
         self.indices.flags.writeable = False
@@ -72,12 +93,12 @@ class DatasetView:
                 f"{shown})")
 
 
-def dataset_and_indices(dataset: Any) -> tuple[Dataset, np.ndarray | None]:
+def dataset_and_indices(dataset: Any) -> tuple[_core.Dataset, np.ndarray | None]:
     """What a loader was given — a path or URI, an open Dataset, or a view — as the Dataset to
     read and, for a view, the base's samples it holds (None: all of them)."""
     if isinstance(dataset, DatasetView):
         return dataset.base, dataset.indices
-    if isinstance(dataset, Dataset):
+    if isinstance(dataset, _core.Dataset):
         return dataset, None
     return Dataset(os.fspath(dataset)), None
 
@@ -113,7 +134,8 @@ def _checked(indices: Iterable[int] | slice | np.ndarray, n: int) -> np.ndarray:
 _FILE_FIELDS = {"label": 1, "path": 2}
 
 
-def _matching(base: Dataset, indices: np.ndarray, predicate, memory_budget: int) -> np.ndarray:
+def _matching(base: _core.Dataset, indices: np.ndarray, predicate,
+              memory_budget: int) -> np.ndarray:
     if isinstance(predicate, dict):
         # Where each key's value is in a sample: a column dataset's are {column: value}, a file
         # dataset's (data, label, path).
@@ -145,3 +167,12 @@ def _matching(base: Dataset, indices: np.ndarray, predicate, memory_budget: int)
     finally:
         pipe.close()
     return np.flatnonzero(keep)
+
+
+def reopen_dataset(uri: str, version: int) -> Dataset:
+    """A stoker.Dataset for `uri` pinned to `version`, opened on first use: what unpickling a
+    Dataset gives, without a pickle round trip."""
+    ds = Dataset.__new__(Dataset)
+    ds.__setstate__((uri, version))
+    return ds
+

@@ -37,7 +37,7 @@ def test_loaders_export_their_waiting(tmp_path):
         batches = 0
         for _ in stoker.Loader(path, batch_size=10, transform=slow):
             batches += 1
-        for _ in stoker.TokenLoader(path, block_size=50, batch_size=8):
+        for _ in stoker.TokenLoader(path, seq_len=50, batch_size=8):
             time.sleep(0.01)
         got = scrape(port)
         uri = stoker.Dataset(path).uri

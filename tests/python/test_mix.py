@@ -122,7 +122,7 @@ def token_sources(tmp_path_factory):
 
 def all_blocks(ds, block: int) -> list[tuple]:
     return [tuple(b) for b in np.concatenate(list(stoker.TokenLoader(
-        ds, block_size=block, batch_size=64, shuffle="sequential"))).tolist()]
+        ds, seq_len=block, batch_size=64, shuffle="sequential"))).tolist()]
 
 
 def token_items(loader) -> list[tuple[int, tuple]]:
@@ -134,7 +134,7 @@ def test_token_mix_shares_blocks_and_restarts(token_sources):
     a, b = token_sources
     block = 16
     blocks = [all_blocks(a, block), all_blocks(b, block)]
-    loader = stoker.TokenLoader(stoker.Mix([a, b], weights=[0.5, 0.5]), block_size=block,
+    loader = stoker.TokenLoader(stoker.Mix([a, b], weights=[0.5, 0.5]), seq_len=block,
                                 batch_size=5, seed=4)
     # The weights count blocks: an epoch is all blocks of both, half from each.
     assert loader.num_blocks == len(blocks[0]) + len(blocks[1])
@@ -154,17 +154,17 @@ def test_token_mix_shares_blocks_and_restarts(token_sources):
     assert seen[1][:n] != seen[1][n:2 * n]
     assert len(set(seen[0][:len(blocks[0])])) == len(seen[0][:len(blocks[0])])
     # Deterministic; single blocks come with their source.
-    again = stoker.TokenLoader(stoker.Mix([a, b], weights=[0.5, 0.5]), block_size=block,
+    again = stoker.TokenLoader(stoker.Mix([a, b], weights=[0.5, 0.5]), seq_len=block,
                                batch_size=None, seed=4)
     singles = [(s, tuple(row.tolist())) for row, s in again]
     assert singles == token_items(stoker.TokenLoader(
-        stoker.Mix([a, b], weights=[0.5, 0.5]), block_size=block, batch_size=5, seed=4))
+        stoker.Mix([a, b], weights=[0.5, 0.5]), seq_len=block, batch_size=5, seed=4))
 
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_token_mix_ranks_and_resume(token_sources, world):
     mix = stoker.Mix(list(token_sources), weights=[0.7, 0.3])
-    kw = dict(block_size=8, batch_size=4, seed=2)
+    kw = dict(seq_len=8, batch_size=4, seed=2)
     whole = sorted(token_items(stoker.TokenLoader(mix, **kw)))
     ranks = [token_items(stoker.TokenLoader(mix, rank=r, world_size=world, **kw))
              for r in range(world)]
@@ -188,7 +188,7 @@ def test_token_mix_ranks_and_resume(token_sources, world):
     # Padding may repeat a few blocks at the epoch's end; nothing is lost.
     assert set(got) == set(whole) and len(got) - len(whole) < 2 * world
     with pytest.raises(ValueError, match="order would differ"):
-        stoker.TokenLoader(mix, block_size=9, batch_size=4, seed=2).load_state_dict(state)
+        stoker.TokenLoader(mix, seq_len=9, batch_size=4, seed=2).load_state_dict(state)
 
 
 def test_token_mix_refuses_different_types(token_sources, tmp_path):
@@ -197,7 +197,7 @@ def test_token_mix_refuses_different_types(token_sources, tmp_path):
                        progress=False) as w:
         w.write({"tokens": np.arange(100, dtype=np.uint32)})
     with pytest.raises(ValueError, match="different types"):
-        stoker.TokenLoader(stoker.Mix([a, tmp_path / "w.stoker"]), block_size=8)
+        stoker.TokenLoader(stoker.Mix([a, tmp_path / "w.stoker"]), seq_len=8)
 
 
 # -- ImageLoader over a Mix ----------------------------------------------------------------------
@@ -264,7 +264,7 @@ def test_views_are_sources_too(sources, token_sources):
     ta, tb = token_sources
     few = tb.subset(range(5))  # its first five documents' tokens, nothing else
     allowed = set(np.concatenate([tb[i]["tokens"] for i in range(5)]).tolist())
-    loader = stoker.TokenLoader(stoker.Mix([ta, few]), block_size=4, batch_size=8, seed=0)
+    loader = stoker.TokenLoader(stoker.Mix([ta, few]), seq_len=4, batch_size=8, seed=0)
     rows = [row for s, row in token_items(loader) if s == 1]
     assert rows and all(set(row) <= allowed for row in rows)
 
@@ -280,3 +280,19 @@ def test_a_views_repr_tells_it_from_its_base_and_other_views(sources):
     with pytest.raises(ValueError, match=r"source stoker.DatasetView\(.*, 0 of 500 samples: "
                                          r"\[\]\) has no samples"):
         stoker.Mix([a, a.subset([])], weights=[1, 1])
+
+
+def test_a_mix_is_a_source_like_a_dataset(sources):
+    """A Mix goes wherever a dataset goes, stoker.torch's IterableDataset included: with
+    DataLoader workers, every (sample, source) of the rank's share of the mix arrives once."""
+    torch = pytest.importorskip("torch")
+    import stoker.torch
+    a, b, _ = sources
+    mix = stoker.Mix([a, b], weights=[2, 1], epoch_size=120)
+    want = sorted(items(stoker.Loader(mix, seed=5, rank=1, world_size=2)))
+    ds = stoker.torch.StokerIterableDataset(mix, seed=5, rank=1, world_size=2)
+    assert len(ds) == 60 and ds.block_size == [0, 0]
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+    got = sorted((int(s), x["i"]) for x, s in loader)
+    assert got == want
+    assert type(stoker.Loader(mix)) is stoker.Loader  # one class, composed: no subclass per source

@@ -227,15 +227,56 @@ def test_the_loader_signature_is_the_public_one():
     params = inspect.signature(stoker.Loader.__init__).parameters
     # The public defaults, as they were before the table; None: chosen by the loader.
     assert {name: p.default for name, p in params.items() if name not in ("self",)} == {
-        "uri_or_dataset": inspect.Parameter.empty, "batch_size": None, "shuffle": "chunk",
+        "source": inspect.Parameter.empty, "batch_size": None, "shuffle": "chunk",
         "seed": 0, "window": 16, "drop_last": False, "rank": None, "world_size": None,
         "memory_budget": None, "io_depth": 8, "block_size": None, "transform": None,
         "collate": None}
     for option in LOADER_TABLE:
-        assert params[option["name"]].kind is inspect.Parameter.KEYWORD_ONLY
+        kind = (inspect.Parameter.POSITIONAL_OR_KEYWORD if option["name"] == "batch_size"
+                else inspect.Parameter.KEYWORD_ONLY)
+        assert params[option["name"]].kind is kind
         assert params[option["name"]].default == option["default"], option["name"]
         assert f"      {option['name']}: " in stoker.Loader.__doc__
     assert "memory_budget: int | str | None = None" in inspect.getsource(stoker.Loader.__init__)
+
+
+def test_the_loaders_agree_on_positional_arguments_and_shared_defaults():
+    """Every loader takes its source, then batch_size (each its own default: samples, 256
+    images, 8 token blocks), then keywords only; an option it shares with stoker.Loader has
+    the table's default and the table's description."""
+    import stoker.torch
+    table = {o["name"]: o for o in LOADER_TABLE}
+    readers = {stoker.Loader: None, stoker.ImageLoader: 256, stoker.TokenLoader: 8,
+               stoker.torch.StokerIterableDataset: "keywords only"}
+    for cls, batch_default in readers.items():
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        assert params[0].name == "source", cls
+        assert params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, cls
+        rest = params[1:]
+        if batch_default != "keywords only":
+            assert (params[1].name, params[1].default) == ("batch_size", batch_default), cls
+            rest = params[2:]
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in rest), cls
+        own = {"ImageLoader": ("shuffle",), "TokenLoader": ("shuffle",),
+               "StokerIterableDataset": ("memory_budget",)}
+        for p in rest:
+            if p.name in table and p.name not in own.get(cls.__name__, ()):
+                assert p.default == table[p.name]["default"], (cls, p.name)
+                first_words = " ".join(table[p.name]["doc"].split()[:6])
+                assert first_words in " ".join(cls.__doc__.split()), (cls, p.name)
+    sig = inspect.signature(stoker.TokenLoader.__init__).parameters
+    assert "seq_len" in sig and "block_size" not in sig
+
+
+def test_the_old_name_of_the_source_still_works_with_a_warning(tmp_path):
+    (tmp_path / "src" / "a").mkdir(parents=True)
+    (tmp_path / "src" / "a" / "x.txt").write_bytes(b"x")
+    stoker.pack(str(tmp_path / "src"), str(tmp_path / "ds"), progress=False)
+    with pytest.deprecated_call(match=r"stoker.Loader\(uri_or_dataset=\.\.\.\) is deprecated"):
+        loader = stoker.Loader(uri_or_dataset=str(tmp_path / "ds"), batch_size=1)
+    assert [b[0][2] for b in loader] == ["a/x.txt"]
+    with pytest.raises(TypeError, match="both uri_or_dataset= .* and source="):
+        stoker.Loader(uri_or_dataset="x", source="y")
 
 
 def test_the_image_loader_shares_the_loader_options_of_the_same_default():

@@ -54,7 +54,7 @@ def consume(loader, compute: float, batches: int | None = None) -> dict:
 
 def test_a_busy_consumer_is_not_starved(columns_ds):
     for loader in (stoker.Loader(columns_ds, batch_size=32, seed=1),
-                   stoker.TokenLoader(columns_ds, block_size=256, batch_size=16, seed=1)):
+                   stoker.TokenLoader(columns_ds, seq_len=256, batch_size=16, seed=1)):
         stats = consume(loader, 0.05, batches=10)
         assert stats["starved_fraction"] < 0.2, stats
         assert stats["wall_seconds"] >= 0.45

@@ -1,4 +1,4 @@
-"""stoker.TokenLoader (issue 16 item 4): blocks of block_size + 1 consecutive tokens from a
+"""stoker.TokenLoader (issue 16 item 4): blocks of seq_len + 1 consecutive tokens from a
 tokens column, every token once per epoch, chunk-wise shuffled, equal ranks, exact resume."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def id_docs(n: int, seed: int = 0) -> list[np.ndarray]:
 
 def stream_of(path, column="tokens", **kwargs) -> np.ndarray:
     """The whole stream, rebuilt from a sequential pass with block_size 1 (blocks [t_k, t_k+1])."""
-    blocks = np.concatenate(list(stoker.TokenLoader(path, column=column, block_size=1,
+    blocks = np.concatenate(list(stoker.TokenLoader(path, column=column, seq_len=1,
                                                     batch_size=4096, shuffle="sequential",
                                                     **kwargs)))
     return np.concatenate([blocks[:, 0], blocks[-1:, 1]])
@@ -62,7 +62,7 @@ def test_the_stream_holds_every_document_whole(corpus):
 def test_every_token_once_per_epoch_in_blocks_that_cross_documents(corpus, block):
     path, docs = corpus
     stream = stream_of(path)
-    loader = stoker.TokenLoader(path, block_size=block, batch_size=16, seed=5)
+    loader = stoker.TokenLoader(path, seq_len=block, batch_size=16, seed=5)
     blocks = np.concatenate(list(loader))
     n = (len(stream) - 1) // block
     assert blocks.shape == (n, block + 1) and blocks.dtype == np.uint16
@@ -76,10 +76,10 @@ def test_every_token_once_per_epoch_in_blocks_that_cross_documents(corpus, block
 
 def test_order_is_deterministic_and_epochs_differ(corpus):
     path, _ = corpus
-    a = np.concatenate(list(stoker.TokenLoader(path, block_size=64, seed=1)))
-    b = np.concatenate(list(stoker.TokenLoader(path, block_size=64, seed=1)))
+    a = np.concatenate(list(stoker.TokenLoader(path, seq_len=64, seed=1)))
+    b = np.concatenate(list(stoker.TokenLoader(path, seq_len=64, seed=1)))
     np.testing.assert_array_equal(a, b)
-    loader = stoker.TokenLoader(path, block_size=64, seed=1)
+    loader = stoker.TokenLoader(path, seq_len=64, seed=1)
     loader.set_epoch(1)
     c = np.concatenate(list(loader))
     assert not np.array_equal(a, c) and sorted(map(bytes, a)) == sorted(map(bytes, c))
@@ -88,8 +88,8 @@ def test_order_is_deterministic_and_epochs_differ(corpus):
 @pytest.mark.parametrize("world", [2, 3])
 def test_ranks_get_equal_disjoint_shares(corpus, world):
     path, _ = corpus
-    everything = np.concatenate(list(stoker.TokenLoader(path, block_size=50, seed=2)))
-    shares = [np.stack(list(stoker.TokenLoader(path, block_size=50, seed=2, rank=r,
+    everything = np.concatenate(list(stoker.TokenLoader(path, seq_len=50, seed=2)))
+    shares = [np.stack(list(stoker.TokenLoader(path, seq_len=50, seed=2, rank=r,
                                                world_size=world, drop_last=True,
                                                batch_size=None)))
               for r in range(world)]
@@ -101,25 +101,25 @@ def test_ranks_get_equal_disjoint_shares(corpus, world):
 
 def test_resume_is_exact_with_another_world_size(corpus):
     path, _ = corpus
-    loader = stoker.TokenLoader(path, block_size=40, batch_size=8, seed=3, rank=0, world_size=2)
+    loader = stoker.TokenLoader(path, seq_len=40, batch_size=8, seed=3, rank=0, world_size=2)
     it = iter(loader)
     seen = [next(it) for _ in range(20)]
     state = loader.state_dict()
     # Rank 1 read the same number of batches: its blocks are the other half of the positions.
-    other = stoker.TokenLoader(path, block_size=40, batch_size=8, seed=3, rank=1, world_size=2)
+    other = stoker.TokenLoader(path, seq_len=40, batch_size=8, seed=3, rank=1, world_size=2)
     it1 = iter(other)
     seen += [next(it1) for _ in range(20)]
     rest = []
     for r in range(3):
-        resumed = stoker.TokenLoader(path, block_size=40, batch_size=8, seed=3, rank=r,
+        resumed = stoker.TokenLoader(path, seq_len=40, batch_size=8, seed=3, rank=r,
                                      world_size=3)
         resumed.load_state_dict(state)
         rest += list(resumed)
-    whole = np.concatenate(list(stoker.TokenLoader(path, block_size=40, batch_size=8, seed=3)))
+    whole = np.concatenate(list(stoker.TokenLoader(path, seq_len=40, batch_size=8, seed=3)))
     got = np.concatenate(seen + rest)
     assert sorted(map(bytes, got)) == sorted(map(bytes, whole))
-    with pytest.raises(ValueError, match="block_size"):
-        stoker.TokenLoader(path, block_size=41).load_state_dict(state)
+    with pytest.raises(ValueError, match="seq_len"):
+        stoker.TokenLoader(path, seq_len=41).load_state_dict(state)
 
 
 def test_a_view_streams_its_documents_alone(corpus):
@@ -134,17 +134,17 @@ def test_a_view_streams_its_documents_alone(corpus):
     runs = np.split(stream, np.flatnonzero(np.diff(stream.astype(np.int64))) + 1)
     assert sorted(int(r[0]) for r in runs) == sorted(int(d[0]) for d in kept)
     # Chunk-wise shuffled blocks, every token once, equal ranks, resume refused for another view.
-    whole = np.concatenate(list(stoker.TokenLoader(view, block_size=30, batch_size=8, seed=1)))
+    whole = np.concatenate(list(stoker.TokenLoader(view, seq_len=30, batch_size=8, seed=1)))
     assert len(whole) == (len(stream) - 1) // 30
     assert sorted(map(bytes, whole)) == sorted(
         bytes(stream[k * 30:k * 30 + 31]) for k in range(len(whole)))
-    ranks = [list(stoker.TokenLoader(view, block_size=30, batch_size=8, seed=1, rank=r,
+    ranks = [list(stoker.TokenLoader(view, seq_len=30, batch_size=8, seed=1, rank=r,
                                      world_size=2)) for r in range(2)]
     assert len(ranks[0]) == len(ranks[1])
-    state = stoker.TokenLoader(view, block_size=30, seed=1).state_dict()
+    state = stoker.TokenLoader(view, seq_len=30, seed=1).state_dict()
     other = ds.subset(range(1, len(ds), 2))  # the even documents
     with pytest.raises(ValueError, match="view"):
-        stoker.TokenLoader(other, block_size=30, seed=1).load_state_dict(state)
+        stoker.TokenLoader(other, seq_len=30, seed=1).load_state_dict(state)
 
 
 def test_other_columns_optional_ones_and_dtype(tmp_path):
@@ -158,7 +158,7 @@ def test_other_columns_optional_ones_and_dtype(tmp_path):
     stream = stream_of(path)
     assert stream.dtype == np.int32
     check_documents_whole(stream, docs)
-    batch = next(iter(stoker.TokenLoader(path, block_size=16, batch_size=4, dtype="int64")))
+    batch = next(iter(stoker.TokenLoader(path, seq_len=16, batch_size=4, dtype="int64")))
     assert batch.dtype == np.int64 and batch.shape == (4, 17)
 
 
@@ -179,8 +179,8 @@ def test_errors(corpus, tmp_path):
         stoker.TokenLoader(path, column="text")
     with pytest.raises(ValueError, match="shuffle must be"):
         stoker.TokenLoader(path, shuffle="full")
-    with pytest.raises(ValueError, match="block_size"):
-        stoker.TokenLoader(path, block_size=0)
+    with pytest.raises(ValueError, match="seq_len"):
+        stoker.TokenLoader(path, seq_len=0)
     # A flipped byte in a chunk is caught by its file's CRC.
     bad = tmp_path / "bad.stoker"
     write_docs(bad, [np.arange(100, dtype=np.uint16) + 7000])
@@ -190,13 +190,13 @@ def test_errors(corpus, tmp_path):
     data[at] ^= 0xFF
     chunk.write_bytes(bytes(data))
     with pytest.raises(stoker.CorruptionError, match=r"\.tokens: CRC32C mismatch"):
-        list(stoker.TokenLoader(bad, block_size=10))
+        list(stoker.TokenLoader(bad, seq_len=10))
 
 
 def test_empty_and_tiny_streams(tmp_path):
     path = tmp_path / "tiny.stoker"
     write_docs(path, [np.array([5], dtype=np.uint16), np.array([], dtype=np.uint16)])
-    loader = stoker.TokenLoader(path, block_size=4)
+    loader = stoker.TokenLoader(path, seq_len=4)
     assert loader.num_tokens == 1 and loader.num_blocks == 0 and list(loader) == []
 
 
@@ -212,11 +212,39 @@ def test_an_ndarray_column_is_refused_with_what_to_write(tmp_path):
             "column: write it with columns={'tokens': 'tokens:uint16'} in stoker.Writer or "
             "stoker.optimize (each value a 1-D integer array or list)")
     with pytest.raises(ValueError) as e:
-        stoker.TokenLoader(path, block_size=2)
+        stoker.TokenLoader(path, seq_len=2)
     assert str(e.value) == want
     with pytest.raises(ValueError, match=r"write it with columns=\{'tokens': 'tokens:uint16'\}"):
-        stoker.TokenLoader(stoker.Mix([path]), block_size=2)
+        stoker.TokenLoader(stoker.Mix([path]), seq_len=2)
     fixed = tmp_path / "tokens.stoker"  # written as the message says, it reads
     stoker.optimize(lambda i: {"tokens": docs[i]}, range(5), fixed, num_workers=1,
                     progress=False, columns={"tokens": "tokens:uint16"})
-    assert stoker.TokenLoader(fixed, block_size=2).num_tokens == 15
+    assert stoker.TokenLoader(fixed, seq_len=2).num_tokens == 15
+
+
+def test_block_size_is_now_seq_len_with_a_deprecation_warning(corpus):
+    """TokenLoader's tokens per block were called block_size, which stoker.Loader uses for its
+    shuffle unit in bytes: the old keyword, the old positional form (source, column,
+    block_size, batch_size) and a state saved under the old key still work, with a warning."""
+    path, _ = corpus
+    new = stoker.TokenLoader(path, 4, seq_len=32, seed=1)
+    with pytest.deprecated_call(match=r"block_size=\.\.\.\) is deprecated: call it seq_len="):
+        old = stoker.TokenLoader(path, block_size=32, batch_size=4, seed=1)
+    with pytest.deprecated_call(match="TokenLoader\\(source, column, block_size, batch_size\\)"):
+        positional = stoker.TokenLoader(path, "tokens", 32, 4, seed=1)
+    want = [b.tolist() for b in stoker.TokenLoader(path, 4, seq_len=32, seed=1)]
+    for loader in (old, positional):
+        assert loader.seq_len == 32 and loader.batch_size == 4
+        assert [b.tolist() for b in loader] == want
+    with pytest.raises(TypeError, match="both block_size="):
+        stoker.TokenLoader(path, block_size=32, seq_len=32)
+    # A state saved before the rename names the tokens per block block_size.
+    it = iter(new)
+    next(it)
+    saved = new.state_dict()
+    old_state = {("block_size" if k == "seq_len" else k): v for k, v in saved.items()}
+    resumed = stoker.TokenLoader(path, 4, seq_len=32, seed=1)
+    resumed.load_state_dict(old_state)
+    assert [b.tolist() for b in resumed] == [b.tolist() for b in it]
+    with pytest.raises(ValueError, match="seq_len"):
+        stoker.TokenLoader(path, 4, seq_len=16, seed=1).load_state_dict(old_state)

@@ -188,7 +188,7 @@ def test_pickling(packed, index_of, tmp_path):
     blob = pickle.dumps(ds)
     assert len(blob) < 2000  # URI and options only, no handles or orders
     copy = pickle.loads(blob)
-    assert copy._ds is None and copy.dataset_version == ds.dataset_version
+    assert copy._order._ds is None and copy.dataset_version == ds.dataset_version
     assert run(copy, index_of) == run(ds, index_of) == rank_plan(
         packed, 1, 0, epoch=1, shuffle="full", seed=2, position=10, planned=2)
 

@@ -48,7 +48,7 @@ def test_a_trace_holds_reads_decodes_waits_and_steps(datasets, tmp_path, stoker_
     with stoker.trace(path) as t:
         batches = sum(1 for _ in stoker.ImageLoader(images, batch_size=8, size=32, threads=2))
         batches += sum(1 for _ in stoker.Loader(images, batch_size=16))
-        batches += sum(1 for _ in stoker.TokenLoader(tokens, block_size=64, batch_size=4))
+        batches += sum(1 for _ in stoker.TokenLoader(tokens, seq_len=64, batch_size=4))
     assert t.path == str(path)
     evs = events(path)
     names = {e["name"] for e in evs}
@@ -88,7 +88,7 @@ def test_a_trace_holds_reads_decodes_waits_and_steps(datasets, tmp_path, stoker_
 def test_stoker_trace_from_the_environment_per_rank(datasets, tmp_path):
     _, tokens = datasets
     script = (f"import stoker\n"
-              f"for b in stoker.TokenLoader({str(tokens)!r}, block_size=64, batch_size=4): pass\n")
+              f"for b in stoker.TokenLoader({str(tokens)!r}, seq_len=64, batch_size=4): pass\n")
     env = dict(os.environ, STOKER_TRACE=str(tmp_path / "t.json"), RANK="1", WORLD_SIZE="2")
     subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
     evs = events(tmp_path / "t-rank1.json")  # finished at exit
@@ -101,7 +101,7 @@ def test_a_trace_that_cannot_be_written_never_stops_training(datasets, tmp_path)
     with pytest.raises(OSError, match="nonexistent"):
         stoker.trace("/nonexistent-dir/t.json")
     script = (f"import stoker\n"
-              f"n = sum(1 for b in stoker.TokenLoader({str(tokens)!r}, block_size=64))\n"
+              f"n = sum(1 for b in stoker.TokenLoader({str(tokens)!r}, seq_len=64))\n"
               f"print(n)\n")
     env = dict(os.environ, STOKER_TRACE="/nonexistent-dir/t.json")
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
@@ -114,7 +114,7 @@ def test_profile_reads_a_cut_trace_and_merges_by_base_time(datasets, tmp_path, s
     _, tokens = datasets
     path = tmp_path / "t.json"
     with stoker.trace(path):
-        for _ in stoker.TokenLoader(tokens, block_size=64, batch_size=4):
+        for _ in stoker.TokenLoader(tokens, seq_len=64, batch_size=4):
             pass
     text = path.read_text()
     cut = tmp_path / "cut.json"
@@ -143,7 +143,7 @@ def test_it_lines_up_with_torch_profiler(datasets, tmp_path, stoker_cli):
     ours, theirs = tmp_path / "stoker.json", tmp_path / "torch.json"
     with stoker.trace(ours), torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        for batch in stoker.TokenLoader(tokens, block_size=64, batch_size=4):
+        for batch in stoker.TokenLoader(tokens, seq_len=64, batch_size=4):
             torch.from_numpy(batch.astype(np.float32)).sum()
     prof.export_chrome_trace(str(theirs))
     assert "baseTimeNanoseconds" in json.loads(theirs.read_text())

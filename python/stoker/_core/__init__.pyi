@@ -53,16 +53,6 @@ class Dataset:
     def sample_files(self, index: int) -> list:
         """Paths of the files making up sample `index`."""
 
-    def subset(self, indices: object) -> object:
-        """
-        A stoker.DatasetView of samples `indices` (in that order, each at most once), which every loader takes.
-        """
-
-    def filter(self, predicate: object) -> object:
-        """
-        A stoker.DatasetView of the samples for which predicate(sample) is true, or given {column: fn}, every fn(sample[column]). Reads every sample once, chunk by chunk.
-        """
-
     @property
     def uri(self) -> str: ...
 
