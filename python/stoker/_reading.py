@@ -274,6 +274,17 @@ class Reading:
     def world_size(self) -> int:
         return self._world_size
 
+    @property
+    def mixed(self) -> bool:
+        """Whether the source is a stoker.Mix (items then come with their source)."""
+        return isinstance(self._order, MixOrder)
+
+    @property
+    def counts(self) -> list[int]:
+        """The units (samples, token blocks) each source of a Mix gives every epoch; for one
+        source, [units per epoch]."""
+        return list(self._order.counts) if self.mixed else [self._order.num_units]
+
     def set_epoch(self, epoch: int) -> None:
         """Reads epoch `epoch` next. A different epoch than the current one starts at its
         beginning; the current one keeps its position (so set_epoch(e) after loading a state
@@ -324,6 +335,31 @@ class Reading:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+class SampleReading(Reading):
+    """A Reading of samples (Loader, ImageLoader, stoker.torch): what it reports of its
+    SampleOrder, or of each of a Mix's."""
+
+    @property
+    def dataset(self) -> _CoreDataset | Mix:
+        """The dataset read (the base of a view), or the Mix."""
+        return self._order.mix if self.mixed else self._order.dataset()
+
+    @property
+    def block_size(self) -> int | list[int]:
+        """The shuffle unit in bytes (chunk mode; 0: whole chunks), see the block_size option;
+        over a Mix, each source's."""
+        if self.mixed:
+            return [s.block_size for s in self._order.sources]
+        return self._order.block_size
+
+    @property
+    def dataset_version(self) -> int | list[int]:
+        """The version read; over a Mix, each source's."""
+        if self.mixed:
+            return [s.version for s in self._order.sources]
+        return self._order.version
 
 
 # One step of a pass: (what is yielded, the units it consumed, seconds of it spent waiting for

@@ -36,7 +36,7 @@ from ._core import (
 )
 from ._reading import (
     DEFAULT_MIN_BUDGET,
-    Reading,
+    SampleReading,
     Step,
     read_budget,
     renamed_arguments,
@@ -44,7 +44,7 @@ from ._reading import (
     sample_order,
     warn_user,
 )
-from .mix import Mix, MixOrder, mix_label
+from .mix import Mix, mix_label
 from .stalls import StallMeter
 from .views import DatasetView
 
@@ -183,7 +183,7 @@ def _members(ds: Dataset, image: str | None, label: str | None) -> tuple[str, st
     return image, label
 
 
-class ImageLoader(Reading):
+class ImageLoader(SampleReading):
     """Batches of (images, labels) torch tensors from one rank's share of a packed image dataset.
 
     Args:
@@ -392,34 +392,6 @@ class ImageLoader(Reading):
     @property
     def batch_size(self) -> int:
         return self._batch_size
-
-    @property
-    def dataset(self) -> Dataset | Mix:
-        """The dataset read (the base of a view), or the Mix."""
-        return self._order.mix if self.mixed else self._order.dataset()
-
-    @property
-    def mixed(self) -> bool:
-        """Whether the source is a stoker.Mix (batches then come with their sources)."""
-        return isinstance(self._order, MixOrder)
-
-    @property
-    def counts(self) -> list[int]:
-        """A mix's samples from each source every epoch ([len] of a single source)."""
-        return list(self._order.counts) if self.mixed else [self._order.num_units]
-
-    @property
-    def block_size(self) -> int | list[int]:
-        """The shuffle unit in bytes (see stoker.Loader.block_size)."""
-        if self.mixed:
-            return [s.block_size for s in self._order.sources]
-        return self._order.block_size
-
-    @property
-    def dataset_version(self) -> int | list[int]:
-        if self.mixed:
-            return [s.version for s in self._order.sources]
-        return self._order.version
 
     def __len__(self) -> int:
         """Batches this rank yields in the current pass, or in the next one."""

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from ._core import Dataset, ReadPipeline, parse_loader_options
-from ._reading import Reading, Step, read_budget, renamed_arguments, run_pass, sample_order
-from .mix import Mix, MixOrder, mix_label
+from ._reading import SampleReading, Step, read_budget, renamed_arguments, run_pass, sample_order
+from .mix import Mix, mix_label
 from .stalls import StallMeter, now
 from .views import DatasetView
 
@@ -101,7 +101,7 @@ def transformed(pipe, count: int, transform: Callable) -> tuple[list, float]:
     return items, spent
 
 
-class Loader(Reading):
+class Loader(SampleReading):
     """Iterates one rank's share of a packed dataset, sample by sample or batch by batch.
 
     Args:
@@ -208,36 +208,6 @@ class Loader(Reading):
     @property
     def batch_size(self) -> int | None:
         return self._batch_size
-
-    @property
-    def dataset(self) -> Dataset | Mix:
-        """The dataset read (the base of a view), or the Mix."""
-        return self._order.mix if self.mixed else self._order.dataset()
-
-    @property
-    def mixed(self) -> bool:
-        """Whether the source is a stoker.Mix (items then come with their source)."""
-        return isinstance(self._order, MixOrder)
-
-    @property
-    def counts(self) -> list[int]:
-        """A mix's units (samples) each source gives every epoch ([len] of a single source)."""
-        return list(self._order.counts) if self.mixed else [self._order.num_units]
-
-    @property
-    def block_size(self) -> int | list[int]:
-        """The shuffle unit in bytes (chunk mode; 0: whole chunks), see the block_size option;
-        over a Mix, each source's."""
-        if self.mixed:
-            return [s.block_size for s in self._order.sources]
-        return self._order.block_size
-
-    @property
-    def dataset_version(self) -> int | list[int]:
-        """The version read (over a Mix, each source's)."""
-        if self.mixed:
-            return [s.version for s in self._order.sources]
-        return self._order.version
 
     def __len__(self) -> int:
         """Samples (or batches, with batch_size) this rank yields in the current pass, or in the

@@ -268,11 +268,6 @@ class TokenLoader(Reading):
     # -- properties ----------------------------------------------------------------------------
 
     @property
-    def mixed(self) -> bool:
-        """Whether the source is a stoker.Mix (batches then come with their sources)."""
-        return isinstance(self._order, MixOrder)
-
-    @property
     def _sources(self) -> list[BlockOrder]:
         return self._order.sources if self.mixed else [self._order]
 
@@ -293,11 +288,6 @@ class TokenLoader(Reading):
     @property
     def batch_size(self) -> int | None:
         return self._batch_size
-
-    @property
-    def counts(self) -> list[int]:
-        """A mix's blocks from each source every epoch ([num_blocks] of a single source)."""
-        return list(self._order.counts) if self.mixed else [self._order.num_units]
 
     @property
     def mix(self) -> Mix | None:

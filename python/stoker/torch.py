@@ -26,9 +26,9 @@ import numpy as np
 import torch.utils.data
 
 from ._core import ReadPipeline, parse_loader_options
-from ._reading import Reading, renamed_arguments, run_pass, sample_order
+from ._reading import SampleReading, renamed_arguments, run_pass, sample_order
 from .loader import _identity
-from .mix import Mix, MixOrder
+from .mix import Mix
 from .views import Dataset, DatasetView, reopen_dataset
 
 # A DataLoader worker's read pipeline holds at most this by default (each worker has its own).
@@ -41,7 +41,7 @@ def _worker() -> tuple[int, int]:
     return (0, 1) if info is None else (info.id, info.num_workers)
 
 
-class StokerIterableDataset(Reading, torch.utils.data.IterableDataset):
+class StokerIterableDataset(SampleReading, torch.utils.data.IterableDataset):
     """This rank's share of a packed dataset (or view, or stoker.Mix), in stoker's order
     (docs/sampler.md), as a torch IterableDataset. Yields transform((bytes, label, path)) — over
     a Mix, (transform(sample), source).
@@ -139,19 +139,6 @@ class StokerIterableDataset(Reading, torch.utils.data.IterableDataset):
         self._memory_budget: int = (options["memory_budget"] if options["memory_budget"] is not None
                                     else _WORKER_MEMORY_BUDGET)
         self._worker_skip = 0  # samples of its own share a worker skips (per-worker resume)
-
-    @property
-    def dataset_version(self) -> int | list[int]:
-        if isinstance(self._order, MixOrder):
-            return [s.version for s in self._order.sources]
-        return self._order.version
-
-    @property
-    def block_size(self) -> int | list[int]:
-        """The shuffle unit in bytes (see stoker.Loader.block_size)."""
-        if isinstance(self._order, MixOrder):
-            return [s.block_size for s in self._order.sources]
-        return self._order.block_size
 
     def __len__(self) -> int:
         """Samples this rank yields in the current pass (all workers together)."""
