@@ -4,6 +4,7 @@
 //   auto ds = stoker::Dataset::Open("/data/imagenet.stoker");
 //   auto idx = (*ds)->Find("train/n01440764/n01440764_10026.JPEG");
 //   auto bytes = (*ds)->ReadFile(*idx);   // Corruption error naming the file on a bad CRC
+//   auto columns = (*ds)->ReadColumns(0);  // a column dataset's typed values (columns.h)
 //
 // A Dataset is one immutable version: the newest when it was opened, or the one asked for.
 // Thread-safety: every const method may be called concurrently.
@@ -17,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stoker/columns.h"
 #include "stoker/status.h"
 #include "stoker/storage.h"
 
@@ -91,6 +93,12 @@ class Dataset {
   // The file's bytes, checked against its CRC32C (Corruption naming the file on mismatch).
   Result<std::vector<std::byte>> ReadFile(uint64_t file) const;
   Status ReadFileInto(uint64_t file, std::span<std::byte> dst) const;  // dst.size() == size
+
+  // A column dataset's sample (stoker.Writer; docs/columns.md), typed: every column of the
+  // schema, in name order, its file read (CRC-checked) and its value decoded and checked, as
+  // Python's ds[i] reads it. Corruption naming the file where a value is not one of its
+  // column's type; InvalidArgument for a dataset without columns or a sample out of range.
+  Result<std::vector<ColumnEntry>> ReadColumns(uint64_t sample) const;
 
   // Whether `path` is a directory ("" is the root).
   Result<bool> IsDir(std::string_view path) const;

@@ -39,6 +39,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "columns.h"
+#include "dataset/column_sample.h"
 #include "dataset/version_view.h"
 #include "errors.h"
 #include "fs_path.h"
@@ -229,49 +230,21 @@ class PyDataset {
 
 namespace {
 
-// The text after the first '.' of a file name: a tar member's extension, or a column's name.
-std::pair<std::string, std::string> KeyAndExtension(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
-  if (dot == std::string::npos) return {path, ""};
-  return {path.substr(0, dot), path.substr(dot + 1)};
-}
-
 nb::dict ColumnValues(const Dataset& ds, const format::Schema& schema, uint64_t first,
                       uint64_t count, const std::function<nb::bytes(uint64_t)>& file_bytes) {
+  const auto files = ValueOrThrow(dataset::ColumnFiles(ds, schema, first, count));
   // By column, so the dict lists the columns in the schema's order whichever a sample has.
-  std::vector<nb::object> values(schema.columns.size());
-  std::string key;
-  if (count == schema.columns.size()) {
-    // Every column there: the files are "key.<column>" in path order, i.e. in the schema's
-    // (name) order, so no path needs looking up.
-    for (uint64_t i = 0; i < count; ++i) {
-      values[i] = ColumnValue(schema.columns[i], file_bytes(first + i),
-                              [&] { return ds.FilePath(first + i); });
-    }
-  } else {
-    for (uint64_t f = first; f < first + count; ++f) {
-      std::string path = ValueOrThrow(ds.Path(f));
-      auto [file_key, name] = KeyAndExtension(path);
-      const format::Column* column = schema.Find(name);
-      if (column == nullptr || (!key.empty() && file_key != key)) {
-        ThrowStatus(
-            Status::Corruption(fmt::format("{}: not a file of a column of this dataset", path)));
-      }
-      key = std::move(file_key);
-      values[static_cast<size_t>(column - schema.columns.data())] =
-          ColumnValue(*column, file_bytes(f), [&] { return path; });
-    }
-  }
   nb::dict out;
-  for (size_t i = 0; i < values.size(); ++i) {
+  for (size_t i = 0; i < files.size(); ++i) {
     const format::Column& column = schema.columns[i];
-    if (!values[i].is_valid() && !column.optional) {
-      ThrowStatus(Status::Corruption(
-          fmt::format("sample {}: no value for column '{}', which is not optional",
-                      ds.FilePath(first), column.name)));
+    const std::optional<uint64_t>& at = files[i];
+    if (!at) {
+      out[column.name.c_str()] = nb::none();
+      continue;
     }
-    out[column.name.c_str()] = values[i].is_valid() ? values[i] : nb::none();
+    const uint64_t file = *at;
+    out[column.name.c_str()] =
+        ColumnObject(column, file_bytes(file), [&] { return ds.FilePath(file); });
   }
   return out;
 }
@@ -289,7 +262,7 @@ nb::object SampleValue(const Dataset& ds, uint64_t first, uint64_t count, int32_
   nb::dict members;
   std::string key;
   for (uint64_t f = first; f < first + count; ++f) {
-    auto [file_key, ext] = KeyAndExtension(ValueOrThrow(ds.Path(f)));
+    auto [file_key, ext] = dataset::SplitSampleKey(ValueOrThrow(ds.Path(f)));
     if (key.empty()) key = std::move(file_key);
     members[FsName(ext)] = file_bytes(f);
   }

@@ -10,7 +10,29 @@
 
 #include "common/parse_number.h"
 
-namespace stoker::format {
+namespace stoker {
+
+// stoker/columns.h declares ElementType (column values name it); its text forms live here.
+std::string ElementType::Name() const {
+  switch (kind) {
+    case 'b':
+      return "bool";
+    case 'i':
+      return fmt::format("int{}", size * 8);
+    case 'u':
+      return fmt::format("uint{}", size * 8);
+    case 'f':
+      return fmt::format("float{}", size * 8);
+    default:
+      return fmt::format("complex{}", size * 8);
+  }
+}
+
+std::string ElementType::Descr() const {
+  return fmt::format("{}{}{}", size == 1 ? '|' : '<', kind, size);
+}
+
+namespace format {
 namespace {
 
 constexpr std::array<std::pair<ColumnType, std::string_view>, 9> kTypeNames = {{
@@ -50,25 +72,6 @@ std::string TypeList() {
 }
 
 }  // namespace
-
-std::string ElementType::Name() const {
-  switch (kind) {
-    case 'b':
-      return "bool";
-    case 'i':
-      return fmt::format("int{}", size * 8);
-    case 'u':
-      return fmt::format("uint{}", size * 8);
-    case 'f':
-      return fmt::format("float{}", size * 8);
-    default:
-      return fmt::format("complex{}", size * 8);
-  }
-}
-
-std::string ElementType::Descr() const {
-  return fmt::format("{}{}{}", size == 1 ? '|' : '<', kind, size);
-}
 
 Result<ElementType> ParseElementType(std::string_view name) {
   static constexpr std::array<std::pair<std::string_view, ElementType>, 14> kNames = {{
@@ -390,4 +393,5 @@ Result<double> ParseFloatText(std::string_view text) {
   return *value;
 }
 
-}  // namespace stoker::format
+}  // namespace format
+}  // namespace stoker

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stoker/columns.h"
 #include "stoker/status.h"
 
 namespace stoker::format {
@@ -42,14 +43,9 @@ enum class ColumnType : uint8_t {
   kTokens
 };
 
-// A fixed-size numeric element type, as NumPy names it.
-struct ElementType {
-  char kind = 'i';            // 'b' bool, 'i' signed, 'u' unsigned, 'f' float, 'c' complex
-  uint8_t size = 4;           // bytes
-  std::string Name() const;   // "int32", "float16", "bool", "complex64"
-  std::string Descr() const;  // NumPy's array-protocol string: "<i4", "|u1", "<f2", "|b1"
-  bool operator==(const ElementType&) const = default;
-};
+// A fixed-size numeric element type ("int32"), public because column values name it.
+using ElementType = stoker::ElementType;
+
 // A tokens column's element type when its type names none ("tokens").
 inline constexpr ElementType kDefaultTokenElement{'i', 4};
 Result<ElementType> ParseElementType(std::string_view name);     // "int32", "uint8", ...
