@@ -46,6 +46,7 @@ void RegisterProfile(CLI::App& app, int& exit_code);  // cmd_profile.cc
 void RegisterShuffleReport(CLI::App& app, int& exit_code);
 void RegisterServe(CLI::App& app, int& exit_code);
 void RegisterNode(CLI::App& app, int& exit_code);
+void RegisterFeed(CLI::App& app, int& exit_code);
 void RegisterMount(CLI::App& app, int& exit_code);
 
 }  // namespace stoker::cli

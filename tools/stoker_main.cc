@@ -61,6 +61,7 @@ int Run(int argc, char** argv) {
   stoker::cli::RegisterShuffleReport(app, exit_code);
   stoker::cli::RegisterServe(app, exit_code);
   stoker::cli::RegisterNode(app, exit_code);
+  stoker::cli::RegisterFeed(app, exit_code);
   stoker::cli::RegisterMount(app, exit_code);
   stoker::cli::RegisterProfile(app, exit_code);
   stoker::cli::RegisterDoctor(app, exit_code);

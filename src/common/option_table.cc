@@ -32,13 +32,29 @@ Result<OptionValue> ParseOptionText(OptionKind kind, std::span<const std::string
     case OptionKind::kTexts:
       return OptionValue(std::vector<std::string>{std::string(text)});
     case OptionKind::kNumber:
+      if (const auto x = ParseDouble(text)) return OptionValue(*x);
+      return Err(Status::InvalidArgument(fmt::format("'{}' is not a number", text)));
     case OptionKind::kPair:
     case OptionKind::kTriple:
     case OptionKind::kSize:
       break;
   }
-  return Err(Status::InvalidArgument(
-      fmt::format("{} options are not read from text", OptionKindName(kind))));
+  // Numbers as OptionText writes them: "0.08, 1" (the shortest text that reads back the same).
+  std::vector<double> numbers;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string_view piece = text.substr(start, comma - start);
+    while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+    const auto x = ParseDouble(piece);
+    if (!x) {
+      return Err(Status::InvalidArgument(
+          fmt::format("'{}' is not a list of numbers separated by ', '", text)));
+    }
+    numbers.push_back(*x);
+    start = comma + 1;
+  }
+  return OptionValue(std::move(numbers));
 }
 
 std::string OptionText(OptionKind kind, const OptionValue& value) {

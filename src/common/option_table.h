@@ -76,6 +76,49 @@ Result<OptionValue> ParseOptionText(OptionKind kind, std::span<const std::string
 // (std::monostate): no text means it.
 std::string OptionText(OptionKind kind, const OptionValue& value);
 
+// Every option of `table` as "name=value" lines (OptionText), in the table's order: how options
+// travel between processes (a feeder makes a trainer's images with the trainer's transform).
+// Numbers are written as the shortest text that reads back the same double, so a value read
+// back by ParseOptionsText is bit for bit the one written.
+template <typename Options>
+std::string OptionsText(std::span<const Option<Options>> table, const Options& options) {
+  std::string out;
+  for (const Option<Options>& option : table) {
+    out.append(option.name).append("=");
+    out.append(OptionText(option.kind, option.get(options))).append("\n");
+  }
+  return out;
+}
+
+// `options` with the values of OptionsText's lines written into it (an option not named keeps
+// its value). InvalidArgument naming the option for an unknown name, a line without '=', or a
+// value its kind cannot read.
+template <typename Options>
+Status ParseOptionsText(std::span<const Option<Options>> table, std::string_view text,
+                        Options& options) {
+  while (!text.empty()) {
+    const size_t end = std::min(text.find('\n'), text.size());
+    const std::string_view line = text.substr(0, end);
+    text.remove_prefix(std::min(end + 1, text.size()));
+    const size_t eq = line.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::InvalidArgument("option line without '=': '" + std::string(line) + "'");
+    }
+    const std::string_view name = line.substr(0, eq);
+    const Option<Options>* option = FindOption(table, name);
+    if (option == nullptr) {
+      return Status::InvalidArgument("unknown option '" + std::string(name) + "'");
+    }
+    const std::string_view value = line.substr(eq + 1);
+    Result<OptionValue> parsed = value.empty()
+                                     ? Result<OptionValue>(OptionValue(std::monostate{}))
+                                     : ParseOptionText(option->kind, option->choices, value);
+    if (!parsed) return parsed.error().WithContext(name);
+    STOKER_RETURN_IF_ERROR(option->set(options, *parsed).WithContext(name));
+  }
+  return Status::OK();
+}
+
 // "bool", "unsigned", ...: the kind's name in Python's view of a table and in the docs.
 std::string_view OptionKindName(OptionKind kind);
 

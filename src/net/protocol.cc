@@ -38,6 +38,10 @@ std::string_view MessageTypeName(MessageType type) {
       return "REMOVE";
     case MessageType::kError:
       return "ERROR";
+    case MessageType::kMake:
+      return "MAKE";
+    case MessageType::kMade:
+      return "MADE";
   }
   return "UNKNOWN";
 }

@@ -48,6 +48,9 @@ enum class MessageType : uint8_t {
   kRename = 25,
   kRemove = 26,
   kError = 31,
+  // Feeders (`stoker feed`, docs/protocol.md "Feeders"): a slice of a trainer's plan, made.
+  kMake = 40,
+  kMade = 41,
 };
 
 std::string_view MessageTypeName(MessageType type);

@@ -255,8 +255,18 @@ Reply Handle(Session& s, const net::Frame& frame) {
     case MessageType::kRemove:
       return HandleRemove(s, frame.payload);
     default:
-      return Fail(Status::Unsupported("unknown request type " + std::to_string(frame.type)));
+      break;
   }
+  const auto& handlers = s.server.options.handlers;
+  if (auto h = handlers.find(frame.message_type()); h != handlers.end()) {
+    HandlerReply answer = h->second(frame.payload);
+    if (!answer.error.ok()) return Fail(std::move(answer.error), answer.malformed);
+    Reply r;
+    r.type = answer.type;
+    r.payload = std::move(answer.payload);
+    return r;
+  }
+  return Fail(Status::Unsupported("unknown request type " + std::to_string(frame.type)));
 }
 
 // Sends header and payload separately: a 16 MiB DATA payload is not copied into a frame buffer.

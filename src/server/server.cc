@@ -19,7 +19,7 @@ namespace stoker::server {
 
 Status ServerOptions::Validate() const {
   STOKER_RETURN_IF_ERROR(net::CheckSecret(secret, "the server configuration"));
-  if (datasets.empty() && storages.empty() && root.empty()) {
+  if (datasets.empty() && storages.empty() && root.empty() && handlers.empty()) {
     return Status::InvalidArgument("no datasets to serve");
   }
   if (max_connections == 0) return Status::InvalidArgument("max_connections must be >= 1");

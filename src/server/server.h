@@ -17,11 +17,25 @@
 #include <memory>
 #include <string>
 
+#include "net/protocol.h"
 #include "server/metrics.h"
 #include "stoker/status.h"
 #include "stoker/storage.h"
 
 namespace stoker::server {
+
+// What a RequestHandler answers: a frame of `type` carrying `payload`, or `error` (sent as
+// ERROR); `malformed`: the request's payload was, so the connection is closed after the ERROR,
+// as for the protocol's own requests.
+struct HandlerReply {
+  net::MessageType type = net::MessageType::kError;
+  std::string payload;
+  Status error;
+  bool malformed = false;
+};
+// Answers requests of a type the file protocol does not define (`stoker feed` answers MAKE);
+// called on the connection's thread, one request of a connection at a time.
+using RequestHandler = std::function<HandlerReply(std::string_view payload)>;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -38,6 +52,9 @@ struct ServerOptions {
   // Exported name -> any Storage (the node daemon exports its chunk cache this way). Served as
   // they are: no dataset check, no symbolic-link check (there is no directory behind them).
   std::map<std::string, std::shared_ptr<Storage>> storages;
+  // Request types answered by the embedding program rather than from a dataset. A server with
+  // handlers needs no dataset (a feeder exports none).
+  std::map<net::MessageType, RequestHandler> handlers;
   std::string secret;     // at least 16 bytes
   int metrics_port = -1;  // -1: no /metrics endpoint; 0: ephemeral
   // More Prometheus text appended to /metrics (the node daemon's own counters).

@@ -1,0 +1,250 @@
+// stoker feed: slices made by a feeder are byte for byte the rows the trainer makes itself.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/option_table.h"
+#include "dataset/packer.h"
+#include "decode/transform_option_table.h"
+#include "feed/feeder.h"
+#include "feed/feeder_client.h"
+#include "feed/slice.h"
+#include "loader/image_pipeline.h"
+#include "net/payload.h"
+#include "storage/posix_storage.h"
+#include "testing/test_images.h"
+#include "testing/test_util.h"
+
+namespace stoker::feed {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::string_view kSecret = "feeder test secret, 32 bytes...";
+
+// A packed directory of photo-like JPEGs and PNGs, a truncated JPEG and a text file, on disk (a
+// feeder opens datasets by URI).
+struct Images {
+  test::TempDir dir;
+  std::string uri;
+  std::shared_ptr<const Dataset> dataset;
+};
+
+std::unique_ptr<Images> MakeImages(int count) {
+  auto images = std::make_unique<Images>();
+  test::Tree tree;
+  for (int i = 0; i < count; ++i) {
+    const uint32_t w = 40 + (i * 37) % 260, h = 30 + (i * 53) % 200;
+    const auto pixels = test::PhotoLikePixels(w, h, i);
+    const std::string name = "c" + std::to_string(i % 3) + "/img" + std::to_string(i);
+    tree.files[name + (i % 5 == 4 ? ".png" : ".jpg")] =
+        i % 5 == 4 ? test::EncodePng(pixels, w, h) : test::EncodeJpeg(pixels, w, h, {});
+  }
+  tree.files["c1/cut.jpg"] = tree.files["c1/img1.jpg"].substr(0, 300);
+  tree.files["c2/notes.txt"] = "not an image";
+  test::WriteTree(tree, images->dir.path() + "/src");
+  images->uri = images->dir.path() + "/ds";
+  dataset::PackOptions po;
+  po.chunk_bytes = 256 << 10;
+  EXPECT_TRUE(
+      test::PackDirectory(images->dir.path() + "/src", *storage::NewPosixStorage(images->uri), po)
+          .has_value());
+  auto ds = Dataset::Open(images->uri);
+  EXPECT_TRUE(ds.has_value());
+  images->dataset = std::move(*ds);
+  return images;
+}
+
+loader::ImagePipelineOptions TrainingOptions() {
+  loader::ImagePipelineOptions o;
+  o.threads = 2;
+  o.seed = 11;
+  o.epoch = 3;
+  o.on_error = loader::ErrorPolicy::kSkip;
+  o.transform.train = true;
+  o.transform.output.width = 32;
+  o.transform.output.height = 24;
+  o.transform.output.dtype = decode::DType::kUint8;
+  o.transform.output.layout = decode::Layout::kNHWC;
+  return o;
+}
+
+SliceRequest RequestFor(const Images& images, const loader::ImagePipelineOptions& o,
+                        std::vector<uint32_t> samples) {
+  SliceRequest q;
+  q.uri = images.uri;
+  q.version = images.dataset->version();
+  q.seed = o.seed;
+  q.epoch = o.epoch;
+  q.transform = OptionsText(decode::TransformOptionTable(), o.transform);
+  q.samples = std::move(samples);
+  return q;
+}
+
+std::unique_ptr<Feeder> StartFeeder(uint64_t memory_limit = uint64_t{1} << 30) {
+  FeederOptions o;
+  o.secret = kSecret;
+  o.threads = 2;
+  o.memory_limit = memory_limit;
+  auto feeder = Feeder::Start(o);
+  EXPECT_TRUE(feeder.has_value()) << feeder.error().ToString();
+  return std::move(*feeder);
+}
+
+std::unique_ptr<FeederConnection> ConnectTo(const Feeder& feeder,
+                                            std::string_view secret = kSecret) {
+  auto c = FeederConnection::Connect("127.0.0.1", feeder.port(), secret, 5s);
+  EXPECT_TRUE(c.has_value()) << c.error().ToString();
+  return c.has_value() ? std::move(*c) : nullptr;
+}
+
+TEST(Feeder, MakesSlicesByteForByteAsTheTrainer) {
+  const auto images = MakeImages(40);
+  const uint32_t n = images->dataset->sample_count();
+  std::vector<uint32_t> plan(n);
+  for (uint32_t i = 0; i < n; ++i) plan[i] = (i * 17 + 5) % n;  // a shuffled order
+  loader::ImagePipelineOptions o = TrainingOptions();
+  o.batch_size = n;  // the whole plan in one batch, made here, as the trainer would
+  auto local = loader::ImagePipeline::Start(images->dataset, plan, o);
+  ASSERT_TRUE(local.has_value());
+  auto whole = (*local)->Next();
+  ASSERT_TRUE(whole.has_value() && whole->has_value());
+  const loader::ImageBatch& batch = **whole;
+  ASSERT_EQ(batch.errors.size(), 1u);      // the truncated JPEG
+  ASSERT_EQ(batch.not_images.size(), 1u);  // the text file
+  const size_t sample_bytes = o.transform.output.sample_bytes();
+  const std::string_view rows(reinterpret_cast<const char*>(batch.images.get()),
+                              size_t{batch.count} * sample_bytes);
+
+  const auto feeder = StartFeeder();
+  const auto connection = ConnectTo(*feeder);
+  ASSERT_NE(connection, nullptr);
+  std::string made;
+  std::vector<int64_t> labels;
+  std::map<SampleOutcome, int> outcomes;
+  for (uint32_t begin = 0; begin < n;) {  // slices of 1, 6, 11, 16, ... samples
+    const uint32_t end = std::min(n, begin + 1 + 5 * (begin % 4));
+    auto answer = connection->Make(
+        RequestFor(*images, o, std::vector<uint32_t>(plan.begin() + begin, plan.begin() + end)),
+        10s);
+    ASSERT_TRUE(answer.has_value()) << answer.error().ToString();
+    EXPECT_EQ(answer->sample_bytes, sample_bytes);
+    for (const MadeSample& s : answer->samples) {
+      ++outcomes[s.outcome];
+      if (s.outcome == SampleOutcome::kMade) labels.push_back(s.label);
+    }
+    made += answer->pixels;
+    begin = end;
+  }
+  EXPECT_EQ(outcomes[SampleOutcome::kFailed], 1);
+  EXPECT_EQ(outcomes[SampleOutcome::kNotImage], 1);
+  EXPECT_EQ(labels, batch.labels);
+  ASSERT_EQ(made.size(), rows.size());
+  EXPECT_TRUE(made == rows) << "the feeder's pixels differ from the trainer's";
+  EXPECT_EQ(feeder->counters().samples.load(), n);
+}
+
+TEST(Feeder, RefusesWhatItCannotMake) {
+  const auto images = MakeImages(6);
+  const auto feeder = StartFeeder();
+  // Another job's secret fails the handshake.
+  auto wrong =
+      FeederConnection::Connect("127.0.0.1", feeder->port(), "another job's secret, 32 bytes!", 5s);
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_TRUE(wrong.error().IsPermissionDenied()) << wrong.error().ToString();
+
+  const auto connection = ConnectTo(*feeder);
+  ASSERT_NE(connection, nullptr);
+  const loader::ImagePipelineOptions o = TrainingOptions();
+  SliceRequest q = RequestFor(*images, o, {0, 1});
+  q.version += 1;  // a version the dataset does not have: never another version's images
+  auto answer = connection->Make(q, 10s);
+  ASSERT_FALSE(answer.has_value());
+  EXPECT_TRUE(answer.error().IsNotFound()) << answer.error().ToString();
+
+  q = RequestFor(*images, o, {0, 1});
+  q.transform = "size=abc\n";
+  answer = connection->Make(q, 10s);
+  ASSERT_FALSE(answer.has_value());
+  EXPECT_TRUE(answer.error().IsInvalidArgument()) << answer.error().ToString();
+  EXPECT_NE(answer.error().message().find("size"), std::string::npos);
+
+  // A slice whose images could not fit one answer frame.
+  q = RequestFor(*images, o, std::vector<uint32_t>(kMaxSliceSamples, 0));
+  loader::ImagePipelineOptions big = o;
+  big.transform.output.width = big.transform.output.height = 256;
+  q.transform = OptionsText(decode::TransformOptionTable(), big.transform);
+  answer = connection->Make(q, 10s);
+  ASSERT_FALSE(answer.has_value());
+  EXPECT_TRUE(answer.error().IsInvalidArgument()) << answer.error().ToString();
+
+  // Errors leave the connection in step: the next slice is made.
+  answer = connection->Make(RequestFor(*images, o, {2, 3}), 10s);
+  ASSERT_TRUE(answer.has_value()) << answer.error().ToString();
+  EXPECT_EQ(answer->samples.size(), 2u);
+}
+
+TEST(Feeder, ShedsLoadAtItsMemoryLimit) {
+  const auto images = MakeImages(6);
+  const auto feeder = StartFeeder(/*memory_limit=*/1000);  // less than one slice's images
+  const auto connection = ConnectTo(*feeder);
+  ASSERT_NE(connection, nullptr);
+  auto answer = connection->Make(RequestFor(*images, TrainingOptions(), {0, 1, 2}), 10s);
+  ASSERT_FALSE(answer.has_value());
+  EXPECT_TRUE(answer.error().IsResourceExhausted()) << answer.error().ToString();
+  EXPECT_EQ(feeder->counters().refused.load(), 1u);
+}
+
+TEST(SliceCodec, RoundTripsAndRefusesMalformedPayloads) {
+  SliceRequest q;
+  q.uri = "s3://bucket/ds";
+  q.version = 7;
+  q.seed = 1;
+  q.epoch = 2;
+  q.transform = "train=true\n";
+  q.samples = {5, 1, 9};
+  auto back = DecodeSliceRequest(EncodeSliceRequest(q));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->uri, q.uri);
+  EXPECT_EQ(back->samples, q.samples);
+  const std::string payload = EncodeSliceRequest(q);
+  EXPECT_FALSE(DecodeSliceRequest(payload.substr(0, payload.size() - 1)).has_value());
+  EXPECT_FALSE(DecodeSliceRequest(payload + "x").has_value());
+
+  SliceAnswer a;
+  a.sample_bytes = 3;
+  a.samples = {{SampleOutcome::kMade, 4, ""}, {SampleOutcome::kFailed, -1, "x.jpg: truncated"}};
+  a.pixels = "abc";
+  auto answer = DecodeSliceAnswer(EncodeSliceAnswer(a), "peer");
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->samples[1].message, "x.jpg: truncated");
+  EXPECT_EQ(answer->samples[0].label, 4);
+  std::string encoded = EncodeSliceAnswer(a);
+  auto short_pixels = DecodeSliceAnswer(encoded.substr(0, encoded.size() - 1), "peer");
+  ASSERT_FALSE(short_pixels.has_value());
+  EXPECT_TRUE(short_pixels.error().IsCorruption());
+  encoded[8] = 9;  // the first sample's outcome
+  EXPECT_FALSE(DecodeSliceAnswer(encoded, "peer").has_value());
+}
+
+TEST(OptionsText, TransformOptionsReadBackBitForBit) {
+  decode::TransformOptions o;
+  o.flip_probability = 1.0 / 3;
+  o.output.mean[1] = 0.1f / 3;
+  o.zoom_min = 1 / 1.3;
+  o.zoom_max = 1.3;
+  o.train = false;
+  const std::string text = OptionsText(decode::TransformOptionTable(), o);
+  decode::TransformOptions back;
+  ASSERT_TRUE(ParseOptionsText(decode::TransformOptionTable(), text, back).ok()) << text;
+  EXPECT_EQ(OptionsText(decode::TransformOptionTable(), back), text);
+  EXPECT_EQ(back.flip_probability, o.flip_probability);
+  EXPECT_EQ(back.output.mean[1], o.output.mean[1]);
+  EXPECT_EQ(back.zoom_max, o.zoom_max);
+  EXPECT_FALSE(back.train);
+  EXPECT_FALSE(ParseOptionsText(decode::TransformOptionTable(), "nonsense=1\n", back).ok());
+  EXPECT_FALSE(ParseOptionsText(decode::TransformOptionTable(), "flip\n", back).ok());
+}
+
+}  // namespace
+}  // namespace stoker::feed

@@ -1,0 +1,53 @@
+// See feeder_client.h.
+#include "feed/feeder_client.h"
+
+#include <fmt/format.h>
+
+#include "net/auth.h"
+#include "net/payload.h"
+#include "net/protocol.h"
+
+namespace stoker::feed {
+
+Result<std::unique_ptr<FeederConnection>> FeederConnection::Connect(
+    const std::string& host, uint16_t port, std::string_view secret,
+    std::chrono::milliseconds timeout) {
+  const net::Deadline deadline = net::After(timeout);
+  STOKER_ASSIGN_OR_RETURN(net::Socket socket, net::Connect(host, port, deadline));
+  STOKER_RETURN_IF_ERROR(net::ClientHandshake(socket, secret, deadline));
+  return std::unique_ptr<FeederConnection>(new FeederConnection(std::move(socket)));
+}
+
+Result<SliceAnswer> FeederConnection::Make(const SliceRequest& request,
+                                           std::chrono::milliseconds timeout) {
+  if (broken_) return Err(Status::Unavailable(peer() + ": the connection broke earlier"));
+  const net::Deadline deadline = net::After(timeout);
+  const uint32_t id = next_id_++;
+  // Any failure below leaves the connection mid-frame or unsynchronised: it is not reused.
+  broken_ = true;
+  STOKER_RETURN_IF_ERROR(
+      net::WriteFrame(socket_, net::MessageType::kMake, id, EncodeSliceRequest(request), deadline));
+  STOKER_ASSIGN_OR_RETURN(net::Frame frame,
+                          net::ReadFrame(socket_, net::kMaxAnswerFrame, deadline));
+  if (frame.request_id != id) {
+    return Err(Status::Corruption(fmt::format("{}: an answer to request {} where {} was asked",
+                                              peer(), frame.request_id, id)));
+  }
+  if (frame.message_type() == net::MessageType::kError) {
+    broken_ = false;  // a whole ERROR frame: the connection is still in step
+    return Err(net::DecodeErrorPayload(frame.payload, peer()));
+  }
+  if (frame.message_type() != net::MessageType::kMade) {
+    return Err(Status::Corruption(fmt::format("{}: a {} frame answered MAKE", peer(),
+                                              net::MessageTypeName(frame.message_type()))));
+  }
+  STOKER_ASSIGN_OR_RETURN(SliceAnswer answer, DecodeSliceAnswer(frame.payload, peer()));
+  if (answer.samples.size() != request.samples.size()) {
+    return Err(Status::Corruption(fmt::format("{}: {} samples made of the {} asked for", peer(),
+                                              answer.samples.size(), request.samples.size())));
+  }
+  broken_ = false;
+  return answer;
+}
+
+}  // namespace stoker::feed

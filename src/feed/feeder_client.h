@@ -1,0 +1,43 @@
+// A trainer's connection to one feeder (`stoker feed`): the job's handshake, then MAKE requests
+// answered by MADE (feed/slice.h; docs/protocol.md, "Feeders"). Requests are answered in order;
+// a failed connection is not reused (a new one is made).
+//
+// Thread-safety: one thread at a time per connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "feed/slice.h"
+#include "net/socket.h"
+#include "stoker/status.h"
+
+namespace stoker::feed {
+
+class FeederConnection {
+ public:
+  // Connects and authenticates before `timeout`: PermissionDenied for a wrong secret (or a
+  // feeder of another job), Unsupported for a feeder of another protocol version.
+  static Result<std::unique_ptr<FeederConnection>> Connect(const std::string& host, uint16_t port,
+                                                           std::string_view secret,
+                                                           std::chrono::milliseconds timeout);
+
+  // The slice made by the feeder, whole, before `timeout`; the feeder's error (NotFound for a
+  // dataset or version it cannot open, ResourceExhausted when it is full, ...), or this
+  // connection's (Unavailable, Timeout, Corruption for a frame or answer that fails its checks:
+  // the connection is then broken()).
+  Result<SliceAnswer> Make(const SliceRequest& request, std::chrono::milliseconds timeout);
+
+  bool broken() const { return broken_; }
+  const std::string& peer() const { return socket_.peer(); }
+
+ private:
+  explicit FeederConnection(net::Socket socket) : socket_(std::move(socket)) {}
+  net::Socket socket_;
+  uint32_t next_id_ = 1;
+  bool broken_ = false;
+};
+
+}  // namespace stoker::feed

@@ -1,0 +1,64 @@
+// A slice: a run of consecutive positions of a trainer's plan, made into images by a feeder
+// (`stoker feed`) exactly as the trainer's own image pipeline would make them. The MAKE request
+// and MADE answer of the wire protocol (docs/protocol.md, "Feeders"; decision 0013).
+//
+// An image is a pure function of (dataset version, sample, augmentation seed, epoch, transform
+// options), so a slice made by any machine running this code is byte for byte the rows the
+// trainer would have made, and a slice made twice is the same bytes.
+//
+// Values; the codecs are pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker::feed {
+
+struct SliceRequest {
+  std::string uri;       // the dataset, as the feeder opens it (a path, s3://, stoker://)
+  uint64_t version = 0;  // exactly this version: a feeder never makes another's images
+  uint64_t seed = 0;     // the augmentation seed of the slice's source (loader::SourceSeed)
+  uint64_t epoch = 0;
+  // The transform options as decode/transform_option_table's OptionsText writes them.
+  std::string transform;
+  std::string image_member, label_member;  // as loader::ImagePipelineOptions
+  std::vector<uint32_t> samples;           // the slice's sample indices, in plan order
+};
+
+// What became of one sample of a slice.
+enum class SampleOutcome : uint8_t {
+  kMade = 0,      // its image is in the answer's pixels
+  kFailed = 1,    // corrupt, truncated, over the pixel limit, or unreadable: `message` says which
+  kNotImage = 2,  // no image at all (a README.txt in a file dataset): left out, as locally
+};
+
+struct MadeSample {
+  SampleOutcome outcome = SampleOutcome::kMade;
+  int64_t label = -1;   // -1: unlabelled
+  std::string message;  // kFailed, kNotImage: why, naming the sample's path; else empty
+};
+
+struct SliceAnswer {
+  uint32_t sample_bytes = 0;        // bytes of one image (the transform's output size)
+  std::vector<MadeSample> samples;  // one per requested sample, in the request's order
+  std::string pixels;               // the made samples' images, in order, sample_bytes each
+};
+
+// The most samples one slice may hold: its request stays far below the server's 128 KiB
+// request frame.
+inline constexpr uint32_t kMaxSliceSamples = 4096;
+
+std::string EncodeSliceRequest(const SliceRequest& request);
+// InvalidArgument for a malformed payload (truncated, trailing bytes, too many samples).
+Result<SliceRequest> DecodeSliceRequest(std::string_view payload);
+
+std::string EncodeSliceAnswer(const SliceAnswer& answer);
+// Corruption naming `peer` for a malformed answer: counts that disagree, an unknown outcome,
+// pixels that are not exactly the made samples' bytes.
+Result<SliceAnswer> DecodeSliceAnswer(std::string_view payload, std::string_view peer);
+
+}  // namespace stoker::feed
