@@ -44,7 +44,12 @@ TEST(OptionTextTest, OtherKinds) {
   EXPECT_FALSE(ParseOptionText(OptionKind::kUnsigned, {}, "7x").has_value());
   EXPECT_EQ(ParseOptionText(OptionKind::kBool, {}, "true"), OptionValue(true));
   EXPECT_FALSE(ParseOptionText(OptionKind::kBool, {}, "yes").has_value());
-  EXPECT_FALSE(ParseOptionText(OptionKind::kPair, {}, "1,2").has_value());
+  // Numbers read back what OptionText writes (how options travel to a feeder, bit for bit).
+  EXPECT_EQ(ParseOptionText(OptionKind::kPair, {}, "0.5, 2"), OptionValue(std::vector{0.5, 2.0}));
+  EXPECT_EQ(ParseOptionText(OptionKind::kPair, {}, "1,2"), OptionValue(std::vector{1.0, 2.0}));
+  EXPECT_EQ(ParseOptionText(OptionKind::kNumber, {}, "0.1"), OptionValue(0.1));
+  EXPECT_FALSE(ParseOptionText(OptionKind::kPair, {}, "1, x").has_value());
+  EXPECT_FALSE(ParseOptionText(OptionKind::kNumber, {}, "").has_value());
   EXPECT_EQ(OptionText(OptionKind::kUnsigned, uint64_t{7}), "7");
   EXPECT_EQ(OptionText(OptionKind::kChoice, std::string("none")), "none");
   EXPECT_EQ(OptionText(OptionKind::kPair, std::vector<double>{0.5, 2}), "0.5, 2");
