@@ -1,12 +1,10 @@
 // `stoker feed`: lend this machine's CPUs to a training job until SIGINT/SIGTERM: make slices of
 // its batches for the trainers that ask (decision 0013; docs/protocol.md, "Feeders").
-#include <pthread.h>
-#include <signal.h>
-
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "common/stop_signals.h"
 #include "feed/feeder.h"
 #include "net/auth.h"
 #include "net/uri.h"
@@ -40,12 +38,7 @@ int RunFeed(const FeedArgs& a) {
   o.memory_limit = a.memory_limit;
   o.metrics_port = a.metrics_port;
 
-  // As `stoker serve`: block the shutdown signals before any thread starts, wait for them here.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  DaemonSignals signals;  // before any thread starts: every thread inherits the mask
 
   auto feeder = feed::Feeder::Start(std::move(o));
   if (!feeder) return Fail("feed", feeder.error());
@@ -63,8 +56,7 @@ int RunFeed(const FeedArgs& a) {
     }
     std::fprintf(stderr, "%s\n", line.c_str());
   }
-  int sig = 0;
-  sigwait(&signals, &sig);
+  signals.Wait();
   (*feeder)->Shutdown();
   const feed::FeederCounters& c = (*feeder)->counters();
   const std::string end =

@@ -1,7 +1,4 @@
 // `stoker node`: run one job's cache daemon on this machine until SIGINT/SIGTERM (docs/cache.md).
-#include <pthread.h>
-#include <signal.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "net/auth.h"
 #include "node/node.h"
 #include "node/rendezvous.h"
@@ -115,12 +113,7 @@ int RunNode(const NodeArgs& a) {
   o.prefetch_streams = a.prefetch_streams;
   o.log = LogLine;
 
-  // As `stoker serve`: block the shutdown signals before any thread starts, wait for them here.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  DaemonSignals signals;  // before any thread starts: every thread inherits the mask
 
   auto daemon = node::Node::Start(std::move(o));
   if (!daemon) return Fail("node", daemon.error());
@@ -133,8 +126,7 @@ int RunNode(const NodeArgs& a) {
     line += fmt::format(", metrics on port {}", (*daemon)->metrics_port());
   }
   LogLine(line);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  signals.Wait();
   // What the job got from this daemon, for its log (and the Slurm recipe's check).
   const node::NodeStats end = (*daemon)->stats();
   (*daemon)->Shutdown();

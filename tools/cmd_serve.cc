@@ -1,11 +1,9 @@
 // `stoker serve`: export datasets over the stoker wire protocol until SIGINT/SIGTERM.
-#include <pthread.h>
-#include <signal.h>
-
 #include <cstdio>
 
 #include <fmt/format.h>
 
+#include "common/stop_signals.h"
 #include "format/versions.h"
 #include "net/auth.h"
 #include "net/uri.h"
@@ -69,13 +67,7 @@ int RunServe(const ServeArgs& a) {
   o.memory_limit = a.memory_limit;
   o.writable = a.writable;
 
-  // Block the shutdown signals before any thread starts (threads inherit the mask), then wait
-  // for them synchronously here: no async signal handler, no races with the server's threads.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  DaemonSignals signals;  // before any thread starts: every thread inherits the mask
 
   const size_t dataset_count = o.datasets.size() + o.storages.size();
   auto server = server::Server::Start(std::move(o));
@@ -88,8 +80,7 @@ int RunServe(const ServeArgs& a) {
     line += fmt::format(", metrics on port {}", (*server)->metrics_port());
   }
   std::fprintf(stderr, "%s\n", line.c_str());
-  int sig = 0;
-  sigwait(&signals, &sig);
+  signals.Wait();
   (*server)->Shutdown();
   return kExitOk;
 }

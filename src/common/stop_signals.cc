@@ -1,5 +1,7 @@
 #include "common/stop_signals.h"
 
+#include <pthread.h>
+
 #include <atomic>
 
 namespace stoker {
@@ -32,6 +34,19 @@ StopOnSignals::StopOnSignals() {
 StopOnSignals::~StopOnSignals() {
   ::sigaction(SIGINT, &previous_int_, nullptr);
   ::sigaction(SIGTERM, &previous_term_, nullptr);
+}
+
+DaemonSignals::DaemonSignals() {
+  sigemptyset(&signals_);
+  sigaddset(&signals_, SIGINT);
+  sigaddset(&signals_, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+}
+
+int DaemonSignals::Wait() {
+  int signal = 0;
+  sigwait(&signals_, &signal);
+  return signal;
 }
 
 bool StopRequested() { return g_signal.load() != 0; }

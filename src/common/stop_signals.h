@@ -24,4 +24,17 @@ class StopOnSignals {
 bool StopRequested();
 int StopSignal();
 
+// SIGINT and SIGTERM as a daemon's (`stoker serve`, `node`, `feed`) one way to stop: made before
+// any thread starts, it blocks both in the calling thread, so every thread started later
+// inherits the mask, and Wait() takes the first to arrive synchronously — no async handler
+// racing the daemon's threads.
+class DaemonSignals {
+ public:
+  DaemonSignals();
+  int Wait();  // the signal that arrived
+
+ private:
+  sigset_t signals_{};
+};
+
 }  // namespace stoker
