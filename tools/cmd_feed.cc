@@ -30,8 +30,7 @@ int RunFeed(const FeedArgs& a) {
   if (!listen) return Fail("feed", listen.error().WithContext("--listen"));
   o.host = listen->host;
   o.port = listen->port;
-  auto secret =
-      a.secret_file.empty() ? net::LoadSecretFromEnvironment() : net::LoadSecretFile(a.secret_file);
+  auto secret = net::LoadSecret(a.secret_file);
   if (!secret) return Fail("feed", secret.error());
   o.secret = std::move(*secret);
   o.threads = a.threads;

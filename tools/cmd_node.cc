@@ -104,8 +104,7 @@ int RunNode(const NodeArgs& a) {
   if (!o.disk_dir.empty() && o.disk_limit == 0) {
     return Fail("node", Status::InvalidArgument("--disk-dir needs --disk-limit (e.g. 500G)"));
   }
-  auto secret =
-      a.secret_file.empty() ? net::LoadSecretFromEnvironment() : net::LoadSecretFile(a.secret_file);
+  auto secret = net::LoadSecret(a.secret_file);
   if (!secret) return Fail("node", secret.error());
   o.secret = std::move(*secret);
   o.metrics_port = a.metrics_port;

@@ -428,7 +428,8 @@ class ImageLoader(SampleReading):
         if pin is None:
             pin = torch.cuda.is_available()
         cuda = self._options["cuda_device"]
-        if cuda >= 0:
+        label_device = torch.device("cuda", cuda) if cuda >= 0 else None
+        if label_device is not None:
             pin = False
         self.errors = []
         meter = self._meter = StallMeter(first, "ImageLoader", label)
@@ -445,10 +446,11 @@ class ImageLoader(SampleReading):
             pipe.close()
             self._say_not_images(label)
 
-        return run_pass(self._cursor, token, meter, self._steps(batches, cuda), finish)
+        return run_pass(self._cursor, token, meter, self._steps(batches, label_device), finish)
 
-    def _steps(self, batches: Iterator[tuple], cuda: int) -> Iterator[Step]:
-        import torch
+    def _steps(self, batches: Iterator[tuple], label_device: Any) -> Iterator[Step]:
+        """Each batch as the loader yields it, with what it consumed and how long the consumer
+        waited for reads and for decoding; labels to `label_device` (the GPU path's)."""
         mixed = self.mixed
         for (images, labels, _samples, consumed, errors, sources, waited, read,
              not_images) in batches:
@@ -459,12 +461,14 @@ class ImageLoader(SampleReading):
                 if self._on_error == "log":
                     for e in errors:
                         log.warning("stoker: skipped a sample: %s", e[2])
-            if cuda >= 0:
-                labels = labels.to(torch.device("cuda", cuda))
-            out = ((images, labels) if self._batch_transform is None
-                   else self._batch_transform(images, labels))
-            yield (out + (sources,) if mixed and self._batch_transform is None
-                   else (out, sources) if mixed else out), consumed, read, waited - read
+            if label_device is not None:
+                labels = labels.to(label_device)
+            if self._batch_transform is not None:
+                out: Any = self._batch_transform(images, labels)
+                item = (out, sources) if mixed else out
+            else:
+                item = (images, labels, sources) if mixed else (images, labels)
+            yield item, consumed, read, waited - read
 
     def _note_not_images(self, not_images: list) -> None:
         """Counts files left out as no image this pass, keeping a few names for the warning."""

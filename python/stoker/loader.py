@@ -223,15 +223,18 @@ class Loader(SampleReading):
         for source, plan in zip(order, plans, strict=True):
             ds = source.dataset()
             budget = read_budget(ds, source.shuffle, source.window, self._memory_budget)
+            # A mix's source with nothing in this pass gets no pipeline; a single source always
+            # does (stats() then reports its empty pass).
             pipes.append(ReadPipeline(ds, plan, memory_budget=budget, io_depth=self._io_depth)
-                         if len(plan) else None)
+                         if len(plan) or sources is None else None)
         first = order[0].dataset()
         meter = self._meter = StallMeter(first, "Loader",
                                          mix_label(self._order.mix) if self.mixed else None)
 
         def finish() -> None:
             if sources is None:
-                self._stats = pipes[0].stats() if pipes[0] is not None else {}
+                assert pipes[0] is not None  # a single source always has its pipeline
+                self._stats = pipes[0].stats()
             else:
                 self._stats = {"samples_per_source": np.bincount(
                     sources, minlength=len(order)).tolist()}

@@ -57,14 +57,11 @@ struct Feeder::State {
     return ds;
   }
 
-  // Holds `bytes` of the memory limit until destroyed; `ok` false when they did not fit.
+  // Holds `bytes` of the memory limit, reserved by the caller, until destroyed.
   struct Lease {
     std::atomic<uint64_t>& held;
     uint64_t bytes;
-    bool ok;
-    ~Lease() {
-      if (ok) held.fetch_sub(bytes);
-    }
+    ~Lease() { held.fetch_sub(bytes); }
   };
 
   Result<SliceAnswer> MakeSlice(const SliceRequest& q) {
@@ -83,15 +80,15 @@ struct Feeder::State {
           q.samples.size(), answer.sample_bytes)));
     }
     // The pipeline's batch and the answer's copy of it.
-    const Lease lease{bytes_in_flight, 2 * pixels,
-                      bytes_in_flight.fetch_add(2 * pixels) + 2 * pixels <= options.memory_limit};
-    if (!lease.ok) {
-      bytes_in_flight.fetch_sub(2 * pixels);
+    const uint64_t held = 2 * pixels;
+    if (bytes_in_flight.fetch_add(held) + held > options.memory_limit) {
+      bytes_in_flight.fetch_sub(held);
       counters.refused.fetch_add(1);
       return Err(Status::ResourceExhausted(
           fmt::format("this feeder is making slices up to its --memory-limit ({} bytes)",
                       options.memory_limit)));
     }
+    const Lease lease{bytes_in_flight, held};
     STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> ds, OpenDataset(q.uri, q.version));
     o.batch_size = static_cast<uint32_t>(q.samples.size());
     o.threads = options.threads;

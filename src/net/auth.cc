@@ -110,6 +110,10 @@ Result<std::string> LoadSecretFile(const std::string& path) {
   return secret;
 }
 
+Result<std::string> LoadSecret(const std::string& secret_file) {
+  return secret_file.empty() ? LoadSecretFromEnvironment() : LoadSecretFile(secret_file);
+}
+
 Result<std::string> LoadSecretFromEnvironment() {
   if (const char* file = std::getenv("STOKER_SECRET_FILE"); file != nullptr && *file != '\0') {
     return LoadSecretFile(file);

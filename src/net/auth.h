@@ -18,6 +18,9 @@ Result<std::string> LoadSecretFile(const std::string& path);
 // The client's secret: $STOKER_SECRET_FILE, else $STOKER_SECRET; InvalidArgument if neither is
 // set (or the secret is too short).
 Result<std::string> LoadSecretFromEnvironment();
+// A daemon's secret (`stoker node`, `stoker feed`): `--secret-file` if given, else the
+// environment's, as LoadSecretFromEnvironment reads it.
+Result<std::string> LoadSecret(const std::string& secret_file);
 Status CheckSecret(std::string_view secret, std::string_view where);
 
 // Client side: HELLO, check CHALLENGE's proof, AUTH, wait for WELCOME. PermissionDenied if the
