@@ -12,12 +12,15 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include "dataset.h"
 #include "decode/device_batches.h"
 #include "decode/transform_option_table.h"
 #include "errors.h"
 #include "loader/image_pipeline.h"
+#include "net/auth.h"
+#include "net/uri.h"
 #include "options.h"
 #include "stoker/dataset.h"
 
@@ -39,9 +42,9 @@ T Get(const nb::dict& options, const char* key) {
 
 // The keys stoker.ImageLoader sets besides the transform's options (the table's).
 constexpr const char* kPipelineKeys[] = {
-    "batch_size",   "drop_last",   "threads",       "prefetch_batches", "seed",
-    "epoch",        "on_error",    "memory_budget", "io_depth",         "image_member",
-    "label_member", "cuda_device", "gpu_threads"};
+    "batch_size",  "drop_last",     "threads",    "prefetch_batches", "seed",         "epoch",
+    "on_error",    "memory_budget", "io_depth",   "image_member",     "label_member", "cuda_device",
+    "gpu_threads", "feeders",       "slice_size", "feeder_credits"};
 
 const UnknownKey kUnknownImageOption = {PyExc_KeyError, "unknown image option "};
 
@@ -67,6 +70,15 @@ ImagePipelineOptions ParseOptions(const nb::dict& o) {
   options.label_member = Get<std::string>(o, "label_member");
   options.cuda_device = o.contains("cuda_device") ? nb::cast<int>(o["cuda_device"]) : -1;
   options.gpu_threads = o.contains("gpu_threads") ? nb::cast<uint32_t>(o["gpu_threads"]) : 0;
+  if (o.contains("feeders")) {  // "host:port" texts; the job's secret from the environment
+    loader::FeederPoolOptions& feeders = options.feeders;
+    for (const std::string& text : nb::cast<std::vector<std::string>>(o["feeders"])) {
+      feeders.addresses.push_back(ValueOrThrow(net::ParseServerAddress(text)));
+    }
+    if (!feeders.addresses.empty()) feeders.secret = ValueOrThrow(net::LoadSecretFromEnvironment());
+    if (o.contains("slice_size")) feeders.slice_size = nb::cast<uint32_t>(o["slice_size"]);
+    if (o.contains("feeder_credits")) feeders.credits = nb::cast<uint32_t>(o["feeder_credits"]);
+  }
   SetOptions(o, kPipelineKeys, decode::TransformOptionTable(), kUnknownImageOption,
              options.transform);
   return options;
@@ -133,6 +145,25 @@ class PyImagePipeline {
     d["bytes_read"] = s.read.bytes_read;
     d["ranges"] = s.read.ranges;
     d["peak_bytes_held"] = s.read.peak_bytes_held;
+    if (!options_.feeders.addresses.empty()) {
+      d["feeder_wait_seconds"] = s.feeder_wait_seconds;
+      d["local_slices"] = s.local_slices;
+      d["redone_slices"] = s.redone_slices;
+      nb::list feeders;
+      for (const loader::FeederStats& f : s.feeders) {
+        nb::dict one;
+        one["address"] = f.address;
+        one["slices"] = f.slices;
+        one["samples"] = f.samples;
+        one["pixel_bytes"] = f.pixel_bytes;
+        one["failures"] = f.failures;
+        one["seconds"] = f.seconds;
+        one["in_flight"] = f.in_flight;
+        one["reachable"] = f.reachable;
+        feeders.append(one);
+      }
+      d["feeders"] = feeders;
+    }
     AddNodeStats(UnwrapDataset(datasets_[0]), d);  // node counters are per process
     return d;
   }
@@ -146,9 +177,13 @@ class PyImagePipeline {
   // The Python Dataset owns the C++ one; datasets_ keeps it alive as long as we live.
   loader::ImageSource Source(nb::object dataset, const Plan& plan, uint64_t budget) {
     const Dataset& ds = UnwrapDataset(dataset);
+    // Feeders open the dataset themselves, by the URI it was opened by.
+    std::string uri =
+        options_.feeders.addresses.empty() ? "" : nb::cast<std::string>(dataset.attr("uri"));
     datasets_.push_back(std::move(dataset));
     return {std::shared_ptr<const Dataset>(&ds, [](const Dataset*) {}),
-            std::vector<uint32_t>(plan.data(), plan.data() + plan.shape(0)), budget};
+            std::vector<uint32_t>(plan.data(), plan.data() + plan.shape(0)), budget,
+            std::move(uri)};
   }
 
   void Start(std::vector<loader::ImageSource> sources, std::vector<uint16_t> order) {

@@ -6,9 +6,10 @@
 #include "common/option_table.h"
 #include "dataset/packer.h"
 #include "decode/transform_option_table.h"
+#include "feed/feed_test_util.h"
 #include "feed/feeder.h"
-#include "feed/feeder_client.h"
-#include "feed/slice.h"
+#include "feed_client/feeder_client.h"
+#include "feed_client/slice.h"
 #include "loader/image_pipeline.h"
 #include "net/payload.h"
 #include "storage/posix_storage.h"
@@ -20,55 +21,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr std::string_view kSecret = "feeder test secret, 32 bytes...";
-
-// A packed directory of photo-like JPEGs and PNGs, a truncated JPEG and a text file, on disk (a
-// feeder opens datasets by URI).
-struct Images {
-  test::TempDir dir;
-  std::string uri;
-  std::shared_ptr<const Dataset> dataset;
-};
-
-std::unique_ptr<Images> MakeImages(int count) {
-  auto images = std::make_unique<Images>();
-  test::Tree tree;
-  for (int i = 0; i < count; ++i) {
-    const uint32_t w = 40 + (i * 37) % 260, h = 30 + (i * 53) % 200;
-    const auto pixels = test::PhotoLikePixels(w, h, i);
-    const std::string name = "c" + std::to_string(i % 3) + "/img" + std::to_string(i);
-    tree.files[name + (i % 5 == 4 ? ".png" : ".jpg")] =
-        i % 5 == 4 ? test::EncodePng(pixels, w, h) : test::EncodeJpeg(pixels, w, h, {});
-  }
-  tree.files["c1/cut.jpg"] = tree.files["c1/img1.jpg"].substr(0, 300);
-  tree.files["c2/notes.txt"] = "not an image";
-  test::WriteTree(tree, images->dir.path() + "/src");
-  images->uri = images->dir.path() + "/ds";
-  dataset::PackOptions po;
-  po.chunk_bytes = 256 << 10;
-  EXPECT_TRUE(
-      test::PackDirectory(images->dir.path() + "/src", *storage::NewPosixStorage(images->uri), po)
-          .has_value());
-  auto ds = Dataset::Open(images->uri);
-  EXPECT_TRUE(ds.has_value());
-  images->dataset = std::move(*ds);
-  return images;
-}
-
-loader::ImagePipelineOptions TrainingOptions() {
-  loader::ImagePipelineOptions o;
-  o.threads = 2;
-  o.seed = 11;
-  o.epoch = 3;
-  o.on_error = loader::ErrorPolicy::kSkip;
-  o.transform.train = true;
-  o.transform.output.width = 32;
-  o.transform.output.height = 24;
-  o.transform.output.dtype = decode::DType::kUint8;
-  o.transform.output.layout = decode::Layout::kNHWC;
-  return o;
-}
-
 SliceRequest RequestFor(const Images& images, const loader::ImagePipelineOptions& o,
                         std::vector<uint32_t> samples) {
   SliceRequest q;
@@ -79,16 +31,6 @@ SliceRequest RequestFor(const Images& images, const loader::ImagePipelineOptions
   q.transform = OptionsText(decode::TransformOptionTable(), o.transform);
   q.samples = std::move(samples);
   return q;
-}
-
-std::unique_ptr<Feeder> StartFeeder(uint64_t memory_limit = uint64_t{1} << 30) {
-  FeederOptions o;
-  o.secret = kSecret;
-  o.threads = 2;
-  o.memory_limit = memory_limit;
-  auto feeder = Feeder::Start(o);
-  EXPECT_TRUE(feeder.has_value()) << feeder.error().ToString();
-  return std::move(*feeder);
 }
 
 std::unique_ptr<FeederConnection> ConnectTo(const Feeder& feeder,

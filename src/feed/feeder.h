@@ -1,5 +1,5 @@
 // `stoker feed`: a daemon that lends this machine's CPUs to a training job. It answers MAKE
-// requests (feed/slice.h; docs/protocol.md, "Feeders") by reading the slice's samples and
+// requests (feed_client/slice.h; docs/protocol.md, "Feeders") by reading the slice's samples and
 // running the trainer's own image pipeline over them, so what it sends back is byte for byte
 // what the trainer would have made (decision 0013).
 //
@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "feed/slice.h"
+#include "feed_client/slice.h"
 #include "stoker/status.h"
 
 namespace stoker::feed {

@@ -22,10 +22,17 @@ namespace {
 using Clock = ImagePipeline::State::Clock;
 using PendingBatch = ImagePipeline::State::PendingBatch;
 
-// The augmentation seed of a source's samples: the loader's for source 0 (a single dataset), so
-// that a sample of another source with the same index draws other crops.
-uint64_t SourceSeed(uint64_t seed, uint16_t source) {
-  return source == 0 ? seed : seed ^ (0x9E3779B97F4A7C15ULL * source);
+// Batches made room for ahead of the consumer, at least: with feeders, enough that every
+// feeder's credits and the local threads find slices to take.
+uint32_t PrefetchBatches(const ImagePipelineOptions& o, uint32_t threads) {
+  const uint32_t asked = o.prefetch_batches ? o.prefetch_batches : 2;
+  const FeederPoolOptions& f = o.feeders;
+  if (f.addresses.empty()) return asked;
+  const uint64_t slices = uint64_t{f.credits} * f.addresses.size() +
+                          (uint64_t{threads} * 4 + f.slice_size - 1) / f.slice_size + 1;
+  const uint64_t per_batch = (uint64_t{o.batch_size} + f.slice_size - 1) / f.slice_size;
+  const uint64_t needed = (slices + per_batch - 1) / per_batch + 1;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(needed, asked, std::max(asked, 64u)));
 }
 
 }  // namespace
@@ -43,6 +50,10 @@ Status ImagePipelineOptions::Validate() const {
   if (threads > 1024) return Status::InvalidArgument("at most 1024 transform threads");
   if (cuda_device < -1) return Status::InvalidArgument("cuda_device must be -1 or a device");
   if (gpu_threads > 64) return Status::InvalidArgument("at most 64 GPU threads");
+  if (!feeders.addresses.empty() && cuda_device >= 0) {
+    return Status::Unsupported("feeders make batches for the CPU path only, not on a GPU");
+  }
+  STOKER_RETURN_IF_ERROR(feeders.Validate());
   STOKER_RETURN_IF_ERROR(read.Validate());
   return transform.Validate();
 }
@@ -130,7 +141,7 @@ void ImagePipeline::State::Work() {
       if (stopping || tasks.empty()) return;
       task = std::move(tasks.front());
       tasks.pop_front();
-      dispatch_cv.notify_one();
+      dispatch_cv.notify_all();  // the dispatcher, or with feeders the local slicer
     }
     Status status = task.data.status;
     const uint32_t sample = task.data.sample;
@@ -158,8 +169,8 @@ void ImagePipeline::State::Work() {
                         "out, as torchvision's ImageFolder leaves it out",
                         dataset.FilePath((*file)->index)));
       } else {
-        const uint64_t seed =
-            decode::AugmentSeed(SourceSeed(options.seed, task.source), options.epoch, sample);
+        const uint64_t seed = decode::AugmentSeed(State::SourceSeed(options.seed, task.source),
+                                                  options.epoch, sample);
         if (gpu != nullptr) {
           StagedSample& staged = task.batch->staged[task.slot];
           staged.file = (*file)->index;
@@ -259,7 +270,7 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::vector<ImageSou
   const uint32_t threads = options.threads ? options.threads : DefaultTransformThreads();
   state->options.threads = threads;
   state->stats.threads = threads;
-  state->prefetch = options.prefetch_batches ? options.prefetch_batches : 2;
+  state->prefetch = PrefetchBatches(options, threads);
   // Enough queued samples that no thread waits while the dispatcher fetches the next one.
   state->task_capacity = size_t{threads} * 4;
   state->sample_bytes = options.transform.output.sample_bytes();
@@ -268,17 +279,33 @@ Result<std::unique_ptr<ImagePipeline>> ImagePipeline::Start(std::vector<ImageSou
   if (options.cuda_device >= 0) STOKER_RETURN_IF_ERROR(state->CreateDeviceMakers());
   state->positions = order.empty() ? sources[0].plan.size() : order.size();
   state->order = std::move(order);
+  const bool feeders = !options.feeders.addresses.empty();
+  if (feeders) STOKER_RETURN_IF_ERROR(state->StartFeeders(sources));
   state->sources.reserve(sources.size());
   for (ImageSource& source : sources) {
     ReadPipelineOptions read = options.read;
     if (source.memory_budget_bytes != 0) read.memory_budget_bytes = source.memory_budget_bytes;
     // Decode workers release every sample they take, whatever the dispatcher waits for.
     read.samples_released_elsewhere = true;
+    read.gated = feeders;  // a slice a feeder makes is not read here
+    std::vector<uint32_t> plan = feeders ? source.plan : std::move(source.plan);
     STOKER_ASSIGN_OR_RETURN(auto reader,
-                            ReadPipeline::Start(source.dataset, std::move(source.plan), read));
-    state->sources.push_back({std::move(source.dataset), std::move(reader)});
+                            ReadPipeline::Start(source.dataset, std::move(plan), read));
+    state->sources.push_back({std::move(source.dataset), std::move(reader),
+                              feeders ? std::move(source.plan) : std::vector<uint32_t>{},
+                              std::move(source.uri)});
   }
-  state->dispatcher = std::thread([s = state.get()] { s->Dispatch(); });
+  if (feeders) {
+    state->dispatcher = std::thread([s = state.get()] { s->DispatchSlices(); });
+    state->local_slicer = std::thread([s = state.get()] { s->MakeLocalSlices(); });
+    for (size_t f = 0; f < state->links.size(); ++f) {
+      for (uint32_t c = 0; c < options.feeders.credits; ++c) {
+        state->feeder_threads.emplace_back([s = state.get(), f] { s->Feed(f); });
+      }
+    }
+  } else {
+    state->dispatcher = std::thread([s = state.get()] { s->Dispatch(); });
+  }
   for (uint32_t i = 0; i < threads; ++i) {
     state->workers.emplace_back([s = state.get()] { s->Work(); });
   }
@@ -297,6 +324,7 @@ ImagePipeline::~ImagePipeline() {
   s.work_cv.notify_all();
   s.dispatch_cv.notify_all();
   s.batch_cv.notify_all();
+  s.StopFeeders();
   for (std::thread& t : s.workers) t.join();
   for (std::thread& t : s.gpu_threads) t.join();
   {
@@ -305,17 +333,20 @@ ImagePipeline::~ImagePipeline() {
     s.tasks.clear();
   }
   s.dispatcher.join();
+  if (s.local_slicer.joinable()) s.local_slicer.join();
 }
 
 Result<std::optional<ImageBatch>> ImagePipeline::Next() {
   State& s = *state_;
   std::shared_ptr<PendingBatch> pending;
-  double waited = 0, read_waited = 0;
+  double waited = 0, read_waited = 0, feeder_waited = 0;
   {
     std::unique_lock lock(s.mu);
     const Clock::time_point start = Clock::now();
     // The batch waited for may not be dispatched yet: then all its read wait is in this wait.
     const double read_before = s.batches.empty() ? 0 : s.batches.front()->ReadWaitAt(start);
+    // Waiting for a batch of which feeders are making slices is waiting for the feeders.
+    const bool remote_before = !s.batches.empty() && s.batches.front()->remote > 0;
     s.batch_cv.wait(lock, [&] {
       return !s.fatal.ok() || (!s.batches.empty() && s.Ready(*s.batches.front())) ||
              (s.dispatch_done && s.batches.empty());
@@ -332,6 +363,8 @@ Result<std::optional<ImageBatch>> ImagePipeline::Next() {
       return std::nullopt;
     }
     read_waited = std::clamp(s.batches.front()->ReadWaitAt(end) - read_before, 0.0, waited);
+    if (remote_before) feeder_waited = waited - read_waited;
+    s.stats.feeder_wait_seconds += feeder_waited;
     pending = std::move(s.batches.front());
     s.batches.pop_front();
     s.dispatch_cv.notify_all();
@@ -344,6 +377,7 @@ Result<std::optional<ImageBatch>> ImagePipeline::Next() {
   }
   batch->waited_seconds = waited;
   batch->read_waited_seconds = read_waited;
+  batch->feeder_waited_seconds = feeder_waited;
   ++s.stats.batches;
   s.stats.samples += batch->count;
   s.stats.skipped += batch->errors.size();
@@ -356,6 +390,7 @@ ImagePipelineStats ImagePipeline::stats() const {
   {
     std::lock_guard lock(state_->mu);
     out = state_->stats;
+    for (const State::FeederLink& link : state_->links) out.feeders.push_back(link.stats);
   }
   for (const State::Source& source : state_->sources) {
     const ReadPipelineStats r = source.reader->stats();

@@ -23,6 +23,16 @@
 // `order` says which source each position of the batches' sequence comes from; a sample's
 // augmentation then also depends on its source.
 //
+// Feeders (`stoker feed`, decision 0013; image_pipeline_feeders.cc): with options.feeders, the
+// dispatcher cuts each batch into slices (consecutive positions of one source, at most
+// slice_size) and the local threads and the feeders take them by demand, from the front: a
+// feeder holds at most `credits` slices, the local path takes one when its decode threads have
+// room. The read pipeline reads only the slices made here. A slice a feeder fails — refused,
+// broken connection, past its deadline, a corrupt answer, a sample it could not make — is made
+// again, by another feeder or here (then read directly). Feeders answer uint8 NHWC; rows are
+// written into their fixed slots (normalized here if asked), so what Next() returns is byte
+// for byte a local run's, whoever made it.
+//
 // Thread-safety: Next() and stats() from one consumer thread.
 #pragma once
 
@@ -34,11 +44,26 @@
 
 #include "decode/transform.h"
 #include "loader/read_pipeline.h"
+#include "net/uri.h"
 #include "stoker/dataset.h"
 
 namespace stoker::loader {
 
 enum class ErrorPolicy : uint8_t { kRaise, kSkip };
+
+// The feeders an image pipeline may give slices to (decision 0013).
+struct FeederPoolOptions {
+  std::vector<net::ServerAddress> addresses;  // empty: every sample is made here
+  std::string secret;                         // the job's (the feeders' --secret-file)
+  uint32_t slice_size = 32;                   // samples per slice at most (~4.8 MB at 224², uint8)
+  uint32_t credits = 2;                       // slices in flight per feeder
+  // A slice outstanding longer than max(min_deadline, 4 x the feeder's recent slice time) is
+  // made again elsewhere; before a feeder's first answer (it opens the dataset), first_deadline.
+  double min_deadline_seconds = 1;
+  double first_deadline_seconds = 30;
+  double connect_timeout_seconds = 2;
+  Status Validate() const;
+};
 
 struct ImagePipelineOptions {
   ReadPipelineOptions read;
@@ -57,7 +82,8 @@ struct ImagePipelineOptions {
   std::string label_member;
   // >= 0: make the batches on this CUDA device (device_batches.h); -1: on the CPU.
   int cuda_device = -1;
-  uint32_t gpu_threads = 0;  // host threads driving the GPU, each a batch in flight; 0: 2
+  uint32_t gpu_threads = 0;   // host threads driving the GPU, each a batch in flight; 0: 2
+  FeederPoolOptions feeders;  // the CPU path only; each source then needs its `uri`
   Status Validate() const;
 };
 
@@ -84,9 +110,21 @@ struct ImageBatch {
   std::vector<SampleError> not_images;
   // How long Next() waited for this batch (the consumer was starved), and how much of that the
   // dispatcher spent waiting for this batch's samples from the read pipeline: the rest waited
-  // for decoding (issue 17's stall attribution).
+  // for decoding (issue 17's stall attribution), or, in feeder_waited_seconds, for slices of it
+  // that feeders were making.
   double waited_seconds = 0;
   double read_waited_seconds = 0;
+  double feeder_waited_seconds = 0;
+};
+
+// One feeder, as a pipeline saw it.
+struct FeederStats {
+  std::string address;  // host:port
+  uint64_t slices = 0, samples = 0, pixel_bytes = 0;
+  uint64_t failures = 0;   // slices it failed (made again elsewhere)
+  double seconds = 0;      // the round trips of the slices it made, summed
+  uint32_t in_flight = 0;  // slices it is making now
+  bool reachable = false;  // its last connection or answer succeeded
 };
 
 struct ImagePipelineStats {
@@ -99,8 +137,13 @@ struct ImagePipelineStats {
   double idle_seconds = 0;           // transform threads waiting for work
   double gpu_seconds = 0;            // the GPU thread making batches (cuda_device only)
   double consumer_wait_seconds = 0;  // Next() waiting for a batch (training waited for data)
+  double feeder_wait_seconds = 0;    // the part of it spent on slices feeders were making
   uint32_t threads = 0;
   ReadPipelineStats read;
+  // With feeders: slices made here (redone ones included), slices made again after a feeder
+  // failed them, and each feeder's counters.
+  uint64_t local_slices = 0, redone_slices = 0;
+  std::vector<FeederStats> feeders;
 };
 
 // One dataset of a pipeline and the samples it contributes, in the order they are taken.
@@ -108,6 +151,7 @@ struct ImageSource {
   std::shared_ptr<const Dataset> dataset;
   std::vector<uint32_t> plan;
   uint64_t memory_budget_bytes = 0;  // its read pipeline's; 0: options.read's
+  std::string uri;                   // how a feeder opens the dataset (options.feeders only)
 };
 
 class ImagePipeline {

@@ -1,8 +1,9 @@
 // The image pipeline's shared state (private to src/loader/): what the dispatcher, the transform
 // threads, the GPU threads and the consumer share. image_pipeline.cc runs the CPU path (dispatch,
 // transform, delivery); image_pipeline_gpu.cc the GPU staging and batch making
-// (options.cuda_device, decode/device_batches.h). The fields from `mu` to `stats` are guarded by
-// `mu`.
+// (options.cuda_device, decode/device_batches.h); image_pipeline_feeders.cc the slices and the
+// feeders (options.feeders). The fields from `mu` to `stats`, and the slice queues, are guarded
+// by `mu`.
 #pragma once
 
 #include <algorithm>
@@ -13,12 +14,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
 
 #include "decode/device_batches.h"
 #include "decode/transform.h"
+#include "feed_client/feeder_client.h"
 #include "loader/buffer_pool.h"
 #include "loader/image_pipeline.h"
 #include "loader/read_pipeline.h"
@@ -29,6 +32,11 @@ struct ImagePipeline::State {
   using Clock = std::chrono::steady_clock;
   static double SecondsSince(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  // The augmentation seed of a source's samples: the loader's for source 0 (a single dataset),
+  // so that a sample of another source with the same index draws other crops.
+  static uint64_t SourceSeed(uint64_t seed, uint16_t source) {
+    return source == 0 ? seed : seed ^ (0x9E3779B97F4A7C15ULL * source);
   }
 
   // A GPU pipeline's sample between its transform thread and the GPU thread: the encoded JPEG
@@ -65,6 +73,26 @@ struct ImagePipeline::State {
     std::vector<StagedSample> staged;    // GPU pipelines, per slot
     bool claimed = false, made = false;  // GPU pipelines: taken by, and made by, a GPU thread
                                          // (State::mu)
+    uint32_t remote = 0;                 // slots feeders are making now (State::mu)
+  };
+
+  // Slots [slot, slot + count) of a batch: consecutive positions of one source (feeders).
+  struct Slice {
+    std::shared_ptr<PendingBatch> batch;
+    uint32_t slot = 0, count = 0;
+    uint16_t source = 0;
+    uint64_t source_first = 0;  // its first sample's index in its source's plan
+    bool local_only = false;    // a feeder could not make a sample of it: made here
+    bool redone = false;        // a feeder failed it: its samples are read directly here
+  };
+
+  // One feeder of options.feeders, shared by its credits' threads (State::mu).
+  struct FeederLink {
+    net::ServerAddress address;
+    FeederStats stats;
+    double slice_seconds = 0;  // recent round trip per slice (moving average); 0: none yet
+    bool warned = false;       // its failure was reported and it has not answered since
+    uint64_t warnings = 0;     // failures reported
   };
 
   struct Task {
@@ -77,6 +105,8 @@ struct ImagePipeline::State {
   struct Source {
     std::shared_ptr<const Dataset> dataset;
     std::unique_ptr<ReadPipeline> reader;
+    std::vector<uint32_t> plan;  // options.feeders only: the samples of its slices
+    std::string uri;             // options.feeders only: how feeders open it
   };
   std::vector<Source> sources;
   std::vector<uint16_t> order;  // per position, its source; empty: all from source 0
@@ -102,8 +132,19 @@ struct ImagePipeline::State {
   Status fatal;  // sticky: the read pipeline failed, or a sample failed under kRaise
   ImagePipelineStats stats;
 
-  std::thread dispatcher;
-  std::vector<std::thread> workers, gpu_threads;
+  // options.feeders (image_pipeline_feeders.cc): slices of the batches made room for, not yet
+  // taken, in plan order; slices a feeder failed, made again first; the feeders; the
+  // connections making a slice now (to wake them when stopping).
+  std::deque<Slice> open_slices, redo_slices;
+  bool slicing_done = false;  // every batch's slices are queued
+  uint32_t remote_in_flight = 0;
+  std::vector<FeederLink> links;
+  std::vector<feed::FeederConnection*> making;
+  std::string wire_transform;        // the transform's options text, uint8 NHWC output
+  std::condition_variable slice_cv;  // slice takers: a slice queued, or the end
+
+  std::thread dispatcher, local_slicer;
+  std::vector<std::thread> workers, gpu_threads, feeder_threads;
 
   // Whether the consumer can have `batch`: every slot written (and, on a GPU, the batch made).
   bool Ready(const PendingBatch& batch) const {
@@ -116,6 +157,24 @@ struct ImagePipeline::State {
   void Work();      // a transform thread
   // Moves a finished batch out, leaving out (kSkip) or reporting (kRaise) failed samples.
   Result<ImageBatch> Deliver(PendingBatch& pending);
+
+  // image_pipeline_feeders.cc: slices and feeders.
+  Status StartFeeders(const std::vector<ImageSource>& sources);  // before any thread runs
+  void DispatchSlices();     // the dispatcher with feeders: batches, cut into slices
+  void MakeLocalSlices();    // takes slices for the transform threads
+  void Feed(size_t feeder);  // one credit of one feeder: takes slices and sends them
+  void StopFeeders();        // joins the feeders' threads (stopping is set)
+  // The next slice for a feeder (redo first, not local_only), or for the local path (redo
+  // first, an open one only if `take_open`); nullopt if none. Called with mu held.
+  std::optional<Slice> TakeSlice(bool for_feeder, bool take_open);
+  bool SlicesLeft() const;  // a slice queued or being made by a feeder (mu held)
+  bool FeederWork() const;  // a slice a feeder may take (mu held)
+  void SlicesChanged();     // wakes the slice takers
+  feed::SliceRequest RequestFor(const Slice& slice) const;
+  // Writes a feeder's answer (every sample made) into the slice's slots; an error if it cannot
+  // be used (the slice is then made again).
+  Status Place(const Slice& slice, const feed::SliceAnswer& answer, const std::string& peer);
+  void Requeue(Slice slice);  // into redo_slices, in plan order (mu held)
 
   // image_pipeline_gpu.cc: the GPU path.
   // One batch maker per GPU thread on options.cuda_device (raises `prefetch` to keep each busy).

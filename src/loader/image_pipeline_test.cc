@@ -267,7 +267,7 @@ TEST(ImagePipelineTest, MixesSourcesInTheOrderGiven) {
   for (size_t i = 0; i < a.plan.size() + b.plan.size(); ++i) {
     order.push_back(i % 2 == 1 && std::ranges::count(order, 1) < 7 ? 1 : 0);
   }
-  std::vector<ImageSource> sources = {{a.dataset, a.plan, 0}, {b.dataset, b.plan, 4 << 20}};
+  std::vector<ImageSource> sources = {{a.dataset, a.plan, 0, {}}, {b.dataset, b.plan, 4 << 20, {}}};
   auto pipe = ImagePipeline::Start(sources, order, o);
   ASSERT_TRUE(pipe.has_value()) << pipe.error().ToString();
   const size_t bytes = o.transform.output.sample_bytes();

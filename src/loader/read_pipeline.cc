@@ -78,6 +78,7 @@ struct PlanSegment {
   uint64_t first = 0, end = 0;
   std::vector<Extent> extents;
   uint64_t bytes = 0;  // the files' lengths, in all
+  bool reads = false;  // some position of it is read (not all skipped: options.gated)
 };
 
 }  // namespace
@@ -99,6 +100,10 @@ struct ReadPipeline::State {
   uint64_t next_to_deliver = 0;
   uint64_t bytes_held = 0;
   uint64_t ranges_in_flight = 0;
+  // Positions below admitted_end are decided; skipped[p] (options.gated) marks those not read.
+  // Bytes, not vector<bool>: the scheduler reads decided ones while Admit writes later ones.
+  uint64_t admitted_end = 0;
+  std::vector<uint8_t> skipped;
   bool scheduler_waiting_for_budget = false;
   uint64_t scheduler_waiting_bytes = 0;  // the length of the range it waits to admit
   bool stop = false;
@@ -107,8 +112,17 @@ struct ReadPipeline::State {
   std::thread scheduler;
 
   void Schedule();
-  // The segment that starts at plan position `first`: see Schedule.
-  PlanSegment NextSegment(uint64_t first, uint64_t segment_bytes) const;
+  // Waits until position `next` is decided (options.gated); the end of the decided positions,
+  // or 0 if the pipeline is stopping.
+  uint64_t WaitForAdmission(uint64_t next);
+  // The segment that starts at plan position `first`, ending by `limit`: see Schedule.
+  PlanSegment NextSegment(uint64_t first, uint64_t limit, uint64_t segment_bytes) const;
+  // Whether position p is read (not skipped). Called for decided positions only.
+  bool Reads(uint64_t p) const { return skipped.empty() || skipped[p] == 0; }
+  // Moves next_to_deliver past decided positions that are skipped (with mu held).
+  void SkipUnread() {
+    while (next_to_deliver < admitted_end && !Reads(next_to_deliver)) ++next_to_deliver;
+  }
   // A slot for each of the segment's samples; false if the pipeline is stopping.
   bool AddSlots(const PlanSegment& segment);
   // Waits until the budget admits `length` more bytes (or nothing is held) and counts them as
@@ -144,8 +158,11 @@ void ReadPipeline::State::Schedule() {
     weak = self_weak;
   }
   while (next < plan.size()) {
-    PlanSegment segment = NextSegment(next, segment_bytes);
+    const uint64_t limit = WaitForAdmission(next);
+    if (limit == 0) return;
+    PlanSegment segment = NextSegment(next, limit, segment_bytes);
     next = segment.end;
+    if (!segment.reads) continue;  // skipped positions only
     if (!AddSlots(segment)) return;
     // The segment's reads (payload + holes) must fit in the budget together: see Coalesce.
     const uint64_t holes = options.memory_budget_bytes > segment.bytes
@@ -165,7 +182,14 @@ void ReadPipeline::State::Schedule() {
   }
 }
 
-PlanSegment ReadPipeline::State::NextSegment(uint64_t first, uint64_t segment_bytes) const {
+uint64_t ReadPipeline::State::WaitForAdmission(uint64_t next) {
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return stop || admitted_end > next; });
+  return stop ? 0 : admitted_end;
+}
+
+PlanSegment ReadPipeline::State::NextSegment(uint64_t first, uint64_t limit,
+                                             uint64_t segment_bytes) const {
   // NOLINTNEXTLINE(bugprone-unchecked-optional-access): Start sets it before any thread runs
   const PlanLocations& snap = *locations;
   // One segment: consecutive plan positions worth up to segment_bytes (at least one sample).
@@ -174,11 +198,16 @@ PlanSegment ReadPipeline::State::NextSegment(uint64_t first, uint64_t segment_by
   PlanSegment segment;
   segment.first = first;
   uint64_t next = first;
-  while (next < plan.size()) {
+  while (next < limit) {
+    if (!Reads(next)) {
+      ++next;
+      continue;
+    }
     const auto [file0, count] = snap.SampleFiles(plan[next]);
     uint64_t sample_bytes = 0;
     for (uint64_t k = 0; k < count; ++k) sample_bytes += snap.file(file0 + k).length;
-    if (next > first && segment.bytes + sample_bytes > segment_bytes) break;
+    if (segment.reads && segment.bytes + sample_bytes > segment_bytes) break;
+    segment.reads = true;
     for (uint32_t k = 0; k < count; ++k) {
       const dataset::FileLocation r = snap.file(file0 + k);
       // 32-bit file numbers: Start checked the dataset's counts (PrepareToLoad).
@@ -198,6 +227,7 @@ bool ReadPipeline::State::AddSlots(const PlanSegment& segment) {
   std::lock_guard lock(mu);
   if (stop) return false;
   for (uint64_t p = segment.first; p < segment.end; ++p) {
+    if (!Reads(p)) continue;
     Slot& slot = slots[p];
     slot.data.position = p;
     slot.data.sample = plan[p];
@@ -357,6 +387,11 @@ Result<std::unique_ptr<ReadPipeline>> ReadPipeline::Start(std::shared_ptr<const 
   state->dataset = std::move(dataset);
   state->plan = std::move(plan);
   state->options = options;
+  if (options.gated) {
+    state->skipped.assign(state->plan.size(), 0);
+  } else {
+    state->admitted_end = state->plan.size();
+  }
   STOKER_ASSIGN_OR_RETURN(state->engine, CreateIoEngine(options.engine, options.io_depth));
   state->self_weak = state;
   state->scheduler = std::thread([raw = state.get()] { raw->Schedule(); });
@@ -380,10 +415,12 @@ ReadPipeline::~ReadPipeline() {
 Result<std::optional<SampleData>> ReadPipeline::Next() {
   State& s = *state_;
   std::unique_lock lock(s.mu);
+  s.SkipUnread();
   if (s.next_to_deliver == s.plan.size()) return std::optional<SampleData>();
-  const uint64_t p = s.next_to_deliver;
   auto ready = [&] {
-    auto it = s.slots.find(p);
+    s.SkipUnread();  // positions decided while waiting may be skipped ones
+    if (s.next_to_deliver == s.plan.size()) return true;
+    auto it = s.slots.find(s.next_to_deliver);
     return it != s.slots.end() && it->second.pending == 0;
   };
   if (!ready()) {
@@ -411,11 +448,28 @@ Result<std::optional<SampleData>> ReadPipeline::Next() {
           s.options.memory_budget_bytes)));
     }
   }
-  auto node = s.slots.extract(p);
+  if (s.next_to_deliver == s.plan.size()) return std::optional<SampleData>();
+  auto node = s.slots.extract(s.next_to_deliver);
   ++s.next_to_deliver;
   ++s.stats.samples;
   for (const auto& f : node.mapped().data.files) s.stats.payload_bytes += f.bytes.size();
   return std::optional<SampleData>(std::move(node.mapped().data));
+}
+
+Status ReadPipeline::Admit(uint64_t first, uint64_t end, bool read) {
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.options.gated || first != s.admitted_end || end < first || end > s.plan.size()) {
+      return Status::Internal(
+          fmt::format("read pipeline: positions {}..{} admitted where {} is next of {}{}", first,
+                      end, s.admitted_end, s.plan.size(), s.options.gated ? "" : " (not gated)"));
+    }
+    if (!read) std::fill(s.skipped.begin() + first, s.skipped.begin() + end, uint8_t{1});
+    s.admitted_end = end;
+  }
+  s.cv.notify_all();
+  return Status::OK();
 }
 
 ReadPipelineStats ReadPipeline::stats() const {

@@ -38,6 +38,10 @@ struct ReadPipelineOptions {
   // then always comes back, so Next() waits for it instead of reporting the budget used up:
   // any budget works (a sample larger than the budget is read alone), only slower.
   bool samples_released_elsewhere = false;
+  // Positions are read only once Admit()ted, and skipped where Admit says so: the image
+  // pipeline with feeders (decision 0013) decides slice by slice which positions it makes
+  // itself, and never reads the ones a feeder makes. Off: the whole plan is admitted at Start.
+  bool gated = false;
   Status Validate() const;
 };
 
@@ -73,7 +77,12 @@ class ReadPipeline {
   // failure of the pipeline itself (e.g. the budget is exhausted by samples the consumer holds,
   // unless options.samples_released_elsewhere);
   // per-sample failures are in SampleData::status.
+  // (Only the positions admitted to be read are delivered.)
   Result<std::optional<SampleData>> Next();
+
+  // options.gated: plan positions [first, end) are decided, `read` or skipped. Calls follow
+  // the plan: `first` is the previous call's `end` (0 at first). Any thread.
+  Status Admit(uint64_t first, uint64_t end, bool read);
 
   ReadPipelineStats stats() const;
   std::string_view engine_name() const;

@@ -94,6 +94,59 @@ TEST_P(ReadPipelineTest, DeliversEverySampleInOrderWithItsBytes) {
   }
 }
 
+// Gated (the image pipeline with feeders): only positions admitted to be read are read and
+// delivered, in plan order, while Admit decides the plan slice by slice from another thread.
+TEST_P(ReadPipelineTest, AGatedPlanReadsOnlyTheAdmittedPositions) {
+  test::TempDir dir;
+  Packed p = PackRandom(2, storage::NewPosixStorage(dir.path()));
+  const auto plan = Plan(*p.dataset, ShuffleMode::kChunk, 3);
+  ReadPipelineOptions o;
+  o.memory_budget_bytes = 256 << 10;
+  o.engine = GetParam();
+  o.gated = true;
+  auto pipeline = ReadPipeline::Start(p.dataset, plan, o);
+  ASSERT_TRUE(pipeline.has_value()) << pipeline.error().ToString();
+  // Slices of 1..7 positions; every third skipped.
+  std::vector<uint64_t> expected;
+  uint64_t skipped_bytes = 0;
+  std::thread admit([&] {
+    uint64_t first = 0;
+    for (int k = 0; first < plan.size(); ++k) {
+      const uint64_t end = std::min<uint64_t>(plan.size(), first + 1 + k % 7);
+      const bool read = k % 3 != 2;
+      for (uint64_t q = first; q < end; ++q) {
+        if (read) expected.push_back(q);
+        if (!read) skipped_bytes += p.dataset->Stat(p.dataset->SampleFiles(plan[q])->first)->size;
+      }
+      EXPECT_TRUE((*pipeline)->Admit(first, end, read).ok());
+      first = end;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  std::vector<uint64_t> delivered;
+  for (;;) {
+    auto item = (*pipeline)->Next();
+    ASSERT_TRUE(item.has_value()) << item.error().ToString();
+    if (!item->has_value()) break;
+    const SampleData& s = **item;
+    ASSERT_TRUE(s.status.ok()) << s.status.ToString();
+    EXPECT_EQ(s.sample, plan[s.position]);
+    delivered.push_back(s.position);
+  }
+  admit.join();
+  EXPECT_EQ(delivered, expected);
+  const ReadPipelineStats stats = (*pipeline)->stats();
+  uint64_t total = 0;
+  for (uint32_t s : plan) total += p.dataset->Stat(p.dataset->SampleFiles(s)->first)->size;
+  EXPECT_EQ(stats.payload_bytes, total - skipped_bytes);
+  // Out of order, or on a pipeline that is not gated: refused.
+  EXPECT_FALSE((*pipeline)->Admit(0, 1, true).ok());
+  o.gated = false;
+  auto ungated = ReadPipeline::Start(p.dataset, plan, o);
+  ASSERT_TRUE(ungated.has_value());
+  EXPECT_FALSE((*ungated)->Admit(0, 1, true).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, ReadPipelineTest,
                          ::testing::Values(IoEngineKind::kThreads, IoEngineKind::kAuto));
 

@@ -1,5 +1,5 @@
 // See slice.h; the byte layout is docs/protocol.md's "Feeders".
-#include "feed/slice.h"
+#include "feed_client/slice.h"
 
 #include <fmt/format.h>
 

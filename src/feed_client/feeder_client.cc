@@ -1,5 +1,5 @@
 // See feeder_client.h.
-#include "feed/feeder_client.h"
+#include "feed_client/feeder_client.h"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,8 @@
 // A trainer's connection to one feeder (`stoker feed`): the job's handshake, then MAKE requests
-// answered by MADE (feed/slice.h; docs/protocol.md, "Feeders"). Requests are answered in order;
-// a failed connection is not reused (a new one is made).
+// answered by MADE (feed_client/slice.h; docs/protocol.md, "Feeders"). Requests are answered in
+// order; a failed connection is not reused (a new one is made).
 //
-// Thread-safety: one thread at a time per connection.
+// Thread-safety: one thread at a time per connection (Cancel from any).
 #pragma once
 
 #include <chrono>
@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "feed/slice.h"
+#include "feed_client/slice.h"
 #include "net/socket.h"
 #include "stoker/status.h"
 
@@ -29,6 +29,10 @@ class FeederConnection {
   // connection's (Unavailable, Timeout, Corruption for a frame or answer that fails its checks:
   // the connection is then broken()).
   Result<SliceAnswer> Make(const SliceRequest& request, std::chrono::milliseconds timeout);
+
+  // Wakes a Make() blocked in another thread: it fails, and the connection is broken().
+  // Thread-safe.
+  void Cancel() { socket_.ShutdownBoth(); }
 
   bool broken() const { return broken_; }
   const std::string& peer() const { return socket_.peer(); }

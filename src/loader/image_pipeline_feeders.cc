@@ -1,0 +1,431 @@
+// The image pipeline with feeders (options.feeders; decision 0013; see image_pipeline.h): the
+// dispatcher cuts each batch into slices, the local path and every feeder's credits take them
+// from the front, and a slice a feeder fails is made again — by another feeder, or here.
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "common/option_table.h"
+#include "common/trace.h"
+#include "decode/output.h"
+#include "decode/transform_option_table.h"
+#include "loader/image_pipeline_state.h"
+#include "net/auth.h"
+#include "net/protocol.h"
+
+namespace stoker::loader {
+namespace {
+
+using State = ImagePipeline::State;
+using Clock = State::Clock;
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// Room in a MADE answer for a sample's outcome, label and an empty message.
+constexpr uint64_t kAnswerBytesPerSample = 64;
+
+// A sample read directly, as the read pipeline would deliver it: the samples of a slice a feeder
+// failed were skipped by the read pipeline. A file that cannot be read or fails its CRC becomes
+// the sample's status, naming it.
+SampleData ReadDirectly(const Dataset& dataset, uint64_t position, uint32_t sample) {
+  SampleData data;
+  data.position = position;
+  data.sample = sample;
+  Result<int32_t> label = dataset.SampleLabel(sample);
+  data.label = label ? *label : -1;
+  Result<std::pair<uint64_t, uint64_t>> files = dataset.SampleFiles(sample);
+  if (!files) {
+    data.status = files.error();
+    return data;
+  }
+  const auto [first, count] = *files;
+  for (uint64_t file = first; file < first + count; ++file) {
+    Result<std::vector<std::byte>> bytes = dataset.ReadFile(file);
+    if (!bytes) {
+      data.status = bytes.error();
+      return data;
+    }
+    auto held = std::make_shared<std::vector<std::byte>>(*std::move(bytes));
+    data.files.push_back({static_cast<uint32_t>(file), std::span<const std::byte>(*held)});
+    data.keepalive.push_back(std::move(held));
+  }
+  return data;
+}
+
+}  // namespace
+
+Status FeederPoolOptions::Validate() const {
+  if (addresses.empty()) return Status::OK();
+  if (slice_size == 0 || slice_size > feed::kMaxSliceSamples) {
+    return Status::InvalidArgument(
+        fmt::format("slice_size must be 1..{}, not {}", feed::kMaxSliceSamples, slice_size));
+  }
+  if (credits == 0 || credits > 64) {
+    return Status::InvalidArgument(fmt::format("feeder credits must be 1..64, not {}", credits));
+  }
+  if (!(min_deadline_seconds > 0) || !(first_deadline_seconds > 0) ||
+      !(connect_timeout_seconds > 0)) {
+    return Status::InvalidArgument("feeder deadlines must be positive");
+  }
+  return net::CheckSecret(secret, "the feeders' secret (the job's)");
+}
+
+Status ImagePipeline::State::StartFeeders(const std::vector<ImageSource>& source_list) {
+  for (size_t s = 0; s < source_list.size(); ++s) {
+    if (source_list[s].uri.empty()) {
+      return Status::InvalidArgument(fmt::format(
+          "feeders open the dataset by its URI, and source {} has none (open it by path or URI)",
+          s));
+    }
+  }
+  // Feeders answer uint8 NHWC: a quarter of float32's bytes; normalizing stays here.
+  decode::TransformOptions wire = options.transform;
+  wire.output.dtype = decode::DType::kUint8;
+  wire.output.layout = decode::Layout::kNHWC;
+  wire_transform = OptionsText(decode::TransformOptionTable(), wire);
+  // A slice's images fit one answer frame: larger images, shorter slices.
+  const uint64_t per_sample = wire.output.sample_bytes() + kAnswerBytesPerSample;
+  const uint64_t fits = net::kMaxAnswerFrame / per_sample;
+  if (fits == 0) {
+    return Status::InvalidArgument(
+        fmt::format("images of {}x{} do not fit a feeder's answer (16 MiB)", wire.output.width,
+                    wire.output.height));
+  }
+  options.feeders.slice_size =
+      static_cast<uint32_t>(std::min<uint64_t>(options.feeders.slice_size, fits));
+  for (const net::ServerAddress& address : options.feeders.addresses) {
+    FeederLink link;
+    link.address = address;
+    link.stats.address = address.ToString();
+    links.push_back(std::move(link));
+  }
+  return Status::OK();
+}
+
+void ImagePipeline::State::DispatchSlices() {
+  trace::NameThread("stoker dispatch");
+  const uint32_t batch_size = options.batch_size;
+  const uint32_t slice_size = options.feeders.slice_size;
+  std::vector<uint64_t> next_of(sources.size(), 0);  // per source, the next index of its plan
+  for (size_t pos = 0; pos < positions;) {
+    const auto count = static_cast<uint32_t>(std::min<size_t>(batch_size, positions - pos));
+    if (options.drop_last && count < batch_size) break;
+    {
+      std::unique_lock lock(mu);
+      dispatch_cv.wait(lock, [&] { return stopping || batches.size() < prefetch; });
+      if (stopping) return;
+    }
+    auto batch = std::make_shared<PendingBatch>();
+    batch->buffer = pool->Acquire();
+    batch->remaining = count;
+    batch->positions.resize(count);
+    batch->samples.resize(count);
+    batch->sources.resize(count);
+    batch->labels.assign(count, -1);
+    batch->status.resize(count);
+    batch->not_image.resize(count);
+    std::vector<Slice> cut;
+    for (uint32_t slot = 0; slot < count; ++slot) {
+      const uint16_t source = order.empty() ? 0 : order[pos + slot];
+      batch->positions[slot] = pos + slot;
+      batch->sources[slot] = source;
+      batch->samples[slot] = sources[source].plan[next_of[source]];
+      if (cut.empty() || cut.back().source != source || cut.back().count == slice_size) {
+        cut.push_back({batch, slot, 0, source, next_of[source]});
+      }
+      ++cut.back().count;
+      ++next_of[source];
+    }
+    {
+      std::lock_guard lock(mu);
+      batches.push_back(batch);
+      for (Slice& slice : cut) open_slices.push_back(std::move(slice));
+    }
+    SlicesChanged();
+    pos += count;
+  }
+  {
+    std::lock_guard lock(mu);
+    slicing_done = true;
+  }
+  SlicesChanged();
+}
+
+void ImagePipeline::State::SlicesChanged() {
+  slice_cv.notify_all();
+  dispatch_cv.notify_all();  // the local path waits there (for slices and for task room)
+}
+
+bool ImagePipeline::State::SlicesLeft() const {
+  return !open_slices.empty() || !redo_slices.empty() || remote_in_flight > 0;
+}
+
+bool ImagePipeline::State::FeederWork() const {
+  return !open_slices.empty() ||
+         std::ranges::any_of(redo_slices, [](const Slice& s) { return !s.local_only; });
+}
+
+std::optional<ImagePipeline::State::Slice> ImagePipeline::State::TakeSlice(bool for_feeder,
+                                                                           bool take_open) {
+  for (auto it = redo_slices.begin(); it != redo_slices.end(); ++it) {
+    if (for_feeder && it->local_only) continue;
+    Slice slice = std::move(*it);
+    redo_slices.erase(it);
+    return slice;
+  }
+  if (!take_open || open_slices.empty()) return std::nullopt;
+  Slice slice = std::move(open_slices.front());
+  open_slices.pop_front();
+  // Taken in plan order (under mu), so each source's positions are decided in order.
+  Status admitted = sources[slice.source].reader->Admit(
+      slice.source_first, slice.source_first + slice.count, /*read=*/!for_feeder);
+  if (!admitted.ok()) {
+    if (fatal.ok()) fatal = std::move(admitted);
+    batch_cv.notify_all();
+    return std::nullopt;
+  }
+  return slice;
+}
+
+void ImagePipeline::State::Requeue(Slice slice) {
+  slice.redone = true;
+  const uint64_t position = slice.batch->positions[slice.slot];
+  auto later = std::ranges::find_if(
+      redo_slices, [&](const Slice& s) { return s.batch->positions[s.slot] > position; });
+  redo_slices.insert(later, std::move(slice));
+}
+
+void ImagePipeline::State::MakeLocalSlices() {
+  trace::NameThread("stoker slices");
+  for (;;) {
+    std::optional<Slice> slice;
+    {
+      std::unique_lock lock(mu);
+      dispatch_cv.wait(lock, [&] {
+        return stopping || !fatal.ok() || !redo_slices.empty() ||
+               (!open_slices.empty() && tasks.size() < task_capacity) ||
+               (slicing_done && !SlicesLeft());
+      });
+      if (stopping || !fatal.ok()) return;
+      slice = TakeSlice(/*for_feeder=*/false, /*take_open=*/tasks.size() < task_capacity);
+      if (!slice) {
+        if (!fatal.ok()) return;
+        if (slicing_done && !SlicesLeft()) break;
+        continue;
+      }
+      ++stats.local_slices;
+      if (slice->redone) ++stats.redone_slices;
+    }
+    SlicesChanged();  // a feeder may wait for the redo queue to drain
+    PendingBatch& batch = *slice->batch;
+    const Source& source = sources[slice->source];
+    for (uint32_t slot = slice->slot; slot < slice->slot + slice->count; ++slot) {
+      SampleData data;
+      double waited = 0;
+      if (slice->redone) {
+        data = ReadDirectly(*source.dataset, batch.positions[slot], batch.samples[slot]);
+      } else {
+        const Clock::time_point start = Clock::now();
+        batch.read_since.store(start.time_since_epoch().count(), std::memory_order_release);
+        Result<std::optional<SampleData>> item = source.reader->Next();
+        waited = SecondsSince(start);
+        if (!item) return Fail(item.error());
+        if (!*item) return Fail(Status::Internal("the read pipeline ended before the plan"));
+        data = **std::move(item);
+      }
+      batch.labels[slot] = data.label;
+      std::unique_lock lock(mu);
+      stats.read_wait_seconds += waited;
+      batch.read_wait += waited;
+      batch.read_since.store(0, std::memory_order_release);
+      dispatch_cv.wait(lock, [&] { return stopping || tasks.size() < task_capacity; });
+      if (stopping) return;
+      tasks.push_back({slice->batch, slot, slice->source, std::move(data)});
+      work_cv.notify_one();
+    }
+  }
+  std::lock_guard lock(mu);
+  dispatch_done = true;
+  work_cv.notify_all();
+  batch_cv.notify_all();
+}
+
+feed::SliceRequest ImagePipeline::State::RequestFor(const Slice& slice) const {
+  const Source& source = sources[slice.source];
+  feed::SliceRequest q;
+  q.uri = source.uri;
+  q.version = source.dataset->version();
+  q.seed = SourceSeed(options.seed, slice.source);
+  q.epoch = options.epoch;
+  q.transform = wire_transform;
+  q.image_member = options.image_member;
+  q.label_member = options.label_member;
+  const auto first = source.plan.begin() + static_cast<ptrdiff_t>(slice.source_first);
+  q.samples.assign(first, first + slice.count);
+  return q;
+}
+
+Status ImagePipeline::State::Place(const Slice& slice, const feed::SliceAnswer& answer,
+                                   const std::string& peer) {
+  const decode::OutputSpec& out = options.transform.output;
+  const size_t wire_bytes = size_t{out.width} * out.height * 3;
+  if (answer.sample_bytes != wire_bytes) {
+    return Status::Corruption(
+        fmt::format("{}: images of {} bytes where {} ({}x{} uint8) were asked", peer,
+                    answer.sample_bytes, wire_bytes, out.width, out.height));
+  }
+  const bool as_is = out.dtype == decode::DType::kUint8 && out.layout == decode::Layout::kNHWC;
+  const auto* pixels = reinterpret_cast<const uint8_t*>(answer.pixels.data());
+  for (uint32_t i = 0; i < slice.count; ++i) {
+    const uint32_t slot = slice.slot + i;
+    std::byte* dst = slice.batch->buffer.get() + size_t{slot} * sample_bytes;
+    const uint8_t* src = pixels + size_t{i} * wire_bytes;
+    if (as_is) {
+      std::memcpy(dst, src, wire_bytes);
+    } else {  // the flip is in the pixels already: normalize and lay out as the transform would
+      decode::WriteSample({src, out.width, out.height, size_t{out.width} * 3}, false, out, dst);
+    }
+    slice.batch->labels[slot] = answer.samples[i].label;
+  }
+  return Status::OK();
+}
+
+void ImagePipeline::State::Feed(size_t feeder) {
+  trace::NameThread("stoker feeder");
+  const FeederPoolOptions& fo = options.feeders;
+  const std::string peer = links[feeder].address.ToString();
+  std::unique_ptr<feed::FeederConnection> connection;
+  uint64_t connected_after = 0;  // the link's warnings when this connection was made
+  double backoff = 0.1;
+  // Waits before trying this feeder again (doubling, up to 5 s); false when there is no more
+  // work for feeders.
+  const auto pause = [&] {
+    std::unique_lock lock(mu);
+    slice_cv.wait_for(lock, std::chrono::duration<double>(backoff),
+                      [&] { return stopping || (slicing_done && !FeederWork()); });
+    backoff = std::min(backoff * 2, 5.0);
+  };
+  // Reports the feeder's failure once, until it answers again.
+  const auto report = [&](const Status& why) {
+    std::lock_guard lock(mu);
+    FeederLink& link = links[feeder];
+    link.stats.reachable = false;
+    if (link.warned) return;
+    link.warned = true;
+    ++link.warnings;
+    log::Warning("loader", fmt::format("feeder {} failed ({}): its slices are made here or by "
+                                       "other feeders until it answers again",
+                                       peer, why.ToString()));
+  };
+  for (;;) {
+    {
+      std::lock_guard lock(mu);
+      if (stopping || (slicing_done && !FeederWork())) return;
+    }
+    if (!connection) {
+      auto connected =
+          feed::FeederConnection::Connect(links[feeder].address.host, links[feeder].address.port,
+                                          fo.secret, Millis(fo.connect_timeout_seconds));
+      if (!connected) {
+        report(connected.error());
+        pause();
+        continue;
+      }
+      connection = *std::move(connected);
+      std::lock_guard lock(mu);
+      connected_after = links[feeder].warnings;
+    }
+    std::optional<Slice> slice;
+    double deadline = 0;
+    {
+      std::unique_lock lock(mu);
+      slice_cv.wait(lock, [&] { return stopping || FeederWork() || slicing_done; });
+      if (stopping) return;
+      slice = TakeSlice(/*for_feeder=*/true, /*take_open=*/true);
+      if (!slice) continue;  // the end, or a fatal error: checked at the top
+      FeederLink& link = links[feeder];
+      ++remote_in_flight;
+      slice->batch->remote += slice->count;
+      ++link.stats.in_flight;
+      deadline = link.slice_seconds == 0
+                     ? fo.first_deadline_seconds
+                     : std::max(fo.min_deadline_seconds, 4 * link.slice_seconds);
+      making.push_back(connection.get());
+    }
+    SlicesChanged();
+    const uint64_t trace_start = trace::Enabled() ? trace::NowNs() : 0;
+    const Clock::time_point start = Clock::now();
+    Result<feed::SliceAnswer> answer = connection->Make(RequestFor(*slice), Millis(deadline));
+    Status status = answer ? Status::OK() : answer.error();
+    // A sample the feeder could not make is made here, so that the error (or the skip) is this
+    // trainer's own, exactly as without feeders; the feeder did nothing wrong.
+    const bool sample_failed =
+        answer && std::ranges::any_of(answer->samples, [](const feed::MadeSample& s) {
+          return s.outcome != feed::SampleOutcome::kMade;
+        });
+    if (answer && !sample_failed) status = Place(*slice, *answer, peer);
+    const double took = SecondsSince(start);
+    if (trace_start != 0) {
+      trace::Complete("feeder slice", "feeders", trace_start, trace::NowNs(),
+                      fmt::format("\"feeder\": \"{}\", \"samples\": {}", peer, slice->count));
+    }
+    bool retry_later = false;
+    {
+      std::lock_guard lock(mu);
+      if (stopping) return;  // the pipeline cancelled the slice
+      std::erase(making, connection.get());
+      FeederLink& link = links[feeder];
+      --remote_in_flight;
+      slice->batch->remote -= slice->count;
+      --link.stats.in_flight;
+      if (status.ok() && !sample_failed) {
+        ++link.stats.slices;
+        link.stats.samples += slice->count;
+        link.stats.pixel_bytes += answer->pixels.size();
+        link.stats.seconds += took;
+        link.slice_seconds =
+            link.slice_seconds == 0 ? took : 0.75 * link.slice_seconds + 0.25 * took;
+        link.stats.reachable = true;
+        // Only a connection made since the warning shows the feeder back (a slice in flight on
+        // an older one may still come in after its failure).
+        if (link.warned && connected_after == link.warnings) {
+          log::Info("loader", fmt::format("feeder {} answers again", peer));
+          link.warned = false;
+        }
+        backoff = 0.1;
+        slice->batch->remaining -= slice->count;
+        if (slice->batch->remaining == 0) batch_cv.notify_all();
+      } else {
+        slice->local_only = sample_failed;
+        Requeue(*std::move(slice));
+        if (!sample_failed) {
+          ++link.stats.failures;
+          retry_later = true;
+        }
+      }
+    }
+    SlicesChanged();
+    if (retry_later) {
+      report(status);
+      // A whole ERROR answer (the feeder is full, or cannot open the dataset) leaves the
+      // connection usable; anything else leaves it mid-frame.
+      if (connection->broken()) connection.reset();
+      pause();
+    }
+  }
+}
+
+void ImagePipeline::State::StopFeeders() {
+  {
+    std::lock_guard lock(mu);
+    for (feed::FeederConnection* connection : making) connection->Cancel();
+  }
+  slice_cv.notify_all();
+  for (std::thread& t : feeder_threads) t.join();
+}
+
+}  // namespace stoker::loader
