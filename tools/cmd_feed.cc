@@ -1,11 +1,14 @@
 // `stoker feed`: lend this machine's CPUs to a training job until SIGINT/SIGTERM: make slices of
 // its batches for the trainers that ask (decision 0013; docs/protocol.md, "Feeders").
+#include <unistd.h>
+
 #include <cstdio>
 
 #include <fmt/format.h>
 
 #include "common/stop_signals.h"
 #include "feed/feeder.h"
+#include "net/address_file.h"
 #include "net/auth.h"
 #include "net/uri.h"
 #include "tools/commands.h"
@@ -18,11 +21,31 @@ struct FeedArgs {
   std::string listen = "0.0.0.0:7072";
   std::string job;
   std::string secret_file;
+  std::string advertise;
+  std::string announce;
   uint32_t threads = 0;
   uint64_t memory_limit = uint64_t{1} << 30;
   int metrics_port = -1;
   bool json = false;
 };
+
+// The address trainers reach this feeder at: --advertise, else the bound address, a wildcard
+// host replaced by this machine's name.
+Result<net::ServerAddress> Advertised(const FeedArgs& a, net::ServerAddress bound) {
+  if (!a.advertise.empty()) {
+    auto advertised = net::ParseServerAddress(a.advertise);
+    if (!advertised) return Err(advertised.error().WithContext("--advertise"));
+    return advertised;
+  }
+  if (bound.host == "0.0.0.0" || bound.host == "::" || bound.host.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) != 0) {
+      return Err(Status::FromErrno(errno, "gethostname (name this feeder with --advertise)"));
+    }
+    bound.host = name;
+  }
+  return bound;
+}
 
 int RunFeed(const FeedArgs& a) {
   feed::FeederOptions o;
@@ -42,6 +65,12 @@ int RunFeed(const FeedArgs& a) {
   auto feeder = feed::Feeder::Start(std::move(o));
   if (!feeder) return Fail("feed", feeder.error());
   const std::string address = net::ServerAddress{listen->host, (*feeder)->port()}.ToString();
+  if (!a.announce.empty()) {
+    auto advertised = Advertised(a, {listen->host, (*feeder)->port()});
+    if (!advertised) return Fail("feed", advertised.error());
+    const Status announced = net::AppendAddress(a.announce, *advertised);
+    if (!announced.ok()) return Fail("feed", announced.WithContext("--announce"));
+  }
   if (a.json) {
     // One line a supervisor (or a test) reads to learn the port; then the daemon runs.
     nlohmann::json ready = {{"job", a.job}, {"listening", address}};
@@ -87,6 +116,12 @@ void RegisterFeed(CLI::App& app, int& exit_code) {
   cmd->add_option("--secret-file", args->secret_file,
                   "file holding the job's shared secret (default: $STOKER_SECRET_FILE or "
                   "$STOKER_SECRET); trainers of other jobs fail the handshake");
+  cmd->add_option("--announce", args->announce,
+                  "append this feeder's HOST:PORT to FILE when ready (a file on storage the "
+                  "trainers reach: ImageLoader(feeders=FILE) reads it every pass)");
+  cmd->add_option("--advertise", args->advertise,
+                  "HOST:PORT trainers know this feeder by, for --announce (default: the bound "
+                  "address, a wildcard host replaced by this machine's name)");
   cmd->add_option("--threads", args->threads,
                   "decode threads per slice (0: the CPUs this process may use)")
       ->capture_default_str();

@@ -153,6 +153,23 @@ class _PinnedAhead:
         self._thread.join()
 
 
+def feeder_addresses(feeders: str | os.PathLike | Sequence[str] | None) -> list[str]:
+    """The "host:port" of each feeder (`stoker feed`) named by ImageLoader's `feeders`: a list
+    of addresses; a text of them separated by commas; or a file with one per line (what
+    `stoker feed --announce FILE` writes; read again at every pass, so feeders that start later
+    join at the next epoch); None: $STOKER_FEEDERS, in either text form, else no feeders."""
+    if feeders is None:
+        feeders = os.environ.get("STOKER_FEEDERS", "")
+    if isinstance(feeders, (str, os.PathLike)):
+        text = os.fspath(feeders)
+        if os.path.isfile(text):
+            with open(text, encoding="utf-8") as f:
+                lines = [line.split("#", 1)[0].strip() for line in f]
+            return sorted({line for line in lines if line})
+        return [a.strip() for a in text.split(",") if a.strip()]
+    return [os.fspath(a) for a in feeders]
+
+
 def _members(ds: Dataset, image: str | None, label: str | None) -> tuple[str, str]:
     """The members holding the image and the label ('' outside column datasets; a label
     member only for an int column other than the label column, whose labels the metadata
@@ -242,6 +259,14 @@ class ImageLoader(SampleReading):
         named explicitly: decoded by signature); default: its only jpeg or png one.
       label: a column dataset's int column holding the labels; default: its label column
         (ds.label_column; -1 where it has none). A sample without the column is labelled -1.
+      feeders: other machines' CPUs making part of every batch (`stoker feed`, docs/feeders.md):
+        a list of "host:port", a text of them separated by commas, or a file with one per line
+        (`stoker feed --announce FILE`; read again every pass); default: $STOKER_FEEDERS, else
+        none. The job's secret comes from $STOKER_SECRET_FILE or $STOKER_SECRET. The batches
+        are byte for byte those made without feeders, whatever they do: a feeder that fails,
+        hangs or is unreachable only costs time (its slices are made here or by another
+        feeder), and is warned about once. Needs the dataset by path or URI (a feeder opens
+        it so) and the CPU path (not device="cuda").
 
     Reading, as for stoker.Loader (these lines and the signature are generated from
     src/loader/loader_option_table.cc):
@@ -299,6 +324,7 @@ class ImageLoader(SampleReading):
                  gpu_threads: int | None = None,
                  batch_transform: Callable[[Any, Any], Any] | None = None,
                  image: str | None = None, label: str | None = None,
+                 feeders: str | os.PathLike | Sequence[str] | None = None,
                  # BEGIN GENERATED shared-signature
                  seed: int = 0, window: int = 16, drop_last: bool = False, rank: int | None = None,
                  world_size: int | None = None, memory_budget: int | str | None = None,
@@ -375,6 +401,15 @@ class ImageLoader(SampleReading):
             "gpu_threads": 0 if gpu_threads is None else int(gpu_threads),
             **transform,
         }
+        self._feeders = feeders
+        if feeder_addresses(feeders):
+            if cuda_device >= 0:
+                raise ValueError("feeders make batches for the CPU path: device='cuda' cannot "
+                                 "use them")
+            if not (os.environ.get("STOKER_SECRET_FILE") or os.environ.get("STOKER_SECRET")):
+                raise ValueError("feeders need the job's secret: set STOKER_SECRET_FILE (a file "
+                                 "holding it, as `stoker feed --secret-file` reads) or "
+                                 "STOKER_SECRET")
         self._stats: dict[str, Any] = {}
         self.errors: list[tuple[int, int, str]] = []  # (position, sample, message), last pass
 
@@ -400,6 +435,9 @@ class ImageLoader(SampleReading):
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         token, sources, samples = self._begin()
         options = dict(self._options, epoch=self._cursor.epoch)
+        feeders = feeder_addresses(self._feeders)
+        if feeders:
+            options["feeders"] = feeders
         if sources is None:
             ds = self._order.dataset()
             budget = read_budget(ds, self._order.shuffle, self._order.window,

@@ -1,13 +1,12 @@
 #include "node/rendezvous.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <map>
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "net/address_file.h"
 
 namespace stoker::node {
 
@@ -15,13 +14,7 @@ Result<std::vector<net::ServerAddress>> Rendezvous(const std::string& path,
                                                    const net::ServerAddress& self, size_t expected,
                                                    std::chrono::milliseconds timeout) {
   if (expected == 0) return Err(Status::InvalidArgument("the job needs at least one daemon"));
-  const std::string line = self.ToString() + "\n";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Err(Status::FromErrno(errno, "open rendezvous file " + path));
-  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  const int write_errno = errno;
-  ::close(fd);
-  if (!written) return Err(Status::FromErrno(write_errno, "append to rendezvous file " + path));
+  STOKER_RETURN_IF_ERROR(net::AppendAddress(path, self));
 
   // A line is "host:port" (a host name is at most 253 bytes): anything longer is not one, and
   // is refused without reading on, so a stray huge file cannot fill memory.

@@ -1,9 +1,8 @@
 // Finding a job's daemons without listing them: a rendezvous file on storage every node of the
 // job can reach (the job's shared directory on NFS, Lustre, CephFS …).
 //
-// Each daemon appends its "host:port" line (one O_APPEND write of a few bytes, which POSIX file
-// systems keep whole) and waits until `expected` distinct addresses are in the file; the sorted
-// set is the job's peer list, the same on every daemon. A restarted daemon appends its address
+// Each daemon appends its "host:port" line (net/address_file.h) and waits until `expected`
+// distinct addresses are in the file; the sorted set is the job's peer list, the same on every daemon. A restarted daemon appends its address
 // again and finds the same set (its line is there already; duplicates count once).
 //
 // Thread-safe (no shared state).
