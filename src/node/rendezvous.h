@@ -2,8 +2,9 @@
 // job can reach (the job's shared directory on NFS, Lustre, CephFS …).
 //
 // Each daemon appends its "host:port" line (net/address_file.h) and waits until `expected`
-// distinct addresses are in the file; the sorted set is the job's peer list, the same on every daemon. A restarted daemon appends its address
-// again and finds the same set (its line is there already; duplicates count once).
+// distinct addresses are in the file; the sorted set is the job's peer list, the same on every
+// daemon. A restarted daemon appends its address again and finds the same set (its line is there
+// already; duplicates count once).
 //
 // Thread-safe (no shared state).
 #pragma once
