@@ -16,6 +16,7 @@
 
 #include "dataset.h"
 #include "decode/device_batches.h"
+#include "decode/maker_version.h"
 #include "decode/transform_option_table.h"
 #include "errors.h"
 #include "loader/image_pipeline.h"
@@ -291,6 +292,10 @@ void RegisterImagePipeline(nb::module_& m) {
       "`options` (as ImagePipeline's, with 'epoch'): box (x0, y0, x1, y1) in source pixels, "
       "clip_to_box, flip, angle, zoom.");
 
+  m.def(
+      "maker_version", [] { return std::string(decode::MakerVersion()); },
+      "What makes this build's pixels (stoker and its codecs' versions): a trainer and its "
+      "feeders must agree on it (docs/protocol.md, \"Feeders\").");
   m.def("cuda_devices", &decode::CudaDeviceCount,
         "CUDA devices this process can use for ImagePipeline's GPU path (0 without a driver, a "
         "GPU, or a build with it).");

@@ -5,6 +5,7 @@
 
 #include "common/option_table.h"
 #include "dataset/packer.h"
+#include "decode/maker_version.h"
 #include "decode/transform_option_table.h"
 #include "feed/feed_test_util.h"
 #include "feed/feeder.h"
@@ -35,7 +36,8 @@ SliceRequest RequestFor(const Images& images, const loader::ImagePipelineOptions
 
 std::unique_ptr<FeederConnection> ConnectTo(const Feeder& feeder,
                                             std::string_view secret = kSecret) {
-  auto c = FeederConnection::Connect("127.0.0.1", feeder.port(), secret, 5s);
+  auto c =
+      FeederConnection::Connect("127.0.0.1", feeder.port(), secret, decode::MakerVersion(), 5s);
   EXPECT_TRUE(c.has_value()) << c.error().ToString();
   return c.has_value() ? std::move(*c) : nullptr;
 }
@@ -90,8 +92,8 @@ TEST(Feeder, RefusesWhatItCannotMake) {
   const auto images = MakeImages(6);
   const auto feeder = StartFeeder();
   // Another job's secret fails the handshake.
-  auto wrong =
-      FeederConnection::Connect("127.0.0.1", feeder->port(), "another job's secret, 32 bytes!", 5s);
+  auto wrong = FeederConnection::Connect(
+      "127.0.0.1", feeder->port(), "another job's secret, 32 bytes!", decode::MakerVersion(), 5s);
   ASSERT_FALSE(wrong.has_value());
   EXPECT_TRUE(wrong.error().IsPermissionDenied()) << wrong.error().ToString();
 

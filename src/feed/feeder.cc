@@ -9,8 +9,10 @@
 #include <utility>
 
 #include "common/option_table.h"
+#include "decode/maker_version.h"
 #include "decode/transform_option_table.h"
 #include "loader/image_pipeline.h"
+#include "net/payload.h"
 #include "net/protocol.h"
 #include "server/server.h"
 #include "stoker/dataset.h"
@@ -24,9 +26,13 @@ constexpr uint64_t kAnswerOverhead = 64;
 }  // namespace
 
 struct Feeder::State {
-  explicit State(FeederOptions o) : options(std::move(o)) {}
+  explicit State(FeederOptions o)
+      : options(std::move(o)),
+        maker_version(options.maker_version.empty() ? std::string(decode::MakerVersion())
+                                                    : options.maker_version) {}
 
   const FeederOptions options;
+  const std::string maker_version;
   FeederCounters counters;
   std::atomic<uint64_t> bytes_in_flight{0};
   std::unique_ptr<server::Server> server;
@@ -129,6 +135,30 @@ struct Feeder::State {
     return answer;
   }
 
+  // JOIN: the trainer's maker version must be this feeder's (decision 0013: the same bytes).
+  server::HandlerReply Join(std::string_view payload) const {
+    server::HandlerReply reply;
+    net::PayloadReader r(payload);
+    auto theirs = r.String();
+    if (!theirs || !r.ExpectEnd().ok()) {
+      reply.error = Status::InvalidArgument("a malformed JOIN");
+      reply.malformed = true;
+      return reply;
+    }
+    if (*theirs != maker_version) {
+      reply.error = Status::Unsupported(
+          fmt::format("this feeder makes images with {}, the trainer with {}: run the same build "
+                      "on both",
+                      maker_version, *theirs));
+      return reply;
+    }
+    net::PayloadWriter w;
+    w.String(maker_version);
+    reply.type = net::MessageType::kJoined;
+    reply.payload = std::move(w.data());
+    return reply;
+  }
+
   server::HandlerReply Make(std::string_view payload) {
     server::HandlerReply reply;
     Result<SliceRequest> request = DecodeSliceRequest(payload);
@@ -175,6 +205,9 @@ Result<std::unique_ptr<Feeder>> Feeder::Start(FeederOptions options) {
   State* raw = state.get();
   o.handlers[net::MessageType::kMake] = [raw](std::string_view payload) {
     return raw->Make(payload);
+  };
+  o.handlers[net::MessageType::kJoin] = [raw](std::string_view payload) {
+    return raw->Join(payload);
   };
   o.extra_metrics = [raw] { return raw->Metrics(); };
   STOKER_ASSIGN_OR_RETURN(state->server, server::Server::Start(std::move(o)));

@@ -30,6 +30,9 @@ struct FeederOptions {
   uint64_t memory_limit = uint64_t{1} << 30;
   int metrics_port = -1;     // -1: none; 0: ephemeral
   size_t max_datasets = 16;  // datasets kept open (by URI and version)
+  // What this feeder makes images with; a trainer of another build is refused when it joins.
+  // Empty: decode::MakerVersion() (tests set another).
+  std::string maker_version;
 };
 
 struct FeederCounters {

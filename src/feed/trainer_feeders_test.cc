@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "decode/maker_version.h"
 #include "feed/feed_test_util.h"
 #include "loader/image_pipeline.h"
 
@@ -196,7 +197,7 @@ TEST(TrainerFeeders, AFeederStoppedMidPassCostsOnlyTime) {
   }
 }
 
-TEST(TrainerFeeders, AFeederOfAnotherJobOrNoneAtAllLeavesTheWorkHere) {
+TEST(TrainerFeeders, AFeederOfAnotherJobOrBuildOrNoneAtAllLeavesTheWorkHere) {
   const auto images = MakeImages(30);
   ImagePipelineOptions o = TrainerOptions();
   const Pass local = RunPass({SourceOf(*images)}, {}, o);
@@ -207,19 +208,33 @@ TEST(TrainerFeeders, AFeederOfAnotherJobOrNoneAtAllLeavesTheWorkHere) {
     const auto gone = StartFeeder();
     closed = gone->port();
   }
+  // A feeder of another build: its pixels might differ, so it is refused when the trainer joins.
+  FeederOptions other_build;
+  other_build.secret = kSecret;
+  other_build.maker_version = "stoker 9.9.9; libjpeg-turbo 9.0.0; libpng 9.9.9";
+  auto newer = Feeder::Start(other_build);
+  ASSERT_TRUE(newer.has_value()) << newer.error().ToString();
   UseFeeder(o, stranger->port());
   UseFeeder(o, closed);
+  UseFeeder(o, (*newer)->port());
   const Warnings warnings;
   const Pass fed = RunPass({SourceOf(*images)}, {}, o);
   ASSERT_TRUE(fed.error.ok()) << fed.error.ToString();
   EXPECT_TRUE(fed.batches == local.batches);
   EXPECT_EQ(FeederSamples(fed.stats), 0u);
   EXPECT_EQ(stranger->counters().slices.load(), 0u);
+  EXPECT_EQ((*newer)->counters().slices.load(), 0u);
   const auto lines = warnings.lines();
-  ASSERT_EQ(lines.size(), 2u) << "one warning per feeder";
-  const bool permission = std::ranges::any_of(
-      lines, [](const std::string& l) { return l.find("PermissionDenied") != std::string::npos; });
-  EXPECT_TRUE(permission) << lines[0] << "\n" << lines[1];
+  ASSERT_EQ(lines.size(), 3u) << "one warning per feeder";
+  const auto warned = [&](std::string_view text) {
+    return std::ranges::any_of(
+        lines, [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(warned("PermissionDenied")) << lines[0];
+  EXPECT_TRUE(warned("Unsupported")) << lines[0];
+  // Both builds named.
+  EXPECT_TRUE(warned(other_build.maker_version)) << lines[0];
+  EXPECT_TRUE(warned(decode::MakerVersion())) << lines[0];
 }
 
 TEST(TrainerFeeders, UnderRaiseTheErrorIsTheTrainersOwn) {

@@ -10,12 +10,41 @@
 namespace stoker::feed {
 
 Result<std::unique_ptr<FeederConnection>> FeederConnection::Connect(
-    const std::string& host, uint16_t port, std::string_view secret,
+    const std::string& host, uint16_t port, std::string_view secret, std::string_view maker_version,
     std::chrono::milliseconds timeout) {
   const net::Deadline deadline = net::After(timeout);
   STOKER_ASSIGN_OR_RETURN(net::Socket socket, net::Connect(host, port, deadline));
   STOKER_RETURN_IF_ERROR(net::ClientHandshake(socket, secret, deadline));
-  return std::unique_ptr<FeederConnection>(new FeederConnection(std::move(socket)));
+  std::unique_ptr<FeederConnection> connection(new FeederConnection(std::move(socket)));
+  STOKER_RETURN_IF_ERROR(connection->Join(maker_version, deadline));
+  return connection;
+}
+
+Status FeederConnection::Join(std::string_view maker_version, net::Deadline deadline) {
+  const uint32_t id = next_id_++;
+  net::PayloadWriter w;
+  w.String(maker_version);
+  STOKER_RETURN_IF_ERROR(net::WriteFrame(socket_, net::MessageType::kJoin, id, w.data(), deadline));
+  STOKER_ASSIGN_OR_RETURN(net::Frame frame,
+                          net::ReadFrame(socket_, net::kMaxRequestFrame, deadline));
+  if (frame.request_id != id) {
+    return Status::Corruption(fmt::format("{}: an answer to request {} where {} was asked", peer(),
+                                          frame.request_id, id));
+  }
+  if (frame.message_type() == net::MessageType::kError) {
+    return net::DecodeErrorPayload(frame.payload, peer());
+  }
+  net::PayloadReader r(frame.payload);
+  auto theirs = r.String();
+  if (frame.message_type() != net::MessageType::kJoined || !theirs || !r.ExpectEnd().ok()) {
+    return Status::Corruption(fmt::format("{}: a malformed answer to JOIN", peer()));
+  }
+  if (*theirs != maker_version) {  // both sides check: an old feeder may not
+    return Status::Unsupported(fmt::format(
+        "{}: the feeder makes images with {}, this trainer with {}: run the same build on both",
+        peer(), *theirs, maker_version));
+  }
+  return Status::OK();
 }
 
 Result<SliceAnswer> FeederConnection::Make(const SliceRequest& request,

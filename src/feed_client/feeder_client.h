@@ -18,10 +18,13 @@ namespace stoker::feed {
 
 class FeederConnection {
  public:
-  // Connects and authenticates before `timeout`: PermissionDenied for a wrong secret (or a
-  // feeder of another job), Unsupported for a feeder of another protocol version.
+  // Connects, authenticates and joins before `timeout`: PermissionDenied for a wrong secret
+  // (or a feeder of another job), Unsupported for a feeder of another protocol version or one
+  // whose images are made by another build (`maker_version`, decode::MakerVersion(): both
+  // named in the message).
   static Result<std::unique_ptr<FeederConnection>> Connect(const std::string& host, uint16_t port,
                                                            std::string_view secret,
+                                                           std::string_view maker_version,
                                                            std::chrono::milliseconds timeout);
 
   // The slice made by the feeder, whole, before `timeout`; the feeder's error (NotFound for a
@@ -39,6 +42,7 @@ class FeederConnection {
 
  private:
   explicit FeederConnection(net::Socket socket) : socket_(std::move(socket)) {}
+  Status Join(std::string_view maker_version, net::Deadline deadline);
   net::Socket socket_;
   uint32_t next_id_ = 1;
   bool broken_ = false;

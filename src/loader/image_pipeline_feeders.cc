@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/option_table.h"
 #include "common/trace.h"
+#include "decode/maker_version.h"
 #include "decode/output.h"
 #include "decode/transform_option_table.h"
 #include "loader/image_pipeline_state.h"
@@ -327,9 +328,9 @@ void ImagePipeline::State::Feed(size_t feeder) {
       if (stopping || (slicing_done && !FeederWork())) return;
     }
     if (!connection) {
-      auto connected =
-          feed::FeederConnection::Connect(links[feeder].address.host, links[feeder].address.port,
-                                          fo.secret, Millis(fo.connect_timeout_seconds));
+      auto connected = feed::FeederConnection::Connect(
+          links[feeder].address.host, links[feeder].address.port, fo.secret, decode::MakerVersion(),
+          Millis(fo.connect_timeout_seconds));
       if (!connected) {
         report(connected.error());
         pause();

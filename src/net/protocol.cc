@@ -42,6 +42,10 @@ std::string_view MessageTypeName(MessageType type) {
       return "MAKE";
     case MessageType::kMade:
       return "MADE";
+    case MessageType::kJoin:
+      return "JOIN";
+    case MessageType::kJoined:
+      return "JOINED";
   }
   return "UNKNOWN";
 }

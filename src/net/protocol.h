@@ -51,6 +51,8 @@ enum class MessageType : uint8_t {
   // Feeders (`stoker feed`, docs/protocol.md "Feeders"): a slice of a trainer's plan, made.
   kMake = 40,
   kMade = 41,
+  kJoin = 42,    // a trainer's first request: the version of the code that makes its images
+  kJoined = 43,  // the feeder's: the same, or ERROR Unsupported naming both
 };
 
 std::string_view MessageTypeName(MessageType type);

@@ -22,7 +22,8 @@ import stoker
 pytest.importorskip("torch")  # ImageLoader yields torch tensors
 
 MAGIC = 0x464B5453
-HELLO, CHALLENGE, AUTH, WELCOME, STAT, ERROR, MAKE, MADE = 1, 2, 3, 4, 16, 31, 40, 41
+HELLO, CHALLENGE, AUTH, WELCOME, STAT, ERROR, MAKE, MADE, JOIN, JOINED = (
+    1, 2, 3, 4, 16, 31, 40, 41, 42, 43)
 SECRET = b"a feeder test secret of 32 bytes"
 
 _TABLE = []
@@ -172,6 +173,22 @@ def test_a_feeder_makes_the_loaders_pixels(photos, feeder):
     assert proc.returncode == 0
     counters = json.loads(out.strip().splitlines()[-1])
     assert counters["samples"] == n and counters["failed_samples"] == 1
+
+
+def test_a_feeder_refuses_a_trainer_of_another_build(feeder):
+    _, port = feeder
+    s = connect(port)
+    mine = stoker._core.maker_version()
+    s.sendall(frame(JOIN, 1, string(mine)))
+    kind, request_id, payload = read_frame(s)
+    assert (kind, request_id, payload) == (JOINED, 1, string(mine))
+    other = "stoker 0.0.1; libjpeg-turbo 1.0.0; libpng 1.0.0"
+    s.sendall(frame(JOIN, 2, string(other)))
+    kind, request_id, payload = read_frame(s)
+    assert kind == ERROR and request_id == 2 and payload[0] == 10  # Unsupported
+    message = payload[3:].decode()
+    assert mine in message and other in message, message
+    s.close()
 
 
 def test_a_feeder_refuses_another_jobs_secret(feeder):

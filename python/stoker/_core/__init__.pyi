@@ -113,6 +113,11 @@ def image_sample_params(options: dict, width: int, height: int, sample: int) -> 
     The augmentation parameters sample `sample` (an image of width x height) gets under `options` (as ImagePipeline's, with 'epoch'): box (x0, y0, x1, y1) in source pixels, clip_to_box, flip, angle, zoom.
     """
 
+def maker_version() -> str:
+    """
+    What makes this build's pixels (stoker and its codecs' versions): a trainer and its feeders must agree on it (docs/protocol.md, "Feeders").
+    """
+
 def cuda_devices() -> int:
     """
     CUDA devices this process can use for ImagePipeline's GPU path (0 without a driver, a GPU, or a build with it).
