@@ -107,11 +107,12 @@ class PyImagePipeline {
     Start(std::move(sources), std::vector<uint16_t>(order.data(), order.data() + order.shape(0)));
   }
 
-  // (images, labels, samples, consumed, errors, sources, waited, read_waited, not_images):
+  // (images, labels, samples, consumed, errors, sources, waited, read_waited, not_images,
+  // feeder_waited):
   // images a torch tensor sharing the batch buffer; errors a list of (position, sample,
   // message, source) for skipped samples, not_images the same for samples left out as no image;
-  // waited the seconds Next() waited, read_waited those of them the batch's reads took
-  // (loader::ImageBatch).
+  // waited the seconds Next() waited, read_waited those of them the batch's reads took,
+  // feeder_waited those spent on slices feeders were making (loader::ImageBatch).
   nb::tuple Next() {
     if (!pipeline_) throw nb::stop_iteration();
     Result<std::optional<loader::ImageBatch>> item = Err(Status::Internal("unset"));
@@ -124,7 +125,8 @@ class PyImagePipeline {
     return nb::make_tuple(Images(*batch), Labels(batch->labels), Samples(batch->samples),
                           batch->consumed, Errors(batch->errors), Sources(batch->sources),
                           batch->waited_seconds, batch->read_waited_seconds,
-                          Errors(batch->not_images, /*bare=*/true));
+                          Errors(batch->not_images, /*bare=*/true),
+                          batch->feeder_waited_seconds);
   }
 
   nb::dict Stats() const {

@@ -363,8 +363,8 @@ class SampleReading(Reading):
 
 
 # One step of a pass: (what is yielded, the units it consumed, seconds of it spent waiting for
-# reads, seconds spent decoding or transforming).
-Step = tuple[Any, int, float, float]
+# reads, for decoding or transforming, and for feeders: ImageLoader(feeders=...)).
+Step = tuple[Any, int, float, float, float]
 
 
 def run_pass(cursor: EpochCursor, token: int, meter: StallMeter | None, steps: Iterator[Step],
@@ -375,9 +375,9 @@ def run_pass(cursor: EpochCursor, token: int, meter: StallMeter | None, steps: I
     end moves the cursor on."""
     try:
         asked = now()
-        for item, count, read, decode in steps:
+        for item, count, read, decode, feeders in steps:
             if meter is not None:
-                meter.step(asked, now(), read=read, decode=decode)
+                meter.step(asked, now(), read=read, decode=decode, feeders=feeders)
             cursor.add_yielded(token, count)
             yield item
             asked = now()

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from . import metrics
 from ._core import (
     Dataset,
     ImagePipeline,
@@ -453,14 +454,14 @@ class ImageLoader(SampleReading):
             pipe = ImagePipeline(plans, np.ascontiguousarray(sources, dtype=np.uint16),
                                  dict(options, memory_budget=plans[0][2]))
             first, label = plans[0][0], mix_label(self._order.mix)
-        return self._batches(pipe, token, first, label)
+        return self._batches(pipe, token, first, label, bool(feeders))
 
-    def _batches(self, pipe: ImagePipeline, token: int, first: Dataset,
-                 label: str) -> Iterator[tuple[Any, ...]]:
+    def _batches(self, pipe: ImagePipeline, token: int, first: Dataset, label: str,
+                 fed: bool) -> Iterator[tuple[Any, ...]]:
         """The pass over `pipe`'s batches (pinned if asked): (images, labels), over a Mix with
         the sources, through batch_transform if given; skipped samples go to `errors` —
         (position, sample, message), and the source in a mix. `first`: the (first) dataset,
-        `label` what metrics and warnings call the data."""
+        `label` what metrics and warnings call the data; `fed`: with feeders."""
         import torch
         pin = self._pin_memory
         if pin is None:
@@ -473,25 +474,35 @@ class ImageLoader(SampleReading):
         meter = self._meter = StallMeter(first, "ImageLoader", label)
         start = time.perf_counter()
         batches: Any = _PinnedAhead(pipe) if pin else pipe
+        seen: dict[str, dict[str, Any]] = {}  # the feeders' counters last recorded
+
+        def count_feeders() -> None:
+            if fed:
+                metrics.record_feeders("ImageLoader", label, pipe.stats()["feeders"], seen)
 
         def finish() -> None:
             if pin:
                 batches.close()
             elapsed = time.perf_counter() - start
+            count_feeders()
             self._stats = dict(pipe.stats(), seconds=elapsed)
             self._stats["images_per_second"] = (self._stats["samples"] / elapsed
                                                 if elapsed > 0 else 0.0)
             pipe.close()
             self._say_not_images(label)
 
-        return run_pass(self._cursor, token, meter, self._steps(batches, label_device), finish)
+        return run_pass(self._cursor, token, meter,
+                        self._steps(batches, label_device, count_feeders), finish)
 
-    def _steps(self, batches: Iterator[tuple], label_device: Any) -> Iterator[Step]:
+    def _steps(self, batches: Iterator[tuple], label_device: Any,
+               count_feeders: Callable[[], None]) -> Iterator[Step]:
         """Each batch as the loader yields it, with what it consumed and how long the consumer
-        waited for reads and for decoding; labels to `label_device` (the GPU path's)."""
+        waited for reads, decoding and feeders; labels to `label_device` (the GPU path's); the
+        feeders' metrics brought up to date every second."""
         mixed = self.mixed
+        counted = time.monotonic()
         for (images, labels, _samples, consumed, errors, sources, waited, read,
-             not_images) in batches:
+             not_images, feeders) in batches:
             if not_images:
                 self._note_not_images(not_images)
             if errors:
@@ -506,7 +517,10 @@ class ImageLoader(SampleReading):
                 item = (out, sources) if mixed else out
             else:
                 item = (images, labels, sources) if mixed else (images, labels)
-            yield item, consumed, read, waited - read
+            if time.monotonic() - counted >= 1.0:
+                count_feeders()
+                counted = time.monotonic()
+            yield item, consumed, read, waited - read - feeders, feeders
 
     def _note_not_images(self, not_images: list) -> None:
         """Counts files left out as no image this pass, keeping a few names for the warning."""
@@ -548,8 +562,10 @@ class ImageLoader(SampleReading):
         batch), bytes_read, ranges, peak_bytes_held; with a node daemon also node_reads,
         store_reads, node_failures (see Loader.stats). Is training waiting for data:
         starved_fraction, wall_seconds, waiting_seconds, stall_seconds ({"storage", "cache",
-        "decode", "queue": seconds}; see stoker.stalls; batch_transform's time is the
-        consumer's)."""
+        "decode", "queue", "feeders": seconds}; see stoker.stalls; batch_transform's time is the
+        consumer's). With feeders: feeders (per feeder: address, slices, samples, pixel_bytes,
+        failures, seconds, in_flight, reachable), local_slices, redone_slices (made again after
+        a feeder failed them), feeder_wait_seconds."""
         return self._with_stalls(self._stats)
 
     def state_dict(self) -> dict[str, Any]:

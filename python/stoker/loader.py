@@ -288,7 +288,7 @@ class Loader(SampleReading):
             else:
                 out = ((items, np.asarray(part, dtype=np.int64)) if size is not None
                        else (items[0], part[0]))
-            yield out, count, read, decode
+            yield out, count, read, decode, 0.0
 
     def stats(self) -> dict[str, Any]:
         """Counters of the last pass (of the one under way, its stall figures so far).
@@ -296,8 +296,8 @@ class Loader(SampleReading):
         Is training waiting for data (stoker.stalls): starved_fraction (the share of the
         wall time between the pass's first request and its latest item that was spent waiting
         inside the loader), wall_seconds, waiting_seconds, stall_seconds ({"storage", "cache",
-        "decode", "queue": seconds}: reads not done, from the store or the job cache; the
-        transform and collate; the rest).
+        "decode", "queue", "feeders": seconds}: reads not done, from the store or the job
+        cache; the transform and collate; the rest; feeders, ImageLoader's only).
 
         The read pipeline's: samples, ranges, bytes_read, payload_bytes, consumer_waits,
         consumer_wait_seconds, peak_bytes_held, engine ("io_uring" or "threads"). With a node

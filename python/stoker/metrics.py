@@ -16,6 +16,19 @@ node` export theirs on --metrics-port in the same scheme (stoker_<component>_<wh
     stoker_loader_starved_ratio{loader, dataset, rank}           waiting / wall of the latest
                                                                   pass (so far)
 
+An ImageLoader with feeders (`stoker feed`) adds, per feeder ("host:port"):
+
+    stoker_loader_feeder_slices_total{loader, dataset, rank, feeder}       slices it made
+    stoker_loader_feeder_samples_total{...}                                their samples
+    stoker_loader_feeder_pixel_bytes_total{...}                            image bytes received
+    stoker_loader_feeder_failures_total{...}                               slices it failed
+                                                                           (made again)
+    stoker_loader_feeder_seconds_total{...}                                round trips, summed
+    stoker_loader_feeder_in_flight{...}                                    slices it holds now
+    stoker_loader_feeder_up{...}                                           1 if its last
+                                                                           connection or answer
+                                                                           succeeded
+
 Data-starved % over any window is rate(wait_seconds_total) / rate(step_seconds_total) summed
 over stages: what deploy/grafana/stoker.json plots. prometheus_client (PyPI) is needed only to
 serve or collect them.
@@ -27,7 +40,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-STAGES = ("storage", "cache", "decode", "queue")
+STAGES = ("storage", "cache", "decode", "queue", "feeders")
 
 
 class _Totals:
@@ -57,6 +70,33 @@ def record(loader: str, dataset: str, step_seconds: float, split: dict[str, floa
         for stage, seconds in split.items():
             t.wait[stage] += seconds
         t.ratio = ratio
+
+
+FEEDER_COUNTERS = ("slices", "samples", "pixel_bytes", "failures", "seconds")
+_FEEDERS: dict[tuple[str, str, str], dict[str, float]] = {}
+
+
+def record_feeders(loader: str, dataset: str, feeders: list[dict[str, Any]],
+                   seen: dict[str, dict[str, Any]]) -> None:
+    """A pass's feeders as its pipeline counts them now (ImageLoader's stats()["feeders"]):
+    what each made since `seen` (the same pass's previous call, updated here) is added to the
+    totals of (loader, dataset, feeder); in_flight and up are set."""
+    with _LOCK:
+        for f in feeders:
+            before = seen.get(f["address"], {})
+            t = _FEEDERS.setdefault((loader, dataset, f["address"]),
+                                    dict.fromkeys(FEEDER_COUNTERS + ("in_flight", "up"), 0.0))
+            for name in FEEDER_COUNTERS:
+                t[name] += f[name] - before.get(name, 0)
+            t["in_flight"] = f["in_flight"]
+            t["up"] = 1.0 if f["reachable"] else 0.0
+            seen[f["address"]] = f
+
+
+def feeder_snapshot() -> dict[tuple[str, str, str], dict[str, float]]:
+    """The feeders' totals so far, per (loader, dataset, feeder)."""
+    with _LOCK:
+        return {key: dict(t) for key, t in _FEEDERS.items()}
 
 
 def snapshot() -> dict[tuple[str, str], dict[str, Any]]:
@@ -96,6 +136,32 @@ class LoaderCollector:
                 wait.add_metric(key + [stage], seconds)
             ratio.add_metric(key, t["starved_ratio"])
         yield from (batches, steps, wait, ratio)
+        yield from _feeder_families(rank)
+
+
+def _feeder_families(rank: str) -> Iterator[Any]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    labels = ["loader", "dataset", "rank", "feeder"]
+    helps = {"slices": "Slices feeders made for this loader.",
+             "samples": "Samples of the slices feeders made.",
+             "pixel_bytes": "Image bytes received from feeders.",
+             "failures": "Slices feeders failed (made again here or by another feeder).",
+             "seconds": "Round trips of the slices feeders made, summed."}
+    counters = {name: CounterMetricFamily(f"stoker_loader_feeder_{name}", text, labels=labels)
+                for name, text in helps.items()}
+    in_flight = GaugeMetricFamily("stoker_loader_feeder_in_flight",
+                                  "Slices each feeder is making now.", labels=labels)
+    up = GaugeMetricFamily("stoker_loader_feeder_up",
+                           "1 if the feeder's last connection or answer succeeded.",
+                           labels=labels)
+    for (loader, dataset, feeder), t in feeder_snapshot().items():
+        key = [loader, dataset, rank, feeder]
+        for name, family in counters.items():
+            family.add_metric(key, t[name])
+        in_flight.add_metric(key, t["in_flight"])
+        up.add_metric(key, t["up"])
+    yield from counters.values()
+    yield from (in_flight, up)
 
 
 def serve_metrics(port: int, addr: str = "0.0.0.0", registry: Any = None) -> Any:

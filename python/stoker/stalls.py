@@ -16,6 +16,8 @@ by the stage that was short, from counters the C++ stages keep while the consume
              threads; stoker.Loader's transform and collate, which run in the consumer's
              thread)
     queue    the rest: handing the batch over (pinning, copying blocks, Python)
+    feeders  slices of the batch that feeders (`stoker feed`, ImageLoader(feeders=...)) were
+             making; 0 for every other loader
 
 When a loader has been starved for at least `threshold` of a reporting period (default: 20 % of
 5 minutes), it logs one line on the "stoker" logger naming the stage and what to do about it.
@@ -39,6 +41,9 @@ _HINTS = {
     "decode": ("decoding and augmentation", "raise threads, lower the resolution, or decode on "
                "the GPU (ImageLoader(device='cuda'))"),
     "queue": ("handing batches over", "raise prefetch_batches; keep batch_transform light"),
+    "feeders": ("feeders (`stoker feed`) making slices of the batches",
+                "add feeders or CPUs to them, check their network and loader.stats()['feeders'] "
+                "(slow or failing ones), or raise threads here"),
 }
 
 _REPORT = {"every": 300.0, "threshold": 0.2}
@@ -80,12 +85,15 @@ class StallMeter:
     def _node_reads(self) -> tuple[int, int] | None:
         return node_reads(self._dataset) if self._dataset is not None else None
 
-    def step(self, asked: float, ready: float, read: float = 0.0, decode: float = 0.0) -> None:
+    def step(self, asked: float, ready: float, read: float = 0.0, decode: float = 0.0,
+             feeders: float = 0.0) -> None:
         """A batch asked for at `asked` and ready at `ready`: `read` of those seconds waited
-        for reads (storage or the job cache), `decode` for decoding; the rest is queue."""
+        for reads (storage or the job cache), `decode` for decoding, `feeders` for slices
+        feeders were making; the rest is queue."""
         waited = max(0.0, ready - asked)
         read = min(max(0.0, read), waited)
         decode = min(max(0.0, decode), waited - read)
+        feeders = min(max(0.0, feeders), waited - read - decode)
         cache = 0.0
         if read > 0 and self._reads is not None:
             reads = self._node_reads()
@@ -95,8 +103,8 @@ class StallMeter:
                 if node + store > 0:
                     cache = read * node / (node + store)
                 self._reads = reads
-        split = {"storage": read - cache, "cache": cache, "decode": decode,
-                 "queue": waited - read - decode}
+        split = {"storage": read - cache, "cache": cache, "decode": decode, "feeders": feeders,
+                 "queue": waited - read - decode - feeders}
         if trace_enabled():
             if self._first is None:
                 trace_name_thread("training loop (waiting for batches)")

@@ -355,14 +355,15 @@ class TokenLoader(Reading):
                 out = batch[0] if size is None else batch
             else:
                 out = (batch[0], int(part[0])) if size is None else (batch, part.astype(np.int64))
-            yield out, len(batch), read, 0.0
+            yield out, len(batch), read, 0.0, 0.0
 
     # -- state -----------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
         """Counters of the last pass: blocks, tokens (seq_len per block), chunks_read; and
         whether training waited for data: starved_fraction, wall_seconds, waiting_seconds,
-        stall_seconds ({"storage", "cache", "decode", "queue": seconds}, see stoker.stalls)."""
+        stall_seconds ({"storage", "cache", "decode", "queue", "feeders": seconds}, see
+        stoker.stalls)."""
         return self._with_stalls(self._stats)
 
     def state_dict(self) -> dict[str, Any]:

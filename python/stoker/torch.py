@@ -179,7 +179,7 @@ class StokerIterableDataset(SampleReading, torch.utils.data.IterableDataset):
         transform = self._transform or _identity
         for s in which.tolist():
             item = transform(next(pipes[s]))
-            yield ((item, s) if mixed else item), 1, 0.0, 0.0
+            yield ((item, s) if mixed else item), 1, 0.0, 0.0, 0.0
 
     def state_dict(self, samples_consumed: int | None = None) -> dict[str, Any]:
         """See the class docstring: rank-level in the main process, per-worker in a worker."""

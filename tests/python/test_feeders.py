@@ -112,6 +112,17 @@ def test_batches_made_with_feeders_are_the_local_ones(photos, feeders):
     assert errors == local_errors and len(errors) == 1 and "cut.jpg" in errors[0][2]
     made = {f["address"]: f["samples"] for f in stats["feeders"]}
     assert set(made) == {a, b} and sum(made.values()) > 0, stats["feeders"]
+    # The same counts in Prometheus, labelled by feeder (what deploy/grafana/stoker.json plots).
+    exported = {}
+    for family in stoker.metrics.LoaderCollector().collect():
+        for sample in family.samples:
+            if sample.name.startswith("stoker_loader_feeder_"):
+                exported[(sample.name, sample.labels["feeder"])] = sample.value
+    for address, samples in made.items():
+        assert exported[("stoker_loader_feeder_samples_total", address)] == samples
+        assert exported[("stoker_loader_feeder_up", address)] == 1
+        assert exported[("stoker_loader_feeder_in_flight", address)] == 0
+        assert ("stoker_loader_feeder_failures_total", address) in exported
     # uint8 NHWC, as the wire carries it, and the validation transform.
     for opts in (dict(dtype="uint8", layout="NHWC"), dict(train=False)):
         assert_same(passes(photos, feeders=f"{a},{b}", **opts)[0], passes(photos, **opts)[0])
@@ -172,6 +183,8 @@ def test_a_stopped_feeder_is_passed_by_after_its_deadline(photos, feeders):
     # for good (it would hang), only past the deadline of the slices it held.
     assert took < 120
     assert stats["feeders"][0]["failures"] >= 1 and stats["redone_slices"] >= 1, stats
+    # The wait for the stopped feeder's slices is blamed on the feeders.
+    assert stats["stall_seconds"]["feeders"] > 0, stats["stall_seconds"]
 
 
 def test_another_jobs_feeder_is_refused_and_warned_about_once(photos, feeders, tmp_path,

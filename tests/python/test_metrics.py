@@ -69,7 +69,9 @@ def test_the_grafana_dashboard_uses_metrics_that_exist():
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     used = {m for e in exprs for m in re.findall(r"stoker_[a-z_]+", e)}
     loader = {"stoker_loader_batches_total", "stoker_loader_step_seconds_total",
-              "stoker_loader_wait_seconds_total", "stoker_loader_starved_ratio"}
+              "stoker_loader_wait_seconds_total", "stoker_loader_starved_ratio",
+              "stoker_loader_feeder_samples_total", "stoker_loader_feeder_failures_total",
+              "stoker_loader_feeder_in_flight", "stoker_loader_feeder_up"}
     sources = "".join(p.read_text() for d in ("src/server", "src/node")
                       for p in (root / d).glob("*.cc"))
     missing = {m for m in used - loader if m not in sources}

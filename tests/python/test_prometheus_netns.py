@@ -110,6 +110,6 @@ def test_prometheus_scrapes_server_node_and_trainer(tmp_path):
         assert float(starved[0]["value"][1]) == pytest.approx(
             done["stats"]["starved_fraction"], rel=1e-6)
         stages = {r["metric"]["stage"] for r in query(storage, "stoker_loader_wait_seconds_total")}
-        assert stages == {"storage", "cache", "decode", "queue"}
+        assert stages == {"storage", "cache", "decode", "queue", "feeders"}
         storage.kill(prom)
         n1.kill(trainer)

@@ -20,7 +20,7 @@ import pytest
 
 import stoker
 
-STAGES = {"storage", "cache", "decode", "queue"}
+STAGES = {"storage", "cache", "decode", "queue", "feeders"}
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ def test_a_trace_holds_reads_decodes_waits_and_steps(datasets, tmp_path, stoker_
     assert {"decode", "crc", "read", "read chunk", "next batch", "wait batch"} <= names
     steps = [e for e in evs if e["name"] == "next batch"]
     assert len(steps) == batches
-    assert all(set(e["args"]) == {"storage", "cache", "decode", "queue"} for e in steps)
+    assert all(set(e["args"]) == {"storage", "cache", "decode", "queue", "feeders"} for e in steps)
     decodes = [e for e in evs if e["name"] == "decode"]
     assert len(decodes) == 48 and sorted(e["args"]["sample"] for e in decodes) == list(range(48))
     begins = [e for e in evs if e["ph"] == "b"]
