@@ -140,8 +140,8 @@ struct ImagePipelineStats {
   double feeder_wait_seconds = 0;    // the part of it spent on slices feeders were making
   uint32_t threads = 0;
   ReadPipelineStats read;
-  // With feeders: slices made here (redone ones included), slices made again after a feeder
-  // failed them, and each feeder's counters.
+  // With feeders: slices made here (redone ones included), slices made again (here or by
+  // another feeder) after a feeder failed them, and each feeder's counters.
   uint64_t local_slices = 0, redone_slices = 0;
   std::vector<FeederStats> feeders;
 };

@@ -176,6 +176,7 @@ std::optional<ImagePipeline::State::Slice> ImagePipeline::State::TakeSlice(bool 
     if (for_feeder && it->local_only) continue;
     Slice slice = std::move(*it);
     redo_slices.erase(it);
+    ++stats.redone_slices;
     return slice;
   }
   if (!take_open || open_slices.empty()) return std::nullopt;
@@ -219,7 +220,6 @@ void ImagePipeline::State::MakeLocalSlices() {
         continue;
       }
       ++stats.local_slices;
-      if (slice->redone) ++stats.redone_slices;
     }
     SlicesChanged();  // a feeder may wait for the redo queue to drain
     PendingBatch& batch = *slice->batch;

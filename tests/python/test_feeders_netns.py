@@ -1,0 +1,124 @@
+"""Feeders on separate hosts of the network-namespace testbed (issue 39, decision 0013): a
+trainer and two `stoker feed` hosts on a switch; mid-pass one feeder's link is dropped (its
+switch port down: packets vanish, no reset), later restored. The trainer's batches are byte
+for byte a local run's; the cut feeder's slices are made again after their deadline, it is
+warned about once, and it rejoins in the same pass once its link is back."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netns"))
+from testbed import Testbed, netns_unavailable, wait_for_port  # noqa: E402
+
+import stoker  # noqa: E402
+from conftest import STOKER  # noqa: E402
+
+_REASON = netns_unavailable()
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
+              pytest.mark.skipif(STOKER is None, reason="stoker CLI not installed")]
+pytest.importorskip("torch")
+
+PORT, METRICS = 7300, 7301
+
+# Runs in the trainer's namespace: a local pass, then the same pass with both feeders, cutting
+# feeder 2's switch port after batch 1 and restoring it once the loader has warned about it
+# (a slice of it missed its deadline); the consumer takes a batch every 0.1 s after the cut (a
+# training step), so the pass outlives the outage and the feeder's return.
+TRAINER = r"""
+import hashlib, json, logging, subprocess, sys, time, urllib.request
+import stoker
+ds, f1, f2, switch, port2 = sys.argv[1:6]
+lines = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        lines.append((record.levelname, record.getMessage()))
+logging.getLogger("stoker").addHandler(Keep())
+logging.getLogger("stoker").setLevel(logging.INFO)
+
+def made_by(host):
+    text = urllib.request.urlopen(f"http://{host}:%(metrics)d/metrics", timeout=10).read()
+    for line in text.decode().splitlines():
+        if line.startswith("stoker_feed_samples_total "):
+            return float(line.split()[1])
+
+def digests(feeders, during=None):
+    loader = stoker.ImageLoader(ds, 4, size=40, seed=3, on_error="skip", threads=1,
+                                pin_memory=False, feeders=feeders)
+    loader.set_epoch(2)
+    out = []
+    for i, (images, labels) in enumerate(loader):
+        out.append(hashlib.sha256(images.numpy().tobytes() + labels.numpy().tobytes()).hexdigest())
+        if during:
+            during(i)
+    return out, loader.stats()
+
+marks = {}
+def during(i):
+    if i == 1:
+        subprocess.run(["ip", "-n", switch, "link", "set", port2, "down"], check=True)
+    warned = any(f2 in m for level, m in lines if level == "WARNING")
+    if "restored" not in marks and warned:
+        subprocess.run(["ip", "-n", switch, "link", "set", port2, "up"], check=True)
+        marks["restored"] = made_by(f2)
+        marks["restored_at"] = i
+    if i >= 1:
+        time.sleep(0.1)
+
+local, _ = digests([])
+fed, stats = digests([f"{f1}:%(port)d", f"{f2}:%(port)d"], during)
+time.sleep(0.5)
+stoker._log._drain()
+print(json.dumps({"same": local == fed, "batches": len(local), "stats": stats["feeders"],
+                  "redone": stats["redone_slices"], "restored": marks.get("restored"),
+                  "restored_at": marks.get("restored_at"),
+                  "f2_end": made_by(f2), "logs": lines}))
+""" % {"port": PORT, "metrics": METRICS}
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> str:
+    from test_image_loader import write_photo_tree
+    root = tmp_path_factory.mktemp("feeders-netns")
+    write_photo_tree(root / "src", 400)
+    stoker.pack(str(root / "src"), str(root / "ds"), progress=False)
+    return str(root / "ds")
+
+
+def test_a_feeder_cut_off_mid_pass_costs_only_time_and_rejoins(photos, tmp_path):
+    secret = tmp_path / "job.secret"
+    secret.write_bytes(os.urandom(24).hex().encode())
+    secret.chmod(0o600)
+    with Testbed("stkt-feeders", ["trainer", "f1", "f2"]) as tb:
+        trainer, f1, f2 = tb["trainer"], tb["f1"], tb["f2"]
+        feeders = []
+        for host in (f1, f2):
+            feeders.append(host.popen(
+                [STOKER, "feed", "--job", "j", "--listen", f"{host.ip}:{PORT}", "--secret-file",
+                 str(secret), "--threads", "1", "--metrics-port", str(METRICS)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            wait_for_port(trainer, host.ip, PORT)
+        env = dict(os.environ, STOKER_SECRET_FILE=str(secret))
+        env.pop("STOKER_FEEDERS", None)
+        r = trainer.python(TRAINER, photos, f1.ip, f2.ip, tb.switch.ns, f2.port, timeout=300,
+                           env=env, check=False)
+        assert r.returncode == 0, r.stderr[-4000:]
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        for host, proc in zip((f1, f2), feeders):
+            host.kill(proc)
+    assert out["same"], "the batches differ from the local run's"
+    s1, s2 = out["stats"]
+    assert s1["samples"] > 0 and s1["failures"] == 0, s1
+    assert s2["failures"] >= 1 and out["redone"] >= 1, json.dumps(out)
+    assert out["restored"] is not None, "no warning about the cut feeder: " + json.dumps(out)
+    # f2 made samples again after its link came back: it rejoined within the pass.
+    assert out["f2_end"] > out["restored"], out
+    warnings = [m for level, m in out["logs"] if level == "WARNING" and f2.ip in m]
+    assert len(warnings) == 1, out["logs"]
+    assert any(level == "INFO" and f2.ip in m and "answers again" in m
+               for level, m in out["logs"]), out["logs"]
