@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netns"))
+from conftest import STOKER  # noqa: E402
 from testbed import Testbed, netns_unavailable, wait_for_port  # noqa: E402
 
 import stoker  # noqa: E402
-from conftest import STOKER  # noqa: E402
 
 _REASON = netns_unavailable()
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
