@@ -4,7 +4,7 @@
 # is left alone, so re-running only retries what failed. Each step is independent; a peer that
 # cannot be installed is reported and skipped (run_decode.py records why when it fails to start).
 #
-#   bash bench/setup_peers.sh [tv] [simd] [dali] [ffcv] [streaming]   (default: the first four)
+#   bash bench/setup_peers.sh [tv] [simd] [dali] [ffcv] [streaming] [ray]   (default: the first four)
 #
 #   venv-tv    torch 2.14.1 + torchvision 0.29.1 + Pillow (the reference: ImageFolder + DataLoader)
 #   venv-simd  the same with Pillow replaced by pillow-simd (compiled from source with AVX2)
@@ -12,6 +12,12 @@
 #   venv-ffcv  ffcv 1.0.2 (needs Debian's libopencv-dev, libturbojpeg0-dev, pkg-config)
 #   venv-streaming  mosaicml-streaming + litdata (bench/run_columns.py); streaming imports
 #              torchvision, hence the same torch + torchvision pair
+#   venv-ray   ray[data,train] 2.60.0 + torch 2.13.0 (a CPU build) + Pillow + numpy: the feeders
+#              benchmark's peer, bench/feeders_peers/ray_data_pass.py (Ray Data reading the JPEGs,
+#              decoding and augmenting in map_batches with PIL, iter_torch_batches to the trainer).
+#              No torchvision (it does not import beside torch 2.13.0); the transform is PIL.
+#              The step refuses a torch that would pull CUDA libraries (nvidia-* wheels) and
+#              checks torch.version.cuda is None. Not in the default set: `... setup_peers.sh ray`.
 #
 # torchvision does not import beside the project's torch 2.13.0, which is why these do not use
 # /work/main/.venv. torch 2.14.1 is a CUDA build (~5.5 GB installed); it runs on the CPU.
@@ -91,6 +97,35 @@ setup_ffcv() {
   # pkg-config; build isolation would hide the numpy it needs, so build in the venv itself.
   "$v/bin/pip" install --no-build-isolation ffcv || return 1
   "$v/bin/python" -c "import ffcv; print('venv-ffcv: ffcv', ffcv.__version__ if hasattr(ffcv, '__version__') else '?')" \
+    && touch "$v/.stoker-ready"
+}
+
+# The feeders benchmark's peer (issue 39): Ray Data, the PyTorch user's way today to use other
+# machines' CPUs for decode + augmentation. torch==2.13.0 must resolve to a CPU build (this
+# machine's pip finds 2.13.0+cpu in its local wheel directory; PyPI's own 2.13.0 wheel for Linux
+# is the CUDA one, which pulls ~3 GB of nvidia-* wheels): a dry run refuses that before
+# downloading anything.
+# iter_torch_batches imports ray.train (pydantic): hence the train extra.
+RAY="ray[data,train]==2.60.0"
+setup_ray() {
+  make_venv venv-ray; case $? in 0) return 0;; 2) return 1;; esac
+  local v=$CACHE/venv-ray report=$CACHE/venv-ray/install-report.json
+  "$v/bin/pip" install -q --dry-run --report "$report" "$RAY" "torch==2.13.0" pillow numpy || return 1
+  "$v/bin/python" - "$report" <<'PYEOF' || return 1
+import json, sys
+names = {i["metadata"]["name"].lower(): i["metadata"]["version"]
+         for i in json.load(open(sys.argv[1]))["install"]}
+cuda = sorted(n for n in names if n.startswith("nvidia-"))
+if cuda:
+    sys.exit(f"venv-ray: pip would install a CUDA torch ({names.get('torch')}, with {cuda[:3]}...): "
+             "put a CPU wheel of torch 2.13.0 where pip finds it (pip's find-links) and retry")
+print("venv-ray: will install torch", names.get("torch", "(present)"), "ray", names.get("ray", "(present)"))
+PYEOF
+  "$v/bin/pip" install "$RAY" "torch==2.13.0" pillow numpy || return 1
+  "$v/bin/python" -c "
+import ray, ray.data, ray.train.torch, torch, PIL, numpy
+assert torch.version.cuda is None, 'CUDA torch: ' + torch.__version__
+print('venv-ray: ray', ray.__version__, 'torch', torch.__version__, 'PIL', PIL.__version__, 'numpy', numpy.__version__)" \
     && touch "$v/.stoker-ready"
 }
 

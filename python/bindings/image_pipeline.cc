@@ -125,8 +125,7 @@ class PyImagePipeline {
     return nb::make_tuple(Images(*batch), Labels(batch->labels), Samples(batch->samples),
                           batch->consumed, Errors(batch->errors), Sources(batch->sources),
                           batch->waited_seconds, batch->read_waited_seconds,
-                          Errors(batch->not_images, /*bare=*/true),
-                          batch->feeder_waited_seconds);
+                          Errors(batch->not_images, /*bare=*/true), batch->feeder_waited_seconds);
   }
 
   nb::dict Stats() const {
@@ -152,6 +151,7 @@ class PyImagePipeline {
       d["feeder_wait_seconds"] = s.feeder_wait_seconds;
       d["local_slices"] = s.local_slices;
       d["redone_slices"] = s.redone_slices;
+      d["hedged_slices"] = s.hedged_slices;
       nb::list feeders;
       for (const loader::FeederStats& f : s.feeders) {
         nb::dict one;
@@ -160,6 +160,7 @@ class PyImagePipeline {
         one["samples"] = f.samples;
         one["pixel_bytes"] = f.pixel_bytes;
         one["failures"] = f.failures;
+        one["late"] = f.late;
         one["seconds"] = f.seconds;
         one["in_flight"] = f.in_flight;
         one["reachable"] = f.reachable;

@@ -141,12 +141,11 @@ TEST(TrainerFeeders, YieldTheLocalBatchesByteForByte) {
   for (size_t i = 0; i < local.batches.size(); ++i) {
     EXPECT_TRUE(fed.batches[i] == local.batches[i]) << "batch " << i << " differs";
   }
-  // The feeders made part of it; the bad samples (the truncated JPEG, the text file) were made
-  // here, so their errors are this trainer's own.
+  // The feeders made part of it. The bad samples (the truncated JPEG, the text file) are made
+  // here whoever was given their slice, so their errors (compared above) are this trainer's.
   EXPECT_GT(FeederSamples(fed.stats), 0u);
   ASSERT_EQ(fed.stats.feeders.size(), 2u);
   EXPECT_GT(a->counters().slices.load() + b->counters().slices.load(), 0u);
-  EXPECT_GE(fed.stats.redone_slices, 1u);
 
   // uint8 NHWC, what feeders answer, is placed as is.
   ImagePipelineOptions raw = o, raw_local = local_options;

@@ -1,6 +1,8 @@
 // See feeder_client.h.
 #include "feed_client/feeder_client.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "net/auth.h"
@@ -49,15 +51,41 @@ Status FeederConnection::Join(std::string_view maker_version, net::Deadline dead
 
 Result<SliceAnswer> FeederConnection::Make(const SliceRequest& request,
                                            std::chrono::milliseconds timeout) {
-  if (broken_) return Err(Status::Unavailable(peer() + ": the connection broke earlier"));
-  const net::Deadline deadline = net::After(timeout);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  STOKER_RETURN_IF_ERROR(Send(request, timeout));
+  return Receive(std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now()));
+}
+
+Status FeederConnection::Send(const SliceRequest& request, std::chrono::milliseconds timeout) {
+  if (broken_) return Status::Unavailable(peer() + ": the connection broke earlier");
+  if (outstanding_ != 0) return Status::Internal(peer() + ": a request is outstanding already");
   const uint32_t id = next_id_++;
+  // A failure leaves the request half sent: the connection is not reused.
+  broken_ = true;
+  STOKER_RETURN_IF_ERROR(net::WriteFrame(socket_, net::MessageType::kMake, id,
+                                         EncodeSliceRequest(request), net::After(timeout)));
+  broken_ = false;
+  outstanding_ = id;
+  outstanding_samples_ = request.samples.size();
+  return Status::OK();
+}
+
+Status FeederConnection::WaitForAnswer(std::chrono::milliseconds timeout) {
+  if (broken_) return Status::Unavailable(peer() + ": the connection broke earlier");
+  const Status ready = socket_.WaitReadable(net::After(timeout));
+  if (!ready.ok() && !ready.IsTimeout()) broken_ = true;
+  return ready;  // Timeout: nothing of the answer read, still in step
+}
+
+Result<SliceAnswer> FeederConnection::Receive(std::chrono::milliseconds timeout) {
+  if (broken_) return Err(Status::Unavailable(peer() + ": the connection broke earlier"));
+  if (outstanding_ == 0) return Err(Status::Internal(peer() + ": no request outstanding"));
+  const uint32_t id = std::exchange(outstanding_, 0);
   // Any failure below leaves the connection mid-frame or unsynchronised: it is not reused.
   broken_ = true;
-  STOKER_RETURN_IF_ERROR(
-      net::WriteFrame(socket_, net::MessageType::kMake, id, EncodeSliceRequest(request), deadline));
   STOKER_ASSIGN_OR_RETURN(net::Frame frame,
-                          net::ReadFrame(socket_, net::kMaxAnswerFrame, deadline));
+                          net::ReadFrame(socket_, net::kMaxAnswerFrame, net::After(timeout)));
   if (frame.request_id != id) {
     return Err(Status::Corruption(fmt::format("{}: an answer to request {} where {} was asked",
                                               peer(), frame.request_id, id)));
@@ -71,9 +99,9 @@ Result<SliceAnswer> FeederConnection::Make(const SliceRequest& request,
                                               net::MessageTypeName(frame.message_type()))));
   }
   STOKER_ASSIGN_OR_RETURN(SliceAnswer answer, DecodeSliceAnswer(frame.payload, peer()));
-  if (answer.samples.size() != request.samples.size()) {
+  if (answer.samples.size() != outstanding_samples_) {
     return Err(Status::Corruption(fmt::format("{}: {} samples made of the {} asked for", peer(),
-                                              answer.samples.size(), request.samples.size())));
+                                              answer.samples.size(), outstanding_samples_)));
   }
   broken_ = false;
   return answer;

@@ -30,14 +30,25 @@ class FeederConnection {
   // The slice made by the feeder, whole, before `timeout`; the feeder's error (NotFound for a
   // dataset or version it cannot open, ResourceExhausted when it is full, ...), or this
   // connection's (Unavailable, Timeout, Corruption for a frame or answer that fails its checks:
-  // the connection is then broken()).
+  // the connection is then broken()). Send + Receive.
   Result<SliceAnswer> Make(const SliceRequest& request, std::chrono::milliseconds timeout);
+
+  // The same in steps, so that a trainer can hedge a slow slice (make it elsewhere too) and
+  // still take this feeder's answer if it comes first: Send the request; WaitForAnswer OK once
+  // its first byte is in, Timeout if not yet (the connection stays in step: call again, or
+  // Receive); Receive the whole answer. One request outstanding at a time.
+  Status Send(const SliceRequest& request, std::chrono::milliseconds timeout);
+  Status WaitForAnswer(std::chrono::milliseconds timeout);
+  Result<SliceAnswer> Receive(std::chrono::milliseconds timeout);
 
   // Wakes a Make() blocked in another thread: it fails, and the connection is broken().
   // Thread-safe.
   void Cancel() { socket_.ShutdownBoth(); }
 
   bool broken() const { return broken_; }
+  // Ready for the next request: not broken, and no answer still owed (a caller that stops
+  // waiting for one must not reuse the connection).
+  bool in_step() const { return !broken_ && outstanding_ == 0; }
   const std::string& peer() const { return socket_.peer(); }
 
  private:
@@ -45,6 +56,8 @@ class FeederConnection {
   Status Join(std::string_view maker_version, net::Deadline deadline);
   net::Socket socket_;
   uint32_t next_id_ = 1;
+  uint32_t outstanding_ = 0;  // the id of the request sent and not yet answered; 0: none
+  size_t outstanding_samples_ = 0;
   bool broken_ = false;
 };
 

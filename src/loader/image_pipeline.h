@@ -58,8 +58,12 @@ struct FeederPoolOptions {
   uint32_t slice_size = 32;                   // samples per slice at most (~4.8 MB at 224², uint8)
   uint32_t credits = 2;                       // slices in flight per feeder
   // A slice outstanding longer than max(min_deadline, 4 x the feeder's recent slice time) is
-  // made again elsewhere; before a feeder's first answer (it opens the dataset), first_deadline.
+  // hedged: offered to the other makers too, the first to finish wins. One outstanding longer
+  // than max(give_up, 8 x that) fails the connection (the feeder is warned about and tried
+  // again later). A feeder's first slice (it opens the dataset) is hedged at the slowest pace
+  // any feeder has shown (first_deadline / 6 if none has) and given up at first_deadline.
   double min_deadline_seconds = 1;
+  double give_up_seconds = 5;
   double first_deadline_seconds = 30;
   double connect_timeout_seconds = 2;
   Status Validate() const;
@@ -122,6 +126,7 @@ struct FeederStats {
   std::string address;  // host:port
   uint64_t slices = 0, samples = 0, pixel_bytes = 0;
   uint64_t failures = 0;   // slices it failed (made again elsewhere)
+  uint64_t late = 0;       // answers that came after a hedged copy was made: not used
   double seconds = 0;      // the round trips of the slices it made, summed
   uint32_t in_flight = 0;  // slices it is making now
   bool reachable = false;  // its last connection or answer succeeded
@@ -142,7 +147,8 @@ struct ImagePipelineStats {
   ReadPipelineStats read;
   // With feeders: slices made here (redone ones included), slices made again (here or by
   // another feeder) after a feeder failed them, and each feeder's counters.
-  uint64_t local_slices = 0, redone_slices = 0;
+  // hedged_slices: copies offered because a feeder was slower than its hedge deadline.
+  uint64_t local_slices = 0, redone_slices = 0, hedged_slices = 0;
   std::vector<FeederStats> feeders;
 };
 

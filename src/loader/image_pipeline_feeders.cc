@@ -2,15 +2,11 @@
 // dispatcher cuts each batch into slices, the local path and every feeder's credits take them
 // from the front, and a slice a feeder fails is made again — by another feeder, or here.
 #include <algorithm>
-#include <cstring>
 
 #include <fmt/format.h>
 
-#include "common/log.h"
 #include "common/option_table.h"
 #include "common/trace.h"
-#include "decode/maker_version.h"
-#include "decode/output.h"
 #include "decode/transform_option_table.h"
 #include "loader/image_pipeline_state.h"
 #include "net/auth.h"
@@ -21,10 +17,6 @@ namespace {
 
 using State = ImagePipeline::State;
 using Clock = State::Clock;
-
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
 
 // Room in a MADE answer for a sample's outcome, label and an empty message.
 constexpr uint64_t kAnswerBytesPerSample = 64;
@@ -136,7 +128,7 @@ void ImagePipeline::State::DispatchSlices() {
       batch->sources[slot] = source;
       batch->samples[slot] = sources[source].plan[next_of[source]];
       if (cut.empty() || cut.back().source != source || cut.back().count == slice_size) {
-        cut.push_back({batch, slot, 0, source, next_of[source]});
+        cut.push_back({batch, slot, 0, source, next_of[source], std::make_shared<SliceClaim>()});
       }
       ++cut.back().count;
       ++next_of[source];
@@ -162,26 +154,34 @@ void ImagePipeline::State::SlicesChanged() {
 }
 
 bool ImagePipeline::State::SlicesLeft() const {
-  return !open_slices.empty() || !redo_slices.empty() || remote_in_flight > 0;
+  const auto unclaimed = [](const Slice& s) { return !s.claim->claimed; };
+  return !open_slices.empty() || std::ranges::any_of(redo_slices, unclaimed) ||
+         std::ranges::any_of(remote_claims, [](const auto& c) { return !c->claimed; });
 }
 
 bool ImagePipeline::State::FeederWork() const {
-  return !open_slices.empty() ||
-         std::ranges::any_of(redo_slices, [](const Slice& s) { return !s.local_only; });
+  return !open_slices.empty() || std::ranges::any_of(redo_slices, [](const Slice& s) {
+    return !s.local_only && !s.claim->claimed;
+  });
 }
 
 std::optional<ImagePipeline::State::Slice> ImagePipeline::State::TakeSlice(bool for_feeder,
                                                                            bool take_open) {
+  std::erase_if(redo_slices, [](const Slice& s) { return s.claim->claimed; });  // made already
   for (auto it = redo_slices.begin(); it != redo_slices.end(); ++it) {
     if (for_feeder && it->local_only) continue;
     Slice slice = std::move(*it);
     redo_slices.erase(it);
     ++stats.redone_slices;
+    // The local path commits to a slice when it takes it: its samples go to the decode
+    // threads, which write the slots themselves.
+    if (!for_feeder) slice.claim->claimed = true;
     return slice;
   }
   if (!take_open || open_slices.empty()) return std::nullopt;
   Slice slice = std::move(open_slices.front());
   open_slices.pop_front();
+  if (!for_feeder) slice.claim->claimed = true;
   // Taken in plan order (under mu), so each source's positions are decided in order.
   Status admitted = sources[slice.source].reader->Admit(
       slice.source_first, slice.source_first + slice.count, /*read=*/!for_feeder);
@@ -253,180 +253,6 @@ void ImagePipeline::State::MakeLocalSlices() {
   dispatch_done = true;
   work_cv.notify_all();
   batch_cv.notify_all();
-}
-
-feed::SliceRequest ImagePipeline::State::RequestFor(const Slice& slice) const {
-  const Source& source = sources[slice.source];
-  feed::SliceRequest q;
-  q.uri = source.uri;
-  q.version = source.dataset->version();
-  q.seed = SourceSeed(options.seed, slice.source);
-  q.epoch = options.epoch;
-  q.transform = wire_transform;
-  q.image_member = options.image_member;
-  q.label_member = options.label_member;
-  const auto first = source.plan.begin() + static_cast<ptrdiff_t>(slice.source_first);
-  q.samples.assign(first, first + slice.count);
-  return q;
-}
-
-Status ImagePipeline::State::Place(const Slice& slice, const feed::SliceAnswer& answer,
-                                   const std::string& peer) {
-  const decode::OutputSpec& out = options.transform.output;
-  const size_t wire_bytes = size_t{out.width} * out.height * 3;
-  if (answer.sample_bytes != wire_bytes) {
-    return Status::Corruption(
-        fmt::format("{}: images of {} bytes where {} ({}x{} uint8) were asked", peer,
-                    answer.sample_bytes, wire_bytes, out.width, out.height));
-  }
-  const bool as_is = out.dtype == decode::DType::kUint8 && out.layout == decode::Layout::kNHWC;
-  const auto* pixels = reinterpret_cast<const uint8_t*>(answer.pixels.data());
-  for (uint32_t i = 0; i < slice.count; ++i) {
-    const uint32_t slot = slice.slot + i;
-    std::byte* dst = slice.batch->buffer.get() + size_t{slot} * sample_bytes;
-    const uint8_t* src = pixels + size_t{i} * wire_bytes;
-    if (as_is) {
-      std::memcpy(dst, src, wire_bytes);
-    } else {  // the flip is in the pixels already: normalize and lay out as the transform would
-      decode::WriteSample({src, out.width, out.height, size_t{out.width} * 3}, false, out, dst);
-    }
-    slice.batch->labels[slot] = answer.samples[i].label;
-  }
-  return Status::OK();
-}
-
-void ImagePipeline::State::Feed(size_t feeder) {
-  trace::NameThread("stoker feeder");
-  const FeederPoolOptions& fo = options.feeders;
-  const std::string peer = links[feeder].address.ToString();
-  std::unique_ptr<feed::FeederConnection> connection;
-  uint64_t connected_after = 0;  // the link's warnings when this connection was made
-  double backoff = 0.1;
-  // Waits before trying this feeder again (doubling, up to 5 s); false when there is no more
-  // work for feeders.
-  const auto pause = [&] {
-    std::unique_lock lock(mu);
-    slice_cv.wait_for(lock, std::chrono::duration<double>(backoff),
-                      [&] { return stopping || (slicing_done && !FeederWork()); });
-    backoff = std::min(backoff * 2, 5.0);
-  };
-  // Reports the feeder's failure once, until it answers again.
-  const auto report = [&](const Status& why) {
-    std::lock_guard lock(mu);
-    FeederLink& link = links[feeder];
-    link.stats.reachable = false;
-    if (link.warned) return;
-    link.warned = true;
-    ++link.warnings;
-    log::Warning("loader", fmt::format("feeder {} failed ({}): its slices are made here or by "
-                                       "other feeders until it answers again",
-                                       peer, why.ToString()));
-  };
-  for (;;) {
-    {
-      std::lock_guard lock(mu);
-      if (stopping || (slicing_done && !FeederWork())) return;
-    }
-    if (!connection) {
-      auto connected = feed::FeederConnection::Connect(
-          links[feeder].address.host, links[feeder].address.port, fo.secret, decode::MakerVersion(),
-          Millis(fo.connect_timeout_seconds));
-      if (!connected) {
-        report(connected.error());
-        pause();
-        continue;
-      }
-      connection = *std::move(connected);
-      std::lock_guard lock(mu);
-      connected_after = links[feeder].warnings;
-    }
-    std::optional<Slice> slice;
-    double deadline = 0;
-    {
-      std::unique_lock lock(mu);
-      slice_cv.wait(lock, [&] { return stopping || FeederWork() || slicing_done; });
-      if (stopping) return;
-      slice = TakeSlice(/*for_feeder=*/true, /*take_open=*/true);
-      if (!slice) continue;  // the end, or a fatal error: checked at the top
-      FeederLink& link = links[feeder];
-      ++remote_in_flight;
-      slice->batch->remote += slice->count;
-      ++link.stats.in_flight;
-      deadline = link.slice_seconds == 0
-                     ? fo.first_deadline_seconds
-                     : std::max(fo.min_deadline_seconds, 4 * link.slice_seconds);
-      making.push_back(connection.get());
-    }
-    SlicesChanged();
-    const uint64_t trace_start = trace::Enabled() ? trace::NowNs() : 0;
-    const Clock::time_point start = Clock::now();
-    Result<feed::SliceAnswer> answer = connection->Make(RequestFor(*slice), Millis(deadline));
-    Status status = answer ? Status::OK() : answer.error();
-    // A sample the feeder could not make is made here, so that the error (or the skip) is this
-    // trainer's own, exactly as without feeders; the feeder did nothing wrong.
-    const bool sample_failed =
-        answer && std::ranges::any_of(answer->samples, [](const feed::MadeSample& s) {
-          return s.outcome != feed::SampleOutcome::kMade;
-        });
-    if (answer && !sample_failed) status = Place(*slice, *answer, peer);
-    const double took = SecondsSince(start);
-    if (trace_start != 0) {
-      trace::Complete("feeder slice", "feeders", trace_start, trace::NowNs(),
-                      fmt::format("\"feeder\": \"{}\", \"samples\": {}", peer, slice->count));
-    }
-    bool retry_later = false;
-    {
-      std::lock_guard lock(mu);
-      if (stopping) return;  // the pipeline cancelled the slice
-      std::erase(making, connection.get());
-      FeederLink& link = links[feeder];
-      --remote_in_flight;
-      slice->batch->remote -= slice->count;
-      --link.stats.in_flight;
-      if (status.ok() && !sample_failed) {
-        ++link.stats.slices;
-        link.stats.samples += slice->count;
-        link.stats.pixel_bytes += answer->pixels.size();
-        link.stats.seconds += took;
-        link.slice_seconds =
-            link.slice_seconds == 0 ? took : 0.75 * link.slice_seconds + 0.25 * took;
-        link.stats.reachable = true;
-        // Only a connection made since the warning shows the feeder back (a slice in flight on
-        // an older one may still come in after its failure).
-        if (link.warned && connected_after == link.warnings) {
-          log::Info("loader", fmt::format("feeder {} answers again", peer));
-          link.warned = false;
-        }
-        backoff = 0.1;
-        slice->batch->remaining -= slice->count;
-        if (slice->batch->remaining == 0) batch_cv.notify_all();
-      } else {
-        slice->local_only = sample_failed;
-        Requeue(*std::move(slice));
-        if (!sample_failed) {
-          ++link.stats.failures;
-          retry_later = true;
-        }
-      }
-    }
-    SlicesChanged();
-    if (retry_later) {
-      report(status);
-      // A whole ERROR answer (the feeder is full, or cannot open the dataset) leaves the
-      // connection usable; anything else leaves it mid-frame.
-      if (connection->broken()) connection.reset();
-      pause();
-    }
-  }
-}
-
-void ImagePipeline::State::StopFeeders() {
-  {
-    std::lock_guard lock(mu);
-    for (feed::FeederConnection* connection : making) connection->Cancel();
-  }
-  slice_cv.notify_all();
-  for (std::thread& t : feeder_threads) t.join();
 }
 
 }  // namespace stoker::loader

@@ -76,14 +76,28 @@ struct ImagePipeline::State {
     uint32_t remote = 0;                 // slots feeders are making now (State::mu)
   };
 
-  // Slots [slot, slot + count) of a batch: consecutive positions of one source (feeders).
+  // Who makes a slice's rows: the first maker to finish claims it (State::mu), and only the
+  // claimer writes its slots; a hedged copy made later is dropped.
+  struct SliceClaim {
+    bool claimed = false;
+  };
+
+  // Slots [slot, slot + count) of a batch: consecutive positions of one source (feeders). A
+  // slice and its copies (made again after a failure, or hedged) share one claim.
   struct Slice {
     std::shared_ptr<PendingBatch> batch;
     uint32_t slot = 0, count = 0;
     uint16_t source = 0;
     uint64_t source_first = 0;  // its first sample's index in its source's plan
-    bool local_only = false;    // a feeder could not make a sample of it: made here
-    bool redone = false;        // a feeder failed it: its samples are read directly here
+    std::shared_ptr<SliceClaim> claim;
+    bool local_only = false;  // a feeder could not make a sample of it: made here
+    bool redone = false;      // a copy: the read pipeline skipped it, so it is read directly
+  };
+
+  // How long a feeder's slice may take: past `hedge` a copy is offered to the other makers,
+  // past `give_up` the connection is abandoned (seconds from sending).
+  struct Deadlines {
+    double hedge = 0, give_up = 0;
   };
 
   // One feeder of options.feeders, shared by its credits' threads (State::mu).
@@ -137,7 +151,8 @@ struct ImagePipeline::State {
   // connections making a slice now (to wake them when stopping).
   std::deque<Slice> open_slices, redo_slices;
   bool slicing_done = false;  // every batch's slices are queued
-  uint32_t remote_in_flight = 0;
+  // The claims of the slices feeders are making now (one entry per slice being made).
+  std::vector<std::shared_ptr<SliceClaim>> remote_claims;
   std::vector<FeederLink> links;
   std::vector<feed::FeederConnection*> making;
   std::string wire_transform;        // the transform's options text, uint8 NHWC output
@@ -158,7 +173,7 @@ struct ImagePipeline::State {
   // Moves a finished batch out, leaving out (kSkip) or reporting (kRaise) failed samples.
   Result<ImageBatch> Deliver(PendingBatch& pending);
 
-  // image_pipeline_feeders.cc: slices and feeders.
+  // image_pipeline_feeders.cc: slices, and who takes them.
   Status StartFeeders(const std::vector<ImageSource>& sources);  // before any thread runs
   void DispatchSlices();     // the dispatcher with feeders: batches, cut into slices
   void MakeLocalSlices();    // takes slices for the transform threads
@@ -167,14 +182,23 @@ struct ImagePipeline::State {
   // The next slice for a feeder (redo first, not local_only), or for the local path (redo
   // first, an open one only if `take_open`); nullopt if none. Called with mu held.
   std::optional<Slice> TakeSlice(bool for_feeder, bool take_open);
-  bool SlicesLeft() const;  // a slice queued or being made by a feeder (mu held)
-  bool FeederWork() const;  // a slice a feeder may take (mu held)
-  void SlicesChanged();     // wakes the slice takers
+  // A slice not yet claimed: queued, or being made by a feeder (mu held). A hedged slice a
+  // stopped feeder still holds does not count once its copy is made.
+  bool SlicesLeft() const;
+  bool FeederWork() const;    // a slice a feeder may take (mu held)
+  void SlicesChanged();       // wakes the slice takers
+  void Requeue(Slice slice);  // a copy into redo_slices, in plan order (mu held)
+
+  // image_pipeline_remote.cc: the feeders' threads.
   feed::SliceRequest RequestFor(const Slice& slice) const;
-  // Writes a feeder's answer (every sample made) into the slice's slots; an error if it cannot
-  // be used (the slice is then made again).
-  Status Place(const Slice& slice, const feed::SliceAnswer& answer, const std::string& peer);
-  void Requeue(Slice slice);  // into redo_slices, in plan order (mu held)
+  Deadlines DeadlinesFor(const FeederLink& link) const;  // mu held
+  // Sends the slice and waits for its answer, hedging it past deadlines.hedge.
+  Result<feed::SliceAnswer> Ask(feed::FeederConnection& connection, const Slice& slice,
+                                Deadlines deadlines);
+  // Corruption if the answer's images are not the size asked for.
+  Status CheckAnswer(const feed::SliceAnswer& answer, const std::string& peer) const;
+  // Writes a checked answer (every sample made) into the slice's slots: the claimer only.
+  void Place(const Slice& slice, const feed::SliceAnswer& answer);
 
   // image_pipeline_gpu.cc: the GPU path.
   // One batch maker per GPU thread on options.cuda_device (raises `prefetch` to keep each busy).
