@@ -23,6 +23,7 @@ struct FeedArgs {
   std::string secret_file;
   std::string advertise;
   std::string announce;
+  std::string node;
   uint32_t threads = 0;
   uint64_t memory_limit = uint64_t{1} << 30;
   int metrics_port = -1;
@@ -59,6 +60,9 @@ int RunFeed(const FeedArgs& a) {
   o.threads = a.threads;
   o.memory_limit = a.memory_limit;
   o.metrics_port = a.metrics_port;
+  // Chunks read through this machine's job-cache daemon, as a trainer's are: each chunk comes
+  // from the store once per job, not once per feeder.
+  if (!a.node.empty()) o.node_socket = a.node;
 
   DaemonSignals signals;  // before any thread starts: every thread inherits the mask
 
@@ -122,6 +126,9 @@ void RegisterFeed(CLI::App& app, int& exit_code) {
   cmd->add_option("--advertise", args->advertise,
                   "HOST:PORT trainers know this feeder by, for --announce (default: the bound "
                   "address, a wildcard host replaced by this machine's name)");
+  cmd->add_option("--node", args->node,
+                  "read chunks through the job cache: the unix socket of this machine's `stoker "
+                  "node` daemon of the job (default: $STOKER_NODE, else from the store)");
   cmd->add_option("--threads", args->threads,
                   "decode threads per slice (0: the CPUs this process may use)")
       ->capture_default_str();

@@ -16,6 +16,7 @@
 #include "net/protocol.h"
 #include "server/server.h"
 #include "stoker/dataset.h"
+#include "stoker/storage.h"
 
 namespace stoker::feed {
 namespace {
@@ -51,7 +52,11 @@ struct Feeder::State {
     DatasetOpenOptions o;
     o.read_locations = false;  // a slice reads the locations of its own samples' chunks
     o.version = version;
-    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> opened_now, Dataset::Open(uri, o));
+    StorageOptions so;
+    so.secret = options.secret;
+    so.node_socket = options.node_socket;
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage, OpenStorage(uri, so));
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> opened_now, Dataset::Open(storage, o));
     std::shared_ptr<const Dataset> ds = std::move(opened_now);
     const std::lock_guard lock(datasets_mu);
     if (auto [it, added] = datasets.emplace(key, ds); !added) return it->second;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "feed_client/slice.h"
@@ -30,6 +31,9 @@ struct FeederOptions {
   uint64_t memory_limit = uint64_t{1} << 30;
   int metrics_port = -1;     // -1: none; 0: ephemeral
   size_t max_datasets = 16;  // datasets kept open (by URI and version)
+  // Datasets are opened with `secret` (a stoker:// store shares the job's, as `stoker node`'s
+  // does) and read through this job-cache daemon's socket (docs/cache.md). Unset: $STOKER_NODE.
+  std::optional<std::string> node_socket;
   // What this feeder makes images with; a trainer of another build is refused when it joins.
   // Empty: decode::MakerVersion() (tests set another).
   std::string maker_version;

@@ -91,7 +91,7 @@ def photos(tmp_path_factory) -> str:
     from test_image_loader import write_photo_tree
     root = tmp_path_factory.mktemp("feeders-netns")
     write_photo_tree(root / "src", 400)
-    stoker.pack(str(root / "src"), str(root / "ds"), progress=False)
+    stoker.pack(str(root / "src"), str(root / "ds"), progress=False, chunk_size=512 << 10)
     return str(root / "ds")
 
 
@@ -128,3 +128,55 @@ def test_a_feeder_cut_off_mid_pass_costs_only_time_and_rejoins(photos, tmp_path)
     assert len(warnings) == 1, out["logs"]
     assert any(level == "INFO" and f2.ip in m and "answers again" in m
                for level, m in out["logs"]), json.dumps(out)
+
+
+# Feeders reading through the job cache: the trainer and both feeder hosts run the job's
+# `stoker node` daemons (pooling their memory), the dataset is on a `stoker serve` host, and
+# each feeder reads through its machine's daemon (`stoker feed --node`).
+CACHED_TRAINER = r"""
+import hashlib, json, sys
+import stoker
+uri, feeders = sys.argv[1], sys.argv[2].split(",")
+def digests(feeders):
+    loader = stoker.ImageLoader(uri, 8, size=40, seed=4, threads=1, pin_memory=False,
+                                feeders=feeders)
+    out = [hashlib.sha256(x.numpy().tobytes() + y.numpy().tobytes()).hexdigest()
+           for x, y in loader]
+    return out, loader.stats()
+fed, stats = digests(feeders)  # first, on a cold cache
+local, _ = digests([])
+print(json.dumps({"same": fed == local, "feeder_samples": [f["samples"] for f in
+                  stats["feeders"]], "samples": stats["samples"]}))
+"""
+
+
+def test_feeders_read_through_the_job_cache(photos, tmp_path):
+    from test_node_netns import SERVE_PORT, node_totals, start_job, start_storage
+    secret = tmp_path / "job.secret"
+    secret.write_bytes(os.urandom(24).hex().encode())
+    secret.chmod(0o600)
+    chunks = len(list((Path(photos) / "chunks").iterdir()))
+    assert chunks >= 4, "want a dataset of several chunks"
+    with Testbed("stkt-feedcache", ["storage", "trainer", "f1", "f2"]) as tb:
+        storage, trainer, f1, f2 = (tb[n] for n in ("storage", "trainer", "f1", "f2"))
+        start_storage(tb, storage, Path(photos), secret)
+        uri = f"stoker://{storage.ip}:{SERVE_PORT}/train"
+        daemons = start_job(tb, [trainer, f1, f2], uri, secret)
+        for host, daemon in ((f1, daemons[1]), (f2, daemons[2])):
+            host.popen([STOKER, "feed", "--job", "j", "--listen", f"{host.ip}:{PORT}",
+                        "--secret-file", str(secret), "--threads", "1", "--node",
+                        str(daemon.socket)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for_port(trainer, host.ip, PORT)
+        env = dict(os.environ, STOKER_SECRET_FILE=str(secret), STOKER_NODE=str(daemons[0].socket))
+        env.pop("STOKER_FEEDERS", None)
+        r = trainer.python(CACHED_TRAINER, uri, f"{f1.ip}:{PORT},{f2.ip}:{PORT}", timeout=300,
+                           env=env, check=False)
+        assert r.returncode == 0, r.stderr[-4000:]
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        per, total = node_totals(daemons)
+    assert out["same"], out
+    assert all(n > 0 for n in out["feeder_samples"]), out
+    # The feeders read through their daemons, and the job read each chunk from the store once.
+    assert per[1]["stoker_node_trainer_gets_total"] > 0 and \
+        per[2]["stoker_node_trainer_gets_total"] > 0, per
+    assert total["stoker_node_store_fills_total"] == chunks, (total, chunks)
