@@ -3,8 +3,10 @@
 stoker.ImageLoader takes the rank and world size from torchrun's environment and reads through
 the job's cache when STOKER_NODE names a `stoker node` socket; every rank gets the same number
 of batches, so DistributedDataParallel never waits on a short rank. NCCL on GPUs (the batches
-are made on the GPU), gloo on CPUs. Used as it is by the Slurm recipe (deploy/slurm/train.sbatch,
-docs/slurm.md) and the Kubernetes walk-through (deploy/kubernetes/train-job.yaml).
+are made on the GPU), gloo on CPUs. With feeders (STOKER_FEEDERS, docs/feeders.md) the batches are
+made on the CPU path, where feeders help, and copied to the GPU. Used as it is by the Slurm
+recipes (deploy/slurm/train.sbatch, train-feeders.sbatch, docs/slurm.md) and the Kubernetes
+walk-through (deploy/kubernetes/train-job.yaml).
 
     torchrun --nproc-per-node 8 train_one_epoch.py /data/photos.stoker
 """
@@ -44,13 +46,18 @@ def main() -> None:
     rank = dist.get_rank()
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else None
     classes = len(stoker.Dataset(a.dataset).classes)
+    # Feeders make batches for the CPU path only: with them, batches are copied to the GPU.
+    feeders = bool(os.environ.get("STOKER_FEEDERS"))
     loader = stoker.ImageLoader(a.dataset, batch_size=a.batch, size=a.size, drop_last=True,
-                                device=device)
+                                device=None if feeders else device)
     net = torch.nn.parallel.DistributedDataParallel(
         model(a.model, classes).to(device or "cpu"), device_ids=[device.index] if cuda else None)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     start, images, loss = time.monotonic(), 0, torch.zeros(())
     for batch, labels in loader:
+        if feeders and cuda:
+            batch, labels = (batch.to(device, non_blocking=True),
+                             labels.to(device, non_blocking=True))
         loss = torch.nn.functional.cross_entropy(net(batch), labels)
         optimizer.zero_grad()
         loss.backward()
@@ -59,6 +66,11 @@ def main() -> None:
     report = {"rank": rank, "world_size": dist.get_world_size(), "images": images,
               "seconds": round(time.monotonic() - start, 3), "loss": float(loss.detach()),
               "node_cache": bool(os.environ.get("STOKER_NODE"))}
+    # What feeders made of this rank's batches (0 without feeders), and what its threads made.
+    stats = loader.stats()
+    report["feeders"] = len(stats.get("feeders", []))
+    report["feeder_samples"] = sum(f["samples"] for f in stats.get("feeders", []))
+    report["local_slices"] = stats.get("local_slices", 0)
     print(json.dumps(report), flush=True)
     if a.report:
         with open(f"{a.report}.{rank}", "w") as f:

@@ -4,10 +4,12 @@
   (and a misspelled field fails it: the check can fail);
 - what stoker needs of them holds: secrets mounted 0400, memory requests that cover
   --memory-limit, probes on the metrics port, STOKER_PARTS equal to the pack Job's completions,
-  the cache daemons' --peers equal to the training pods' names;
+  the cache daemons' --peers equal to the training pods' names, the trainers' STOKER_FEEDERS
+  equal to the feeder pods' names and port;
 - the commands in them run: each container's stoker arguments (with the Job controller's
   $(JOB_COMPLETION_INDEX) filled in and cluster paths mapped to local ones) are run by this
-  build: serve starts and answers, pack writes its part, commit publishes, node starts;
+  build: serve starts and answers, pack writes its part, commit publishes, node starts, feed
+  starts, answers its metrics and logs its counters at SIGTERM;
 - a secret mounted with Kubernetes' default mode (0644) is refused, saying how to mount it.
 """
 from __future__ import annotations
@@ -94,7 +96,8 @@ def test_manifests_give_stoker_what_it_needs():
     version = subprocess.run([STOKER, "--version"], capture_output=True, text=True).stdout.split()[-1]
     workloads = [r for r in res.values() if r["kind"] in ("StatefulSet", "Job")]
     assert {f"{r['kind']}/{r['metadata']['name']}" for r in workloads} == {
-        "StatefulSet/stoker-serve", "Job/stoker-pack", "Job/stoker-commit", "Job/train"}
+        "StatefulSet/stoker-serve", "StatefulSet/feeders", "Job/stoker-pack", "Job/stoker-commit",
+        "Job/train"}
     for workload in workloads:
         for volume in pod_spec(workload)["volumes"]:
             if "secret" in volume:  # owner-only: stoker refuses anything wider
@@ -137,6 +140,23 @@ def test_manifests_give_stoker_what_it_needs():
     script = res["ConfigMap/train-script"]["data"]["train_one_epoch.py"]
     assert script == (DEPLOY.parents[1] / "examples" / "python" / "train_one_epoch.py").read_text()
     assert "/scripts/train_one_epoch.py" in trainer["args"]
+    # The trainers name every feeder pod, by its stable DNS name (pod.service) at its port.
+    feeders = res["StatefulSet/feeders"]
+    service = res[f"Service/{feeders['spec']['serviceName']}"]
+    assert service["spec"]["clusterIP"] == "None"
+    feed = containers(feeders)[0]
+    port = int(flag(feed["args"], "listen").rsplit(":", 1)[1])
+    assert {p["name"]: p["containerPort"] for p in feed["ports"]}["feed"] == port
+    assert trainer_env["STOKER_FEEDERS"] == ",".join(
+        f"feeders-{i}.{service['metadata']['name']}:{port}"
+        for i in range(feeders["spec"]["replicas"]))
+    # The feeders serve this training job: its dataset's URI is one they reach (the server's).
+    assert trainer_env["DATASET"].startswith("stoker://stoker-serve:7070/")
+
+
+def test_kustomization_lists_the_long_running_services():
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["namespace.yaml", "serve.yaml", "feeders.yaml"]
 
 
 def expand(args: list[str], env: dict[str, str]) -> list[str]:
@@ -213,9 +233,35 @@ def test_the_manifests_commands_run_here(tmp_path):
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=30)
+        check_feeder_runs(containers(res["StatefulSet/feeders"])[0]["args"], secret, env)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def check_feeder_runs(args: list[str], secret: Path, env: dict[str, str]) -> None:
+    """The feeder's command line, on loopback: it listens where it says, answers GET /metrics
+    with its counters, and at SIGTERM exits 0 and logs them."""
+    feed_port, feed_metrics = free_port(), free_port()
+    args = [a.replace("/etc/stoker/secret", str(secret))
+             .replace("0.0.0.0:7072", f"127.0.0.1:{feed_port}")
+             .replace("=9102", f"={feed_metrics}") for a in args]
+    assert f"--listen=127.0.0.1:{feed_port}" in args and f"--metrics-port={feed_metrics}" in args
+    feeder = subprocess.Popen([STOKER, *args], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = feeder.stderr.readline()
+        assert f"feeding on 127.0.0.1:{feed_port}" in line, line
+        with socket.create_connection(("127.0.0.1", feed_metrics), timeout=10) as s:
+            s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.") and b"stoker_feed_slices_total" in answer, answer
+        socket.create_connection(("127.0.0.1", feed_port), timeout=10).close()
+    finally:
+        feeder.send_signal(signal.SIGTERM)
+        rest = feeder.communicate(timeout=30)[1]
+    assert feeder.returncode == 0 and "stopped: 0 slice(s)" in rest, (feeder.returncode, rest)
 
 
 def test_a_secret_mounted_with_the_default_mode_is_refused(tmp_path):

@@ -238,6 +238,23 @@ def write_photos(root: Path, classes: int, per_class: int) -> None:
             Image.frombytes("RGB", (48, 40), pixels).save(root / f"class{c}" / f"{i:03d}.jpg")
 
 
+def packed_photos(stoker_exe: str, tmp_path: Path) -> Path:
+    """96 JPEGs in 4 classes, packed in chunks of 16 KiB (so several per rank)."""
+    write_photos(tmp_path / "src", classes=4, per_class=24)
+    ds = tmp_path / "photos.stoker"
+    r = stoker_cli(stoker_exe, "pack", "-q", "--chunk-size", "16KiB", tmp_path / "src", ds)
+    assert r.returncode == 0, r.stderr
+    return ds
+
+
+def node_wrap(slurm, tmp_path: Path) -> Path:
+    """The STOKER_WRAP program (WRAP above) for this cluster's nodes."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text(Path("/etc/hosts").read_text() + "".join(
+        f"127.0.1.{k + 1} {name}\n" for k, name in enumerate(slurm.nodes)))
+    return write_script(tmp_path / "wrap.sh", WRAP % {"hosts": hosts, "tmp": tmp_path / "nodes"})
+
+
 @pytest.mark.slow
 def test_training_job_reads_through_the_job_cache(slurm, stoker_exe, tmp_path):
     """deploy/slurm/train.sbatch on two nodes, as documented: a `stoker node --peers slurm`
@@ -246,16 +263,10 @@ def test_training_job_reads_through_the_job_cache(slurm, stoker_exe, tmp_path):
     through its node's daemon; the daemons read each chunk from the dataset once for the job
     and the rest from each other."""
     root = Path(__file__).resolve().parents[2]
-    write_photos(tmp_path / "src", classes=4, per_class=24)
-    ds = tmp_path / "photos.stoker"
-    r = stoker_cli(stoker_exe, "pack", "-q", "--chunk-size", "16KiB", tmp_path / "src", ds)
-    assert r.returncode == 0, r.stderr
+    ds = packed_photos(stoker_exe, tmp_path)
     chunks = json.loads(stoker_cli(stoker_exe, "info", "--json", ds).stdout)["chunks"]
     assert chunks >= 8
-    hosts = tmp_path / "hosts"
-    hosts.write_text(Path("/etc/hosts").read_text() + "".join(
-        f"127.0.1.{k + 1} {name}\n" for k, name in enumerate(slurm.nodes)))
-    wrap = write_script(tmp_path / "wrap.sh", WRAP % {"hosts": hosts, "tmp": tmp_path / "nodes"})
+    wrap = node_wrap(slurm, tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     port = cluster._free_ports(1)[0]
@@ -282,6 +293,53 @@ def test_training_job_reads_through_the_job_cache(slurm, stoker_exe, tmp_path):
     assert sum(s[1] for s in stopped) == chunks, (stopped, chunks, log)
     assert all(s[0] > 0 for s in stopped) and sum(s[2] for s in stopped) > 0, stopped
     assert f"job slurm-{job}: 2 peer(s)" in log, log
+
+
+@pytest.mark.slow
+def test_training_job_with_feeders_on_cpu_nodes(slurm, stoker_exe, tmp_path):
+    """deploy/slurm/train-feeders.sbatch as documented, a heterogeneous job: component 0 two
+    training nodes (torchrun, one trainer each, examples/python/train_one_epoch.py), component 1
+    two CPU nodes with a `stoker feed` each that announces itself in a file the trainers get as
+    STOKER_FEEDERS. The feeders make part of both ranks' batches, and print their counters when
+    the script stops them with SIGTERM."""
+    root = Path(__file__).resolve().parents[2]
+    ds = packed_photos(stoker_exe, tmp_path)
+    out, shared = tmp_path / "out", tmp_path / "shared"
+    out.mkdir()
+    shared.mkdir()
+    (tmp_path / "scratch").mkdir()
+    env = dict(slurm.env, PATH=f"{Path(stoker_exe).parent}{os.pathsep}{slurm.env['PATH']}",
+               STOKER_WRAP=str(node_wrap(slurm, tmp_path)), STOKER_SHARED=str(shared),
+               STOKER_FEED_PORT=str(cluster._free_ports(1)[0]), STOKER_FEED_MEMORY="256MiB",
+               STOKER_FEED_THREADS="1",
+               STOKER_TRAIN_SCRIPT=str(root / "examples" / "python" / "train_one_epoch.py"),
+               OMP_NUM_THREADS="1", TMPDIR=str(tmp_path / "scratch"))
+    # Options before ':' are component 0's (the trainers), after it component 1's (the feeders).
+    # Batches of 4: 12 slices per rank, more than the trainers take before the feeders connect.
+    job = slurm.sbatch("--nodes=2", f"--output={out}/train-%j.out", "--chdir", str(root),
+                       ":", "--nodes=2",
+                       str(root / "deploy" / "slurm" / "train-feeders.sbatch"), str(ds),
+                       "--model", "linear", "--batch", "4", "--size", "32",
+                       "--report", str(out / "rank"), env=env)
+    records = slurm.wait(job, timeout=600)
+    log = (out / f"train-{job}.out").read_text(errors="replace")
+    # One record per component, each on its own two nodes.
+    assert [(r["state"], r["exit"]) for r in records] == [("COMPLETED", 0)] * 2, (records, log)
+    assert sorted(r["node"] for r in records) == ["n[0-1]", "n[2-3]"], records
+    assert "feeders: 2 of 2 announced" in log, log
+    reports = [json.loads((out / f"rank.{rank}").read_text()) for rank in (0, 1)]
+    assert [(r["world_size"], r["images"], r["feeders"]) for r in reports] == [(2, 48, 2)] * 2, \
+        reports
+    fed = sum(r["feeder_samples"] for r in reports)
+    assert fed > 0, reports
+    # Each feeder's counters at SIGTERM. A feeder also counts a slice whose answer its trainer
+    # no longer wanted (past the deadline), so together they made at least what trainers took.
+    stopped = [tuple(map(int, m)) for m in re.findall(
+        r"stopped: (\d+) slice\(s\), (\d+) sample\(s\) made \((\d+) could not be\), "
+        r"(\d+) refused", log)]
+    assert len(stopped) == 2, log
+    assert sum(s[1] for s in stopped) >= fed > 0, (stopped, reports, log)
+    assert not list(shared.iterdir()), "the announce file was left behind"
 
 
 def test_node_without_a_slurm_job_says_so(stoker_exe, tmp_path):

@@ -18,9 +18,10 @@ stopped by PID):
 - one slurmd per node (`slurmd -N n<k>`, Debian builds Slurm with multiple-slurmd support), each
   on its own port, `CPUs=cpus_per_node`, its spool directory in the directory.
 
-No accounting (sacct is unavailable; `scontrol show job` reports states and exit codes while the
-jobs are younger than MinJobAge, 300 s), ProctrackType=proctrack/linuxproc and
-TaskPlugin=task/none (no cgroups). Client commands find the cluster through SLURM_CONF: `env`
+The backfill scheduler (a pass every second), which heterogeneous jobs need. No accounting
+(sacct is unavailable; `scontrol show job` reports states and exit codes while the jobs are
+younger than MinJobAge, 300 s), ProctrackType=proctrack/linuxproc and TaskPlugin=task/none (no
+cgroups). Client commands find the cluster through SLURM_CONF: `env`
 is this process's environment with every other SLURM_* variable removed (a test run inside a
 Slurm job must not submit to that job's cluster) and SLURM_CONF set.
 
@@ -178,7 +179,11 @@ class SlurmCluster:
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
             "JobCompType=jobcomp/none",
-            "SchedulerType=sched/builtin",
+            # backfill, not builtin: slurmctld refuses heterogeneous jobs (`#SBATCH hetjob`,
+            # deploy/slurm/train-feeders.sbatch) without it ("rejected as sched/backfill is not
+            # configured"); a backfill pass every second starts them promptly.
+            "SchedulerType=sched/backfill",
+            "SchedulerParameters=bf_interval=1",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_CPU",
             "MpiDefault=none",
