@@ -225,6 +225,31 @@ def test_another_jobs_feeder_is_refused_and_warned_about_once(photos, feeders, t
     assert len(warned) == 1 and "PermissionDenied" in warned[0], warned
 
 
+def test_elastic_resume_is_unchanged_by_feeders(photos, feeders):
+    """Two ranks stop after 3 batches; three ranks resume from rank 0's state. With feeders,
+    every batch of every rank, before and after, is the one made without them."""
+    _, a, _ = feeders.start()
+
+    def job(feeders_list):
+        def loader(rank, world):
+            return stoker.ImageLoader(photos, 4, size=32, seed=9, threads=1, pin_memory=False,
+                                      rank=rank, world_size=world, feeders=feeders_list)
+        out, ranks = [], [loader(r, 2) for r in range(2)]
+        for ldr in ranks:
+            it = iter(ldr)
+            out += [next(it)[0].numpy().copy() for _ in range(3)]
+        state = ranks[0].state_dict()
+        for r in range(3):
+            resumed = loader(r, 3)
+            resumed.load_state_dict(state)
+            out += [x.numpy().copy() for x, _ in resumed]
+        return out
+
+    fed, local = job([a]), job([])
+    assert len(fed) == len(local)
+    assert all(np.array_equal(f, w) for f, w in zip(fed, local, strict=True))
+
+
 def test_feeders_refuse_what_they_cannot_serve(photos, feeders, monkeypatch):
     with pytest.raises(ValueError, match="host|port|address"):
         list(stoker.ImageLoader(photos, batch_size=8, feeders=["127.0.0.1:notaport"]))
