@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = REPO / ".venv" / "bin" / "python"
 STOKER = REPO / ".venv" / "bin" / "stoker"
 CGROUPS = Path("/sys/fs/cgroup/cpu")
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # mounted apart from cpu here: CPU time used
 PORT = 7300
 
 # The trainer: one pass, timed from the end of the warm-up batches to the last batch.
@@ -70,39 +71,56 @@ print(json.dumps({"images": images, "seconds": seconds, "images_per_second": ima
 """
 
 
+class Group:
+    """A process group's cgroups: cpu (the quota) and cpuacct (the CPU time it used)."""
+
+    def __init__(self, name: str, cpu: float | None):
+        self.cpu = CGROUPS / f"stoker-bench-{name}"
+        self.acct = CPUACCT / f"stoker-bench-{name}"
+        for path in (self.cpu, self.acct):
+            path.mkdir(exist_ok=True)
+        (self.cpu / "cpu.cfs_period_us").write_text("100000")
+        (self.cpu / "cpu.cfs_quota_us").write_text(str(int(cpu * 100000)) if cpu else "-1")
+
+    def add(self, pid: int) -> None:
+        for path in (self.cpu, self.acct):
+            (path / "cgroup.procs").write_text(str(pid))
+
+    def cpu_seconds(self) -> float:
+        return int((self.acct / "cpuacct.usage").read_text()) / 1e9
+
+
 @contextlib.contextmanager
 def cpu_cgroups(names: list[str], cpu: float | None):
-    """A cgroup-v1 cpu group per name with a quota of `cpu` CPUs (None: no quota); removed at
-    the end (their processes must be gone)."""
+    """A Group per name with a quota of `cpu` CPUs (None: no quota); removed at the end (their
+    processes must be gone)."""
     made = []
     try:
         for name in names:
-            path = CGROUPS / f"stoker-bench-{name}"
-            path.mkdir(exist_ok=True)
-            made.append(path)
-            (path / "cpu.cfs_period_us").write_text("100000")
-            (path / "cpu.cfs_quota_us").write_text(str(int(cpu * 100000)) if cpu else "-1")
-        yield {name: path for name, path in zip(names, made)}
+            made.append(Group(name, cpu))
+        yield {name: group for name, group in zip(names, made)}
     finally:
-        for path in made:
-            for _ in range(50):
-                try:
-                    path.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
+        for group in made:
+            for path in (group.cpu, group.acct):
+                for _ in range(50):
+                    try:
+                        path.rmdir()
+                        break
+                    except OSError:
+                        time.sleep(0.1)
 
 
-def in_cgroup(cgroup: Path, argv: list[str]) -> list[str]:
-    """argv, run inside `cgroup` (the shell joins it, then execs: children inherit it)."""
-    return ["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh", *map(str, argv)]
+def in_group(group: Group, argv: list[str]) -> list[str]:
+    """argv, run inside `group` (the shell joins it, then execs: children inherit it)."""
+    join = f"echo $$ > {group.cpu}/cgroup.procs && echo $$ > {group.acct}/cgroup.procs"
+    return ["sh", "-c", f'{join} && exec "$@"', "sh", *map(str, argv)]
 
 
-def join(cgroup: Path, proc: subprocess.Popen) -> None:
-    """Moves a process started in a namespace into `cgroup`, from outside: `ip netns exec`
+def join(group: Group, proc: subprocess.Popen) -> None:
+    """Moves a process started in a namespace into `group`, from outside: `ip netns exec`
     mounts its own /sys, without the cgroup file systems. The process has not forked yet (the
     trainer and `stoker feed` never do), and its threads made later are in the group."""
-    (cgroup / "cgroup.procs").write_text(str(proc.pid))
+    group.add(proc.pid)
 
 
 def run_stoker(ds: Path, secret: Path, n: int, cpu: float, *, link: str | None = None,
@@ -134,9 +152,12 @@ def run_stoker(ds: Path, secret: Path, n: int, cpu: float, *, link: str | None =
         stdout, stderr = trainer.communicate(timeout=1800)
         for host, proc in procs:
             host.kill(proc)
+        cpu_used = {"trainer": trainer_groups["trainer"].cpu_seconds(),
+                    "feeders": sum(g.cpu_seconds() for g in feeder_groups.values())}
         if trainer.returncode != 0:
             raise RuntimeError(f"trainer with {n} feeders failed: {stderr[-3000:]}")
         out = json.loads(stdout.strip().splitlines()[-1])
+    out["cpu_seconds"] = cpu_used  # the whole pass's, start-up included
     made = sum(f["samples"] for f in out["feeders"])
     out["feeder_share"] = made / out["samples"] if out["samples"] else 0.0
     out["feeder_pixel_bytes"] = sum(f["pixel_bytes"] for f in out["feeders"])
@@ -148,14 +169,17 @@ def run_ray(tree: Path, n: int, cpu: float, images: int) -> dict:
     if not venv.is_file():
         return {"error": f"{venv} missing: bash bench/setup_peers.sh ray"}
     with cpu_cgroups(["ray"], (n + 1) * cpu) as groups:
-        argv = in_cgroup(groups["ray"], [venv, REPO / "bench" / "feeders_peers" /
+        argv = in_group(groups["ray"], [venv, REPO / "bench" / "feeders_peers" /
                                          "ray_data_pass.py", tree, "--cpus", str((n + 1) * cpu),
                                          "--batch", "256", "--size", "224", "--images",
                                          str(images)])
         r = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        used = groups["ray"].cpu_seconds()
     if r.returncode != 0:
         return {"error": r.stderr[-3000:]}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out["cpu_seconds"] = used
+    return out
 
 
 def rate_bytes(rate: str) -> float:
@@ -192,9 +216,11 @@ def main() -> None:
         out = run_stoker(ds, secret, n, a.cpu)
         result["scaling"][n] = out
         base = result["scaling"].get(0, out)["images_per_second"]
+        used = out["cpu_seconds"]
         benchlib.log(f"stoker, {n} feeder(s): {out['images_per_second']:.0f} images/s "
                      f"({out['images_per_second'] / base:.2f}x one {a.cpu}-CPU loader, target "
-                     f"{0.9 * (n + 1):.2f}x); feeders made {out['feeder_share']:.0%}")
+                     f"{0.9 * (n + 1):.2f}x); feeders made {out['feeder_share']:.0%}; CPU used "
+                     f"{used['trainer']:.1f} s trainer, {used['feeders']:.1f} s feeders")
     for n in [int(x) for x in a.ray.split(",") if x]:
         out = run_ray(tree, n, a.cpu, a.images)
         result["ray"][n] = out
@@ -204,7 +230,7 @@ def main() -> None:
         else:
             ratio = f"; stoker {mine / out['images_per_second']:.2f}x" if mine else ""
             benchlib.log(f"ray, {(n + 1) * a.cpu} CPU: {out['images_per_second']:.0f} "
-                         f"images/s{ratio}")
+                         f"images/s{ratio}; CPU used {out['cpu_seconds']:.1f} s")
     if not a.skip_link:
         out = run_stoker(ds, secret, a.link_feeders, a.cpu, link=a.link, feeder_cpu=None)
         carried = out["feeder_pixel_bytes"] / out["pass_seconds"]

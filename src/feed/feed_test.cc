@@ -77,7 +77,7 @@ TEST(Feeder, MakesSlicesByteForByteAsTheTrainer) {
       ++outcomes[s.outcome];
       if (s.outcome == SampleOutcome::kMade) labels.push_back(s.label);
     }
-    made += answer->pixels;
+    made += answer->pixels();
     begin = end;
   }
   EXPECT_EQ(outcomes[SampleOutcome::kFailed], 1);
@@ -158,12 +158,12 @@ TEST(SliceCodec, RoundTripsAndRefusesMalformedPayloads) {
   SliceAnswer a;
   a.sample_bytes = 3;
   a.samples = {{SampleOutcome::kMade, 4, ""}, {SampleOutcome::kFailed, -1, "x.jpg: truncated"}};
-  a.pixels = "abc";
-  auto answer = DecodeSliceAnswer(EncodeSliceAnswer(a), "peer");
+  auto answer = DecodeSliceAnswer(EncodeSliceAnswer(a, "abc"), "peer");
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->samples[1].message, "x.jpg: truncated");
   EXPECT_EQ(answer->samples[0].label, 4);
-  std::string encoded = EncodeSliceAnswer(a);
+  EXPECT_EQ(answer->pixels(), "abc");
+  std::string encoded = EncodeSliceAnswer(a, "abc");
   auto short_pixels = DecodeSliceAnswer(encoded.substr(0, encoded.size() - 1), "peer");
   ASSERT_FALSE(short_pixels.has_value());
   EXPECT_TRUE(short_pixels.error().IsCorruption());

@@ -75,14 +75,15 @@ struct Feeder::State {
     ~Lease() { held.fetch_sub(bytes); }
   };
 
-  Result<SliceAnswer> MakeSlice(const SliceRequest& q) {
+  // The MADE payload of a slice.
+  Result<std::string> MakeSlice(const SliceRequest& q) {
     loader::ImagePipelineOptions o;
     STOKER_RETURN_IF_ERROR(
         ParseOptionsText(decode::TransformOptionTable(), q.transform, o.transform)
             .WithContext("MAKE's transform options"));
     SliceAnswer answer;
     answer.sample_bytes = static_cast<uint32_t>(o.transform.output.sample_bytes());
-    if (q.samples.empty()) return answer;
+    if (q.samples.empty()) return EncodeSliceAnswer(answer, {});
     const uint64_t pixels = uint64_t{answer.sample_bytes} * q.samples.size();
     if (pixels + kAnswerOverhead * q.samples.size() > net::kMaxAnswerFrame) {
       return Err(Status::InvalidArgument(fmt::format(
@@ -130,14 +131,13 @@ struct Feeder::State {
       }
       s.label = batch->labels[image++];
     }
-    if (image > 0) {  // the made images lie in the batch in order: the answer's pixels
-      answer.pixels.assign(reinterpret_cast<const char*>(batch->images.get()),
-                           size_t{image} * answer.sample_bytes);
-    }
+    // The made images lie in the batch in order: the answer's pixels, copied once, into it.
+    const std::string_view made(reinterpret_cast<const char*>(batch->images.get()),
+                                size_t{image} * answer.sample_bytes);
     counters.slices.fetch_add(1);
     counters.samples.fetch_add(q.samples.size());
-    counters.pixel_bytes.fetch_add(answer.pixels.size());
-    return answer;
+    counters.pixel_bytes.fetch_add(made.size());
+    return EncodeSliceAnswer(answer, made);
   }
 
   // JOIN: the trainer's maker version must be this feeder's (decision 0013: the same bytes).
@@ -172,13 +172,13 @@ struct Feeder::State {
       reply.malformed = true;
       return reply;
     }
-    Result<SliceAnswer> answer = MakeSlice(*request);
-    if (!answer) {
-      reply.error = answer.error();
+    Result<std::string> made = MakeSlice(*request);
+    if (!made) {
+      reply.error = made.error();
       return reply;
     }
     reply.type = net::MessageType::kMade;
-    reply.payload = EncodeSliceAnswer(*answer);
+    reply.payload = *std::move(made);
     return reply;
   }
 

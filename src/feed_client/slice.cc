@@ -44,17 +44,17 @@ Result<SliceRequest> DecodeSliceRequest(std::string_view payload) {
   return q;
 }
 
-std::string EncodeSliceAnswer(const SliceAnswer& answer) {
+std::string EncodeSliceAnswer(const SliceAnswer& answer, std::string_view pixels) {
   net::PayloadWriter w;
   w.U32(static_cast<uint32_t>(answer.samples.size())).U32(answer.sample_bytes);
   for (const MadeSample& s : answer.samples) {
     w.U8(static_cast<uint8_t>(s.outcome)).U64(static_cast<uint64_t>(s.label)).String(s.message);
   }
-  w.Raw(answer.pixels);
+  w.Raw(pixels);
   return std::move(w.data());
 }
 
-Result<SliceAnswer> DecodeSliceAnswer(std::string_view payload, std::string_view peer) {
+Result<SliceAnswer> DecodeSliceAnswer(std::string payload, std::string_view peer) {
   const auto bad = [&](std::string_view why) {
     return Err(Status::Corruption(fmt::format("{}: malformed MADE answer: {}", peer, why)));
   };
@@ -82,7 +82,8 @@ Result<SliceAnswer> DecodeSliceAnswer(std::string_view payload, std::string_view
     return bad(fmt::format("{} pixel bytes for {} images of {} bytes", r.remaining(), made,
                            a.sample_bytes));
   }
-  a.pixels = *r.Raw(r.remaining());
+  a.pixels_offset = payload.size() - r.remaining();
+  a.payload = std::move(payload);
   return a;
 }
 

@@ -45,7 +45,12 @@ struct MadeSample {
 struct SliceAnswer {
   uint32_t sample_bytes = 0;        // bytes of one image (the transform's output size)
   std::vector<MadeSample> samples;  // one per requested sample, in the request's order
-  std::string pixels;               // the made samples' images, in order, sample_bytes each
+  // A decoded answer keeps its payload whole, so that megabytes of pixels are not copied out
+  // of it: the made samples' images, in order, sample_bytes each, are its bytes from
+  // pixels_offset on.
+  std::string payload;
+  size_t pixels_offset = 0;
+  std::string_view pixels() const { return std::string_view(payload).substr(pixels_offset); }
 };
 
 // The most samples one slice may hold: its request stays far below the server's 128 KiB
@@ -56,9 +61,10 @@ std::string EncodeSliceRequest(const SliceRequest& request);
 // InvalidArgument for a malformed payload (truncated, trailing bytes, too many samples).
 Result<SliceRequest> DecodeSliceRequest(std::string_view payload);
 
-std::string EncodeSliceAnswer(const SliceAnswer& answer);
+// `answer`'s counts and samples, then `pixels`: the made samples' images, in order.
+std::string EncodeSliceAnswer(const SliceAnswer& answer, std::string_view pixels);
 // Corruption naming `peer` for a malformed answer: counts that disagree, an unknown outcome,
 // pixels that are not exactly the made samples' bytes.
-Result<SliceAnswer> DecodeSliceAnswer(std::string_view payload, std::string_view peer);
+Result<SliceAnswer> DecodeSliceAnswer(std::string payload, std::string_view peer);
 
 }  // namespace stoker::feed

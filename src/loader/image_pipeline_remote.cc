@@ -65,7 +65,7 @@ void ImagePipeline::State::Place(const Slice& slice, const feed::SliceAnswer& an
   const decode::OutputSpec& out = options.transform.output;
   const size_t wire_bytes = size_t{out.width} * out.height * 3;
   const bool as_is = out.dtype == decode::DType::kUint8 && out.layout == decode::Layout::kNHWC;
-  const auto* pixels = reinterpret_cast<const uint8_t*>(answer.pixels.data());
+  const auto* pixels = reinterpret_cast<const uint8_t*>(answer.pixels().data());
   for (uint32_t i = 0; i < slice.count; ++i) {
     const uint32_t slot = slice.slot + i;
     std::byte* dst = slice.batch->buffer.get() + size_t{slot} * sample_bytes;
@@ -223,7 +223,7 @@ void ImagePipeline::State::Feed(size_t feeder) {
       FeederLink& link = links[feeder];
       ++link.stats.slices;
       link.stats.samples += slice->count;
-      link.stats.pixel_bytes += answer->pixels.size();
+      link.stats.pixel_bytes += answer->pixels().size();
       link.stats.seconds += took;
       slice->batch->remaining -= slice->count;
       if (slice->batch->remaining == 0) batch_cv.notify_all();

@@ -233,6 +233,7 @@ def test_elastic_resume_is_unchanged_by_feeders(photos, feeders):
     def job(feeders_list):
         def loader(rank, world):
             return stoker.ImageLoader(photos, 4, size=32, seed=9, threads=1, pin_memory=False,
+                                      on_error="skip",
                                       rank=rank, world_size=world, feeders=feeders_list)
         out, ranks = [], [loader(r, 2) for r in range(2)]
         for ldr in ranks:
