@@ -235,8 +235,9 @@ void ImagePipeline::State::MakeLocalSlices() {
         Result<std::optional<SampleData>> item = source.reader->Next();
         waited = SecondsSince(start);
         if (!item) return Fail(item.error());
-        if (!*item) return Fail(Status::Internal("the read pipeline ended before the plan"));
-        data = **std::move(item);
+        std::optional<SampleData>& read = *item;
+        if (!read) return Fail(Status::Internal("the read pipeline ended before the plan"));
+        data = *std::move(read);
       }
       batch.labels[slot] = data.label;
       std::unique_lock lock(mu);
