@@ -236,6 +236,23 @@ TEST(TrainerFeeders, AFeederOfAnotherJobOrBuildOrNoneAtAllLeavesTheWorkHere) {
   EXPECT_TRUE(warned(decode::MakerVersion())) << lines[0];
 }
 
+TEST(TrainerFeeders, AFeederAtItsMemoryLimitShedsTheLoadToTheTrainer) {
+  const auto images = MakeImages(30);
+  ImagePipelineOptions o = TrainerOptions();
+  const Pass local = RunPass({SourceOf(*images)}, {}, o);
+  const auto full = StartFeeder(/*memory_limit=*/1000);  // less than one slice's images
+  UseFeeder(o, full->port());
+  const Warnings warnings;
+  const Pass fed = RunPass({SourceOf(*images)}, {}, o);
+  ASSERT_TRUE(fed.error.ok()) << fed.error.ToString();
+  EXPECT_TRUE(fed.batches == local.batches);
+  EXPECT_GT(full->counters().refused.load(), 0u);
+  EXPECT_EQ(FeederSamples(fed.stats), 0u);
+  const auto lines = warnings.lines();
+  ASSERT_EQ(lines.size(), 1u) << (lines.empty() ? "" : lines[0]);
+  EXPECT_NE(lines[0].find("ResourceExhausted"), std::string::npos) << lines[0];
+}
+
 TEST(TrainerFeeders, UnderRaiseTheErrorIsTheTrainersOwn) {
   const auto images = MakeImages(30);
   ImagePipelineOptions o = TrainerOptions();

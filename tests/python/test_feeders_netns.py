@@ -180,3 +180,57 @@ def test_feeders_read_through_the_job_cache(photos, tmp_path):
     assert per[1]["stoker_node_trainer_gets_total"] > 0 and \
         per[2]["stoker_node_trainer_gets_total"] > 0, per
     assert total["stoker_node_store_fills_total"] == chunks, (total, chunks)
+
+
+# A feeder behind a relay that flips one byte of the first connection's answers: the frame
+# fails its CRC32C, the trainer drops that connection, makes the slice again and reconnects.
+CORRUPTED_TRAINER = r"""
+import hashlib, json, logging, sys
+import stoker
+ds, feeder = sys.argv[1:3]
+lines = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        lines.append((record.levelname, record.getMessage()))
+logging.getLogger("stoker").addHandler(Keep())
+def digests(feeders):
+    loader = stoker.ImageLoader(ds, 8, size=40, seed=6, on_error="skip", threads=1,
+                                pin_memory=False, feeders=feeders)
+    out = [hashlib.sha256(x.numpy().tobytes() + y.numpy().tobytes()).hexdigest()
+           for x, y in loader]
+    return out, loader.stats()
+fed, stats = digests([feeder])
+local, _ = digests([])
+stoker._log._drain()
+print(json.dumps({"same": fed == local, "feeder": stats["feeders"][0], "logs": lines}))
+"""
+
+
+def test_a_corrupted_answer_is_made_again(photos, tmp_path):
+    import testbed as tbm
+    if tbm.find_relay() is None:
+        pytest.skip("stoker_delay_relay is not built (STOKER_TESTS=ON)")
+    secret = tmp_path / "job.secret"
+    secret.write_bytes(os.urandom(24).hex().encode())
+    secret.chmod(0o600)
+    with Testbed("stkt-feedcrc", ["trainer", "f1"]) as tb:
+        trainer, f1 = tb["trainer"], tb["f1"]
+        f1.popen([STOKER, "feed", "--job", "j", "--listen", f"{f1.ip}:{PORT}", "--secret-file",
+                  str(secret), "--threads", "1"], stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL)
+        wait_for_port(trainer, f1.ip, PORT)
+        # Byte 200,000 feeder -> trainer: inside the pixels of one of the first answers (8
+        # images of 40x40 each, 38 KB), on the first connection only.
+        relay = tb.relay(f1, PORT, corrupt_at=200_000, fault_direction="down",
+                         fault_connections=1)
+        env = dict(os.environ, STOKER_SECRET_FILE=str(secret))
+        env.pop("STOKER_FEEDERS", None)
+        r = trainer.python(CORRUPTED_TRAINER, photos, relay.address, timeout=300, env=env,
+                           check=False)
+        assert r.returncode == 0, r.stderr[-4000:]
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["same"], out
+    feeder = out["feeder"]
+    assert feeder["failures"] >= 1 and feeder["samples"] > 0, feeder
+    warned = [m for level, m in out["logs"] if level == "WARNING"]
+    assert len(warned) == 1 and "Corruption" in warned[0], out["logs"]
