@@ -98,8 +98,7 @@ Result<SliceAnswer> FeederConnection::Receive(std::chrono::milliseconds timeout)
     return Err(Status::Corruption(fmt::format("{}: a {} frame answered MAKE", peer(),
                                               net::MessageTypeName(frame.message_type()))));
   }
-  STOKER_ASSIGN_OR_RETURN(SliceAnswer answer,
-                          DecodeSliceAnswer(std::move(frame.payload), peer()));
+  STOKER_ASSIGN_OR_RETURN(SliceAnswer answer, DecodeSliceAnswer(std::move(frame.payload), peer()));
   if (answer.samples.size() != outstanding_samples_) {
     return Err(Status::Corruption(fmt::format("{}: {} samples made of the {} asked for", peer(),
                                               answer.samples.size(), outstanding_samples_)));
