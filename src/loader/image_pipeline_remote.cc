@@ -187,8 +187,8 @@ void ImagePipeline::State::Feed(size_t feeder) {
     bool mine = false, retry_later = false;
     {
       std::lock_guard lock(mu);
-      if (stopping) return;  // the pipeline cancelled the slice
-      std::erase(making, connection.get());
+      std::erase(making, connection.get());  // before it may go: StopFeeders cancels these
+      if (stopping) return;                  // the pipeline cancelled the slice
       FeederLink& link = links[feeder];
       remote_claims.erase(std::ranges::find(remote_claims, slice->claim));
       slice->batch->remote -= slice->count;
