@@ -19,13 +19,6 @@
 #include "stoker/storage.h"
 
 namespace stoker::feed {
-namespace {
-
-// Room for a MADE answer's counts and per-sample fields besides the pixels.
-constexpr uint64_t kAnswerOverhead = 64;
-
-}  // namespace
-
 struct Feeder::State {
   explicit State(FeederOptions o)
       : options(std::move(o)),
@@ -85,7 +78,7 @@ struct Feeder::State {
     answer.sample_bytes = static_cast<uint32_t>(o.transform.output.sample_bytes());
     if (q.samples.empty()) return EncodeSliceAnswer(answer, {});
     const uint64_t pixels = uint64_t{answer.sample_bytes} * q.samples.size();
-    if (pixels + kAnswerOverhead * q.samples.size() > net::kMaxAnswerFrame) {
+    if (pixels + kMadeBytesPerSample * q.samples.size() > net::kMaxAnswerFrame) {
       return Err(Status::InvalidArgument(fmt::format(
           "a slice of {} images of {} bytes does not fit one answer (16 MiB): send smaller "
           "slices",

@@ -53,6 +53,10 @@ struct SliceAnswer {
   std::string_view pixels() const { return std::string_view(payload).substr(pixels_offset); }
 };
 
+// Room in a MADE answer for one sample's outcome, label and a short message, besides its pixels:
+// what a feeder and a trainer count when they check that a slice fits one answer frame.
+inline constexpr uint64_t kMadeBytesPerSample = 64;
+
 // The most samples one slice may hold: its request stays far below the server's 128 KiB
 // request frame.
 inline constexpr uint32_t kMaxSliceSamples = 4096;

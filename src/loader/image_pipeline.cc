@@ -64,33 +64,39 @@ void ImagePipeline::State::Fail(Status status) {
   batch_cv.notify_all();
 }
 
+Result<std::shared_ptr<PendingBatch>> ImagePipeline::State::NextBatch(uint32_t count) {
+  {
+    std::unique_lock lock(mu);
+    dispatch_cv.wait(lock, [&] { return stopping || batches.size() < prefetch; });
+    if (stopping) return std::shared_ptr<PendingBatch>();
+  }
+  auto batch = std::make_shared<PendingBatch>();
+  if (gpu != nullptr) {
+    STOKER_ASSIGN_OR_RETURN(batch->buffer, gpu->Acquire());
+    batch->staged.resize(count);
+  } else {
+    batch->buffer = pool->Acquire();
+  }
+  batch->remaining = count;
+  batch->positions.resize(count);
+  batch->samples.resize(count);
+  batch->sources.resize(count);
+  batch->labels.assign(count, -1);
+  batch->status.resize(count);
+  batch->not_image.resize(count);
+  return batch;
+}
+
 void ImagePipeline::State::Dispatch() {
   trace::NameThread("stoker dispatch");
   const uint32_t batch_size = options.batch_size;
   for (size_t pos = 0; pos < positions;) {
     const auto count = static_cast<uint32_t>(std::min<size_t>(batch_size, positions - pos));
     if (options.drop_last && count < batch_size) break;
-    auto batch = std::make_shared<PendingBatch>();
-    {
-      std::unique_lock lock(mu);
-      dispatch_cv.wait(lock, [&] { return stopping || batches.size() < prefetch; });
-      if (stopping) return;
-    }
-    if (gpu != nullptr) {
-      Result<std::shared_ptr<std::byte>> buffer = gpu->Acquire();
-      if (!buffer) return Fail(buffer.error());
-      batch->buffer = *std::move(buffer);
-      batch->staged.resize(count);
-    } else {
-      batch->buffer = pool->Acquire();
-    }
-    batch->remaining = count;
-    batch->positions.resize(count);
-    batch->samples.resize(count);
-    batch->sources.resize(count);
-    batch->labels.resize(count);
-    batch->status.resize(count);
-    batch->not_image.resize(count);
+    Result<std::shared_ptr<PendingBatch>> made = NextBatch(count);
+    if (!made) return Fail(made.error());
+    if (*made == nullptr) return;  // stopping
+    std::shared_ptr<PendingBatch> batch = *std::move(made);
     {
       std::lock_guard lock(mu);
       batches.push_back(batch);

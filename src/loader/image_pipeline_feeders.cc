@@ -18,9 +18,6 @@ namespace {
 using State = ImagePipeline::State;
 using Clock = State::Clock;
 
-// Room in a MADE answer for a sample's outcome, label and an empty message.
-constexpr uint64_t kAnswerBytesPerSample = 64;
-
 // A sample read directly, as the read pipeline would deliver it: the samples of a slice a feeder
 // failed were skipped by the read pipeline. A file that cannot be read or fails its CRC becomes
 // the sample's status, naming it.
@@ -81,7 +78,7 @@ Status ImagePipeline::State::StartFeeders(const std::vector<ImageSource>& source
   wire.output.layout = decode::Layout::kNHWC;
   wire_transform = OptionsText(decode::TransformOptionTable(), wire);
   // A slice's images fit one answer frame: larger images, shorter slices.
-  const uint64_t per_sample = wire.output.sample_bytes() + kAnswerBytesPerSample;
+  const uint64_t per_sample = wire.output.sample_bytes() + feed::kMadeBytesPerSample;
   const uint64_t fits = net::kMaxAnswerFrame / per_sample;
   if (fits == 0) {
     return Status::InvalidArgument(
@@ -107,20 +104,10 @@ void ImagePipeline::State::DispatchSlices() {
   for (size_t pos = 0; pos < positions;) {
     const auto count = static_cast<uint32_t>(std::min<size_t>(batch_size, positions - pos));
     if (options.drop_last && count < batch_size) break;
-    {
-      std::unique_lock lock(mu);
-      dispatch_cv.wait(lock, [&] { return stopping || batches.size() < prefetch; });
-      if (stopping) return;
-    }
-    auto batch = std::make_shared<PendingBatch>();
-    batch->buffer = pool->Acquire();
-    batch->remaining = count;
-    batch->positions.resize(count);
-    batch->samples.resize(count);
-    batch->sources.resize(count);
-    batch->labels.assign(count, -1);
-    batch->status.resize(count);
-    batch->not_image.resize(count);
+    Result<std::shared_ptr<PendingBatch>> made = NextBatch(count);
+    if (!made) return Fail(made.error());
+    if (*made == nullptr) return;  // stopping
+    std::shared_ptr<PendingBatch> batch = *std::move(made);
     std::vector<Slice> cut;
     for (uint32_t slot = 0; slot < count; ++slot) {
       const uint16_t source = order.empty() ? 0 : order[pos + slot];

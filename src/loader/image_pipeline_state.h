@@ -168,6 +168,9 @@ struct ImagePipeline::State {
 
   // image_pipeline.cc: the CPU path.
   void Fail(Status status);
+  // A batch of `count` slots, once the window has room for it (its buffer: the pool's, or the
+  // GPU's); nullptr if the pipeline is stopping. Both dispatchers make their batches so.
+  Result<std::shared_ptr<PendingBatch>> NextBatch(uint32_t count);
   void Dispatch();  // the dispatcher thread
   void Work();      // a transform thread
   // Moves a finished batch out, leaving out (kSkip) or reporting (kRaise) failed samples.
