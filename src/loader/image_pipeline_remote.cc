@@ -127,10 +127,12 @@ void ImagePipeline::State::Feed(size_t feeder) {
                       [&] { return stopping || (slicing_done && !FeederWork()); });
     backoff = std::min(backoff * 2, 5.0);
   };
-  // Reports the feeder's failure once, until it answers again.
-  const auto report = [&](const Status& why) {
+  // Reports the feeder's failure once, until it answers again. A slice sent before it last
+  // answered again fails late (a connection cut with the link): old news, not reported.
+  const auto report = [&](const Status& why, std::optional<uint64_t> sent_recoveries) {
     std::lock_guard lock(mu);
     FeederLink& link = links[feeder];
+    if (sent_recoveries && *sent_recoveries != link.recoveries) return;
     link.stats.reachable = false;
     if (link.warned) return;
     link.warned = true;
@@ -149,7 +151,7 @@ void ImagePipeline::State::Feed(size_t feeder) {
           links[feeder].address.host, links[feeder].address.port, fo.secret, decode::MakerVersion(),
           Millis(fo.connect_timeout_seconds));
       if (!connected) {
-        report(connected.error());
+        report(connected.error(), std::nullopt);
         pause();
         continue;
       }
@@ -157,7 +159,8 @@ void ImagePipeline::State::Feed(size_t feeder) {
     }
     std::optional<Slice> slice;
     Deadlines deadlines;
-    uint64_t sent_after = 0;  // the link's warnings when this slice was sent
+    uint64_t sent_after = 0;       // the link's warnings when this slice was sent
+    uint64_t sent_recoveries = 0;  // and the times it had answered again
     {
       std::unique_lock lock(mu);
       slice_cv.wait(lock, [&] { return stopping || FeederWork() || slicing_done; });
@@ -169,6 +172,7 @@ void ImagePipeline::State::Feed(size_t feeder) {
       ++links[feeder].stats.in_flight;
       deadlines = DeadlinesFor(links[feeder]);
       sent_after = links[feeder].warnings;
+      sent_recoveries = links[feeder].recoveries;
       making.push_back(connection.get());
     }
     SlicesChanged();
@@ -202,6 +206,7 @@ void ImagePipeline::State::Feed(size_t feeder) {
         if (link.warned && sent_after == link.warnings) {
           log::Info("loader", fmt::format("feeder {} answers again", peer));
           link.warned = false;
+          ++link.recoveries;
         }
         backoff = 0.1;
       } else {
@@ -230,7 +235,7 @@ void ImagePipeline::State::Feed(size_t feeder) {
     }
     SlicesChanged();
     if (retry_later) {
-      report(status);
+      report(status, sent_recoveries);
       // A whole ERROR answer (the feeder is full, or cannot open the dataset) leaves the
       // connection usable; anything else leaves it mid-frame or still owing an answer.
       if (!connection->in_step()) connection.reset();

@@ -107,6 +107,7 @@ struct ImagePipeline::State {
     double slice_seconds = 0;  // recent round trip per slice (moving average); 0: none yet
     bool warned = false;       // its failure was reported and it has not answered since
     uint64_t warnings = 0;     // failures reported
+    uint64_t recoveries = 0;   // "answers again" after a warning
   };
 
   struct Task {
