@@ -3,15 +3,20 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include <fmt/format.h>
 
+#include "common/log.h"
 #include "common/stop_signals.h"
 #include "feed/feeder.h"
 #include "net/address_file.h"
 #include "net/auth.h"
 #include "net/uri.h"
+#include "node/node.h"
 #include "tools/commands.h"
+#include "tools/job_peers.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -24,6 +29,12 @@ struct FeedArgs {
   std::string advertise;
   std::string announce;
   std::string node;
+  // This feeder's own member of the job cache (instead of --node): the job's store, where the
+  // other daemons reach this one, and how it finds them.
+  std::string store;
+  std::string cache_listen = "0.0.0.0:7171";
+  uint64_t cache_memory_limit = uint64_t{4} << 30;
+  JobPeersArgs job_peers;
   uint32_t threads = 0;
   uint64_t memory_limit = uint64_t{1} << 30;
   int metrics_port = -1;
@@ -32,21 +43,67 @@ struct FeedArgs {
 
 // The address trainers reach this feeder at: --advertise, else the bound address, a wildcard
 // host replaced by this machine's name.
-Result<net::ServerAddress> Advertised(const FeedArgs& a, net::ServerAddress bound) {
+Result<net::ServerAddress> Advertised(const FeedArgs& a, const net::ServerAddress& bound) {
   if (!a.advertise.empty()) {
     auto advertised = net::ParseServerAddress(a.advertise);
     if (!advertised) return Err(advertised.error().WithContext("--advertise"));
     return advertised;
   }
-  if (bound.host == "0.0.0.0" || bound.host == "::" || bound.host.empty()) {
-    char name[256] = {};
-    if (::gethostname(name, sizeof(name) - 1) != 0) {
-      return Err(Status::FromErrno(errno, "gethostname (name this feeder with --advertise)"));
-    }
-    bound.host = name;
-  }
-  return bound;
+  return ReachableAs(bound);
 }
+
+void LogCache(const std::string& line) { log::Info("feed", "job cache: " + line); }
+
+// Starts this feeder's member of the job cache: a `stoker node` daemon inside this process, its
+// trainer socket in a private directory. Chunks then come from the store once per job, whoever
+// reads them (decision 0013).
+Result<std::unique_ptr<node::Node>> StartJobCache(const FeedArgs& a, const std::string& secret,
+                                                  const std::filesystem::path& socket_dir) {
+  if (a.store.empty()) {
+    return Err(Status::InvalidArgument(
+        "--peers/--rendezvous join the job cache, which needs the job's dataset: --store URI"));
+  }
+  if (!a.node.empty()) {
+    return Err(Status::InvalidArgument(
+        "--node reads through this machine's `stoker node`; --peers/--rendezvous make this "
+        "feeder its own cache daemon: give one or the other"));
+  }
+  node::NodeOptions o;
+  o.job = a.job;
+  o.store_uri = a.store;
+  auto listen = net::ParseServerAddress(a.cache_listen);
+  if (!listen) return Err(listen.error().WithContext("--cache-listen"));
+  if (listen->port == 0) return Err(Status::InvalidArgument("--cache-listen needs a fixed port"));
+  o.listen = *listen;
+  // Its name among the job's daemons: --advertise's host; else --cache-listen's, a wildcard
+  // named as `stoker node` names it (ResolveJobPeers).
+  if (!a.advertise.empty()) {
+    auto advertised = net::ParseServerAddress(a.advertise);
+    if (!advertised) return Err(advertised.error().WithContext("--advertise"));
+    o.advertise = {advertised->host, listen->port};
+  }
+  STOKER_RETURN_IF_ERROR(ResolveJobPeers(a.job_peers, o, LogCache));
+  o.socket_path = (socket_dir / "node.sock").string();
+  o.memory_limit = a.cache_memory_limit;
+  o.secret = secret;
+  o.log = LogCache;
+  return node::Node::Start(std::move(o));
+}
+
+// A private directory for the cache's trainer socket, removed however the command ends.
+struct SocketDir {
+  std::filesystem::path path;
+  ~SocketDir() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove_all(path, ignored);
+  }
+  Status Make() {
+    std::string name = (std::filesystem::temp_directory_path() / "stoker-feed-XXXXXX").string();
+    if (::mkdtemp(name.data()) == nullptr) return Status::FromErrno(errno, "mkdtemp " + name);
+    path = name;
+    return Status::OK();
+  }
+};
 
 int RunFeed(const FeedArgs& a) {
   feed::FeederOptions o;
@@ -56,7 +113,7 @@ int RunFeed(const FeedArgs& a) {
   o.port = listen->port;
   auto secret = net::LoadSecret(a.secret_file);
   if (!secret) return Fail("feed", secret.error());
-  o.secret = std::move(*secret);
+  o.secret = *secret;
   o.threads = a.threads;
   o.memory_limit = a.memory_limit;
   o.metrics_port = a.metrics_port;
@@ -65,6 +122,22 @@ int RunFeed(const FeedArgs& a) {
   if (!a.node.empty()) o.node_socket = a.node;
 
   DaemonSignals signals;  // before any thread starts: every thread inherits the mask
+
+  SocketDir socket_dir;  // outlives the cache daemon, declared after it
+  std::unique_ptr<node::Node> cache;
+  if (JoinsJobCache(a.job_peers)) {
+    const Status made = socket_dir.Make();
+    if (!made.ok()) return Fail("feed", made);
+    auto started = StartJobCache(a, *secret, socket_dir.path);
+    if (!started) return Fail("feed", started.error());
+    cache = std::move(*started);
+    o.node_socket = cache->socket_path();
+    node::Node* raw = cache.get();
+    o.extra_metrics = [raw] { return node::RenderNodeMetrics(raw->stats()); };
+    LogCache(
+        fmt::format("{} daemon(s), {:.0f} MiB here, peers on port {}", raw->stats().peers_total,
+                    static_cast<double>(raw->stats().cache_capacity) / (1 << 20), raw->port()));
+  }
 
   auto feeder = feed::Feeder::Start(std::move(o));
   if (!feeder) return Fail("feed", feeder.error());
@@ -91,16 +164,27 @@ int RunFeed(const FeedArgs& a) {
   signals.Wait();
   (*feeder)->Shutdown();
   const feed::FeederCounters& c = (*feeder)->counters();
-  const std::string end =
+  nlohmann::json counters = {{"slices", c.slices.load()},
+                             {"samples", c.samples.load()},
+                             {"failed_samples", c.failed_samples.load()},
+                             {"refused", c.refused.load()}};
+  std::string end =
       fmt::format("stopped: {} slice(s), {} sample(s) made ({} could not be), {} refused",
                   c.slices.load(), c.samples.load(), c.failed_samples.load(), c.refused.load());
+  if (cache) {
+    const node::NodeStats n = cache->stats();
+    cache->Shutdown();
+    counters["cache"] = {{"chunks_read", n.trainer_gets},
+                         {"store_fills", n.store_fills},
+                         {"peer_fills", n.peer_fills},
+                         {"served_to_peers", n.peer_requests}};
+    end += fmt::format(
+        "; job cache: {} chunk(s) read, {} from the store, {} from peers, {} served "
+        "to peers",
+        n.trainer_gets, n.store_fills, n.peer_fills, n.peer_requests);
+  }
   if (a.json) {
-    std::printf("%s\n", nlohmann::json({{"slices", c.slices.load()},
-                                        {"samples", c.samples.load()},
-                                        {"failed_samples", c.failed_samples.load()},
-                                        {"refused", c.refused.load()}})
-                            .dump()
-                            .c_str());
+    std::printf("%s\n", counters.dump().c_str());
   } else {
     std::fprintf(stderr, "%s\n", end.c_str());
   }
@@ -115,7 +199,10 @@ void RegisterFeed(CLI::App& app, int& exit_code) {
       "feed", "Lend this machine's CPUs to a training job: make slices of its image batches");
   cmd->add_option("--listen", args->listen, "HOST:PORT trainers connect to (port 0: any free port)")
       ->capture_default_str();
-  cmd->add_option("--job", args->job, "the training job this feeder serves (for its logs)")
+  cmd->add_option(
+         "--job", args->job,
+         "the training job this feeder serves (its logs; with --peers/--rendezvous, the job "
+         "cache's name, as `stoker node --job`)")
       ->required();
   cmd->add_option("--secret-file", args->secret_file,
                   "file holding the job's shared secret (default: $STOKER_SECRET_FILE or "
@@ -129,6 +216,19 @@ void RegisterFeed(CLI::App& app, int& exit_code) {
   cmd->add_option("--node", args->node,
                   "read chunks through the job cache: the unix socket of this machine's `stoker "
                   "node` daemon of the job (default: $STOKER_NODE, else from the store)");
+  cmd->add_option("--store", args->store,
+                  "with --peers/--rendezvous: the job's dataset (as `stoker node --store`), cached "
+                  "by this feeder's own member of the job cache");
+  AddJobPeersOptions(cmd, args->job_peers, "--cache-listen");
+  cmd->add_option("--cache-listen", args->cache_listen,
+                  "with --peers/--rendezvous: HOST:PORT the job's other cache daemons reach this "
+                  "feeder's at (named by --advertise's host when given)")
+      ->capture_default_str();
+  cmd->add_option("--cache-memory-limit", args->cache_memory_limit,
+                  "with --peers/--rendezvous: hard cap on the chunk bytes this feeder caches for "
+                  "the job (e.g. 8G)")
+      ->transform(ByteSize())
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads,
                   "decode threads per slice (0: the CPUs this process may use)")
       ->capture_default_str();

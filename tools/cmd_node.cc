@@ -1,8 +1,5 @@
 // `stoker node`: run one job's cache daemon on this machine until SIGINT/SIGTERM (docs/cache.md).
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
 
 #include <fmt/format.h>
 
@@ -10,9 +7,8 @@
 #include "common/stop_signals.h"
 #include "net/auth.h"
 #include "node/node.h"
-#include "node/rendezvous.h"
-#include "node/slurm_peers.h"
 #include "tools/commands.h"
+#include "tools/job_peers.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -23,10 +19,7 @@ struct NodeArgs {
   std::string store;
   std::string listen = "127.0.0.1:7171";
   std::string advertise;
-  std::string peers;
-  std::string rendezvous;
-  size_t expect = 0;
-  double rendezvous_timeout = 300;
+  JobPeersArgs job_peers;
   std::string socket;
   uint64_t memory_limit = uint64_t{4} << 30;
   std::string disk_dir;
@@ -38,21 +31,6 @@ struct NodeArgs {
 };
 
 void LogLine(const std::string& line) { log::Info("node", line); }
-
-Result<std::vector<net::ServerAddress>> ParsePeers(const std::string& list) {
-  std::vector<net::ServerAddress> peers;
-  size_t start = 0;
-  while (start < list.size()) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    if (comma > start) {
-      auto peer = net::ParseServerAddress(list.substr(start, comma - start));
-      if (!peer) return Err(peer.error().WithContext("--peers"));
-      peers.push_back(std::move(*peer));
-    }
-    start = comma + 1;
-  }
-  return peers;
-}
 
 int RunNode(const NodeArgs& a) {
   log::SetTimestamps(true);  // a daemon's log: when each event happened
@@ -67,36 +45,8 @@ int RunNode(const NodeArgs& a) {
     if (!advertise) return Fail("node", advertise.error().WithContext("--advertise"));
     o.advertise = *advertise;
   }
-  if (a.peers == "slurm") {
-    const char* node_list = std::getenv("SLURM_JOB_NODELIST");
-    const char* node_name = std::getenv("SLURMD_NODENAME");
-    auto slurm =
-        node::PeersFromSlurm(node_list ? node_list : "", node_name ? node_name : "", o.listen.port);
-    if (!slurm) return Fail("node", slurm.error());
-    o.peers = std::move(slurm->peers);
-    if (a.advertise.empty()) o.advertise = slurm->self;
-  } else {
-    auto peers = ParsePeers(a.peers);
-    if (!peers) return Fail("node", peers.error());
-    o.peers = std::move(*peers);
-  }
-  if (!a.rendezvous.empty()) {
-    if (!o.peers.empty() || a.expect == 0) {
-      return Fail(
-          "node",
-          Status::InvalidArgument(
-              "--rendezvous FILE needs --expect N (the job's daemon count) and no --peers"));
-    }
-    const net::ServerAddress self = o.advertise.host.empty() ? o.listen : o.advertise;
-    if (self.port == 0)
-      return Fail("node", Status::InvalidArgument("--rendezvous needs a fixed port"));
-    LogLine(fmt::format("waiting for {} daemon(s) in {}", a.expect, a.rendezvous));
-    auto found = node::Rendezvous(
-        a.rendezvous, self, a.expect,
-        std::chrono::milliseconds(static_cast<int64_t>(a.rendezvous_timeout * 1000)));
-    if (!found) return Fail("node", found.error());
-    o.peers = std::move(*found);
-  }
+  const Status joined = ResolveJobPeers(a.job_peers, o, LogLine);
+  if (!joined.ok()) return Fail("node", joined);
   o.socket_path = a.socket.empty() ? "/run/stoker/" + a.job + ".sock" : a.socket;
   o.memory_limit = a.memory_limit;
   o.disk_dir = a.disk_dir;
@@ -155,17 +105,7 @@ void RegisterNode(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--advertise", args->advertise,
                   "HOST:PORT the other daemons know this one by (default: --listen)");
-  cmd->add_option("--peers", args->peers,
-                  "every daemon of the job, this one included: HOST:PORT,HOST:PORT,...; or "
-                  "'slurm': every node of the Slurm job (SLURM_JOB_NODELIST) at the --listen port, "
-                  "this one by SLURMD_NODENAME");
-  cmd->add_option("--rendezvous", args->rendezvous,
-                  "instead of --peers: a file every node can reach (a shared directory) where the "
-                  "daemons register and find each other");
-  cmd->add_option("--expect", args->expect, "with --rendezvous: how many daemons the job has");
-  cmd->add_option("--rendezvous-timeout", args->rendezvous_timeout,
-                  "seconds to wait for the other daemons to register")
-      ->capture_default_str();
+  AddJobPeersOptions(cmd, args->job_peers, "--listen");
   cmd->add_option("--socket", args->socket,
                   "unix socket for the trainers (default /run/stoker/JOB.sock)");
   cmd->add_option("--memory-limit", args->memory_limit, "hard cap on cached chunk bytes (e.g. 8G)")

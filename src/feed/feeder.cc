@@ -207,7 +207,9 @@ Result<std::unique_ptr<Feeder>> Feeder::Start(FeederOptions options) {
   o.handlers[net::MessageType::kJoin] = [raw](std::string_view payload) {
     return raw->Join(payload);
   };
-  o.extra_metrics = [raw] { return raw->Metrics(); };
+  o.extra_metrics = [raw] {
+    return raw->Metrics() + (raw->options.extra_metrics ? raw->options.extra_metrics() : "");
+  };
   STOKER_ASSIGN_OR_RETURN(state->server, server::Server::Start(std::move(o)));
   return std::unique_ptr<Feeder>(new Feeder(std::move(state)));
 }

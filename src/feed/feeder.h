@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,8 @@ struct FeederOptions {
   // What this feeder makes images with; a trainer of another build is refused when it joins.
   // Empty: decode::MakerVersion() (tests set another).
   std::string maker_version;
+  // More Prometheus text for /metrics (`stoker feed` adds its job-cache daemon's counters).
+  std::function<std::string()> extra_metrics;
 };
 
 struct FeederCounters {

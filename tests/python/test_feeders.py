@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,14 +49,18 @@ class Feeders:
     def __init__(self, exe: str, tmp_path) -> None:
         self.exe, self.tmp_path, self.procs = exe, tmp_path, []
 
-    def start(self, secret=None, announce=None) -> tuple[subprocess.Popen, str, int]:
+    def start(self, secret=None, announce=None, extra=(), env=None
+              ) -> tuple[subprocess.Popen, str, int]:
         secret = secret or os.environ["STOKER_SECRET_FILE"]
         args = [self.exe, "feed", "--job", "j", "--listen", "127.0.0.1:0", "--secret-file",
-                str(secret), "--threads", "1", "--metrics-port", "0", "--json"]
+                str(secret), "--threads", "1", "--metrics-port", "0", "--json", *extra]
         if announce:
             args += ["--announce", str(announce)]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        ready = json.loads(proc.stdout.readline())
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        line = proc.stdout.readline()
+        assert line, f"stoker feed exited {proc.wait()}: {proc.stderr.read()}"
+        ready = json.loads(line)
         self.procs.append(proc)
         return proc, ready["listening"], ready["metrics_port"]
 
@@ -249,6 +254,50 @@ def test_elastic_resume_is_unchanged_by_feeders(photos, feeders):
     fed, local = job([a]), job([])
     assert len(fed) == len(local)
     assert all(np.array_equal(f, w) for f, w in zip(fed, local, strict=True))
+
+
+def metric(metrics_port: int, name: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read()
+    values = [float(line.split()[1]) for line in text.decode().splitlines()
+              if line.startswith(name + " ")]
+    assert values, f"no {name} on port {metrics_port}"
+    return values[0]
+
+
+def test_a_feeder_can_be_its_own_member_of_the_job_cache(photos, feeders, stoker_exe, tmp_path):
+    """`stoker feed --store --rendezvous` runs the job-cache daemon inside the feeder (the job's
+    one daemon here, on loopback; test_feeders_netns.py has three, with --peers): its chunks
+    come through the cache, whose counters are on the feeder's /metrics and in its last JSON
+    line; the socket's private directory goes with the feeder."""
+    import socket as sockets
+    with sockets.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        cache = f"127.0.0.1:{s.getsockname()[1]}"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc, address, metrics_port = feeders.start(
+        extra=["--store", photos, "--rendezvous", str(tmp_path / "daemons.txt"), "--expect", "1",
+               "--cache-listen", cache],
+        env=dict(os.environ, TMPDIR=str(scratch)))
+    assert [p.name for p in scratch.iterdir()][0].startswith("stoker-feed-")
+    fed, stats, _ = passes(photos, feeders=[address])
+    assert_same(fed, passes(photos)[0])
+    assert stats["feeders"][0]["samples"] > 0, stats["feeders"]
+    chunks = len(list((Path(photos) / "chunks").iterdir()))
+    assert metric(metrics_port, "stoker_node_store_fills_total") == chunks
+    read = metric(metrics_port, "stoker_node_trainer_gets_total")
+    assert read >= chunks
+    proc.send_signal(signal.SIGTERM)
+    end = json.loads(proc.communicate(timeout=30)[0].strip().splitlines()[-1])
+    assert end["cache"]["chunks_read"] == read and end["cache"]["store_fills"] == chunks, end
+    assert not list(scratch.iterdir())
+    assert (tmp_path / "daemons.txt").read_text().split() == [cache]
+    # The cache needs the job's dataset, and one way of reading through it.
+    for extra, error in ((["--peers", cache], "--store"),
+                         (["--peers", cache, "--store", photos, "--node", "/x.sock"], "--node")):
+        bad = subprocess.run([stoker_exe, "feed", "--job", "j", "--listen", "127.0.0.1:0",
+                              *extra], capture_output=True, text=True, timeout=30)
+        assert bad.returncode != 0 and error in bad.stderr, bad.stderr
 
 
 def test_feeders_refuse_what_they_cannot_serve(photos, feeders, monkeypatch):

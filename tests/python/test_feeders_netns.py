@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -130,9 +131,10 @@ def test_a_feeder_cut_off_mid_pass_costs_only_time_and_rejoins(photos, tmp_path)
                for level, m in out["logs"]), json.dumps(out)
 
 
-# Feeders reading through the job cache: the trainer and both feeder hosts run the job's
-# `stoker node` daemons (pooling their memory), the dataset is on a `stoker serve` host, and
-# each feeder reads through its machine's daemon (`stoker feed --node`).
+# Feeders reading through the job cache, both ways a feeder joins it: the trainer's host and
+# feeder 1 run the job's `stoker node` daemons (feeder 1 reads through its machine's with
+# `--node`), feeder 2 is its own member of the cache (`stoker feed --store --peers`). The three
+# pool their memory; the dataset is on a `stoker serve` host.
 CACHED_TRAINER = r"""
 import hashlib, json, sys
 import stoker
@@ -151,7 +153,9 @@ print(json.dumps({"same": fed == local, "feeder_samples": [f["samples"] for f in
 
 
 def test_feeders_read_through_the_job_cache(photos, tmp_path):
-    from test_node_netns import SERVE_PORT, node_totals, start_job, start_storage
+    import time
+
+    from test_node_netns import JOB, NODE_PORT, SERVE_PORT, Daemon, metrics, start_storage
     secret = tmp_path / "job.secret"
     secret.write_bytes(os.urandom(24).hex().encode())
     secret.chmod(0o600)
@@ -161,25 +165,48 @@ def test_feeders_read_through_the_job_cache(photos, tmp_path):
         storage, trainer, f1, f2 = (tb[n] for n in ("storage", "trainer", "f1", "f2"))
         start_storage(tb, storage, Path(photos), secret)
         uri = f"stoker://{storage.ip}:{SERVE_PORT}/train"
-        daemons = start_job(tb, [trainer, f1, f2], uri, secret)
-        for host, daemon in ((f1, daemons[1]), (f2, daemons[2])):
-            host.popen([STOKER, "feed", "--job", "j", "--listen", f"{host.ip}:{PORT}",
-                        "--secret-file", str(secret), "--threads", "1", "--node",
-                        str(daemon.socket)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peers = [f"{h.ip}:{NODE_PORT}" for h in (trainer, f1, f2)]
+        daemons = [Daemon(h, uri, peers, tb.workdir / f"{h.name}.sock",
+                          tb.workdir / f"node-{h.name}.log", secret) for h in (trainer, f1)]
+        for d in daemons:
+            d.start()
+        for d in daemons:
+            d.wait_ready()
+        feed_log = tb.workdir / "feed-f1.log"
+        with open(feed_log, "wb") as err:
+            f1.popen([STOKER, "feed", "--job", "j", "--listen", f"{f1.ip}:{PORT}",
+                      "--secret-file", str(secret), "--threads", "1", "--node",
+                      str(daemons[1].socket)], stdout=subprocess.DEVNULL, stderr=err)
+        cached_log = tb.workdir / "feed-f2.log"
+        with open(cached_log, "wb") as err:
+            own = f2.popen([STOKER, "feed", "--job", JOB, "--listen", f"{f2.ip}:{PORT}",
+                            "--secret-file", str(secret), "--threads", "1", "--store", uri,
+                            "--peers", ",".join(peers), "--cache-listen", f"{f2.ip}:{NODE_PORT}",
+                            "--cache-memory-limit", "512M", "--metrics-port", str(METRICS),
+                            "--json"], stdout=subprocess.PIPE, stderr=err)
+        for host in (f1, f2):
             wait_for_port(trainer, host.ip, PORT)
+        deadline = time.monotonic() + 30
+        while any(d.metrics().get("stoker_node_peers_live") != 3 for d in daemons) or \
+                metrics(f2, METRICS).get("stoker_node_peers_live") != 3:
+            assert time.monotonic() < deadline, "the job's three cache daemons never all live"
+            time.sleep(0.2)
         env = dict(os.environ, STOKER_SECRET_FILE=str(secret), STOKER_NODE=str(daemons[0].socket))
         env.pop("STOKER_FEEDERS", None)
         r = trainer.python(CACHED_TRAINER, uri, f"{f1.ip}:{PORT},{f2.ip}:{PORT}", timeout=300,
                            env=env, check=False)
         assert r.returncode == 0, r.stderr[-4000:]
         out = json.loads(r.stdout.strip().splitlines()[-1])
-        per, total = node_totals(daemons)
+        per = [d.metrics() for d in daemons] + [metrics(f2, METRICS)]
+        f2.kill(own, signal.SIGTERM)
+        end = json.loads(own.communicate(timeout=30)[0].decode().strip().splitlines()[-1])
     assert out["same"], out
     assert all(n > 0 for n in out["feeder_samples"]), out
-    # The feeders read through their daemons, and the job read each chunk from the store once.
-    assert per[1]["stoker_node_trainer_gets_total"] > 0 and \
-        per[2]["stoker_node_trainer_gets_total"] > 0, per
-    assert total["stoker_node_store_fills_total"] == chunks, (total, chunks)
+    # Both feeders read through the cache, and the job read each chunk from the store once.
+    assert per[1]["stoker_node_trainer_gets_total"] > 0, per[1]
+    assert per[2]["stoker_node_trainer_gets_total"] > 0, per[2]
+    assert sum(m["stoker_node_store_fills_total"] for m in per) == chunks, (per, chunks)
+    assert end["cache"]["chunks_read"] == per[2]["stoker_node_trainer_gets_total"], end
 
 
 # A feeder behind a relay that flips one byte of the first connection's answers: the frame

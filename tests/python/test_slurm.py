@@ -301,9 +301,12 @@ def test_training_job_with_feeders_on_cpu_nodes(slurm, stoker_exe, tmp_path):
     training nodes (torchrun, one trainer each, examples/python/train_one_epoch.py), component 1
     two CPU nodes with a `stoker feed` each that announces itself in a file the trainers get as
     STOKER_FEEDERS. The feeders make part of both ranks' batches, and print their counters when
-    the script stops them with SIGTERM."""
+    the script stops them with SIGTERM. All four nodes are the job cache (a `stoker node` per
+    training node, each feeder its own member, found in a rendezvous file): every chunk is read
+    from the dataset once for the job."""
     root = Path(__file__).resolve().parents[2]
     ds = packed_photos(stoker_exe, tmp_path)
+    chunks = json.loads(stoker_cli(stoker_exe, "info", "--json", ds).stdout)["chunks"]
     out, shared = tmp_path / "out", tmp_path / "shared"
     out.mkdir()
     shared.mkdir()
@@ -311,7 +314,8 @@ def test_training_job_with_feeders_on_cpu_nodes(slurm, stoker_exe, tmp_path):
     env = dict(slurm.env, PATH=f"{Path(stoker_exe).parent}{os.pathsep}{slurm.env['PATH']}",
                STOKER_WRAP=str(node_wrap(slurm, tmp_path)), STOKER_SHARED=str(shared),
                STOKER_FEED_PORT=str(cluster._free_ports(1)[0]), STOKER_FEED_MEMORY="256MiB",
-               STOKER_FEED_THREADS="1",
+               STOKER_FEED_THREADS="1", STOKER_NODE_PORT=str(cluster._free_ports(1)[0]),
+               STOKER_NODE_MEMORY="256MiB",
                STOKER_TRAIN_SCRIPT=str(root / "examples" / "python" / "train_one_epoch.py"),
                OMP_NUM_THREADS="1", TMPDIR=str(tmp_path / "scratch"))
     # Options before ':' are component 0's (the trainers), after it component 1's (the feeders).
@@ -336,10 +340,17 @@ def test_training_job_with_feeders_on_cpu_nodes(slurm, stoker_exe, tmp_path):
     # no longer wanted (past the deadline), so together they made at least what trainers took.
     stopped = [tuple(map(int, m)) for m in re.findall(
         r"stopped: (\d+) slice\(s\), (\d+) sample\(s\) made \((\d+) could not be\), "
-        r"(\d+) refused", log)]
+        r"(\d+) refused; job cache: (\d+) chunk\(s\) read, (\d+) from the store", log)]
     assert len(stopped) == 2, log
     assert sum(s[1] for s in stopped) >= fed > 0, (stopped, reports, log)
-    assert not list(shared.iterdir()), "the announce file was left behind"
+    daemons = [tuple(map(int, m)) for m in re.findall(
+        r"stopped: (\d+) chunk\(s\) handed to trainers, (\d+) read from the store", log)]
+    assert len(daemons) == 2, log
+    assert all(s[4] > 0 for s in stopped) and all(d[0] > 0 for d in daemons), (stopped, daemons)
+    assert sum(s[5] for s in stopped) + sum(d[1] for d in daemons) == chunks, \
+        (stopped, daemons, chunks, log)
+    assert f"job slurm-{job}: 4 peer(s)" in log, log
+    assert not list(shared.iterdir()), "the announce or rendezvous file was left behind"
 
 
 def test_node_without_a_slurm_job_says_so(stoker_exe, tmp_path):
