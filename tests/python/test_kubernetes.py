@@ -131,7 +131,24 @@ def test_manifests_give_stoker_what_it_needs():
     assert node["restartPolicy"] == "Always"  # a native sidecar
     n, sub = train["spec"]["completions"], pod_spec(train)["subdomain"]
     assert res[f"Service/{sub}"]["spec"]["clusterIP"] == "None"
-    assert flag(node["args"], "peers") == ",".join(f"train-{i}.{sub}:7171" for i in range(n))
+    # The job cache's members: every training pod's sidecar, then every feeder pod.
+    feeders = res["StatefulSet/feeders"]
+    service = res[f"Service/{feeders['spec']['serviceName']}"]
+    feed = containers(feeders)[0]
+    members = [f"train-{i}.{sub}:7171" for i in range(n)] + [
+        f"feeders-{i}.{service['metadata']['name']}:7171"
+        for i in range(feeders["spec"]["replicas"])]
+    assert flag(node["args"], "peers") == ",".join(members)
+    assert flag(feed["args"], "peers") == ",".join(members)
+    assert flag(feed["args"], "cache-listen") == "0.0.0.0:7171"
+    assert flag(feed["args"], "store") == flag(node["args"], "store")
+    assert flag(feed["args"], "advertise") == f"$(POD_NAME).{service['metadata']['name']}:7072"
+    assert {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in feed["env"]} == \
+        {"POD_NAME": "metadata.name"}
+    assert any(m["mountPath"] == "/tmp" for m in feed["volumeMounts"])  # the cache's socket
+    memory = feed["resources"]["requests"]["memory"]
+    assert quantity(memory) >= quantity(flag(feed["args"], "memory-limit")) + quantity(
+        flag(feed["args"], "cache-memory-limit")) + 2**30, memory
     trainer = next(c for c in containers(train) if c["name"] == "trainer")
     trainer_env = {e["name"]: e["value"] for e in trainer["env"]}
     assert trainer_env["STOKER_NODE"] == flag(node["args"], "socket")
@@ -141,10 +158,7 @@ def test_manifests_give_stoker_what_it_needs():
     assert script == (DEPLOY.parents[1] / "examples" / "python" / "train_one_epoch.py").read_text()
     assert "/scripts/train_one_epoch.py" in trainer["args"]
     # The trainers name every feeder pod, by its stable DNS name (pod.service) at its port.
-    feeders = res["StatefulSet/feeders"]
-    service = res[f"Service/{feeders['spec']['serviceName']}"]
     assert service["spec"]["clusterIP"] == "None"
-    feed = containers(feeders)[0]
     port = int(flag(feed["args"], "listen").rsplit(":", 1)[1])
     assert {p["name"]: p["containerPort"] for p in feed["ports"]}["feed"] == port
     assert trainer_env["STOKER_FEEDERS"] == ",".join(
@@ -233,35 +247,44 @@ def test_the_manifests_commands_run_here(tmp_path):
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=30)
-        check_feeder_runs(containers(res["StatefulSet/feeders"])[0]["args"], secret, env)
+        check_feeder_runs(containers(res["StatefulSet/feeders"])[0]["args"], secret, env,
+                          f"127.0.0.1:{port}")
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
 
 
-def check_feeder_runs(args: list[str], secret: Path, env: dict[str, str]) -> None:
-    """The feeder's command line, on loopback: it listens where it says, answers GET /metrics
-    with its counters, and at SIGTERM exits 0 and logs them."""
-    feed_port, feed_metrics = free_port(), free_port()
+def check_feeder_runs(args: list[str], secret: Path, env: dict[str, str], server: str) -> None:
+    """The feeder's command line, on loopback, as the only member of the job cache: it joins
+    the cache, listens where it says, answers GET /metrics with its counters and the cache's,
+    and at SIGTERM exits 0 and logs them."""
+    feed_port, feed_metrics, cache_port = free_port(), free_port(), free_port()
     args = [a.replace("/etc/stoker/secret", str(secret))
              .replace("0.0.0.0:7072", f"127.0.0.1:{feed_port}")
+             .replace("0.0.0.0:7171", f"127.0.0.1:{cache_port}")
+             .replace("stoker://stoker-serve:7070", f"stoker://{server}")
+             .replace("$(POD_NAME).feeders:7072", f"127.0.0.1:{feed_port}")
              .replace("=9102", f"={feed_metrics}") for a in args]
+    args = [f"--peers=127.0.0.1:{cache_port}" if a.startswith("--peers=") else a for a in args]
     assert f"--listen=127.0.0.1:{feed_port}" in args and f"--metrics-port={feed_metrics}" in args
     feeder = subprocess.Popen([STOKER, *args], stderr=subprocess.PIPE, text=True, env=env)
     try:
-        line = feeder.stderr.readline()
-        assert f"feeding on 127.0.0.1:{feed_port}" in line, line
+        lines = [feeder.stderr.readline() for _ in range(2)]
+        assert "job cache: 1 daemon(s)" in lines[0], lines
+        assert f"feeding on 127.0.0.1:{feed_port}" in lines[1], lines
         with socket.create_connection(("127.0.0.1", feed_metrics), timeout=10) as s:
             s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
             answer = b""
             while chunk := s.recv(65536):
                 answer += chunk
         assert answer.startswith(b"HTTP/1.") and b"stoker_feed_slices_total" in answer, answer
+        assert b"stoker_node_store_fills_total 0" in answer, answer
         socket.create_connection(("127.0.0.1", feed_port), timeout=10).close()
     finally:
         feeder.send_signal(signal.SIGTERM)
         rest = feeder.communicate(timeout=30)[1]
     assert feeder.returncode == 0 and "stopped: 0 slice(s)" in rest, (feeder.returncode, rest)
+    assert "job cache: 0 chunk(s) read" in rest, rest
 
 
 def test_a_secret_mounted_with_the_default_mode_is_refused(tmp_path):
