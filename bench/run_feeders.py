@@ -3,6 +3,7 @@
 
     sudo .venv/bin/python bench/run_feeders.py [--feeders 0,1,2,3,4,5,6] [--cpu 0.25]
         [--images 3000] [--link 200mbit] [--link-feeders 2] [--ray 0,2,6] [--skip-link]
+        [--repeat 3] [--busy 6]
 
 CPU quotas (cgroup v1 `cpu`, ../shared/TESTBED.md) stand in for machines' core counts. Hosts on
 the network-namespace testbed (tests/netns/testbed.py): `trainer` and f1..fN, each process in
@@ -11,7 +12,10 @@ its own cgroup of --cpu CPU (0.25: a quarter of a core).
   scaling  for N in --feeders: the trainer (stoker.ImageLoader, threads=1) plus N `stoker feed
            --threads 1` hosts; images/s over one pass of --images ImageNet-like JPEGs
            (RandomResizedCrop 224 + flip, uint8 NHWC: what a GPU normalizes; batch 256). Target:
-           images/s(N) >= 0.9 x (N + 1) x images/s(0).
+           images/s(N) >= 0.9 x (N + 1) x images/s(0). --repeat rounds over every N; each
+           N's median run is its result.
+  busy     the trainer alone again, beside N (--busy) hosts each running a loader of its own
+           in --cpu: the 0.25-CPU loader's rate on a machine as loaded as with N feeders.
   link     the trainer's link shaped to --link (tbf), --link-feeders feeders without a CPU
            quota (the trainer keeps --cpu): the image bytes received from the feeders per second
            of the pass vs the link's rate. Target: >= 90 %.
@@ -71,6 +75,18 @@ print(json.dumps({"images": images, "seconds": seconds, "images_per_second": ima
 """
 
 
+# A machine's worth of load beside a baseline run: one loader's passes, over and over, in its own
+# namespace and quota (what a feeder's decoding costs the machine, without the feeding).
+BUSY = r"""
+import sys
+import stoker
+while True:
+    for _ in stoker.ImageLoader(sys.argv[1], 256, size=224, dtype="uint8", layout="NHWC",
+                                threads=1, pin_memory=False, seed=1):
+        pass
+"""
+
+
 class Group:
     """A process group's cgroups: cpu (the quota) and cpuacct (the CPU time it used)."""
 
@@ -98,7 +114,7 @@ def cpu_cgroups(names: list[str], cpu: float | None):
     try:
         for name in names:
             made.append(Group(name, cpu))
-        yield {name: group for name, group in zip(names, made)}
+        yield {name: group for name, group in zip(names, made, strict=True)}
     finally:
         for group in made:
             for path in (group.cpu, group.acct):
@@ -124,8 +140,10 @@ def join(group: Group, proc: subprocess.Popen) -> None:
 
 
 def run_stoker(ds: Path, secret: Path, n: int, cpu: float, *, link: str | None = None,
-               feeder_cpu: float | None = 0.0, warmup: int = 2) -> dict:
-    """One pass of the trainer with n feeders on the testbed; feeder_cpu 0.0: --cpu each."""
+               feeder_cpu: float | None = 0.0, warmup: int = 2, busy: bool = False) -> dict:
+    """One pass of the trainer with n feeders on the testbed; feeder_cpu 0.0: --cpu each.
+    busy: the trainer alone, and n hosts each running BUSY (a loader, not a feeder) in --cpu,
+    so the machine is as loaded as with n feeders while the trainer makes everything itself."""
     hosts = ["trainer"] + [f"f{i}" for i in range(1, n + 1)]
     feeder_quota = cpu if feeder_cpu == 0.0 else feeder_cpu
     with Testbed("stkb-feed", hosts) as tb, \
@@ -136,13 +154,21 @@ def run_stoker(ds: Path, secret: Path, n: int, cpu: float, *, link: str | None =
         procs = []
         for name in hosts[1:]:
             host = tb[name]
-            proc = host.popen([STOKER, "feed", "--job", "bench", "--listen", f"{host.ip}:{PORT}",
-                               "--secret-file", str(secret), "--threads", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            join(feeder_groups[name], proc)
+            if busy:
+                proc = host.popen([str(PYTHON), "-c", BUSY, str(ds)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                join(feeder_groups[name], proc)
+            else:
+                proc = host.popen([STOKER, "feed", "--job", "bench", "--listen",
+                                   f"{host.ip}:{PORT}", "--secret-file", str(secret),
+                                   "--threads", "1"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                join(feeder_groups[name], proc)
+                wait_for_port(tb["trainer"], host.ip, PORT)
             procs.append((host, proc))
-            wait_for_port(tb["trainer"], host.ip, PORT)
-        addresses = ",".join(f"{tb[name].ip}:{PORT}" for name in hosts[1:])
+        if busy:
+            time.sleep(3)  # the loaders past their start-up: decoding
+        addresses = "" if busy else ",".join(f"{tb[name].ip}:{PORT}" for name in hosts[1:])
         env = dict(os.environ, STOKER_SECRET_FILE=str(secret))
         env.pop("STOKER_FEEDERS", None)
         trainer = tb["trainer"].popen([str(PYTHON), "-c", TRAINER, str(ds), addresses,
@@ -199,6 +225,9 @@ def main() -> None:
     p.add_argument("--link-feeders", type=int, default=2)
     p.add_argument("--ray", default="0,2,6", help="feeder counts whose CPU Ray Data gets")
     p.add_argument("--skip-link", action="store_true")
+    p.add_argument("--repeat", type=int, default=3, help="rounds over every feeder count")
+    p.add_argument("--busy", default="6",
+                   help="feeder counts whose load the 0.25-CPU loader is also measured beside")
     a = p.parse_args()
     tree, summary = benchlib.sample_data(a.images, a.classes, a.seed)
     benchlib.log(benchlib.data_line(summary))
@@ -211,16 +240,39 @@ def main() -> None:
     benchlib.warm_tree(tree)
     benchlib.warm_tree(ds)
     result = {"machine": benchlib.machine(), "data": summary, "cpu": a.cpu, "scaling": {},
-              "ray": {}, "link": None}
-    for n in [int(x) for x in a.feeders.split(",") if x]:
-        out = run_stoker(ds, secret, n, a.cpu)
-        result["scaling"][n] = out
+              "busy": {}, "ray": {}, "link": None}
+    # Rounds over every N, so that a slow spell of the shared machine lands on all of them; each
+    # N's median run stands for it, and every run's images/s is kept.
+    counts = [int(x) for x in a.feeders.split(",") if x]
+    runs: dict[int, list[dict]] = {n: [] for n in counts}
+    for round_ in range(a.repeat):
+        for n in counts:
+            out = run_stoker(ds, secret, n, a.cpu)
+            runs[n].append(out)
+            used = out["cpu_seconds"]
+            benchlib.log(f"round {round_ + 1}, stoker, {n} feeder(s): "
+                         f"{out['images_per_second']:.0f} images/s; feeders made "
+                         f"{out['feeder_share']:.0%}; CPU used {used['trainer']:.1f} s trainer, "
+                         f"{used['feeders']:.1f} s feeders")
+    for n in counts:
+        ordered = sorted(runs[n], key=lambda r: r["images_per_second"])
+        result["scaling"][n] = dict(ordered[len(ordered) // 2],
+                                    runs=[r["images_per_second"] for r in runs[n]])
+    for n in counts:
+        out = result["scaling"][n]
         base = result["scaling"].get(0, out)["images_per_second"]
-        used = out["cpu_seconds"]
-        benchlib.log(f"stoker, {n} feeder(s): {out['images_per_second']:.0f} images/s "
-                     f"({out['images_per_second'] / base:.2f}x one {a.cpu}-CPU loader, target "
-                     f"{0.9 * (n + 1):.2f}x); feeders made {out['feeder_share']:.0%}; CPU used "
-                     f"{used['trainer']:.1f} s trainer, {used['feeders']:.1f} s feeders")
+        rate = out["images_per_second"]
+        benchlib.log(f"stoker, {n} feeder(s), median of {a.repeat}: {rate:.0f} images/s "
+                     f"({rate / base:.2f}x one {a.cpu}-CPU loader, target {0.9 * (n + 1):.2f}x)")
+    # The same loader alone, on a machine as loaded as with n feeders (n loaders beside it): on
+    # two vCPUs, seven busy processes slow each other, which the idle-machine baseline hides.
+    for n in [int(x) for x in a.busy.split(",") if x]:
+        out = run_stoker(ds, secret, n, a.cpu, busy=True)
+        result["busy"][n] = out
+        fed = result["scaling"].get(n, {}).get("images_per_second")
+        ratio = f"; with {n} feeders {fed / out['images_per_second']:.2f}x it" if fed else ""
+        benchlib.log(f"stoker alone beside {n} busy loader(s): {out['images_per_second']:.0f} "
+                     f"images/s{ratio}; CPU used {out['cpu_seconds']['trainer']:.1f} s")
     for n in [int(x) for x in a.ray.split(",") if x]:
         out = run_ray(tree, n, a.cpu, a.images)
         result["ray"][n] = out

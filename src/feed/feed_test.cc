@@ -139,6 +139,61 @@ TEST(Feeder, ShedsLoadAtItsMemoryLimit) {
   EXPECT_EQ(feeder->counters().refused.load(), 1u);
 }
 
+// Rows a trainer keeps as the wire carries them are received straight into its batch: only
+// when every sample was made and the rows are exactly the answer's pixels.
+TEST(FeederConnection, ReceivesPixelsStraightIntoTheCallersRows) {
+  const auto images = MakeImages(12);
+  const auto feeder = StartFeeder();
+  const auto connection = ConnectTo(*feeder);
+  ASSERT_NE(connection, nullptr);
+  const loader::ImagePipelineOptions o = TrainingOptions();
+  const size_t sample_bytes = o.transform.output.sample_bytes();
+  // Each sample on its own, as a whole answer: which are made, and their rows.
+  std::vector<uint32_t> made;
+  std::vector<std::string> rows(images->dataset->sample_count());
+  std::vector<uint32_t> not_made;
+  for (uint32_t i = 0; i < images->dataset->sample_count(); ++i) {
+    auto one = connection->Make(RequestFor(*images, o, {i}), 10s);
+    ASSERT_TRUE(one.has_value()) << one.error().ToString();
+    if (one->samples[0].outcome == SampleOutcome::kMade) {
+      made.push_back(i);
+      rows[i] = one->pixels();
+    } else {
+      not_made.push_back(i);
+    }
+  }
+  ASSERT_GE(made.size(), 3u);
+  ASSERT_FALSE(not_made.empty());  // the truncated JPEG, the text file
+  const auto receive = [&](std::vector<uint32_t> samples, std::string& into) {
+    EXPECT_TRUE(connection->Send(RequestFor(*images, o, std::move(samples)), 10s).ok());
+    return connection->Receive(10s, std::as_writable_bytes(std::span(into)));
+  };
+
+  const std::vector<uint32_t> three(made.begin(), made.begin() + 3);
+  std::string batch(3 * sample_bytes, '\xab');
+  auto placed = receive(three, batch);
+  ASSERT_TRUE(placed.has_value()) << placed.error().ToString();
+  EXPECT_TRUE(placed->pixels_placed);
+  EXPECT_TRUE(placed->pixels().empty());
+  EXPECT_TRUE(batch == rows[three[0]] + rows[three[1]] + rows[three[2]]);
+
+  // A sample not made: no pixel of the answer goes there, and the rows are left as they were.
+  std::string untouched(3 * sample_bytes, '\xab');
+  auto partly = receive({three[0], not_made[0], three[1]}, untouched);
+  ASSERT_TRUE(partly.has_value()) << partly.error().ToString();
+  EXPECT_FALSE(partly->pixels_placed);
+  EXPECT_TRUE(partly->pixels() == rows[three[0]] + rows[three[1]]);
+  EXPECT_TRUE(untouched == std::string(3 * sample_bytes, '\xab'));
+
+  // Rows of another size: the answer keeps its pixels.
+  std::string small(3 * sample_bytes - 1, '\xab');
+  auto other = receive(three, small);
+  ASSERT_TRUE(other.has_value()) << other.error().ToString();
+  EXPECT_FALSE(other->pixels_placed);
+  EXPECT_TRUE(other->pixels() == batch);
+  EXPECT_TRUE(connection->in_step());
+}
+
 TEST(SliceCodec, RoundTripsAndRefusesMalformedPayloads) {
   SliceRequest q;
   q.uri = "s3://bucket/ds";

@@ -1,10 +1,13 @@
 // See feeder_client.h.
 #include "feed_client/feeder_client.h"
 
+#include <algorithm>
+#include <array>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "common/crc32c.h"
 #include "net/auth.h"
 #include "net/payload.h"
 #include "net/protocol.h"
@@ -78,33 +81,89 @@ Status FeederConnection::WaitForAnswer(std::chrono::milliseconds timeout) {
   return ready;  // Timeout: nothing of the answer read, still in step
 }
 
-Result<SliceAnswer> FeederConnection::Receive(std::chrono::milliseconds timeout) {
+Result<SliceAnswer> FeederConnection::Receive(std::chrono::milliseconds timeout,
+                                              std::span<std::byte> pixels_into) {
   if (broken_) return Err(Status::Unavailable(peer() + ": the connection broke earlier"));
   if (outstanding_ == 0) return Err(Status::Internal(peer() + ": no request outstanding"));
   const uint32_t id = std::exchange(outstanding_, 0);
   // Any failure below leaves the connection mid-frame or unsynchronised: it is not reused.
   broken_ = true;
-  STOKER_ASSIGN_OR_RETURN(net::Frame frame,
-                          net::ReadFrame(socket_, net::kMaxAnswerFrame, net::After(timeout)));
-  if (frame.request_id != id) {
+  const net::Deadline deadline = net::After(timeout);
+  std::array<std::byte, net::kHeaderSize> raw;
+  STOKER_RETURN_IF_ERROR(socket_.RecvExact(raw, deadline));
+  STOKER_ASSIGN_OR_RETURN(const net::FrameHeader header,
+                          net::DecodeHeader(raw, net::kMaxAnswerFrame));
+  if (header.request_id != id) {
     return Err(Status::Corruption(fmt::format("{}: an answer to request {} where {} was asked",
-                                              peer(), frame.request_id, id)));
+                                              peer(), header.request_id, id)));
   }
-  if (frame.message_type() == net::MessageType::kError) {
+  const auto type = static_cast<net::MessageType>(header.type);
+  if (type == net::MessageType::kError) {
+    std::string payload(header.length, '\0');
+    STOKER_RETURN_IF_ERROR(socket_.RecvExact(std::as_writable_bytes(std::span(payload)), deadline));
+    STOKER_RETURN_IF_ERROR(net::CheckPayload(header, payload));
     broken_ = false;  // a whole ERROR frame: the connection is still in step
-    return Err(net::DecodeErrorPayload(frame.payload, peer()));
+    return Err(net::DecodeErrorPayload(payload, peer()));
   }
-  if (frame.message_type() != net::MessageType::kMade) {
-    return Err(Status::Corruption(fmt::format("{}: a {} frame answered MAKE", peer(),
-                                              net::MessageTypeName(frame.message_type()))));
+  if (type != net::MessageType::kMade) {
+    return Err(Status::Corruption(
+        fmt::format("{}: a {} frame answered MAKE", peer(), net::MessageTypeName(type))));
   }
-  STOKER_ASSIGN_OR_RETURN(SliceAnswer answer, DecodeSliceAnswer(std::move(frame.payload), peer()));
+  STOKER_ASSIGN_OR_RETURN(SliceAnswer answer, ReceiveMade(header, pixels_into, deadline));
   if (answer.samples.size() != outstanding_samples_) {
     return Err(Status::Corruption(fmt::format("{}: {} samples made of the {} asked for", peer(),
                                               answer.samples.size(), outstanding_samples_)));
   }
   broken_ = false;
   return answer;
+}
+
+// A MADE payload is read in parts, its CRC32C extended over each: the counts; then, when the
+// answer has the size of `pixels_into`'s samples all made, their heads and the pixels straight
+// into `pixels_into`; else the rest, as one payload.
+Result<SliceAnswer> FeederConnection::ReceiveMade(const net::FrameHeader& header,
+                                                  std::span<std::byte> pixels_into,
+                                                  net::Deadline deadline) {
+  const auto recv = [&](std::string& into, size_t from) {
+    return socket_.RecvExact(std::as_writable_bytes(std::span(into).subspan(from)), deadline);
+  };
+  const auto check = [&](uint32_t crc) {
+    return crc == header.payload_crc
+               ? Status::OK()
+               : Status::Corruption(fmt::format("{}: frame payload CRC mismatch ({} bytes)", peer(),
+                                                header.length));
+  };
+  std::string head(std::min<size_t>(8, header.length), '\0');
+  STOKER_RETURN_IF_ERROR(recv(head, 0));
+  uint32_t crc = crc32c::Value(head);
+  net::PayloadReader counts(head);
+  const uint64_t count = counts.U32().value_or(0);
+  const uint64_t sample_bytes = counts.U32().value_or(0);
+  const uint64_t head_bytes = 8 + count * kMadeSampleHeadBytes;
+  if (!pixels_into.empty() && count == outstanding_samples_ &&
+      count * sample_bytes == pixels_into.size() &&
+      head_bytes + pixels_into.size() == header.length) {
+    head.resize(head_bytes);
+    STOKER_RETURN_IF_ERROR(recv(head, 8));
+    crc = crc32c::Extend(crc, head.data() + 8, head.size() - 8);
+    Result<SliceAnswer> answer = DecodeSliceAnswerHead(head, peer());
+    const bool all_made = answer && answer->pixels_offset == head.size() &&
+                          std::ranges::all_of(answer->samples, [](const MadeSample& s) {
+                            return s.outcome == SampleOutcome::kMade;
+                          });
+    if (all_made) {
+      STOKER_RETURN_IF_ERROR(socket_.RecvExact(pixels_into, deadline));
+      STOKER_RETURN_IF_ERROR(check(crc32c::Extend(crc, pixels_into.data(), pixels_into.size())));
+      answer->payload = std::move(head);
+      answer->pixels_placed = true;
+      return answer;
+    }
+  }
+  const size_t have = head.size();
+  head.resize(header.length);
+  STOKER_RETURN_IF_ERROR(recv(head, have));
+  STOKER_RETURN_IF_ERROR(check(crc32c::Extend(crc, head.data() + have, head.size() - have)));
+  return DecodeSliceAnswer(std::move(head), peer());
 }
 
 }  // namespace stoker::feed

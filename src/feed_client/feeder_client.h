@@ -6,11 +6,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "feed_client/slice.h"
+#include "net/frame.h"
 #include "net/socket.h"
 #include "stoker/status.h"
 
@@ -37,9 +40,15 @@ class FeederConnection {
   // still take this feeder's answer if it comes first: Send the request; WaitForAnswer OK once
   // its first byte is in, Timeout if not yet (the connection stays in step: call again, or
   // Receive); Receive the whole answer. One request outstanding at a time.
+  //
+  // `pixels_into`: where the pixels go when every sample was made and they are exactly its
+  // size (the trainer's batch rows): read from the socket straight there, never copied, and
+  // the answer is pixels_placed. Otherwise (a sample not made, another size) the answer holds
+  // them as usual. A failed Receive may have written anything there.
   Status Send(const SliceRequest& request, std::chrono::milliseconds timeout);
   Status WaitForAnswer(std::chrono::milliseconds timeout);
-  Result<SliceAnswer> Receive(std::chrono::milliseconds timeout);
+  Result<SliceAnswer> Receive(std::chrono::milliseconds timeout,
+                              std::span<std::byte> pixels_into = {});
 
   // Wakes a Make() blocked in another thread: it fails, and the connection is broken().
   // Thread-safe.
@@ -54,6 +63,8 @@ class FeederConnection {
  private:
   explicit FeederConnection(net::Socket socket) : socket_(std::move(socket)) {}
   Status Join(std::string_view maker_version, net::Deadline deadline);
+  Result<SliceAnswer> ReceiveMade(const net::FrameHeader& header, std::span<std::byte> pixels_into,
+                                  net::Deadline deadline);
   net::Socket socket_;
   uint32_t next_id_ = 1;
   uint32_t outstanding_ = 0;  // the id of the request sent and not yet answered; 0: none

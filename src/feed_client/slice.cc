@@ -54,35 +54,53 @@ std::string EncodeSliceAnswer(const SliceAnswer& answer, std::string_view pixels
   return std::move(w.data());
 }
 
-Result<SliceAnswer> DecodeSliceAnswer(std::string payload, std::string_view peer) {
-  const auto bad = [&](std::string_view why) {
-    return Err(Status::Corruption(fmt::format("{}: malformed MADE answer: {}", peer, why)));
-  };
-  net::PayloadReader r(payload);
+namespace {
+
+Status Malformed(std::string_view peer, std::string_view why) {
+  return Status::Corruption(fmt::format("{}: malformed MADE answer: {}", peer, why));
+}
+
+uint64_t MadeCount(const SliceAnswer& answer) {
+  uint64_t made = 0;
+  for (const MadeSample& s : answer.samples) made += s.outcome == SampleOutcome::kMade ? 1 : 0;
+  return made;
+}
+
+}  // namespace
+
+Result<SliceAnswer> DecodeSliceAnswerHead(std::string_view head, std::string_view peer) {
+  net::PayloadReader r(head);
   SliceAnswer a;
   auto count = r.U32();
   auto sample_bytes = r.U32();
-  if (!count || !sample_bytes) return bad("truncated");
-  if (*count > kMaxSliceSamples) return bad("too many samples");
+  if (!count || !sample_bytes) return Err(Malformed(peer, "truncated"));
+  if (*count > kMaxSliceSamples) return Err(Malformed(peer, "too many samples"));
   a.sample_bytes = *sample_bytes;
   a.samples.resize(*count);
-  uint64_t made = 0;
   for (MadeSample& s : a.samples) {
     auto outcome = r.U8();
     auto label = r.U64();
     auto message = r.String();
-    if (!outcome || !label || !message) return bad("truncated");
-    if (*outcome > static_cast<uint8_t>(SampleOutcome::kNotImage)) return bad("unknown outcome");
+    if (!outcome || !label || !message) return Err(Malformed(peer, "truncated"));
+    if (*outcome > static_cast<uint8_t>(SampleOutcome::kNotImage)) {
+      return Err(Malformed(peer, "unknown outcome"));
+    }
     s.outcome = static_cast<SampleOutcome>(*outcome);
     s.label = static_cast<int64_t>(*label);
     s.message = *message;
-    made += s.outcome == SampleOutcome::kMade ? 1 : 0;
   }
-  if (made * a.sample_bytes != r.remaining()) {
-    return bad(fmt::format("{} pixel bytes for {} images of {} bytes", r.remaining(), made,
-                           a.sample_bytes));
+  a.pixels_offset = head.size() - r.remaining();
+  return a;
+}
+
+Result<SliceAnswer> DecodeSliceAnswer(std::string payload, std::string_view peer) {
+  STOKER_ASSIGN_OR_RETURN(SliceAnswer a, DecodeSliceAnswerHead(payload, peer));
+  const uint64_t made = MadeCount(a);
+  const size_t pixel_bytes = payload.size() - a.pixels_offset;
+  if (made * a.sample_bytes != pixel_bytes) {
+    return Err(Malformed(peer, fmt::format("{} pixel bytes for {} images of {} bytes", pixel_bytes,
+                                           made, a.sample_bytes)));
   }
-  a.pixels_offset = payload.size() - r.remaining();
   a.payload = std::move(payload);
   return a;
 }

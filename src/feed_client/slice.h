@@ -50,8 +50,15 @@ struct SliceAnswer {
   // pixels_offset on.
   std::string payload;
   size_t pixels_offset = 0;
+  // The pixels went straight into the receiver's own buffer (FeederConnection::Receive's
+  // `pixels_into`), never through `payload`, which then ends where they would start.
+  bool pixels_placed = false;
   std::string_view pixels() const { return std::string_view(payload).substr(pixels_offset); }
 };
+
+// Bytes of a made sample's outcome, label and (empty) message in a MADE answer: a slice whose
+// every sample was made has 8 + count × this many bytes before its pixels.
+inline constexpr size_t kMadeSampleHeadBytes = 1 + 8 + 2;
 
 // Room in a MADE answer for one sample's outcome, label and a short message, besides its pixels:
 // what a feeder and a trainer count when they check that a slice fits one answer frame.
@@ -70,5 +77,9 @@ std::string EncodeSliceAnswer(const SliceAnswer& answer, std::string_view pixels
 // Corruption naming `peer` for a malformed answer: counts that disagree, an unknown outcome,
 // pixels that are not exactly the made samples' bytes.
 Result<SliceAnswer> DecodeSliceAnswer(std::string payload, std::string_view peer);
+// The counts and samples that start a MADE payload, without its pixels: pixels_offset is the
+// bytes they took (what a receiver reads before it knows where the pixels go). The same checks,
+// but for the pixels' length.
+Result<SliceAnswer> DecodeSliceAnswerHead(std::string_view head, std::string_view peer);
 
 }  // namespace stoker::feed

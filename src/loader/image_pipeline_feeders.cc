@@ -148,13 +148,13 @@ bool ImagePipeline::State::SlicesLeft() const {
 
 bool ImagePipeline::State::FeederWork() const {
   return !open_slices.empty() || std::ranges::any_of(redo_slices, [](const Slice& s) {
-    return !s.local_only && !s.claim->claimed;
+    return !s.local_only && !s.claim->taken();
   });
 }
 
 std::optional<ImagePipeline::State::Slice> ImagePipeline::State::TakeSlice(bool for_feeder,
                                                                            bool take_open) {
-  std::erase_if(redo_slices, [](const Slice& s) { return s.claim->claimed; });  // made already
+  std::erase_if(redo_slices, [](const Slice& s) { return s.claim->taken(); });  // made already
   for (auto it = redo_slices.begin(); it != redo_slices.end(); ++it) {
     if (for_feeder && it->local_only) continue;
     Slice slice = std::move(*it);

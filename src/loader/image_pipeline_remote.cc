@@ -61,13 +61,20 @@ Status ImagePipeline::State::CheckAnswer(const feed::SliceAnswer& answer,
   return Status::OK();
 }
 
+bool ImagePipeline::State::RowsAsOnTheWire() const {
+  const decode::OutputSpec& out = options.transform.output;
+  return out.dtype == decode::DType::kUint8 && out.layout == decode::Layout::kNHWC;
+}
+
 void ImagePipeline::State::Place(const Slice& slice, const feed::SliceAnswer& answer) {
   const decode::OutputSpec& out = options.transform.output;
   const size_t wire_bytes = size_t{out.width} * out.height * 3;
-  const bool as_is = out.dtype == decode::DType::kUint8 && out.layout == decode::Layout::kNHWC;
+  const bool as_is = RowsAsOnTheWire();
   const auto* pixels = reinterpret_cast<const uint8_t*>(answer.pixels().data());
   for (uint32_t i = 0; i < slice.count; ++i) {
     const uint32_t slot = slice.slot + i;
+    slice.batch->labels[slot] = answer.samples[i].label;
+    if (answer.pixels_placed) continue;
     std::byte* dst = slice.batch->buffer.get() + size_t{slot} * sample_bytes;
     const uint8_t* src = pixels + size_t{i} * wire_bytes;
     if (as_is) {
@@ -75,7 +82,6 @@ void ImagePipeline::State::Place(const Slice& slice, const feed::SliceAnswer& an
     } else {  // the flip is in the pixels already: normalize and lay out as the transform would
       decode::WriteSample({src, out.width, out.height, size_t{out.width} * 3}, false, out, dst);
     }
-    slice.batch->labels[slot] = answer.samples[i].label;
   }
 }
 
@@ -94,14 +100,15 @@ ImagePipeline::State::Deadlines ImagePipeline::State::DeadlinesFor(const FeederL
 }
 
 Result<feed::SliceAnswer> ImagePipeline::State::Ask(feed::FeederConnection& connection,
-                                                    const Slice& slice, Deadlines deadlines) {
+                                                    const Slice& slice, Deadlines deadlines,
+                                                    bool& placing) {
   const Clock::time_point start = Clock::now();
   STOKER_RETURN_IF_ERROR(connection.Send(RequestFor(slice), Millis(deadlines.give_up)));
   Status waited = connection.WaitForAnswer(Millis(deadlines.hedge));
   if (waited.IsTimeout()) {
     {
       std::lock_guard lock(mu);
-      if (!slice.claim->claimed) {
+      if (!slice.claim->taken()) {
         Requeue(slice);  // a copy: whoever finishes first claims it
         ++stats.hedged_slices;
       }
@@ -110,7 +117,18 @@ Result<feed::SliceAnswer> ImagePipeline::State::Ask(feed::FeederConnection& conn
     waited = connection.WaitForAnswer(Millis(deadlines.give_up - SecondsSince(start)));
   }
   STOKER_RETURN_IF_ERROR(waited);
-  return connection.Receive(Millis(std::max(1.0, deadlines.give_up - SecondsSince(start))));
+  // The answer is arriving. Rows kept as they come are read into the batch itself (no copy of
+  // megabytes a second on the trainer's CPU), once this feeder holds the slots.
+  std::span<std::byte> into;
+  if (RowsAsOnTheWire()) {
+    std::lock_guard lock(mu);
+    if (!slice.claim->taken()) {
+      slice.claim->placing = placing = true;
+      into = {slice.batch->buffer.get() + size_t{slice.slot} * sample_bytes,
+              size_t{slice.count} * sample_bytes};
+    }
+  }
+  return connection.Receive(Millis(std::max(1.0, deadlines.give_up - SecondsSince(start))), into);
 }
 
 void ImagePipeline::State::Feed(size_t feeder) {
@@ -178,7 +196,8 @@ void ImagePipeline::State::Feed(size_t feeder) {
     SlicesChanged();
     const uint64_t trace_start = trace::Enabled() ? trace::NowNs() : 0;
     const Clock::time_point start = Clock::now();
-    Result<feed::SliceAnswer> answer = Ask(*connection, *slice, deadlines);
+    bool placing = false;
+    Result<feed::SliceAnswer> answer = Ask(*connection, *slice, deadlines, placing);
     // A sample the feeder could not make is made here, so that the error (or the skip) is this
     // trainer's own, exactly as without feeders: the feeder did nothing wrong.
     const bool sample_failed = answer && !AllMade(*answer);
@@ -213,7 +232,9 @@ void ImagePipeline::State::Feed(size_t feeder) {
         ++link.stats.failures;
         retry_later = true;
       }
-      if (slice->claim->claimed) {
+      // Receiving into the slots held them; whether this answer keeps them is decided as any.
+      if (placing) slice->claim->placing = false;
+      if (slice->claim->taken()) {
         if (status.ok()) ++link.stats.late;  // a copy was made first: these rows are not used
       } else if (status.ok() && !sample_failed) {
         slice->claim->claimed = mine = true;
@@ -228,7 +249,7 @@ void ImagePipeline::State::Feed(size_t feeder) {
       FeederLink& link = links[feeder];
       ++link.stats.slices;
       link.stats.samples += slice->count;
-      link.stats.pixel_bytes += answer->pixels().size();
+      link.stats.pixel_bytes += uint64_t{slice->count} * answer->sample_bytes;
       link.stats.seconds += took;
       slice->batch->remaining -= slice->count;
       if (slice->batch->remaining == 0) batch_cv.notify_all();

@@ -77,9 +77,13 @@ struct ImagePipeline::State {
   };
 
   // Who makes a slice's rows: the first maker to finish claims it (State::mu), and only the
-  // claimer writes its slots; a hedged copy made later is dropped.
+  // claimer writes its slots; a hedged copy made later is dropped. A feeder whose answer is
+  // arriving straight into the slots holds them while it does (`placing`): nobody else writes
+  // them, but its claim is revoked if the answer fails its checks.
   struct SliceClaim {
     bool claimed = false;
+    bool placing = false;
+    bool taken() const { return claimed || placing; }
   };
 
   // Slots [slot, slot + count) of a batch: consecutive positions of one source (feeders). A
@@ -196,12 +200,17 @@ struct ImagePipeline::State {
   // image_pipeline_remote.cc: the feeders' threads.
   feed::SliceRequest RequestFor(const Slice& slice) const;
   Deadlines DeadlinesFor(const FeederLink& link) const;  // mu held
-  // Sends the slice and waits for its answer, hedging it past deadlines.hedge.
+  // Sends the slice and waits for its answer, hedging it past deadlines.hedge. Rows kept as
+  // the wire carries them (uint8 NHWC) are received straight into the slots when no other
+  // maker has the slice: `placing` says so (the claim's placing is then set).
   Result<feed::SliceAnswer> Ask(feed::FeederConnection& connection, const Slice& slice,
-                                Deadlines deadlines);
+                                Deadlines deadlines, bool& placing);
   // Corruption if the answer's images are not the size asked for.
   Status CheckAnswer(const feed::SliceAnswer& answer, const std::string& peer) const;
-  // Writes a checked answer (every sample made) into the slice's slots: the claimer only.
+  // The output is uint8 NHWC, the rows as feeders send them.
+  bool RowsAsOnTheWire() const;
+  // Writes a checked answer (every sample made) into the slice's slots, its pixels unless they
+  // are there already: the claimer only.
   void Place(const Slice& slice, const feed::SliceAnswer& answer);
 
   // image_pipeline_gpu.cc: the GPU path.

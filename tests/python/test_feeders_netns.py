@@ -214,7 +214,7 @@ def test_feeders_read_through_the_job_cache(photos, tmp_path):
 CORRUPTED_TRAINER = r"""
 import hashlib, json, logging, sys
 import stoker
-ds, feeder = sys.argv[1:3]
+ds, feeder, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 lines = []
 class Keep(logging.Handler):
     def emit(self, record):
@@ -222,7 +222,7 @@ class Keep(logging.Handler):
 logging.getLogger("stoker").addHandler(Keep())
 def digests(feeders):
     loader = stoker.ImageLoader(ds, 8, size=40, seed=6, on_error="skip", threads=1,
-                                pin_memory=False, feeders=feeders)
+                                pin_memory=False, feeders=feeders, **options)
     out = [hashlib.sha256(x.numpy().tobytes() + y.numpy().tobytes()).hexdigest()
            for x, y in loader]
     return out, loader.stats()
@@ -233,7 +233,11 @@ print(json.dumps({"same": fed == local, "feeder": stats["feeders"][0], "logs": l
 """
 
 
-def test_a_corrupted_answer_is_made_again(photos, tmp_path):
+# float32 NCHW: the answer is checked whole, then normalized into the batch; uint8 NHWC: it is
+# received straight into the batch's rows, which the failed check gives back to be made again.
+@pytest.mark.parametrize("options", [{}, {"dtype": "uint8", "layout": "NHWC"}],
+                         ids=["normalized", "received-in-place"])
+def test_a_corrupted_answer_is_made_again(photos, tmp_path, options):
     import testbed as tbm
     if tbm.find_relay() is None:
         pytest.skip("stoker_delay_relay is not built (STOKER_TESTS=ON)")
@@ -252,8 +256,8 @@ def test_a_corrupted_answer_is_made_again(photos, tmp_path):
                          fault_connections=1)
         env = dict(os.environ, STOKER_SECRET_FILE=str(secret))
         env.pop("STOKER_FEEDERS", None)
-        r = trainer.python(CORRUPTED_TRAINER, photos, relay.address, timeout=300, env=env,
-                           check=False)
+        r = trainer.python(CORRUPTED_TRAINER, photos, relay.address, json.dumps(options),
+                           timeout=300, env=env, check=False)
         assert r.returncode == 0, r.stderr[-4000:]
         out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["same"], out
