@@ -300,6 +300,30 @@ def test_a_feeder_can_be_its_own_member_of_the_job_cache(photos, feeders, stoker
         assert bad.returncode != 0 and error in bad.stderr, bad.stderr
 
 
+def test_an_unreachable_feeder_and_a_full_one_cost_only_time(photos, feeders, caplog):
+    """A feeder nobody listens at (warned about once; the trainer makes its share) and one whose
+    --memory-limit is below one slice's images (it sheds every slice: ResourceExhausted; the
+    trainer makes them): the batches are the local ones."""
+    import socket as sockets
+    with sockets.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    _, full, metrics_port = feeders.start(extra=["--memory-limit", "1K"])
+    local, _, _ = passes(photos)
+    with caplog.at_level(logging.WARNING, logger="stoker"):
+        fed, stats, _ = passes(photos, feeders=[dead, full])
+        time.sleep(2 * stoker._log.POLL_S)  # the library's lines reach logging in a thread
+        stoker._log._drain()
+    assert_same(fed, local)
+    by = {f["address"]: f for f in stats["feeders"]}
+    assert by[dead]["samples"] == 0 and not by[dead]["reachable"], by
+    assert by[full]["samples"] == 0 and by[full]["failures"] >= 1, by
+    assert metric(metrics_port, "stoker_feed_refused_total") >= 1
+    for address, why in ((dead, "Unavailable"), (full, "ResourceExhausted")):
+        warned = [r.getMessage() for r in caplog.records if address in r.getMessage()]
+        assert len(warned) == 1 and why in warned[0], warned
+
+
 def test_feeders_refuse_what_they_cannot_serve(photos, feeders, monkeypatch):
     with pytest.raises(ValueError, match="host|port|address"):
         list(stoker.ImageLoader(photos, batch_size=8, feeders=["127.0.0.1:notaport"]))
