@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -54,11 +55,10 @@ Result<net::ServerAddress> Advertised(const FeedArgs& a, const net::ServerAddres
 
 void LogCache(const std::string& line) { log::Info("feed", "job cache: " + line); }
 
-// Starts this feeder's member of the job cache: a `stoker node` daemon inside this process, its
-// trainer socket in a private directory. Chunks then come from the store once per job, whoever
-// reads them (decision 0013).
-Result<std::unique_ptr<node::Node>> StartJobCache(const FeedArgs& a, const std::string& secret,
-                                                  const std::filesystem::path& socket_dir) {
+// The options of this feeder's member of the job cache: a `stoker node` daemon inside this
+// process. Chunks then come from the store once per job, whoever reads them (decision 0013).
+// A rendezvous waits here for the job's other daemons.
+Result<node::NodeOptions> JobCacheOptions(const FeedArgs& a, const std::string& secret) {
   if (a.store.empty()) {
     return Err(Status::InvalidArgument(
         "--peers/--rendezvous join the job cache, which needs the job's dataset: --store URI"));
@@ -82,12 +82,11 @@ Result<std::unique_ptr<node::Node>> StartJobCache(const FeedArgs& a, const std::
     if (!advertised) return Err(advertised.error().WithContext("--advertise"));
     o.advertise = {advertised->host, listen->port};
   }
-  STOKER_RETURN_IF_ERROR(ResolveJobPeers(a.job_peers, o, LogCache));
-  o.socket_path = (socket_dir / "node.sock").string();
   o.memory_limit = a.cache_memory_limit;
   o.secret = secret;
   o.log = LogCache;
-  return node::Node::Start(std::move(o));
+  STOKER_RETURN_IF_ERROR(ResolveJobPeers(a.job_peers, o, LogCache));
+  return o;
 }
 
 // A private directory for the cache's trainer socket, removed however the command ends.
@@ -121,14 +120,35 @@ int RunFeed(const FeedArgs& a) {
   // from the store once per job, not once per feeder.
   if (!a.node.empty()) o.node_socket = a.node;
 
+  // The job cache's members are found before the signals are blocked: a rendezvous may wait
+  // minutes, and Ctrl-C or SIGTERM must still stop it. One that times out (a member that never
+  // came) leaves this feeder feeding from the store: the job loses the cache here, not the CPUs.
+  std::optional<node::NodeOptions> cache_options;
+  if (JoinsJobCache(a.job_peers)) {
+    auto options = JobCacheOptions(a, *secret);
+    if (options) {
+      cache_options = std::move(*options);
+    } else if (options.error().IsTimeout()) {
+      log::Warning("feed", "job cache: " + options.error().ToString() +
+                               "; feeding without it (chunks from the store)");
+    } else {
+      return Fail("feed", options.error());
+    }
+  } else if (!a.store.empty()) {
+    return Fail("feed", Status::InvalidArgument(
+                            "--store names the dataset of the job cache this feeder joins: give "
+                            "--peers or --rendezvous too"));
+  }
+
   DaemonSignals signals;  // before any thread starts: every thread inherits the mask
 
-  SocketDir socket_dir;  // outlives the cache daemon, declared after it
+  SocketDir socket_dir;  // removed after the cache daemon (declared later, destroyed first)
   std::unique_ptr<node::Node> cache;
-  if (JoinsJobCache(a.job_peers)) {
+  if (cache_options) {
     const Status made = socket_dir.Make();
     if (!made.ok()) return Fail("feed", made);
-    auto started = StartJobCache(a, *secret, socket_dir.path);
+    cache_options->socket_path = (socket_dir.path / "node.sock").string();
+    auto started = node::Node::Start(*std::move(cache_options));
     if (!started) return Fail("feed", started.error());
     cache = std::move(*started);
     o.node_socket = cache->socket_path();

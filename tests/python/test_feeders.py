@@ -294,10 +294,37 @@ def test_a_feeder_can_be_its_own_member_of_the_job_cache(photos, feeders, stoker
     assert (tmp_path / "daemons.txt").read_text().split() == [cache]
     # The cache needs the job's dataset, and one way of reading through it.
     for extra, error in ((["--peers", cache], "--store"),
-                         (["--peers", cache, "--store", photos, "--node", "/x.sock"], "--node")):
+                         (["--peers", cache, "--store", photos, "--node", "/x.sock"], "--node"),
+                         (["--store", photos], "--peers or --rendezvous")):
         bad = subprocess.run([stoker_exe, "feed", "--job", "j", "--listen", "127.0.0.1:0",
                               *extra], capture_output=True, text=True, timeout=30)
         assert bad.returncode != 0 and error in bad.stderr, bad.stderr
+
+
+def test_a_feeder_whose_cache_never_forms_still_feeds(photos, feeders, stoker_exe, tmp_path):
+    """A rendezvous that times out (a member of the job cache never came) leaves the feeder
+    feeding from the store, warned; while it waits, SIGTERM stops it."""
+    import socket as sockets
+    with sockets.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        cache = f"127.0.0.1:{s.getsockname()[1]}"
+    rendezvous = ["--store", photos, "--cache-listen", cache, "--expect", "2"]
+    waiting = subprocess.Popen(
+        [stoker_exe, "feed", "--job", "j", "--listen", "127.0.0.1:0", *rendezvous,
+         "--rendezvous", str(tmp_path / "never.txt")], stderr=subprocess.PIPE, text=True)
+    assert "waiting for 2 daemon(s)" in waiting.stderr.readline()
+    waiting.send_signal(signal.SIGTERM)
+    assert waiting.wait(timeout=10) != 0  # stopped in the rendezvous, not minutes later
+    proc, address, _ = feeders.start(extra=[*rendezvous, "--rendezvous",
+                                            str(tmp_path / "alone.txt"),
+                                            "--rendezvous-timeout", "0.5"])
+    fed, stats, _ = passes(photos, feeders=[address])
+    assert_same(fed, passes(photos)[0])
+    assert stats["feeders"][0]["samples"] > 0, stats["feeders"]
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert "1 of 2 daemons" in err and "feeding without it" in err, err
+    assert "cache" not in json.loads(out.strip().splitlines()[-1])
 
 
 def test_an_unreachable_feeder_and_a_full_one_cost_only_time(photos, feeders, caplog):
