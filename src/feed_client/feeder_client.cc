@@ -148,9 +148,7 @@ Result<SliceAnswer> FeederConnection::ReceiveMade(const net::FrameHeader& header
     crc = crc32c::Extend(crc, head.data() + 8, head.size() - 8);
     Result<SliceAnswer> answer = DecodeSliceAnswerHead(head, peer());
     const bool all_made = answer && answer->pixels_offset == head.size() &&
-                          std::ranges::all_of(answer->samples, [](const MadeSample& s) {
-                            return s.outcome == SampleOutcome::kMade;
-                          });
+                          MadeCount(*answer) == answer->samples.size();
     if (all_made) {
       STOKER_RETURN_IF_ERROR(socket_.RecvExact(pixels_into, deadline));
       STOKER_RETURN_IF_ERROR(check(crc32c::Extend(crc, pixels_into.data(), pixels_into.size())));

@@ -1,6 +1,8 @@
 // See slice.h; the byte layout is docs/protocol.md's "Feeders".
 #include "feed_client/slice.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "net/payload.h"
@@ -60,13 +62,12 @@ Status Malformed(std::string_view peer, std::string_view why) {
   return Status::Corruption(fmt::format("{}: malformed MADE answer: {}", peer, why));
 }
 
-uint64_t MadeCount(const SliceAnswer& answer) {
-  uint64_t made = 0;
-  for (const MadeSample& s : answer.samples) made += s.outcome == SampleOutcome::kMade ? 1 : 0;
-  return made;
-}
-
 }  // namespace
+
+uint64_t MadeCount(const SliceAnswer& answer) {
+  return static_cast<uint64_t>(
+      std::ranges::count(answer.samples, SampleOutcome::kMade, &MadeSample::outcome));
+}
 
 Result<SliceAnswer> DecodeSliceAnswerHead(std::string_view head, std::string_view peer) {
   net::PayloadReader r(head);

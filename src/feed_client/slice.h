@@ -56,6 +56,9 @@ struct SliceAnswer {
   std::string_view pixels() const { return std::string_view(payload).substr(pixels_offset); }
 };
 
+// How many of the answer's samples were made (have pixels).
+uint64_t MadeCount(const SliceAnswer& answer);
+
 // Bytes of a made sample's outcome, label and (empty) message in a MADE answer: a slice whose
 // every sample was made has 8 + count × this many bytes before its pixels.
 inline constexpr size_t kMadeSampleHeadBytes = 1 + 8 + 2;

@@ -25,13 +25,6 @@ std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-// A feeder's answer whose every sample was made: the slice is the feeder's.
-bool AllMade(const feed::SliceAnswer& answer) {
-  return std::ranges::all_of(answer.samples, [](const feed::MadeSample& s) {
-    return s.outcome == feed::SampleOutcome::kMade;
-  });
-}
-
 }  // namespace
 
 feed::SliceRequest ImagePipeline::State::RequestFor(const Slice& slice) const {
@@ -200,7 +193,7 @@ void ImagePipeline::State::Feed(size_t feeder) {
     Result<feed::SliceAnswer> answer = Ask(*connection, *slice, deadlines, placing);
     // A sample the feeder could not make is made here, so that the error (or the skip) is this
     // trainer's own, exactly as without feeders: the feeder did nothing wrong.
-    const bool sample_failed = answer && !AllMade(*answer);
+    const bool sample_failed = answer && feed::MadeCount(*answer) != answer->samples.size();
     Status status = answer ? CheckAnswer(*answer, peer) : answer.error();
     const double took = SecondsSince(start);
     if (trace_start != 0) {
