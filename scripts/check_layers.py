@@ -33,9 +33,10 @@ PYTHON_LAYERS = (
     ("_glibc", "_log", "metrics", "tracing"),
     ("stalls", "profile", "views", "optimize"),  # views: Dataset, its views, reopening
     ("mix", "sources"),  # mix: the Mix source and the order of a loader over one
-    ("_reading",),  # what every loader shares: rank, epochs, orders, a pass's bookkeeping
+    ("_reading", "engine_write"),  # _reading: what every loader shares (rank, epochs, orders,
+    # a pass's bookkeeping); engine_write: one version from an engine's write tasks
     ("loader", "image_loader", "token_loader"),
-    ("torch", "_pack_parquet", "__init__"),
+    ("torch", "ray", "_pack_parquet", "__init__"),
 )
 BINDINGS_IMPORT = re.compile(r'import_\(\s*"(stoker[\w.]*)"')
 

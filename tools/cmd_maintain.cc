@@ -135,6 +135,20 @@ int RunGc(const GcArgs& a) {
   return kExitOk;
 }
 
+int RunDiscard(const std::string& uri, const std::string& job, bool json) {
+  auto storage = OpenStorage(uri);
+  const Status discarded = storage ? dataset::DiscardParts(**storage, job) : storage.error();
+  if (!discarded.ok()) return Fail("commit --discard", discarded);
+  if (json) {
+    PrintJson(nlohmann::json{{"dataset", uri}, {"job", job}, {"discarded", true}});
+  } else {
+    std::cout << fmt::format(
+        "discarded the parts of job '{}' in {}; parts written for it from now on are refused\n",
+        job, uri);
+  }
+  return kExitOk;
+}
+
 int RunCommit(const std::string& uri, const dataset::CommitOptions& o, bool json) {
   auto storage = OpenStorage(uri);
   auto s =
@@ -225,6 +239,7 @@ void RegisterCommit(CLI::App& app, int& exit_code) {
   struct Args {
     std::string dataset;
     dataset::CommitOptions options;
+    bool discard = false;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -234,9 +249,13 @@ void RegisterCommit(CLI::App& app, int& exit_code) {
   cmd->add_option("--job", args->options.job, "the parts' job name")->capture_default_str();
   cmd->add_option("--parts", args->options.parts,
                   "how many parts to expect (needed when the writers did not know N)");
+  cmd->add_flag("--discard", args->discard,
+                "publish nothing: remove the job's parts, and refuse any written for it later");
   cmd->add_flag("--json", args->json, "print a JSON summary");
-  cmd->callback(
-      [args, &exit_code] { exit_code = RunCommit(args->dataset, args->options, args->json); });
+  cmd->callback([args, &exit_code] {
+    exit_code = args->discard ? RunDiscard(args->dataset, args->options.job, args->json)
+                              : RunCommit(args->dataset, args->options, args->json);
+  });
 }
 
 void RegisterUpgrade(CLI::App& app, int& exit_code) {

@@ -170,16 +170,36 @@ nb::dict Pack(nb::handle src_arg, nb::handle dst_arg, const nb::kwargs& kwargs) 
   return summary;
 }
 
-nb::dict Commit(nb::handle dst_arg, const std::string& job, uint32_t parts) {
+nb::dict Commit(nb::handle dst_arg, const std::string& job, nb::handle parts) {
   const std::string dst = FsPath(dst_arg);
+  dataset::CommitOptions options;
+  options.job = job;
+  if (nb::isinstance<nb::int_>(parts)) {
+    options.parts = nb::cast<uint32_t>(parts);
+  } else {
+    // An engine's accepted attempts, by part index.
+    for (nb::handle k : nb::iter(parts)) options.only.push_back(nb::cast<uint32_t>(k));
+    if (options.only.empty()) throw nb::value_error("parts: an empty list names no part to commit");
+  }
   Result<dataset::PackSummary> result = Err(Status::Internal("unset"));
   {
     nb::gil_scoped_release release;
     auto storage = OpenStorage(dst);
-    result = storage ? dataset::Commit(**storage, {job, parts}) : Err(storage.error());
+    result = storage ? dataset::Commit(**storage, options) : Err(storage.error());
   }
   if (!result) ThrowStatus(SpokenInPython(result.error()));
   return PackSummaryDict(dst, *result);
+}
+
+void DiscardParts(nb::handle dst_arg, const std::string& job) {
+  const std::string dst = FsPath(dst_arg);
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    auto storage = OpenStorage(dst);
+    status = storage ? dataset::DiscardParts(**storage, job) : storage.error();
+  }
+  if (!status.ok()) ThrowStatus(SpokenInPython(status));
 }
 
 nb::dict Verify(nb::handle uri_arg) {
@@ -297,10 +317,18 @@ void RegisterPack(nb::module_& m) {
       nb::arg("name") = "size",
       "A size as bytes: an int, or text like '64MiB', '48G' or '65536' (binary multiples), as "
       "the CLI takes it. ValueError naming `name` otherwise.");
-  m.def("commit", &Commit, nb::arg("dst"), nb::arg("job") = "default", nb::arg("parts") = 0,
+  m.def("commit", &Commit, nb::arg("dst"), nb::arg("job") = "default",
+        nb::arg("parts") = nb::int_(0),
+        nb::sig("def commit(dst: object, job: str = 'default', parts: int | "
+                "collections.abc.Sequence[int] = 0) -> dict"),
         "Publishes every part of `job` (stoker.Writer(..., part=...) or `stoker pack --part`) as "
         "one new version, as `stoker commit` does; `parts`: how many to expect (0: as their "
-        "names say). Returns stoker.pack's summary dict.");
+        "names say), or the list of part indices to publish (an engine's accepted task "
+        "attempts: the job's other parts are removed, and the job stays closed, so a part "
+        "written later is refused). Returns stoker.pack's summary dict.");
+  m.def("discard_parts", &DiscardParts, nb::arg("dst"), nb::arg("job"),
+        "Ends `job` without publishing: removes its parts and refuses any written later (an "
+        "engine's failed write). Their chunks are garbage for `stoker gc`.");
   m.def("verify", &Verify, nb::arg("uri"),
         "Re-reads the current version and checks every CRC. Returns a report dict with 'ok', "
         "'problems', 'corrupt_chunks' and 'corrupt_files' (each a list of {'path', 'message'}); "

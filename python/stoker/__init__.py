@@ -47,6 +47,7 @@ try:
         Writer,
         byte_size,
         commit,
+        discard_parts,
         pack,
         shuffle_report,
         shuffle_unit,
@@ -69,9 +70,9 @@ from .views import Dataset, DatasetView
 
 __version__ = "0.1.0"
 __all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Mix", "Sampler",
-           "TokenLoader", "Writer", "byte_size", "collate_columns", "commit", "from_huggingface",
-           "from_parquet", "optimize", "pack", "serve_metrics", "shuffle_report", "shuffle_unit",
-           "stall_report",
+           "TokenLoader", "Writer", "byte_size", "collate_columns", "commit", "discard_parts",
+           "from_huggingface", "from_parquet", "optimize", "pack", "serve_metrics",
+           "shuffle_report", "shuffle_unit", "stall_report",
            "trace", "Trace", "verify",
            "__version__"]
 

@@ -28,6 +28,13 @@ std::optional<uint32_t> ParseIndex(std::string_view s) { return ParseUnsigned<ui
 constexpr std::string_view kSegmentSuffix = ".seg";
 constexpr std::string_view kColumnsSuffix = ".columns";
 constexpr uint64_t kMaxSchemaBytes = 1 << 20;
+constexpr std::string_view kClosedName = "closed";
+
+std::string JobDir(std::string_view job) { return fmt::format("{}/{}", kPartsDir, job); }
+// The marker a commit or discard writes before it reads the parts (parts.h).
+std::string ClosedPath(std::string_view job) {
+  return fmt::format("{}/{}/{}", kPartsDir, job, kClosedName);
+}
 
 // A part's schema file: its segment's path with ".columns" for ".seg".
 std::string ColumnsPath(std::string_view segment_path) {
@@ -58,21 +65,18 @@ struct Part {
   std::string columns;  // a column dataset's schema; empty otherwise
 };
 
-// Every part of `job`, opened and checked, by index; an error if one is missing or damaged.
+// Every part of `job` to publish, opened and checked, by index; an error if one is missing or
+// damaged.
 Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& options) {
-  const std::string dir = fmt::format("{}/{}", kPartsDir, options.job);
+  const std::string dir = JobDir(options.job);
   auto names = storage.List(dir);
   if (!names && !names.error().IsNotFound()) return Err(names.error());
-  if (!names || names->empty()) {
-    return Err(Status::NotFound(
-        fmt::format("{} holds no parts of job '{}'", storage.Describe(""), options.job)));
-  }
   std::map<uint32_t, std::string> by_index;
   uint32_t count = options.parts;
-  for (const std::string& name : *names) {
+  for (const std::string& name : names ? *names : std::vector<std::string>{}) {
     const auto kn = ParsePartName(name);
-    if (!kn) continue;  // a writer's temporary file
-    if (kn->second != 0) {
+    if (!kn) continue;  // a writer's temporary file, a schema, the marker
+    if (kn->second != 0 && options.only.empty()) {
       if (count != 0 && kn->second != count) {
         return Err(Status::InvalidArgument(fmt::format("{}: part of {} parts, but {} expected",
                                                        storage.Describe(dir + "/" + name),
@@ -82,19 +86,40 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
     }
     by_index[kn->first] = dir + "/" + name;
   }
-  if (count == 0) {
-    return Err(Status::InvalidArgument(fmt::format(
-        "the parts of job '{}' do not say how many there are: pass --parts N", options.job)));
+  if (by_index.empty()) {
+    return Err(Status::NotFound(
+        fmt::format("{} holds no parts of job '{}'", storage.Describe(""), options.job)));
   }
-  for (uint32_t k = 0; k < count; ++k) {
-    if (!by_index.contains(k)) {
-      return Err(Status::NotFound(
-          fmt::format("part {} of {} of job '{}' is missing", k, count, options.job)));
+  if (!options.only.empty()) {
+    // An engine's accepted attempts: exactly those, whatever else its retries left.
+    std::map<uint32_t, std::string> chosen;
+    for (const uint32_t k : options.only) {
+      const auto it = by_index.find(k);
+      if (it == by_index.end()) {
+        return Err(Status::NotFound(fmt::format("part {} of job '{}' is missing", k, options.job)));
+      }
+      if (!chosen.emplace(k, it->second).second) {
+        return Err(Status::InvalidArgument(
+            fmt::format("part {} of job '{}' is listed twice", k, options.job)));
+      }
     }
-  }
-  if (by_index.rbegin()->first >= count) {
-    return Err(Status::InvalidArgument(fmt::format("job '{}' has a part {}, but only {} parts",
-                                                   options.job, by_index.rbegin()->first, count)));
+    by_index = std::move(chosen);
+  } else {
+    if (count == 0) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "the parts of job '{}' do not say how many there are: pass --parts N", options.job)));
+    }
+    for (uint32_t k = 0; k < count; ++k) {
+      if (!by_index.contains(k)) {
+        return Err(Status::NotFound(
+            fmt::format("part {} of {} of job '{}' is missing", k, count, options.job)));
+      }
+    }
+    if (by_index.rbegin()->first >= count) {
+      return Err(
+          Status::InvalidArgument(fmt::format("job '{}' has a part {}, but only {} parts",
+                                              options.job, by_index.rbegin()->first, count)));
+    }
   }
   std::vector<Part> parts;
   for (const auto& [k, path] : by_index) {
@@ -309,6 +334,12 @@ Result<PartSpec> PartFromEnvironment() {
 
 namespace {
 
+Status JobClosed(const Storage& dst, const PartSpec& part) {
+  return Status::AlreadyExists(fmt::format(
+      "{}: job '{}' was already committed or discarded; a part written after that is refused",
+      dst.Describe(ClosedPath(part.job)), part.job));
+}
+
 Status PackedTwice(const Storage& dst, const std::string& path, const PartSpec& part) {
   return Status::AlreadyExists(fmt::format(
       "{} was already written (part {} of job '{}' packed twice?); commit or remove it first",
@@ -337,7 +368,9 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
   STOKER_RETURN_IF_ERROR(add.files->Write(numbering, sink));
   const std::string& bytes = sink.bytes;
   std::string path = PartPath(part);
-  STOKER_RETURN_IF_ERROR(dst.CreateDirs(fmt::format("{}/{}", kPartsDir, part.job)));
+  STOKER_RETURN_IF_ERROR(dst.CreateDirs(JobDir(part.job)));
+  STOKER_ASSIGN_OR_RETURN(bool closed, dst.Exists(ClosedPath(part.job)));
+  if (closed) return Err(JobClosed(dst, part));
   if (!add.columns.empty()) {
     // Before the segment, whose creation makes the part whole: a schema without a segment is
     // a part that never finished, rewritten by its next attempt.
@@ -349,29 +382,85 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
       dst.CreateExclusive(path, {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
   if (created.IsAlreadyExists()) return Err(PackedTwice(dst, path, part));
   STOKER_RETURN_IF_ERROR(created);
+  // A commit writes the marker before it lists the parts: a part created before the marker is
+  // in its listing; one whose writer sees the marker now may not be, so it goes.
+  STOKER_ASSIGN_OR_RETURN(closed, dst.Exists(ClosedPath(part.job)));
+  if (closed) {
+    (void)dst.Remove(path);
+    if (!add.columns.empty()) (void)dst.Remove(ColumnsPath(path));
+    return Err(JobClosed(dst, part));
+  }
   return path;
 }
 
+namespace {
+
+// Removes every file of the job's directory but its marker: the parts published or discarded,
+// their schemas, and the parts of attempts nobody accepted. Failures leave files gc collects.
+void RemovePartsOfJob(Storage& storage, std::string_view job) {
+  const std::string dir = JobDir(job);
+  auto names = storage.List(dir);
+  if (!names) return;
+  for (const std::string& name : *names) {
+    if (name != kClosedName) (void)storage.Remove(fmt::format("{}/{}", dir, name));
+  }
+}
+
+// Creates the job's marker, exclusively: one commit or discard of a job at a time.
+Status CloseJob(Storage& storage, std::string_view job, std::string_view why) {
+  STOKER_RETURN_IF_ERROR(storage.CreateDirs(JobDir(job)));
+  const std::string text = fmt::format("{}\n", why);
+  const Status created = storage.CreateExclusive(
+      ClosedPath(job), {reinterpret_cast<const std::byte*>(text.data()), text.size()});
+  if (created.IsAlreadyExists()) {
+    return Status::AlreadyExists(fmt::format(
+        "{} exists: job '{}' is being committed, or was committed or discarded (the parts of "
+        "a job are published once; a commit killed midway leaves the file: remove it and "
+        "commit again)",
+        storage.Describe(ClosedPath(job)), job));
+  }
+  return created;
+}
+
+}  // namespace
+
 Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(options.job));
-  STOKER_ASSIGN_OR_RETURN(auto parts, OpenParts(storage, options));
-  STOKER_ASSIGN_OR_RETURN(Addition add, UnionOf(parts, storage));
-  STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(storage));
+  // Closed before the parts are listed (parts.h); reopened if nothing was published, so that a
+  // missing part can still be written and the commit run again. An engine's job (`only`) stays
+  // closed for good, so a late attempt is refused; a job committed whole (`stoker commit`) is
+  // reopened after it, so that its name can name the next parts.
+  STOKER_RETURN_IF_ERROR(CloseJob(storage, options.job, "committed"));
   PackSummary summary;
-  summary.files_added = add.files->file_count();
-  summary.bytes_added = add.files->total_bytes();
-  std::string segment_path;
-  auto result =
-      PublishAddition(storage, add, PublishPolicy::kEither, *lease, summary, &segment_path);
-  // A failed commit removed its segment, unless the store could not say whether the version
-  // was published: then it stays, and gc removes it if no version lists it.
-  if (!result) return result;
-  // Published: the parts are spent (a failure here leaves files that gc collects).
-  for (const Part& part : parts) {
-    (void)storage.Remove(part.path);
-    if (!part.columns.empty()) (void)storage.Remove(ColumnsPath(part.path));
+  auto published = [&]() -> Result<PackSummary> {
+    STOKER_ASSIGN_OR_RETURN(auto parts, OpenParts(storage, options));
+    STOKER_ASSIGN_OR_RETURN(Addition add, UnionOf(parts, storage));
+    STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(storage));
+    summary.files_added = add.files->file_count();
+    summary.bytes_added = add.files->total_bytes();
+    std::string segment_path;
+    // A failed publish removed its segment, unless the store could not say whether the version
+    // was published: then it stays, and gc removes it if no version lists it.
+    return PublishAddition(storage, add, PublishPolicy::kEither, *lease, summary, &segment_path);
+  }();
+  if (!published) {
+    (void)storage.Remove(ClosedPath(options.job));
+    return published;
   }
-  return result;
+  // Published: the parts are spent (a failure here leaves files that gc collects).
+  RemovePartsOfJob(storage, options.job);
+  if (options.only.empty()) (void)storage.Remove(ClosedPath(options.job));
+  return published;
+}
+
+Status DiscardParts(Storage& storage, std::string_view job) {
+  STOKER_RETURN_IF_ERROR(ValidateJobName(job));
+  // Closed already (discarded before, or committed): a discard changes nothing published, and
+  // running it twice is how a failing engine cleans up.
+  const Status closed = CloseJob(storage, job, "discarded");
+  if (!closed.ok() && !closed.IsAlreadyExists()) return closed;
+  RemovePartsOfJob(storage, job);
+  return Status::OK();
 }
 
 Result<std::set<std::string>> ChunksOfParts(Storage& storage) {

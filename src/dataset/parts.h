@@ -9,12 +9,19 @@
 // parts are removed once their version is published; until then `stoker gc` keeps their chunks.
 // A part of a column dataset (stoker.Writer) keeps its schema beside its segment, in
 // part-<K>-of-<N>.columns, written first; Commit requires every part's to be the same.
+//
+// Engines that retry tasks (Ray, Spark) give each attempt a part of its own and commit exactly
+// the parts of the attempts they accepted (CommitOptions::only); the rest are removed with them.
+// A commit (or a discard) first writes the job's marker, parts/<job>/closed, and a part written
+// once the marker exists is refused and removed: a task's attempt that outlives its job never
+// leaves a part that nothing will commit.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "dataset/addition.h"
 #include "dataset/packer.h"
@@ -44,11 +51,18 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
 struct CommitOptions {
   std::string job = "default";
   uint32_t parts = 0;  // how many parts to expect; 0: as the parts' names say
+  // The parts to publish, by index (an engine's accepted attempts), in any order; the job's
+  // other parts are removed with them. Empty: every part, 0 … N−1.
+  std::vector<uint32_t> only;
 };
 
 // Publishes every part of `job` as one new version (the first, or the next). Fails, publishing
 // nothing, if a part is missing, damaged, or holds a path another part or the dataset holds.
 Result<PackSummary> Commit(Storage& storage, const CommitOptions& options);
+
+// Ends `job` without publishing: marks it closed (later parts are refused) and removes its
+// parts; their chunks are garbage for `stoker gc`. OK when the job has no parts.
+Status DiscardParts(Storage& storage, std::string_view job);
 
 // The chunk paths of every part not yet committed (stoker gc keeps them).
 Result<std::set<std::string>> ChunksOfParts(Storage& storage);

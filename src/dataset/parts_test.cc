@@ -103,6 +103,78 @@ TEST_F(PartsTest, APartWrittenTwiceIsRefusedAndLeavesNoChunks) {
   EXPECT_EQ(store_->List("chunks").value().size(), chunks);
 }
 
+// Ray and Spark retry a task: each attempt writes a part of its own, the engine commits the
+// attempts it accepted, and an attempt that outlives the commit is refused, leaving nothing.
+TEST_F(PartsTest, AnEngineCommitsTheAttemptsItAcceptedAndRefusesLaterOnes) {
+  ASSERT_TRUE(PackPart(10, parts_[0], 0).has_value());  // task 0's first attempt (it died)
+  ASSERT_TRUE(PackPart(11, parts_[0], 0).has_value());  // task 0's retry: the same files
+  ASSERT_TRUE(PackPart(20, parts_[1], 0).has_value());
+  ASSERT_TRUE(PackPart(30, parts_[2], 0).has_value());
+  CommitOptions o;
+  o.job = "job1";
+  o.only = {30, 11, 20};
+  auto committed = Commit(*store_, o);
+  ASSERT_TRUE(committed.has_value()) << committed.error().ToString();
+  EXPECT_EQ(committed->files_total, all_.files.size());  // every file once
+  auto ds = Dataset::Open(store_).value();
+  for (uint32_t f = 0; f < ds->file_count(); ++f) {
+    const FileInfo info = ds->Stat(f).value();
+    EXPECT_EQ(AsString(ds->ReadFile(f).value()), all_.files.at(info.path));
+  }
+  // The died attempt's part went with the others; the job stays closed.
+  EXPECT_EQ(store_->List("parts/job1").value(), std::vector<std::string>{"closed"});
+  const size_t chunks = store_->List("chunks").value().size();
+  auto late = PackPart(12, parts_[0], 0);
+  ASSERT_FALSE(late.has_value());
+  EXPECT_EQ(late.error().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(late.error().message().find("already committed"), std::string::npos)
+      << late.error().ToString();
+  EXPECT_EQ(store_->List("chunks").value().size(), chunks);
+  EXPECT_EQ(store_->List("parts/job1").value(), std::vector<std::string>{"closed"});
+  auto again = Commit(*store_, o);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_NE(again.error().message().find("published once"), std::string::npos);
+  EXPECT_EQ(format::ListVersions(*store_).value().size(), 1u);
+}
+
+TEST_F(PartsTest, AListedPartThatIsMissingPublishesNothing) {
+  ASSERT_TRUE(PackPart(10, parts_[0], 0).has_value());
+  CommitOptions o;
+  o.job = "job1";
+  o.only = {10, 11};
+  auto c = Commit(*store_, o);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message().find("part 11 of job 'job1' is missing"), std::string::npos)
+      << c.error().ToString();
+  EXPECT_TRUE(format::ListVersions(*store_).value().empty());
+  ASSERT_TRUE(PackPart(11, parts_[1], 0).has_value());  // not closed: the commit failed
+  EXPECT_TRUE(Commit(*store_, o).has_value());
+}
+
+TEST_F(PartsTest, ADiscardedJobPublishesNothingAndRefusesLaterParts) {
+  ASSERT_TRUE(PackPart(0, parts_[0]).has_value());
+  ASSERT_TRUE(DiscardParts(*store_, "job1").ok());
+  EXPECT_EQ(store_->List("parts/job1").value(), std::vector<std::string>{"closed"});
+  EXPECT_FALSE(PackPart(1, parts_[1]).has_value());
+  EXPECT_FALSE(CommitJob().has_value());
+  EXPECT_TRUE(format::ListVersions(*store_).value().empty());
+  EXPECT_TRUE(DiscardParts(*store_, "job1").ok());  // twice: as an engine's cleanup may
+  EXPECT_TRUE(DiscardParts(*store_, "job2").ok());  // a job without parts: nothing to remove
+}
+
+TEST_F(PartsTest, AJobCommittedWholeCanNameTheNextParts) {
+  for (uint32_t k = 0; k < kParts; ++k) ASSERT_TRUE(PackPart(k, parts_[k]).has_value());
+  ASSERT_TRUE(CommitJob().has_value());
+  auto more = test::RandomTree(
+      8, {.files = 5, .dirs = 2, .max_file_bytes = 100, .image_folder = true, .classes = 2});
+  PackOptions o;
+  o.part = PartSpec{"job1", 0, 1};
+  ASSERT_TRUE(Pack(*test::TreeSource(more), *store_, o).has_value());
+  auto second = CommitJob();
+  ASSERT_TRUE(second.has_value()) << second.error().ToString();
+  EXPECT_EQ(second->version, 2u);
+}
+
 TEST_F(PartsTest, APathInTwoPartsIsNamedWithBoth) {
   test::Tree clash = parts_[1];
   clash.files[parts_[0].files.begin()->first] = "again";

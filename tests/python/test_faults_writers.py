@@ -292,6 +292,25 @@ def test_b_a_part_missing_at_commit_publishes_nothing(tmp_path, stoker_exe):
     assert not list((ds / "parts" / "j").iterdir())  # spent
 
 
+def test_b_a_discarded_job_publishes_nothing_and_refuses_late_parts(tmp_path, stoker_exe):
+    """`stoker commit --discard`: a job given up (a failed array, an engine's failed write)."""
+    exe = stoker_exe
+    ds, _ = base_dataset(exe, tmp_path)
+    before = published(ds)
+    for k in range(2):
+        make_tree(tmp_path / f"p{k}", seed=30 + k, classes=2, files_per_class=4, prefix=f"p{k}-")
+    ok(exe, "pack", "-q", tmp_path / "p0", ds, "--part", "0/2", "--job", "gone")
+    r = run(exe, "commit", ds, "--job", "gone", "--discard")
+    assert r.returncode == 0 and "discarded the parts of job 'gone'" in r.stdout, r
+    assert [p.name for p in (ds / "parts" / "gone").iterdir()] == ["closed"]
+    late = run(exe, "pack", "-q", tmp_path / "p1", ds, "--part", "1/2", "--job", "gone")
+    assert late.returncode > 0 and "already committed or discarded" in late.stderr, late
+    r = run(exe, "commit", ds, "--job", "gone")
+    assert r.returncode > 0 and "published once" in r.stderr, r
+    assert versions_of(ds) == [1]
+    assert_intact(exe, ds, before)
+
+
 # --- (c) writers killed between writing their chunks and publishing --------------------------
 
 def gc_removes_exactly_the_leftovers(exe: str, ds: Path, history: dict[int, dict[str, bytes]]):

@@ -200,9 +200,14 @@ def byte_size(size: int | str, name: str = 'size') -> int:
     A size as bytes: an int, or text like '64MiB', '48G' or '65536' (binary multiples), as the CLI takes it. ValueError naming `name` otherwise.
     """
 
-def commit(dst: object, job: str = 'default', parts: int = 0) -> dict:
+def commit(dst: object, job: str = 'default', parts: int | Sequence[int] = 0) -> dict:
     """
-    Publishes every part of `job` (stoker.Writer(..., part=...) or `stoker pack --part`) as one new version, as `stoker commit` does; `parts`: how many to expect (0: as their names say). Returns stoker.pack's summary dict.
+    Publishes every part of `job` (stoker.Writer(..., part=...) or `stoker pack --part`) as one new version, as `stoker commit` does; `parts`: how many to expect (0: as their names say), or the list of part indices to publish (an engine's accepted task attempts: the job's other parts are removed, and the job stays closed, so a part written later is refused). Returns stoker.pack's summary dict.
+    """
+
+def discard_parts(dst: object, job: str) -> None:
+    """
+    Ends `job` without publishing: removes its parts and refuses any written later (an engine's failed write). Their chunks are garbage for `stoker gc`.
     """
 
 def verify(uri: object) -> dict:

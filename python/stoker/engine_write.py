@@ -1,0 +1,149 @@
+"""One version from an engine's write tasks (Ray Data's Datasink, Spark's data source writer):
+what both engines share, so that their retries mean the same thing (docs/engines.md).
+
+An engine runs a write task once per partition of its data, and again when the task failed
+(a worker died, an executor was lost, speculation). Each *attempt* writes a part of its own
+(docs/format.md §5.3) under a random part index; its samples go in the directory
+`<job>-<order:010d>`, so that the published version holds the tasks' rows in task order, and
+all attempts of one task write the same paths. The engine's driver commits exactly the parts
+of the attempts it accepted, one per task, as one version; the others are removed with them,
+and an attempt still running after the commit is refused. A failed write discards the job.
+
+    job = new_job("ray")                                        # on the driver
+    msg = write_part(uri, job, order, columns, rows, options)   # in each task (attempt)
+    commit_parts(uri, job, [msg, ...])                          # on the driver, once
+"""
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._core import Writer, commit, discard_parts  # type: ignore[attr-defined]  # see pyproject
+from .sources import _arrow_type
+
+# stoker.Writer's options an engine's sink passes through (the part, job and name are its own).
+WRITER_OPTIONS = ("label", "chunk_size", "order", "order_seed", "mix_memory")
+# A part index is drawn at random for each attempt: two attempts share one with odds 2^-31.
+_PART_BITS = 31
+
+
+def new_job(engine: str) -> str:
+    """A job name used once: `<engine>-<24 hex digits>`."""
+    return f"{engine}-{secrets.token_hex(12)}"
+
+
+def column_types(schema: Any, overrides: dict[str, str] | None
+                 ) -> tuple[dict[str, str], dict[str, Callable[[Any], Any]]]:
+    """stoker column types (all optional: Arrow fields are nullable) and converters for a
+    pyarrow schema, as stoker.from_parquet infers them; Ray's tensor columns become ndarrays of
+    their dtype and shape. `overrides` sets types by name."""
+    types: dict[str, str] = {}
+    convert: dict[str, Callable[[Any], Any]] = {}
+    for field in schema:
+        kind, fn = _tensor_type(field.type) or _arrow_type(field.type)
+        types[field.name] = kind + "?"
+        if fn is not None:
+            convert[field.name] = fn
+    for name, kind in (overrides or {}).items():
+        if name not in types:
+            raise ValueError(f"columns: {name!r} is not a column of the data ({list(types)})")
+        types[name] = kind
+        convert.pop(name, None)
+    return types, convert
+
+
+def _tensor_type(t: Any) -> tuple[str, Callable[[Any], Any] | None] | None:
+    """Ray Data's tensor extension types (fixed or variable shape) as ndarray columns."""
+    import pyarrow as pa
+    name = type(t).__name__
+    if "TensorType" not in name or not isinstance(t, pa.ExtensionType):
+        return None
+    values = t.storage_type
+    if pa.types.is_struct(values):  # variable shapes: {data, shape}
+        values = values.field("data").type
+    while pa.types.is_list(values) or pa.types.is_large_list(values) or \
+            pa.types.is_fixed_size_list(values):
+        values = values.value_type
+    dtype = np.dtype(values.to_pandas_dtype()).name
+    shape = tuple(getattr(t, "shape", None) or ())
+    fixed = "Variable" not in name and shape and all(d and d > 0 for d in shape)
+    kind = f"ndarray:{dtype}" + (":" + "x".join(str(d) for d in shape) if fixed else "")
+    return kind, lambda x, d=dtype: np.asarray(x, dtype=d)
+
+
+def table_rows(table: Any) -> Iterable[dict[str, Any]]:
+    """A pyarrow Table's rows as dicts; extension (tensor) columns as numpy arrays."""
+    import pyarrow as pa
+    columns: dict[str, list] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if isinstance(column.type, pa.ExtensionType):
+            chunks = [c.to_numpy() if hasattr(c, "to_numpy") else c.to_pylist()
+                      for c in column.chunks]
+            columns[name] = [v for chunk in chunks for v in chunk]
+        else:
+            columns[name] = column.to_pylist()
+    names = list(columns)
+    for values in zip(*columns.values(), strict=True):
+        yield dict(zip(names, values, strict=True))
+
+
+def write_part(uri: str, job: str, order: int, columns: dict[str, str],
+               convert: dict[str, Callable[[Any], Any]], rows: Iterable[dict[str, Any]],
+               options: dict[str, Any]) -> dict[str, Any] | None:
+    """One task attempt's part of `job`: its rows, in the directory that puts them at place
+    `order` among the tasks. Returns what the driver commits ({part, order, rows, columns}),
+    or None for a task without rows (it writes nothing)."""
+    part = secrets.randbits(_PART_BITS)
+    writer = Writer(uri, columns=columns, part=(part, 0), job=job, name=f"{job}-{order:010d}",
+                    progress=False, **options)
+    written = 0
+    try:
+        for row in rows:
+            for name, fn in convert.items():
+                value = row.get(name)
+                if value is not None:
+                    row[name] = fn(value)
+            writer.write(row)
+            written += 1
+    except BaseException:
+        writer.abort()
+        raise
+    if written == 0:
+        writer.abort()
+        return None
+    writer.close()
+    return {"part": part, "order": order, "rows": written, "columns": columns}
+
+
+def commit_parts(uri: str, job: str, messages: Sequence[dict[str, Any] | None]) -> dict | None:
+    """Publishes the parts the engine accepted as one version (one per task, by `order`: a task
+    whose two attempts both reported keeps the first); returns stoker.commit's summary, or None
+    when no task wrote a row (nothing is published, the job is closed)."""
+    chosen: dict[int, dict[str, Any]] = {}
+    for m in messages:
+        if m is not None:
+            chosen.setdefault(m["order"], m)
+    tasks = sorted(chosen.values(), key=lambda m: m["order"])
+    for m in tasks[1:]:
+        if m["columns"] != tasks[0]["columns"]:
+            discard_parts(uri, job)
+            raise ValueError(
+                f"the write tasks' columns disagree: task {tasks[0]['order']} wrote "
+                f"{_schema_text(tasks[0]['columns'])}, task {m['order']} wrote "
+                f"{_schema_text(m['columns'])} (give the types: columns={{name: type}})")
+    if not chosen:
+        discard_parts(uri, job)
+        return None
+    return commit(uri, job, parts=[m["part"] for m in chosen.values()])
+
+
+def _schema_text(columns: dict[str, str]) -> str:
+    return " ".join(f"{name}:{kind}" for name, kind in sorted(columns.items()))
+
+
+def discard(uri: str, job: str) -> None:
+    """A failed write: its parts go, and its attempts still running are refused."""
+    discard_parts(uri, job)

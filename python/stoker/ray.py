@@ -1,0 +1,428 @@
+"""Ray Data reads and writes stoker datasets, and Ray clusters lend their CPUs as feeders
+(docs/engines.md). `pip install 'stoker[ray]'` (Ray 2.60 or newer).
+
+    import stoker.ray
+    ds = stoker.ray.read("s3://bucket/train.stoker")            # a ray.data.Dataset
+    for batch in ds.iter_torch_batches(batch_size=256): ...
+    ds.map_batches(fn).write_datasink(stoker.ray.Datasink("out.stoker"))   # one new version
+    with stoker.ray.start_feeders(8, job="resnet42") as feeders:           # `stoker feed` actors
+        ... stoker.ImageLoader(uri, feeders=feeders.addresses) in the trainers ...
+
+Reading: one read task per group of whole chunks (each chunk is read once, by one task, in
+CRC-checked range reads); a block per chunk, its rows in index order; the version is fixed when
+`read` is called, so every task reads the same one. Column datasets give their columns as Arrow
+types (int → int64, float → float64, str → string, json → string (the JSON text), bytes / jpeg /
+png → binary, tokens → list of their integer type, ndarray → Ray's tensor type); an optional
+column's missing value is a null. File datasets give {path, label, data}; tar-packed (grouped)
+ones {path (the sample's key), label, files (a map of extension to bytes)}.
+
+Writing: each write task's attempt writes a part (docs/format.md §5.3) and the driver publishes
+the parts of the attempts Ray accepted as **one** version (stoker.engine_write): a task retried
+after its worker died leaves no duplicate row, and nothing is visible until every task is in.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+MIN_RAY = (2, 60)
+
+
+def _require_ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as e:
+        raise ImportError("stoker.ray needs Ray Data: pip install 'stoker[ray]' "
+                          f"(ray[data]>={MIN_RAY[0]}.{MIN_RAY[1]}); importing it failed: {e}"
+                          ) from e
+    have = tuple(int(p) for p in ray.__version__.split(".")[:2] if p.isdigit())
+    if have < MIN_RAY:
+        raise ImportError(
+            f"stoker.ray needs Ray {MIN_RAY[0]}.{MIN_RAY[1]} or newer (Ray Data's Datasink with "
+            f"WriteResult and ReadTask's row limit); this is Ray {ray.__version__}: "
+            f"pip install -U 'ray[data]>={MIN_RAY[0]}.{MIN_RAY[1]}'")
+    return ray
+
+
+ray = _require_ray()
+from ray.data import Datasink as _RayDatasink  # noqa: E402  (after the version check)
+from ray.data import Datasource, ReadTask  # noqa: E402
+from ray.data.block import BlockAccessor, BlockMetadata  # noqa: E402
+
+from . import engine_write  # noqa: E402
+from ._core import ReadPipeline, sample_chunks  # noqa: E402
+from .views import Dataset  # noqa: E402
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def _arrow_schema(ds: Dataset) -> Any:
+    """The blocks' schema, or None where Ray's tensor type for a column of arrays of any shape
+    depends on the values."""
+    import pyarrow as pa
+    from ray.data.extensions import ArrowTensorArray
+    if not ds.columns:
+        if ds.grouped:
+            return pa.schema([("path", pa.string()), ("label", pa.int64()),
+                              ("files", pa.map_(pa.string(), pa.binary()))])
+        return pa.schema([("path", pa.string()), ("label", pa.int64()), ("data", pa.binary())])
+    fields = []
+    for name, kind in ds.columns.items():
+        base, _, rest = kind.rstrip("?").partition(":")
+        param, _, shape = rest.partition(":")
+        if base == "int":
+            t = pa.int64()
+        elif base == "float":
+            t = pa.float64()
+        elif base in ("str", "json"):
+            t = pa.string()
+        elif base == "tokens":
+            t = pa.list_(pa.from_numpy_dtype(np.dtype(param or "int32")))
+        elif base == "ndarray" and param and shape:
+            # The type Ray makes for such arrays (its tensor type's version varies by release).
+            dims = tuple(int(d) for d in shape.split("x"))
+            t = ArrowTensorArray.from_numpy(np.zeros((1, *dims), dtype=param)).type
+        elif base == "ndarray":
+            return None
+        else:  # bytes, jpeg, png
+            t = pa.binary()
+        fields.append(pa.field(name, t))
+    return pa.schema(fields)
+
+
+def _column_array(name: str, kind: str, values: list, schema: Any) -> Any:
+    import pyarrow as pa
+    from ray.data.extensions import ArrowTensorArray
+    base = kind.rstrip("?").partition(":")[0]
+    if base == "ndarray":
+        if any(v is None for v in values):
+            raise ValueError(f"column {name!r}: Ray's tensor columns hold no nulls, and a sample "
+                             "lacks a value")
+        if schema is not None:  # every value has the column's shape
+            return ArrowTensorArray.from_numpy(np.stack(values))
+        ragged = np.empty(len(values), dtype=object)
+        ragged[:] = values
+        return ArrowTensorArray.from_numpy(ragged)
+    if base == "json":
+        values = [None if v is None else json.dumps(v) for v in values]
+    if base == "tokens":
+        values = [None if v is None else np.asarray(v) for v in values]
+    return pa.array(values, type=schema.field(name).type if schema is not None else None)
+
+
+def _block(ds: Dataset, schema: Any, samples: list) -> Any:
+    import pyarrow as pa
+    if ds.columns:
+        arrays = [_column_array(name, kind, [s.get(name) for s in samples], schema)
+                  for name, kind in ds.columns.items()]
+        if schema is not None:
+            return pa.Table.from_arrays(arrays, schema=schema)
+        return pa.Table.from_arrays(arrays, names=list(ds.columns))
+    if ds.grouped:
+        rows = {"path": [s[2] for s in samples], "label": [s[1] for s in samples],
+                "files": [list(s[0].items()) for s in samples]}
+    else:
+        rows = {"path": [s[2] for s in samples], "label": [s[1] for s in samples],
+                "data": [s[0] for s in samples]}
+    return pa.table(rows, schema=schema)
+
+
+def _read_chunks(ds: Dataset, plans: list[np.ndarray]) -> Iterator[Any]:
+    """The blocks of a read task: one per chunk, its samples in index order."""
+    schema = _arrow_schema(ds)
+    pipe = ReadPipeline(ds, np.concatenate(plans).astype(np.uint32))
+    try:
+        for plan in plans:
+            yield _block(ds, schema, [next(pipe) for _ in range(len(plan))])
+    finally:
+        pipe.close()
+
+
+class StokerDatasource(Datasource):
+    """A stoker dataset as a Ray Data source (what stoker.ray.read reads)."""
+
+    def __init__(self, uri: str | os.PathLike, version: int | None = None) -> None:
+        super().__init__()
+        self._dataset = Dataset(uri, version)  # the version is fixed here, for every task
+        self._by_chunk: list[np.ndarray] | None = None
+
+    def get_name(self) -> str:
+        return "Stoker"
+
+    def _chunks(self) -> list[np.ndarray]:
+        if self._by_chunk is None:  # Ray plans several times: list the samples once
+            chunks = np.asarray(sample_chunks(self._dataset))
+            order = np.argsort(chunks, kind="stable")  # by chunk, then index
+            bounds = np.flatnonzero(np.diff(chunks[order])) + 1
+            self._by_chunk = [p for p in np.split(order.astype(np.uint32), bounds) if len(p)]
+        return self._by_chunk
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        return self._dataset.num_chunks * self._dataset.largest_chunk_bytes or None
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
+                       data_context: Any = None) -> list[ReadTask]:
+        by_chunk = self._chunks()
+        groups = np.array_split(np.arange(len(by_chunk)), max(1, min(parallelism, len(by_chunk))))
+        schema = _arrow_schema(self._dataset)
+        per_chunk = self._dataset.largest_chunk_bytes
+        tasks = []
+        for group in groups:
+            if not len(group):
+                continue
+            plans = [by_chunk[c] for c in group]
+            meta = BlockMetadata(num_rows=sum(len(p) for p in plans),
+                                 size_bytes=per_chunk * len(plans), exec_stats=None,
+                                 input_files=None)
+            tasks.append(ReadTask(functools.partial(_read_chunks, self._dataset, plans), meta,
+                                  schema=schema, per_task_row_limit=per_task_row_limit))
+        return tasks
+
+
+def read(path_or_uri: str | os.PathLike, columns: Sequence[str] | None = None,
+         version: int | None = None, *, override_num_blocks: int | None = None,
+         concurrency: int | None = None, ray_remote_args: dict | None = None) -> Any:
+    """A stoker dataset (any store stoker reads) as a ray.data.Dataset, one read task per group
+    of whole chunks. `columns` keeps those columns only; `version` reads that version (default:
+    the newest, fixed now). `override_num_blocks` sets the number of read tasks (at most one per
+    chunk)."""
+    options: dict[str, Any] = {}
+    if override_num_blocks is not None:
+        options["override_num_blocks"] = override_num_blocks
+    if concurrency is not None:
+        options["concurrency"] = concurrency
+    if ray_remote_args:
+        options.update(ray_remote_args)
+    source = StokerDatasource(path_or_uri, version)
+    out = ray.data.read_datasource(source, **options)
+    if columns is not None:
+        ds = source._dataset
+        known = list(ds.columns) or ["path", "label", "files" if ds.grouped else "data"]
+        missing = [c for c in columns if c not in known]
+        if missing:
+            raise ValueError(f"columns {missing} are not in {os.fspath(path_or_uri)} ({known})")
+        out = out.select_columns(list(columns))
+    return out
+
+# --- writing ------------------------------------------------------------------------------
+
+
+class Datasink(_RayDatasink):
+    """Writes a ray.data.Dataset as one new version of a column dataset:
+    `ds.write_datasink(stoker.ray.Datasink(path, columns=None, append=False, **options))`.
+
+    Column types come from the data's Arrow schema as stoker.from_parquet infers them (every
+    column optional); `columns={name: type}` sets any (e.g. {"image": "jpeg"}). `append=True`
+    adds a version to an existing dataset (else the path must not hold one). Other options are
+    stoker.Writer's: label, chunk_size, order, order_seed, mix_memory. After the write,
+    `summary` is stoker.commit's summary (None when the data had no rows: nothing is written).
+    """
+
+    def __init__(self, path: str | os.PathLike, columns: dict[str, str] | None = None, *,
+                 append: bool = False, **options: Any) -> None:
+        unknown = set(options) - set(engine_write.WRITER_OPTIONS)
+        if unknown:
+            raise TypeError(f"unexpected keyword arguments {sorted(unknown)} (stoker.Writer's: "
+                            f"{', '.join(engine_write.WRITER_OPTIONS)})")
+        self.path = os.fspath(path)
+        self.columns = dict(columns) if columns else None
+        self.append = append
+        self.options = options
+        self.summary: dict | None = None
+        self._job: str | None = None
+        self._types: dict[str, str] | None = None
+
+    def get_name(self) -> str:
+        return "Stoker"
+
+    def on_write_start(self, schema: Any = None) -> None:
+        context = ray.data.DataContext.get_current()
+        if getattr(context, "max_errored_blocks", 0) != 0:
+            raise ValueError("stoker.ray.Datasink writes every row or none: set "
+                             "DataContext.max_errored_blocks to 0 (it would drop failed blocks)")
+        _check_destination(self.path, self.append)
+        self._job = engine_write.new_job("ray")
+        # Each task infers its types from its own rows (a disagreement fails the commit, naming
+        # both tasks); the first rows' schema only types a task's columns that hold no value.
+        if schema is not None:
+            self._types = engine_write.column_types(schema, self.columns)[0]
+
+    def write(self, blocks: Any, ctx: Any) -> dict | None:
+        tables = (BlockAccessor.for_block(b).to_arrow() for b in blocks)
+        first = next(tables, None)
+        if first is None or self._job is None:
+            return None
+        types, convert = engine_write.column_types(first.schema, self.columns)
+        for field in first.schema:
+            if str(field.type) == "null" and self._types and field.name in self._types:
+                types[field.name] = self._types[field.name]
+
+        def rows() -> Iterator[dict]:
+            yield from engine_write.table_rows(first)
+            for t in tables:
+                yield from engine_write.table_rows(t)
+
+        return engine_write.write_part(self.path, self._job, ctx.task_idx, types, convert,
+                                       rows(), self.options)
+
+    def on_write_complete(self, write_result: Any) -> None:
+        if self._job is None:  # no block ever came: nothing was written
+            return
+        self.summary = engine_write.commit_parts(self.path, self._job,
+                                                 list(write_result.write_returns))
+
+    def on_write_failed(self, error: Exception) -> None:
+        if self._job is not None:
+            try:
+                engine_write.discard(self.path, self._job)
+            except OSError as e:  # the write's own error is the one to see
+                warnings.warn(f"stoker.ray.Datasink: discarding the parts of {self._job} "
+                              f"failed: {e}", stacklevel=2)
+
+
+def _check_destination(path: str, append: bool) -> None:
+    """A write without append=True creates a dataset: refuse one that exists, before any task."""
+    try:
+        Dataset(path)
+        exists = True
+    except FileNotFoundError:
+        exists = False
+    if exists and not append:
+        raise FileExistsError(f"{path} holds a dataset: pass append=True to add a version")
+
+# --- feeders ------------------------------------------------------------------------------
+
+
+def _stoker_cli() -> str:
+    """The `stoker` CLI installed beside this Python (pip install puts it in its bin/)."""
+    here = os.path.join(os.path.dirname(sys.executable), "stoker")
+    found = here if os.access(here, os.X_OK) else shutil.which("stoker")
+    if not found:
+        raise FileNotFoundError("the stoker CLI is not installed beside "
+                                f"{sys.executable} nor on PATH (pip install stoker)")
+    return found
+
+
+@ray.remote
+class _Feeder:
+    """One `stoker feed` process on a Ray node, reachable at `address`."""
+
+    def __init__(self, job: str, secret: bytes, args: list[str]) -> None:
+        self._dir = tempfile.mkdtemp(prefix="stoker-feeder-")
+        secret_file = os.path.join(self._dir, "secret")
+        fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secret)
+        # The address Ray knows this node by, which the cluster's other nodes reach.
+        host = ray.util.get_node_ip_address()
+        self._proc = subprocess.Popen(
+            [_stoker_cli(), "feed", "--job", job, "--listen", f"{host}:0", "--secret-file",
+             secret_file, "--json", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self._proc.stdout.readline() if self._proc.stdout else ""
+        if not line:
+            err = self._proc.communicate(timeout=30)[1]
+            raise RuntimeError(f"stoker feed did not start: {err.strip()}")
+        self.address = f"{host}:{json.loads(line)['listening'].rpartition(':')[2]}"
+
+    def where(self) -> str:
+        return self.address
+
+    def stop(self) -> dict:
+        """SIGTERM; the feeder's counters ({"slices", "samples", ...})."""
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+        out, err = self._proc.communicate(timeout=60)
+        shutil.rmtree(self._dir, ignore_errors=True)
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        counters = json.loads(lines[-1]) if lines else {}
+        counters["exit_code"] = self._proc.returncode
+        if self._proc.returncode != 0:
+            counters["stderr"] = err.strip()[-2000:]
+        return counters
+
+
+class Feeders:
+    """Feeders running as Ray actors (start_feeders): `addresses` for ImageLoader(feeders=...);
+    stop() (or leaving a `with` block) stops them and returns each one's counters."""
+
+    def __init__(self, actors: list, addresses: list[str]) -> None:
+        self._actors = actors
+        self.addresses = addresses
+        self.counters: list[dict] | None = None
+
+    def stop(self) -> list[dict]:
+        if self.counters is None:
+            self.counters = ray.get([a.stop.remote() for a in self._actors])
+            for a in self._actors:
+                ray.kill(a)
+        return self.counters
+
+    def __enter__(self) -> Feeders:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"stoker.ray.Feeders({self.addresses})"
+
+
+def start_feeders(n: int, job: str, *, secret_file: str | os.PathLike | None = None,
+                  num_cpus: float = 1, threads: int | None = None,
+                  memory_limit: str | int | None = None, announce: str | os.PathLike | None = None,
+                  extra_args: Sequence[str] = ()) -> Feeders:
+    """Starts `n` feeders (`stoker feed`, docs/feeders.md) as Ray actors, spread over the
+    cluster's nodes, each holding `num_cpus` CPUs of Ray's (and decoding with that many threads
+    unless `threads` says otherwise). The job's secret comes from `secret_file`, else
+    $STOKER_SECRET_FILE / $STOKER_SECRET, exactly as the trainers read it. `announce` appends
+    their addresses to a file that ImageLoader(feeders=FILE) reads every epoch. `extra_args`
+    are more `stoker feed` flags (e.g. ["--store", uri, "--peers", ...]). Returns a Feeders
+    handle once all listen."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, not {n}")
+    secret = _job_secret(secret_file)
+    args = ["--threads", str(threads if threads is not None else max(1, int(num_cpus)))]
+    if memory_limit is not None:
+        args += ["--memory-limit", str(memory_limit)]
+    args += list(extra_args)
+    actors = [_Feeder.options(num_cpus=num_cpus, scheduling_strategy="SPREAD").remote(  # type: ignore[attr-defined]
+        job, secret, args) for _ in range(n)]
+    try:
+        addresses = ray.get([a.where.remote() for a in actors])
+    except Exception:
+        for a in actors:
+            ray.kill(a)
+        raise
+    if announce is not None:
+        with open(announce, "a") as f:
+            f.writelines(a + "\n" for a in addresses)
+    return Feeders(actors, addresses)
+
+
+def _job_secret(secret_file: str | os.PathLike | None) -> bytes:
+    path = secret_file or os.environ.get("STOKER_SECRET_FILE")
+    if path:
+        with open(path, "rb") as f:
+            data = f.read().strip()
+    else:
+        data = os.environ.get("STOKER_SECRET", "").encode()
+    if len(data) < 16:
+        raise ValueError("feeders need the job's secret (16 or more bytes): pass secret_file= "
+                         "or set STOKER_SECRET_FILE, as the trainers do")
+    return data
+
+
+__all__ = ["Datasink", "Feeders", "StokerDatasource", "read", "start_feeders"]

@@ -1,0 +1,206 @@
+"""stoker.ray (issue 40) on a real local Ray cluster: a head without CPUs and two worker nodes
+(each its own raylet and worker processes, all on loopback). Ray Data reads every sample of
+column and file datasets, writes one version from many write tasks, keeps that true when a
+worker dies mid-write and Ray retries its task, refuses what it must (schemas that disagree,
+an existing dataset without append), and Ray actors run feeders whose batches are the
+trainer's own."""
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# Every Ray process on loopback only (tests use no other address): Ray otherwise binds the
+# machine's address, and this is how its own tests keep a cluster local.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+import ray  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import stoker  # noqa: E402
+import stoker.ray  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "node_ip_address": "127.0.0.1", "include_dashboard": False})
+    workers = [c.add_node(num_cpus=1, node_ip_address="127.0.0.1") for _ in range(2)]
+    c.wait_for_nodes()
+    ray.init(address=c.address, log_to_driver=False)
+    # Test classes below run on the workers, which cannot import this module.
+    ray.cloudpickle.register_pickle_by_value(__import__(__name__))
+    yield c, workers
+    ray.shutdown()
+    c.shutdown()
+
+
+def jpeg(i: int) -> bytes:
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", (8 + i % 5, 8), (i % 256, 3, 7)).save(buf, "JPEG")
+    return buf.getvalue()
+
+
+def column_samples(n: int) -> list[dict]:
+    rng = np.random.default_rng(4)
+    return [{"id": i, "score": float(i) / 3, "caption": f"sample {i}" if i % 4 else None,
+             "meta": {"i": i, "tags": ["a"] * (i % 3)}, "image": jpeg(i),
+             "tokens": rng.integers(0, 50000, size=i % 9, dtype=np.uint16),
+             "emb": rng.standard_normal((2, 3)).astype(np.float32)} for i in range(n)]
+
+
+COLUMNS = {"id": "int", "score": "float", "caption": "str?", "meta": "json", "image": "jpeg",
+           "tokens": "tokens:uint16", "emb": "ndarray:float32:2x3"}
+
+
+def test_read_gives_every_sample_of_a_column_dataset(cluster, tmp_path):
+    uri = str(tmp_path / "cols.stoker")
+    want = column_samples(300)
+    with stoker.Writer(uri, columns=COLUMNS, chunk_size="8KiB") as w:
+        for s in want:
+            w.write(s)
+    ds = stoker.Dataset(uri)
+    assert ds.num_chunks >= 4
+    data = stoker.ray.read(uri, override_num_blocks=4)
+    assert data.count() == 300
+    schema = data.schema()
+    assert dict(zip(schema.names, map(str, schema.types)))["id"] == "int64"
+    rows = sorted(data.take_all(), key=lambda r: r["id"])
+    for got, exp in zip(rows, want, strict=True):
+        assert got["score"] == exp["score"] and got["caption"] == exp["caption"]
+        assert json.loads(got["meta"]) == exp["meta"]
+        assert got["image"] == exp["image"]
+        assert np.array_equal(np.asarray(got["tokens"], dtype=np.uint16), exp["tokens"])
+        assert np.array_equal(got["emb"], exp["emb"])
+    # Each chunk is read whole by one task: a task's rows are runs of whole chunks, each in
+    # index order.
+    chunk_of = np.asarray(stoker._core.sample_chunks(ds))
+    runs = []
+    for block in ray.get(data.to_arrow_refs()):
+        ids = block.column("id").to_pylist()
+        for i, sample in enumerate(ids):
+            if i == 0 or chunk_of[sample] != chunk_of[ids[i - 1]]:
+                runs.append([])
+            runs[-1].append(sample)
+    assert len(runs) == ds.num_chunks
+    for run in runs:
+        assert run == sorted(np.flatnonzero(chunk_of == chunk_of[run[0]]).tolist())
+    assert stoker.ray.read(uri, columns=["id", "image"]).schema().names == ["id", "image"]
+    with pytest.raises(ValueError, match="nope"):
+        stoker.ray.read(uri, columns=["nope"])
+
+
+def test_read_file_dataset_and_torch_batches(cluster, tmp_path):
+    src = tmp_path / "tree"
+    files = {}
+    for i in range(40):
+        files[f"c{i % 4}/f{i:02d}.jpg"] = jpeg(i)
+        (src / f"c{i % 4}").mkdir(parents=True, exist_ok=True)
+        (src / f"c{i % 4}/f{i:02d}.jpg").write_bytes(files[f"c{i % 4}/f{i:02d}.jpg"])
+    uri = str(tmp_path / "files.stoker")
+    stoker.pack(str(src), uri, progress=False)
+    rows = stoker.ray.read(uri).take_all()
+    assert {r["path"]: r["data"] for r in rows} == files
+    assert all(r["label"] == int(r["path"][1]) for r in rows)
+    labels = [b["label"] for b in stoker.ray.read(uri, columns=["label"]).iter_torch_batches(
+        batch_size=16)]
+    assert sum(len(t) for t in labels) == 40 and str(labels[0].dtype) == "torch.int64"
+
+
+def test_a_write_is_one_version_holding_every_row_once(cluster, tmp_path):
+    uri = str(tmp_path / "out.stoker")
+    data = ray.data.range(1000, override_num_blocks=8).map(
+        lambda r: {"id": r["id"], "text": f"row {r['id']}", "vec": np.full(4, r["id"], np.float32)})
+    sink = stoker.ray.Datasink(uri, columns={"id": "int"})
+    data.write_datasink(sink)
+    assert sink.summary["version"] == 1 and sink.summary["samples"] == 1000
+    ds = stoker.Dataset(uri)
+    assert ds.columns == {"id": "int", "text": "str?", "vec": "ndarray:float32:4?"}
+    ids = [ds[i]["id"] for i in range(len(ds))]
+    assert ids == list(range(1000))  # the tasks' rows in task order
+    assert ds[7]["text"] == "row 7" and np.array_equal(ds[7]["vec"], np.full(4, 7, np.float32))
+    assert [p.name for p in (Path(uri) / "parts").iterdir()][0].startswith("ray-")
+    # No dataset is overwritten by accident; append adds a version.
+    with pytest.raises(FileExistsError, match="append=True"):
+        data.write_datasink(stoker.ray.Datasink(uri))
+    data.limit(10).write_datasink(stoker.ray.Datasink(uri, columns={"id": "int"}, append=True))
+    assert stoker.Dataset(uri).version == 2 and len(stoker.Dataset(uri)) == 1010
+
+
+class DiesOnce(stoker.ray.Datasink):
+    """Writes its part, then kills its worker process before Ray hears of it: the first time
+    task 1 runs only."""
+
+    def __init__(self, path, marker, **kw):
+        super().__init__(path, **kw)
+        self.marker = marker
+
+    def write(self, blocks, ctx):
+        result = super().write(blocks, ctx)
+        if ctx.task_idx == 1 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)
+        return result
+
+
+def test_a_task_retried_after_its_worker_died_leaves_no_duplicate(cluster, tmp_path):
+    uri, marker = str(tmp_path / "retry.stoker"), str(tmp_path / "died")
+    data = ray.data.range(400, override_num_blocks=4).map(lambda r: {"id": r["id"]})
+    data.write_datasink(DiesOnce(uri, marker, columns={"id": "int"}))
+    assert os.path.exists(marker)  # the worker did die
+    ds = stoker.Dataset(uri)
+    assert ds.version == 1
+    assert sorted(ds[i]["id"] for i in range(len(ds))) == list(range(400))
+    jobs = list((Path(uri) / "parts").iterdir())
+    assert [p.name for p in jobs[0].iterdir()] == ["closed"]  # the died attempt's part is gone
+
+
+def test_tasks_whose_schemas_disagree_are_refused_naming_both(cluster, tmp_path):
+    uri = str(tmp_path / "mixed.stoker")
+
+    def shape(batch):
+        if batch["id"][0] >= 50:  # the second task's rows have their ids as text
+            return {"id": [str(v) for v in batch["id"]]}
+        return batch
+
+    data = ray.data.range(100, override_num_blocks=2).map_batches(shape, batch_size=None)
+    with pytest.raises(Exception, match=r"task 0 .*id:int\?.* task 1 .*id:str\?"):
+        data.write_datasink(stoker.ray.Datasink(uri))
+    assert not (Path(uri) / "versions").exists()
+    job = next((Path(uri) / "parts").iterdir())
+    assert [p.name for p in job.iterdir()] == ["closed"]  # discarded
+
+
+def test_feeders_as_ray_actors_make_the_trainers_batches(cluster, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from test_feeders import passes
+    from test_image_loader import write_photo_tree
+    write_photo_tree(tmp_path / "src", 40)
+    uri = str(tmp_path / "photos.stoker")
+    stoker.pack(str(tmp_path / "src"), uri, progress=False)
+    secret = tmp_path / "job.secret"
+    secret.write_bytes(b"a secret for the ray feeders test\n")
+    secret.chmod(0o600)
+    monkeypatch.setenv("STOKER_SECRET_FILE", str(secret))
+    local, _, _ = passes(uri)
+    announce = tmp_path / "feeders.txt"
+    with stoker.ray.start_feeders(2, job="raytest", announce=announce) as feeders:
+        assert announce.read_text().split() == feeders.addresses
+        fed, stats, _ = passes(uri, feeders=str(announce))
+    assert len(fed) == len(local)
+    for (gi, gl), (wi, wl) in zip(fed, local):
+        assert np.array_equal(gi, wi) and np.array_equal(gl, wl)
+    made = {f["address"]: f["samples"] for f in stats["feeders"]}
+    assert set(made) == set(feeders.addresses) and sum(made.values()) > 0
+    assert all(c["exit_code"] == 0 and c["samples"] >= 0 for c in feeders.counters)
+    assert sum(c["samples"] for c in feeders.counters) == sum(made.values())
+    with pytest.raises(ValueError, match="secret"):
+        monkeypatch.delenv("STOKER_SECRET_FILE")
+        stoker.ray.start_feeders(1, job="raytest")
