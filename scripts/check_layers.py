@@ -36,7 +36,7 @@ PYTHON_LAYERS = (
     ("_reading", "engine_write"),  # _reading: what every loader shares (rank, epochs, orders,
     # a pass's bookkeeping); engine_write: one version from an engine's write tasks
     ("loader", "image_loader", "token_loader"),
-    ("torch", "ray", "_pack_parquet", "__init__"),
+    ("torch", "ray", "spark", "_pack_parquet", "__init__"),
 )
 BINDINGS_IMPORT = re.compile(r'import_\(\s*"(stoker[\w.]*)"')
 

@@ -162,11 +162,25 @@ void PrintVersionSummary(const PackArgs& args, const std::string& dst,
   }
 }
 
-// Parquet input is read by the Python package (PyArrow; python/stoker/sources.py), which
-// takes --columns, --label and --json as this command does.
-int RunParquetPack(const PackArgs& args) {
+// Input that becomes a column dataset is read by the Python package: Parquet (PyArrow;
+// python/stoker/sources.py) and MosaicML Streaming / LitData directories
+// (python/stoker/migrate.py), which take --columns, --label and --json as this command does.
+struct PythonInput {
+  const char* kind;    // "Parquet input"
+  const char* module;  // what python -m runs
+  const char* why;     // said when the package cannot run it
+};
+constexpr PythonInput kParquetInput{"Parquet input", "stoker._pack_parquet",
+                                    "Parquet input is read by stoker's Python package (with "
+                                    "pyarrow)"};
+constexpr PythonInput kMigrateInput{"MDS and LitData input", "stoker._pack_migrate",
+                                    "MosaicML Streaming (MDS) and LitData directories are read by "
+                                    "stoker's Python package"};
+
+int RunPythonPack(const PackArgs& args, const PythonInput& input) {
   if (!args.attributes_file.empty()) {
-    PrintError("pack", Status::InvalidArgument("--attributes is not supported for Parquet input"));
+    PrintError("pack", Status::InvalidArgument(
+                           fmt::format("--attributes is not supported for {}", input.kind)));
     return kExitUsage;
   }
   const dataset::PackSettings& s = args.settings;
@@ -181,20 +195,28 @@ int RunParquetPack(const PackArgs& args) {
   if (args.json) argv.emplace_back("--json");
   for (const std::string& column : args.columns) argv.insert(argv.end(), {"--columns", column});
   if (!args.label.empty()) argv.insert(argv.end(), {"--label", args.label});
-  return ExecPythonModule("pack", "stoker._pack_parquet", argv,
-                          "Parquet input is read by stoker's Python package (with pyarrow)");
+  return ExecPythonModule("pack", input.module, argv, input.why);
+}
+
+// An MDS or LitData dataset: a directory whose index.json lists its shards or chunks.
+bool IsMigratedFormat(const std::vector<std::string>& sources) {
+  std::error_code ec;
+  return sources.size() == 1 && !sources[0].contains("://") &&
+         std::filesystem::is_regular_file(std::filesystem::path(sources[0]) / "index.json", ec);
 }
 
 int RunPack(const PackArgs& args) {
   const std::string dst = args.paths.back();
   const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
   if (std::ranges::any_of(sources, [](const std::string& p) { return p.ends_with(".parquet"); })) {
-    return RunParquetPack(args);
+    return RunPythonPack(args, kParquetInput);
   }
+  if (IsMigratedFormat(sources)) return RunPythonPack(args, kMigrateInput);
   if (!args.columns.empty() || !args.label.empty()) {
     PrintError("pack", Status::InvalidArgument(
-                           "--columns and --label are for Parquet input (a directory's labels "
-                           "are its class directories, a tar shard's its .cls members)"));
+                           "--columns and --label are for Parquet, MDS and LitData input (a "
+                           "directory's labels are its class directories, a tar shard's its .cls "
+                           "members)"));
     return kExitUsage;
   }
   dataset::PackOptions options = args.settings.pack;

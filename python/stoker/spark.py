@@ -1,0 +1,254 @@
+"""Spark reads and writes stoker datasets through PySpark's Python Data Source API (PySpark 4;
+docs/engines.md). `pip install 'stoker[spark]'` and a Java 17 runtime.
+
+    import stoker.spark
+    stoker.spark.register(spark)                      # once per SparkSession
+    df = spark.read.format("stoker").load("s3://bucket/train.stoker")
+    df.write.format("stoker").mode("append").save("out.stoker")     # one new version
+
+Reading: one partition per group of whole chunks (option "partitions": how many; default one
+per chunk, at most 256), each chunk read once, in CRC-checked range reads, its rows in index
+order; option "version" reads that version (default: the newest when the read is planned).
+Column datasets give their columns as Spark types (int → bigint, float → double, str and json
+(its text) → string, bytes / jpeg / png → binary, tokens → array of the integer type that holds
+them, ndarray → nested arrays, one level per dimension (arrays of any shape: a flat array);
+file datasets give (path, label, data), tar-packed ones (path, label, files: map<string,
+binary>).
+
+Writing: every task attempt writes a part and the driver's commit publishes the parts of the
+attempts Spark accepted as **one** version (stoker.engine_write): a task retried after its
+executor died leaves no duplicate row; nothing is visible until every task is in. Save modes:
+"append" writes the next version (or the first); "overwrite" is refused (a published version
+never changes: write to a new path). Options: "columns" ("image=jpeg,caption=str?": stoker
+types for some columns; the rest come from the DataFrame's schema as stoker.from_parquet infers
+them), "label", "chunk_size", "order", "order_seed".
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+MIN_PYSPARK = (4, 0)
+
+
+def _require_pyspark() -> Any:
+    try:
+        import pyspark
+        from pyspark.sql import datasource  # noqa: F401
+    except ImportError as e:
+        raise ImportError("stoker.spark needs PySpark's Python Data Source API: pip install "
+                          f"'stoker[spark]' (pyspark>={MIN_PYSPARK[0]}.{MIN_PYSPARK[1]}); "
+                          f"importing it failed: {e}") from e
+    have = tuple(int(p) for p in pyspark.__version__.split(".")[:2] if p.isdigit())
+    if have < MIN_PYSPARK:
+        raise ImportError(
+            f"stoker.spark needs PySpark {MIN_PYSPARK[0]}.{MIN_PYSPARK[1]} or newer (the Python "
+            f"Data Source API with Arrow batches); this is PySpark {pyspark.__version__}: "
+            f"pip install -U 'pyspark>={MIN_PYSPARK[0]}.{MIN_PYSPARK[1]}'")
+    return pyspark
+
+
+_require_pyspark()
+from pyspark.sql.datasource import (  # noqa: E402  (after the version check)
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType  # noqa: E402
+
+from . import engine_write  # noqa: E402
+from ._core import ReadPipeline, sample_chunks  # noqa: E402
+from .views import Dataset  # noqa: E402
+
+# Spark has no unsigned integers: each token type goes to the smallest signed one that holds it
+# (uint64 to bigint: values of 2^63 and more do not fit, and fail the read).
+_TOKEN_SPARK = {"int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint",
+                "uint8": "smallint", "uint16": "int", "uint32": "bigint", "uint64": "bigint"}
+_TOKEN_ARROW = {"tinyint": "int8", "smallint": "int16", "int": "int32", "bigint": "int64"}
+_FLOAT_SPARK = {"float16": "float", "float32": "float", "float64": "double"}
+
+
+def _spark_type(kind: str) -> str:
+    """A stoker column type as Spark DDL."""
+    base, _, rest = kind.rstrip("?").partition(":")
+    param, _, shape = rest.partition(":")
+    if base == "int":
+        return "bigint"
+    if base == "float":
+        return "double"
+    if base in ("str", "json"):
+        return "string"
+    if base == "tokens":
+        return f"array<{_TOKEN_SPARK[param or 'int32']}>"
+    if base == "ndarray":
+        element = (_FLOAT_SPARK.get(param) or _TOKEN_SPARK.get(param)
+                   or ("boolean" if param == "bool" else "binary"))
+        if element == "binary":  # complex numbers: their bytes
+            return "binary"
+        depth = len(shape.split("x")) if shape else 1
+        return "array<" * depth + element + ">" * depth
+    return "binary"  # bytes, jpeg, png
+
+
+def _ddl(ds: Dataset) -> str:
+    if not ds.columns:
+        third = "files map<string, binary>" if ds.grouped else "data binary"
+        return f"path string, label bigint, {third}"
+    return ", ".join(f"`{name}` {_spark_type(kind)}" for name, kind in ds.columns.items())
+
+
+def _batch(ds: Dataset, schema: Any, samples: list) -> Any:
+    """An Arrow batch of `samples` in the Arrow form of the Spark schema."""
+    import pyarrow as pa
+    if not ds.columns:
+        third = [list(s[0].items()) for s in samples] if ds.grouped else [s[0] for s in samples]
+        return pa.RecordBatch.from_arrays(
+            [pa.array([s[2] for s in samples]), pa.array([s[1] for s in samples], pa.int64()),
+             pa.array(third, schema.field(2).type)], schema=schema)
+    arrays = []
+    for name, kind in ds.columns.items():
+        base = kind.rstrip("?").partition(":")[0]
+        values = [s.get(name) for s in samples]
+        if base == "json":
+            import json
+            values = [None if v is None else json.dumps(v) for v in values]
+        elif base in ("tokens", "ndarray"):
+            values = [None if v is None else _nested(v) for v in values]
+        arrays.append(pa.array(values, schema.field(name).type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _nested(v: np.ndarray) -> Any:
+    if v.dtype.kind == "c":
+        return v.tobytes()
+    return v.tolist()
+
+
+@dataclass
+class _Chunks(InputPartition):
+    plans: list  # each chunk's samples, in index order
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, uri: str, version: int, partitions: int | None, schema: StructType) -> None:
+        self.uri, self.version, self.count, self.schema = uri, version, partitions, schema
+
+    def partitions(self) -> list[InputPartition]:  # type: ignore[override]
+        ds = Dataset(self.uri, self.version)
+        chunks = np.asarray(sample_chunks(ds))
+        order = np.argsort(chunks, kind="stable")
+        by_chunk = [p.tolist() for p in np.split(order, np.flatnonzero(np.diff(chunks[order])) + 1)
+                    if len(p)]
+        count = self.count or min(len(by_chunk), 256)
+        groups = np.array_split(np.arange(len(by_chunk)), max(1, min(count, len(by_chunk))))
+        return [_Chunks([by_chunk[c] for c in g]) for g in groups if len(g)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        ds = Dataset(self.uri, self.version)
+        schema = to_arrow_schema(self.schema)
+        plans = partition.plans  # type: ignore[attr-defined]
+        if not plans:
+            return
+        pipe = ReadPipeline(ds, np.concatenate([np.asarray(p, np.uint32) for p in plans]))
+        try:
+            for plan in plans:
+                yield _batch(ds, schema, [next(pipe) for _ in range(len(plan))])
+        finally:
+            pipe.close()
+
+
+@dataclass
+class _Part(WriterCommitMessage):
+    payload: dict | None  # engine_write.write_part's message; None: the task had no rows
+
+
+class _Writer(DataSourceArrowWriter):
+    def __init__(self, uri: str, schema: StructType, options: dict[str, str]) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        self.uri = uri
+        self.job = engine_write.new_job("spark")  # made once, on the driver: every task's
+        overrides = _column_options(options.get("columns", ""))
+        self.types, self.convert = engine_write.column_types(to_arrow_schema(schema), overrides)
+        self.writer_options: dict[str, Any] = {}
+        for key in ("label", "chunk_size", "order"):
+            if options.get(key):
+                self.writer_options[key] = options[key]
+        if options.get("order_seed"):
+            self.writer_options["order_seed"] = int(options["order_seed"])
+
+    def write(self, iterator: Iterator[Any]) -> _Part:  # type: ignore[override]
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        def rows() -> Iterator[dict]:
+            for batch in iterator:
+                yield from engine_write.table_rows(pa.Table.from_batches([batch]))
+
+        context = TaskContext.get()
+        order = context.partitionId() if context is not None else 0
+        return _Part(engine_write.write_part(self.uri, self.job, order, self.types, self.convert,
+                                             rows(), self.writer_options))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        engine_write.commit_parts(self.uri, self.job,
+                                  [m.payload if isinstance(m, _Part) else None for m in messages])
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        engine_write.discard(self.uri, self.job)
+
+
+def _column_options(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, kind = item.partition("=")
+        if not (name and eq and kind):
+            raise ValueError(f"option columns: {item!r}: give NAME=TYPE, e.g. image=jpeg")
+        out[name.strip()] = kind.strip()
+    return out
+
+
+class StokerDataSource(DataSource):
+    """format("stoker"): a stoker dataset as a Spark data source (stoker.spark.register)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "stoker"
+
+    def _uri(self) -> str:
+        uri = self.options.get("path")
+        if not uri:
+            raise ValueError('format("stoker") needs a path: .load(path) or .save(path)')
+        return os.fspath(uri)
+
+    def _dataset(self) -> Dataset:
+        version = self.options.get("version")
+        return Dataset(self._uri(), int(version) if version else None)
+
+    def schema(self) -> str:  # type: ignore[override]
+        return _ddl(self._dataset())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        ds = self._dataset()
+        count = self.options.get("partitions")
+        return _Reader(self._uri(), ds.version, int(count) if count else None, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        if overwrite:
+            raise ValueError('stoker never replaces a published version: use mode("append") '
+                             "to write the next version, or save to a new path")
+        return _Writer(self._uri(), schema, dict(self.options))
+
+
+def register(spark: Any) -> None:
+    """Makes format("stoker") known to `spark` (a SparkSession)."""
+    spark.dataSource.register(StokerDataSource)
+
+
+__all__ = ["StokerDataSource", "register"]

@@ -1,0 +1,158 @@
+"""stoker.spark (issue 40): `spark.read.format("stoker")` and `df.write.format("stoker")` in
+Spark's local-cluster mode (a master and two workers in the driver's JVM, each executor a JVM
+of its own, all on loopback), with PySpark 4 from PyPI and Debian's OpenJDK 17. A write is one
+version however many tasks write it, stays so when an executor is killed after its task wrote
+its part and Spark runs the task again, and refuses what it must."""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# Before the JVM starts: executors find their jars by the Scala version, and run this Python.
+os.environ["SPARK_SCALA_VERSION"] = "2.13"
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+from pyspark import cloudpickle  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+
+import stoker  # noqa: E402
+import stoker.spark  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("stoker-tests")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.enabled", "false").config("spark.task.maxFailures", "4")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    stoker.spark.register(session)
+    # The test's own data source (below) runs in the executors, which cannot import this file.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    session.dataSource.register(DiesOnceSource)
+    yield session
+    session.stop()
+
+
+def jpeg(i: int) -> bytes:
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8 + i % 3), (i % 256, 9, 1)).save(buf, "JPEG")
+    return buf.getvalue()
+
+
+def test_a_write_is_one_version_and_reads_back(spark, tmp_path):
+    uri = str(tmp_path / "caps.stoker")
+    rows = [(i, f"caption {i}" if i % 5 else None, jpeg(i), [float(i), -float(i)], i % 7)
+            for i in range(300)]
+    df = spark.createDataFrame(
+        rows, "id long, caption string, image binary, emb array<float>, label int"
+    ).repartition(4).sortWithinPartitions("id")
+    (df.write.format("stoker").mode("append").option("columns", "image=jpeg,id=int")
+     .option("label", "label").option("chunk_size", "16KiB").save(uri))
+    ds = stoker.Dataset(uri)
+    assert ds.version == 1 and len(ds) == 300
+    assert ds.columns == {"caption": "str?", "emb": "ndarray:float32?", "id": "int",
+                          "image": "jpeg", "label": "int?"}
+    assert ds.label_column == "label"
+    got = {ds[i]["id"]: ds[i] for i in range(len(ds))}
+    for i, caption, image, emb, label in rows:
+        assert got[i]["caption"] == caption and got[i]["image"] == image
+        assert np.array_equal(got[i]["emb"], np.array(emb, np.float32)) and got[i]["label"] == label
+    assert [p.name for p in next((Path(uri) / "parts").iterdir()).iterdir()] == ["closed"]
+
+    back = spark.read.format("stoker").load(uri)
+    assert back.schema.simpleString() == ("struct<caption:string,emb:array<float>,id:bigint,"
+                                          "image:binary,label:bigint>")
+    assert back.rdd.getNumPartitions() == ds.num_chunks >= 2
+    read = {r["id"]: r for r in back.collect()}
+    assert len(read) == 300
+    for i, caption, image, emb, label in rows:
+        assert read[i]["caption"] == caption and bytes(read[i]["image"]) == image
+        assert read[i]["emb"] == emb and read[i]["label"] == label
+    # append writes the next version; overwrite is refused, the version untouched.
+    df.limit(10).write.format("stoker").mode("append").option("columns", "image=jpeg,id=int") \
+        .option("label", "label").save(uri)
+    assert stoker.Dataset(uri).version == 2 and len(stoker.Dataset(uri)) == 310
+    with pytest.raises(Exception, match="never replaces a published version"):
+        df.write.format("stoker").mode("overwrite").save(uri)
+    assert stoker.spark.__name__ and stoker.Dataset(uri).version == 2
+    assert spark.read.format("stoker").option("version", "1").load(uri).count() == 300
+
+
+def test_a_file_dataset_reads_as_path_label_data(spark, tmp_path):
+    files = {f"c{i % 3}/f{i:02d}.jpg": jpeg(i) for i in range(30)}
+    for rel, data in files.items():
+        (tmp_path / "tree" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tree" / rel).write_bytes(data)
+    uri = str(tmp_path / "files.stoker")
+    stoker.pack(str(tmp_path / "tree"), uri, progress=False)
+    rows = spark.read.format("stoker").load(uri).collect()
+    assert {r["path"]: bytes(r["data"]) for r in rows} == files
+    assert all(r["label"] == int(r["path"][1]) for r in rows)
+
+
+class DiesOnceWriter(stoker.spark._Writer):
+    """Writes its part, then kills its executor's JVM before Spark hears of the task: the first
+    attempt of partition 1 only."""
+
+    def __init__(self, uri, schema, options):
+        super().__init__(uri, schema, options)
+        self.marker = options["marker"]
+
+    def write(self, iterator):
+        from pyspark import TaskContext
+        message = super().write(iterator)
+        if TaskContext.get().partitionId() == 1 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            pid = os.getpid()
+            while pid > 1:  # up to the executor's JVM
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"CoarseGrainedExecutorBackend" in f.read():
+                        os.kill(pid, signal.SIGKILL)
+                        break
+                with open(f"/proc/{pid}/stat") as f:
+                    pid = int(f.read().rpartition(")")[2].split()[1])
+            os._exit(1)
+        return message
+
+
+class DiesOnceSource(stoker.spark.StokerDataSource):
+    @classmethod
+    def name(cls):
+        return "stoker_dies_once"
+
+    def writer(self, schema, overwrite):
+        return DiesOnceWriter(self._uri(), schema, dict(self.options))
+
+
+def test_a_task_retried_after_its_executor_was_killed_leaves_no_duplicate(spark, tmp_path):
+    uri, marker = str(tmp_path / "retry.stoker"), str(tmp_path / "died")
+    df = spark.range(0, 400, numPartitions=4)
+    df.write.format("stoker_dies_once").mode("append").option("marker", marker) \
+        .option("columns", "id=int").save(uri)
+    assert os.path.exists(marker)  # the executor was killed
+    ds = stoker.Dataset(uri)
+    assert ds.version == 1
+    assert [ds[i]["id"] for i in range(len(ds))] == list(range(400))  # once each, in order
+    job = next((Path(uri) / "parts").iterdir())
+    assert [p.name for p in job.iterdir()] == ["closed"]  # the killed attempt's part is gone
+
+
+def test_bad_writes_are_refused(spark, tmp_path):
+    df = spark.range(0, 10, numPartitions=2)
+    with pytest.raises(Exception, match="NAME=TYPE"):
+        df.write.format("stoker").mode("append").option("columns", "id").save(
+            str(tmp_path / "x.stoker"))
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE|ErrorIfExists"):
+        df.write.format("stoker").save(str(tmp_path / "y.stoker"))
+    assert not (tmp_path / "y.stoker" / "versions").exists()
