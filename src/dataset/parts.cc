@@ -406,31 +406,39 @@ void RemovePartsOfJob(Storage& storage, std::string_view job) {
   }
 }
 
+Status JobAlreadyClosed(const Storage& storage, std::string_view job) {
+  return Status::AlreadyExists(fmt::format(
+      "{} exists: job '{}' is being committed, or was committed or discarded (the parts of "
+      "a job are published once; a commit killed midway leaves the file: remove it and "
+      "commit again)",
+      storage.Describe(ClosedPath(job)), job));
+}
+
 // Creates the job's marker, exclusively: one commit or discard of a job at a time.
 Status CloseJob(Storage& storage, std::string_view job, std::string_view why) {
   STOKER_RETURN_IF_ERROR(storage.CreateDirs(JobDir(job)));
   const std::string text = fmt::format("{}\n", why);
   const Status created = storage.CreateExclusive(
       ClosedPath(job), {reinterpret_cast<const std::byte*>(text.data()), text.size()});
-  if (created.IsAlreadyExists()) {
-    return Status::AlreadyExists(fmt::format(
-        "{} exists: job '{}' is being committed, or was committed or discarded (the parts of "
-        "a job are published once; a commit killed midway leaves the file: remove it and "
-        "commit again)",
-        storage.Describe(ClosedPath(job)), job));
-  }
-  return created;
+  return created.IsAlreadyExists() ? JobAlreadyClosed(storage, job) : created;
 }
 
 }  // namespace
 
 Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(options.job));
-  // Closed before the parts are listed (parts.h); reopened if nothing was published, so that a
-  // missing part can still be written and the commit run again. An engine's job (`only`) stays
-  // closed for good, so a late attempt is refused; a job committed whole (`stoker commit`) is
-  // reopened after it, so that its name can name the next parts.
-  STOKER_RETURN_IF_ERROR(CloseJob(storage, options.job, "committed"));
+  // An engine's commit (`only`) closes the job before it lists the parts (parts.h), for good
+  // once published, so that a late attempt is refused; if nothing was published it reopens the
+  // job. A job committed whole (`stoker commit`) is not closed: its name can name the next
+  // parts, and two such commits at once still publish once (the loser finds its paths in the
+  // dataset, or no parts); only a closed job is refused.
+  const bool engine = !options.only.empty();
+  if (engine) {
+    STOKER_RETURN_IF_ERROR(CloseJob(storage, options.job, "committed"));
+  } else {
+    STOKER_ASSIGN_OR_RETURN(const bool closed, storage.Exists(ClosedPath(options.job)));
+    if (closed) return Err(JobAlreadyClosed(storage, options.job));
+  }
   PackSummary summary;
   auto published = [&]() -> Result<PackSummary> {
     STOKER_ASSIGN_OR_RETURN(auto parts, OpenParts(storage, options));
@@ -444,12 +452,11 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
     return PublishAddition(storage, add, PublishPolicy::kEither, *lease, summary, &segment_path);
   }();
   if (!published) {
-    (void)storage.Remove(ClosedPath(options.job));
+    if (engine) (void)storage.Remove(ClosedPath(options.job));
     return published;
   }
   // Published: the parts are spent (a failure here leaves files that gc collects).
   RemovePartsOfJob(storage, options.job);
-  if (options.only.empty()) (void)storage.Remove(ClosedPath(options.job));
   return published;
 }
 
