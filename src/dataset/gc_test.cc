@@ -417,6 +417,20 @@ TEST_F(GcTest, WhileNoVersionWasRemovedLeftoversGoAtOnce) {
   ExpectNewestIntact();
 }
 
+// The marker of a job an engine committed or discarded goes once its parts are gone, like any
+// unreferenced file; one whose job still has parts stays.
+TEST_F(GcTest, ASpentJobsMarkerGoesAndALiveJobsStays) {
+  ASSERT_TRUE(store_->CreateDirs("parts/ray-1").ok());
+  ASSERT_TRUE(store_->CreateDirs("parts/ray-2").ok());
+  store_->SetContents("parts/ray-1/closed", "committed\n");
+  store_->SetContents("parts/ray-2/closed", "discarded\n");
+  store_->SetContents("parts/ray-2/part-000007-of-000000.seg", "a late attempt's, refused");
+  const GcSummary s = Gc(kT0, 3);
+  EXPECT_EQ(s.files_removed, std::vector<std::string>{"parts/ray-1/closed"});
+  EXPECT_TRUE(store_->Exists("parts/ray-2/closed").value());
+  ExpectNewestIntact();
+}
+
 // A lease naming a process of this machine that is gone (a pack killed with -9) is removed at
 // once, not after the writer timeout; one naming another machine waits for the timeout.
 TEST_F(GcTest, ALeaseWhoseProcessIsGoneGoesAtOnce) {

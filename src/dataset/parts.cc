@@ -470,6 +470,21 @@ Status DiscardParts(Storage& storage, std::string_view job) {
   return Status::OK();
 }
 
+Result<std::vector<std::string>> SpentJobMarkers(Storage& storage) {
+  std::vector<std::string> out;
+  auto jobs = storage.List(kPartsDir);
+  if (!jobs) {
+    return jobs.error().IsNotFound() ? Result<std::vector<std::string>>(out) : Err(jobs.error());
+  }
+  for (const std::string& job : *jobs) {
+    auto names = storage.List(JobDir(job));
+    if (names && names->size() == 1 && names->front() == kClosedName) {
+      out.push_back(ClosedPath(job));
+    }
+  }
+  return out;
+}
+
 Result<std::set<std::string>> ChunksOfParts(Storage& storage) {
   std::set<std::string> out;
   auto jobs = storage.List(kPartsDir);

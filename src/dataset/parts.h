@@ -64,6 +64,10 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options);
 // parts; their chunks are garbage for `stoker gc`. OK when the job has no parts.
 Status DiscardParts(Storage& storage, std::string_view job);
 
+// The markers of closed jobs that hold no part any more (gc collects them as it collects any
+// unreferenced file: after its grace period, once the writers at work when it saw them ended).
+Result<std::vector<std::string>> SpentJobMarkers(Storage& storage);
+
 // The chunk paths of every part not yet committed (stoker gc keeps them).
 Result<std::set<std::string>> ChunksOfParts(Storage& storage);
 
