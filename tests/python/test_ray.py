@@ -23,6 +23,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 import stoker  # noqa: E402
 import stoker.ray  # noqa: E402
+from conftest import s3_skip  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -204,3 +205,19 @@ def test_feeders_as_ray_actors_make_the_trainers_batches(cluster, tmp_path, monk
     with pytest.raises(ValueError, match="secret"):
         monkeypatch.delenv("STOKER_SECRET_FILE")
         stoker.ray.start_feeders(1, job="raytest")
+
+
+@pytest.mark.s3
+@s3_skip
+def test_an_s3_dataset_written_and_read_by_ray(cluster, s3_server, bucket, monkeypatch):
+    for name, value in s3_server["env"].items():  # the driver: the sink's start and commit
+        monkeypatch.setenv(name, value)
+    workers = {"runtime_env": {"env_vars": dict(s3_server["env"])}}
+    uri = f"s3://{bucket}/out.stoker"
+    data = ray.data.range(300, override_num_blocks=3).map(
+        lambda r: {"id": r["id"], "text": f"row {r['id']}"})
+    data.write_datasink(stoker.ray.Datasink(uri, columns={"id": "int"}), ray_remote_args=workers)
+    ds = stoker.Dataset(uri)
+    assert ds.version == 1 and [ds[i]["id"] for i in range(len(ds))] == list(range(300))
+    rows = stoker.ray.read(uri, ray_remote_args=workers).take_all()
+    assert sorted((r["id"], r["text"]) for r in rows) == [(i, f"row {i}") for i in range(300)]
