@@ -464,7 +464,7 @@ Status DiscardParts(Storage& storage, std::string_view job) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(job));
   // Closed already (discarded before, or committed): a discard changes nothing published, and
   // running it twice is how a failing engine cleans up.
-  const Status closed = CloseJob(storage, job, "discarded");
+  Status closed = CloseJob(storage, job, "discarded");
   if (!closed.ok() && !closed.IsAlreadyExists()) return closed;
   RemovePartsOfJob(storage, job);
   return Status::OK();
