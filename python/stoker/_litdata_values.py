@@ -44,6 +44,9 @@ def _array(data: memoryview, dtype: str, shape: tuple[int, ...] | None, path: st
 def _numpy(data: memoryview, path: str) -> np.ndarray:
     """"numpy": u32 dtype index, u32 ndim, u32 dims (little-endian), then the elements."""
     index, ndim = struct.unpack_from("<II", data, 0)
+    if index in (14, 15, 16, 17):  # TypeError: not corruption, but no stoker type
+        raise TypeError(f"{path}: a NumPy array of object, bytes, str or void elements (dtype "
+                        f"index {index}) has no stoker column type")
     if index >= len(NUMPY_DTYPES):
         raise corrupt(path, f"a NumPy array of dtype index {index}")
     shape = struct.unpack_from(f"<{ndim}I", data, 8)
