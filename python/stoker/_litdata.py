@@ -174,13 +174,17 @@ class LitDataSource:
 
     def rows(self) -> Iterator[dict]:
         for chunk in self.chunks:
-            path, items, footer = self._items(chunk)
-            if self.loader == "TokensLoader":
-                yield from self._token_rows(chunk, path, items)
-            elif footer is not None:
-                yield from self._footer_rows(path, footer)
-            else:
-                yield from self._tree_rows(path, items)
+            # A generator a chunk, so that its bytes are let go before the next one is read.
+            yield from self._chunk_rows(chunk)
+
+    def _chunk_rows(self, chunk: dict) -> Iterator[dict]:
+        path, items, footer = self._items(chunk)
+        if self.loader == "TokensLoader":
+            yield from self._token_rows(chunk, path, items)
+        elif footer is not None:
+            yield from self._footer_rows(path, footer)
+        else:
+            yield from self._tree_rows(path, items)
 
     def _token_rows(self, chunk: dict, path: str, items: list[memoryview]) -> Iterator[dict]:
         size = np.dtype(self.token_type).itemsize

@@ -186,28 +186,32 @@ class MdsSource:
         return path, data
 
     def rows(self) -> Iterator[dict]:
+        for shard in self.shards:
+            # A generator a shard, so that its bytes are let go before the next one is read.
+            yield from self._shard_rows(shard)
+
+    def _shard_rows(self, shard: dict) -> Iterator[dict]:
         layout = self._layout
         variable = [i for i, (_, _, size) in enumerate(layout) if size is None]
         lengths = struct.Struct("<" + "I" * len(variable))
-        for shard in self.shards:
-            path, data = self._load(shard)
-            view = memoryview(data)
-            offsets = offset_table(view, path, expect=int(shard.get("samples", 0)))
-            for k in range(len(offsets) - 1):
-                begin, end = offsets[k], offsets[k + 1]
-                sizes: list = [size for _, _, size in layout]
-                if end - begin < lengths.size:
-                    raise corrupt(path, f"sample {k} is shorter than its lengths")
-                for i, n in zip(variable, lengths.unpack_from(view, begin), strict=True):
-                    sizes[i] = n
-                if lengths.size + sum(sizes) != end - begin:
-                    raise corrupt(path, f"sample {k}'s columns do not add up to its "
-                                  f"{end - begin} bytes")
-                at, row = begin + lengths.size, {}
-                for (name, decode, _), n in zip(layout, sizes, strict=True):
-                    try:
-                        row[name] = decode(view[at:at + n], path)
-                    except (ValueError, IndexError, struct.error) as e:  # JSON, UTF-8 too
-                        raise corrupt(path, f"sample {k}, column {name!r}: {e}") from None
-                    at += n
-                yield row
+        path, data = self._load(shard)
+        view = memoryview(data)
+        offsets = offset_table(view, path, expect=int(shard.get("samples", 0)))
+        for k in range(len(offsets) - 1):
+            begin, end = offsets[k], offsets[k + 1]
+            sizes: list = [size for _, _, size in layout]
+            if end - begin < lengths.size:
+                raise corrupt(path, f"sample {k} is shorter than its lengths")
+            for i, n in zip(variable, lengths.unpack_from(view, begin), strict=True):
+                sizes[i] = n
+            if lengths.size + sum(sizes) != end - begin:
+                raise corrupt(path, f"sample {k}'s columns do not add up to its "
+                              f"{end - begin} bytes")
+            at, row = begin + lengths.size, {}
+            for (name, decode, _), n in zip(layout, sizes, strict=True):
+                try:
+                    row[name] = decode(view[at:at + n], path)
+                except (ValueError, IndexError, struct.error) as e:  # JSON, UTF-8 too
+                    raise corrupt(path, f"sample {k}, column {name!r}: {e}") from None
+                at += n
+            yield row

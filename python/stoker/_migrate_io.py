@@ -147,7 +147,8 @@ class RawImage:
             bits = np.frombuffer(self.pixels, np.uint8).reshape(h, (w + 7) // 8)
             return np.unpackbits(bits, axis=1)[:, :w].astype(bool)
         if self.mode not in _MODES:
-            raise ValueError(f"a PIL image of mode {self.mode!r}, which has no array form here")
+            raise ValueError(f"a PIL image of mode {self.mode!r}, which has no array form here "
+                             "(give the column the type png)")
         dtype, channels = _MODES[self.mode]
         shape = (h, w, channels) if channels else (h, w)
         out = np.frombuffer(self.pixels, dtype).reshape(shape)

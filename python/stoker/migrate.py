@@ -113,7 +113,10 @@ def _column(source: Source, name: str, kind: str, first: Any, override: str | No
         if target == "png":
             return str(override), RawImage.png
         if override is None:
-            dtype = first.array().dtype.name if isinstance(first, RawImage) else "uint8"
+            try:
+                dtype = first.array().dtype.name if isinstance(first, RawImage) else "uint8"
+            except ValueError as e:
+                raise ValueError(f"{source.root}: sample 0, column {name!r}: {e}") from None
             override = f"ndarray:{dtype}" + optional
         return override, RawImage.array
     if override is not None:
@@ -138,7 +141,7 @@ def _convert(source: Source, output, columns: dict[str, str] | None, allow_pickl
             raise ValueError(f"columns: {name!r} is not a column of the input "
                              f"({list(source.columns)})")
     rows = source.rows()
-    first = next(rows, None)
+    first = next(rows, None)  # its values decide some types (images, arrays' dtypes)
     types: dict[str, str] = {}
     convert: dict[str, Callable[[Any], Any]] = {}
     for name, kind in source.columns.items():
@@ -147,8 +150,12 @@ def _convert(source: Source, output, columns: dict[str, str] | None, allow_pickl
         if fn is not None:
             convert[name] = fn
 
+    # Handed on, and not kept here: it holds the first shard's or chunk's bytes.
+    head = [first] if first is not None else []
+    del first
+
     def converted() -> Iterator[dict]:
-        for i, row in enumerate(_chain(first, rows)):
+        for i, row in enumerate(_chain(head, rows)):
             for name, fn in convert.items():
                 value = row.get(name)
                 if value is not None:
@@ -162,9 +169,9 @@ def _convert(source: Source, output, columns: dict[str, str] | None, allow_pickl
     return _write(converted(), output, types, {}, options)
 
 
-def _chain(first: dict | None, rows: Iterator[dict]) -> Iterator[dict]:
-    if first is not None:
-        yield first
+def _chain(head: list[dict], rows: Iterator[dict]) -> Iterator[dict]:
+    while head:
+        yield head.pop()
     yield from rows
 
 
