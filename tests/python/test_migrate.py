@@ -132,8 +132,10 @@ def test_litdata_datasets_convert_sample_for_sample(peers, tmp_path, name):
 
 def pack(*args) -> subprocess.CompletedProcess:
     """`stoker pack SRC_DIR DST ...` as tools/cmd_pack.cc will run it for such a directory."""
-    return subprocess.run([sys.executable, "-m", "stoker._pack_migrate", *map(str, args)],
+    proc = subprocess.run([sys.executable, "-m", "stoker._pack_migrate", *map(str, args)],
                           capture_output=True, text=True, timeout=300)
+    assert "Warning" not in proc.stderr  # e.g. runpy's "found in sys.modules" RuntimeWarning
+    return proc
 
 
 @pytest.mark.slow
