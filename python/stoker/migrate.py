@@ -29,8 +29,9 @@ Column types (override any with columns={name: type}; docs/migrate.md has the wh
                                                 pickles unread
 
 Samples keep their order: stoker sample i is the source's sample i. Memory holds the shard
-(MDS) or chunk (LitData) being read, and briefly the one before, whatever the dataset's size. Needs cramjam for zstd, brotli and snappy files, xxhash
-for xxh* hashes, pyarrow for LitData's Arrow-footer chunks (`pip install stoker[migrate]`).
+(MDS) or chunk (LitData) being read, and briefly the one before, whatever the dataset's size.
+Needs cramjam for zstd, brotli and snappy files, xxhash for xxh* hashes, pyarrow for LitData's
+Arrow-footer chunks (`pip install stoker[migrate]`).
 """
 from __future__ import annotations
 
