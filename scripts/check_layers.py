@@ -30,13 +30,17 @@ EXEMPT_FOLDERS = {"testing"}
 # python/stoker's modules, lowest layer first; "__init__" is the package (`import stoker`).
 PYTHON_LAYERS = (
     ("_core",),  # the C++ extension (python/bindings)
-    ("_glibc", "_log", "metrics", "tracing"),
-    ("stalls", "profile", "views", "optimize"),  # views: Dataset, its views, reopening
+    ("_glibc", "_log", "metrics", "tracing", "_migrate_io"),  # _migrate_io: what the MDS and
+    # LitData readers share (files, decompression, raw images)
+    ("stalls", "profile", "views", "optimize", "_mds", "_litdata_values"),
+    # views: Dataset, its views, reopening; _mds, _litdata_values: the formats' bytes
     ("mix", "sources"),  # mix: the Mix source and the order of a loader over one
-    ("_reading", "engine_write"),  # _reading: what every loader shares (rank, epochs, orders,
-    # a pass's bookkeeping); engine_write: one version from an engine's write tasks
-    ("loader", "image_loader", "token_loader"),
-    ("torch", "ray", "spark", "_pack_parquet", "__init__"),
+    ("_reading", "engine_write", "_litdata"),  # _reading: what every loader shares (rank,
+    # epochs, orders, a pass's bookkeeping); engine_write: one version from an engine's write
+    # tasks; _litdata: LitData's directories (on _litdata_values)
+    ("loader", "image_loader", "token_loader", "migrate"),  # migrate: MDS and LitData
+    # datasets through sources' writer
+    ("torch", "ray", "spark", "_pack_parquet", "_pack_migrate", "__init__"),
 )
 BINDINGS_IMPORT = re.compile(r'import_\(\s*"(stoker[\w.]*)"')
 

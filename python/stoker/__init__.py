@@ -60,6 +60,7 @@ from . import _log  # noqa: F401  (the C++ library's log lines go to logging)
 from .image_loader import ImageLoader
 from .loader import Loader, collate_columns
 from .metrics import serve_metrics
+from .migrate import from_litdata, from_mds
 from .mix import Mix
 from .optimize import optimize
 from .sources import from_huggingface, from_parquet
@@ -71,7 +72,8 @@ from .views import Dataset, DatasetView
 __version__ = "0.1.0"
 __all__ = ["CorruptionError", "Dataset", "DatasetView", "ImageLoader", "Loader", "Mix", "Sampler",
            "TokenLoader", "Writer", "byte_size", "collate_columns", "commit", "discard_parts",
-           "from_huggingface", "from_parquet", "optimize", "pack", "serve_metrics",
+           "from_huggingface", "from_litdata", "from_mds", "from_parquet", "optimize", "pack",
+           "serve_metrics",
            "shuffle_report", "shuffle_unit", "stall_report",
            "trace", "Trace", "verify",
            "__version__"]

@@ -31,12 +31,15 @@ import glob
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ._core import CorruptionError, Writer  # type: ignore[attr-defined]  # see pyproject
 from .optimize import IMAGE_SIGNATURES, _column_type
+
+if TYPE_CHECKING:
+    import argparse
 
 _WRITER_KEYS = ("label", "append", "chunk_size", "order", "order_seed", "mix_memory",
                 "progress", "part", "job")
@@ -209,14 +212,15 @@ _COLUMN_TYPES = ("bytes", "str", "int", "float", "json", "ndarray", "jpeg", "png
 # --json's error codes: the C++ CLI's Status code names, the first class that matches.
 _ERROR_CODES = ((CorruptionError, "Corruption"), (FileNotFoundError, "NotFound"),
                 (FileExistsError, "AlreadyExists"), (PermissionError, "PermissionDenied"),
-                (OSError, "IOError"), ((ValueError, TypeError), "InvalidArgument"))
+                (OSError, "IOError"), ((ValueError, TypeError), "InvalidArgument"),
+                (ImportError, "Unsupported"))  # a package the input needs is not installed
 
 
-def main(argv: list[str]) -> int:
-    """`stoker pack SRC.parquet... DST [options]` (tools/cmd_pack.cc runs it as `python -m
-    stoker._pack_parquet`). Exit status: 0, 1 (the pack failed), 2 (a bad command line)."""
+def _pack_parser(description: str, sources: str) -> argparse.ArgumentParser:
+    """The command line of `stoker pack` for input that Python packs (Parquet here, MDS and
+    LitData in stoker.migrate): the sources, then the destination, then the options every
+    such input shares. _run_pack() does what they say."""
     import argparse
-    import json
 
     def column_type(text: str) -> tuple[str, str]:
         name, eq, kind = text.partition("=")
@@ -229,8 +233,8 @@ def main(argv: list[str]) -> int:
                 "the column optional)")
         return name, kind
 
-    p = argparse.ArgumentParser(prog="stoker pack", description="Packs Parquet files.")
-    p.add_argument("paths", nargs="+")
+    p = argparse.ArgumentParser(prog="stoker pack", description=description)
+    p.add_argument("paths", nargs="+", metavar="PATH", help=f"{sources}, then the destination")
     p.add_argument("--append", action="store_true")
     p.add_argument("--chunk-size")
     p.add_argument("--order", choices=["shuffled", "path"])
@@ -245,17 +249,22 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true",
                    help='print the summary, or {"error": {"code", "message"}}, as JSON')
     p.add_argument("-q", "--quiet", action="store_true")
-    a = p.parse_args(argv)
-    if len(a.paths) < 2:
-        p.error("give the Parquet files, then the destination")
+    return p
+
+
+def _run_pack(a: argparse.Namespace, pack: Callable[..., dict]) -> int:
+    """Runs pack(sources, destination, columns=..., progress=..., **Writer options) for the
+    parsed command line `a` of _pack_parser(); prints its summary or error. Returns the exit
+    status: 0, or 1 when the pack failed (argparse exits 2 for a bad command line)."""
+    import json
     options = {k: v for k, v in {"append": a.append or None, "chunk_size": a.chunk_size,
                                  "order": a.order, "order_seed": a.order_seed, "part": a.part,
                                  "job": a.job, "label": a.label}.items()
                if v is not None}
     try:
-        s = from_parquet(a.paths[:-1], a.paths[-1], columns=dict(a.columns),
-                         progress=not (a.quiet or a.json), **options)
-    except (OSError, ValueError, TypeError) as e:
+        s = pack(a.paths[:-1], a.paths[-1], columns=dict(a.columns),
+                 progress=not (a.quiet or a.json), **options)
+    except (OSError, ValueError, TypeError, ImportError) as e:
         if a.json:
             code = next(code for kind, code in _ERROR_CODES if isinstance(e, kind))
             print(json.dumps({"error": {"code": code, "message": str(e)}}, indent=2))
@@ -271,3 +280,13 @@ def main(argv: list[str]) -> int:
         print(f"packed {s['samples']} samples ({s['files_added']} files) into {s['dataset']}, "
               f"version {s['version']}")
     return 0
+
+
+def main(argv: list[str]) -> int:
+    """`stoker pack SRC.parquet... DST [options]` (tools/cmd_pack.cc runs it as `python -m
+    stoker._pack_parquet`). Exit status: 0, 1 (the pack failed), 2 (a bad command line)."""
+    p = _pack_parser("Packs Parquet files.", "the Parquet files")
+    a = p.parse_args(argv)
+    if len(a.paths) < 2:
+        p.error("give the Parquet files, then the destination")
+    return _run_pack(a, from_parquet)
