@@ -38,6 +38,7 @@ struct PackArgs {
   std::string job;
   std::vector<std::string> columns;  // Parquet input: NAME=TYPE, overriding the inferred type
   std::string label;                 // Parquet input: the column that labels the samples
+  bool allow_pickle = false;         // MDS / LitData input: unpickle pickled values
 };
 
 // --attributes: JSON Lines, one object per file: {"path": "a/b.jpg", "key": "value", ...}.
@@ -195,14 +196,18 @@ int RunPythonPack(const PackArgs& args, const PythonInput& input) {
   if (args.json) argv.emplace_back("--json");
   for (const std::string& column : args.columns) argv.insert(argv.end(), {"--columns", column});
   if (!args.label.empty()) argv.insert(argv.end(), {"--label", args.label});
+  if (args.allow_pickle) argv.emplace_back("--allow-pickle");
   return ExecPythonModule("pack", input.module, argv, input.why);
 }
 
 // An MDS or LitData dataset: a directory whose index.json lists its shards or chunks.
+// (Several sources, one of them such, are refused there, naming the rule.)
 bool IsMigratedFormat(const std::vector<std::string>& sources) {
-  std::error_code ec;
-  return sources.size() == 1 && !sources[0].contains("://") &&
-         std::filesystem::is_regular_file(std::filesystem::path(sources[0]) / "index.json", ec);
+  return std::ranges::any_of(sources, [](const std::string& source) {
+    std::error_code ec;
+    return !source.contains("://") &&
+           std::filesystem::is_regular_file(std::filesystem::path(source) / "index.json", ec);
+  });
 }
 
 int RunPack(const PackArgs& args) {
@@ -212,6 +217,12 @@ int RunPack(const PackArgs& args) {
     return RunPythonPack(args, kParquetInput);
   }
   if (IsMigratedFormat(sources)) return RunPythonPack(args, kMigrateInput);
+  if (args.allow_pickle) {
+    PrintError("pack", Status::InvalidArgument(
+                           "--allow-pickle is for MDS and LitData input (a directory holding an "
+                           "index.json)"));
+    return kExitUsage;
+  }
   if (!args.columns.empty() || !args.label.empty()) {
     PrintError("pack", Status::InvalidArgument(
                            "--columns and --label are for Parquet, MDS and LitData input (a "
@@ -293,13 +304,16 @@ void RegisterPack(CLI::App& app, int& exit_code) {
                   "names the set of parts (default: slurm-<array job id> under Slurm, else "
                   "'default')");
   cmd->add_option("--columns", args->columns,
-                  "Parquet input: a column's type instead of the inferred one, NAME=TYPE "
-                  "(image=jpeg, emb=ndarray:float32); repeatable")
+                  "Parquet, MDS and LitData input: a column's type instead of the inferred one, "
+                  "NAME=TYPE (image=jpeg, emb=ndarray:float32); repeatable")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--label", args->label,
-                  "Parquet input: the int column that labels the samples (default: an int "
-                  "column called label)");
+                  "Parquet, MDS and LitData input: the int column that labels the samples "
+                  "(default: an int column called label)");
+  cmd->add_flag("--allow-pickle", args->allow_pickle,
+                "MDS and LitData input: unpickle pickled values (pkl, pickle) and store them as "
+                "json; only for data you trust (unpickling runs code)");
   cmd->add_flag("--json", args->json, "print a JSON summary");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress bar or summary");
   cmd->callback([args, &exit_code] { exit_code = RunPack(*args); });

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import stoker
+from conftest import STOKER
 
 REPO = Path(__file__).resolve().parents[2]
 WRITE_PEERS = REPO / "tests" / "migrate" / "write_peers.py"
@@ -130,10 +131,12 @@ def test_litdata_datasets_convert_sample_for_sample(peers, tmp_path, name):
     assert_dataset(out, LITDATA[name], expected[name])
 
 
-def pack(*args) -> subprocess.CompletedProcess:
-    """`stoker pack SRC_DIR DST ...` as tools/cmd_pack.cc will run it for such a directory."""
-    proc = subprocess.run([sys.executable, "-m", "stoker._pack_migrate", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+def pack(*args, cli: bool = False) -> subprocess.CompletedProcess:
+    """`python -m stoker._pack_migrate SRC_DIR DST ...`, or with cli=True `stoker pack SRC_DIR
+    DST ...`, which runs that module for such a directory (tools/cmd_pack.cc)."""
+    program = [STOKER, "pack"] if cli else [sys.executable, "-m", "stoker._pack_migrate"]
+    proc = subprocess.run([*program, *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
     assert "Warning" not in proc.stderr  # e.g. runpy's "found in sys.modules" RuntimeWarning
     return proc
 
@@ -143,7 +146,7 @@ def pack(*args) -> subprocess.CompletedProcess:
 def test_pack_module_converts_either_format(peers, tmp_path):
     src, expected = peers
     for name, columns in (("mds_zstd", MDS["mds_zstd"]), ("lit_media_zstd", LIT_MEDIA)):
-        proc = pack(src / name, tmp_path / name, "--json")
+        proc = pack(src / name, tmp_path / name, "--json", cli=True)  # the command users run
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["samples"] == len(expected[name])
         assert_dataset(tmp_path / name, columns, expected[name])
@@ -229,7 +232,7 @@ def test_pickles_are_refused_unless_allowed(peers, tmp_path):
             assert ds[i] == {"obj": want["obj_bytes"], "n": want["n"]}
     proc = pack(src / "mds_pkl", tmp_path / "cli", "-q")
     assert proc.returncode == 1 and "--allow-pickle" in proc.stderr
-    proc = pack(src / "mds_pkl", tmp_path / "cli", "-q", "--allow-pickle")
+    proc = pack(src / "mds_pkl", tmp_path / "cli", "-q", "--allow-pickle", cli=True)
     assert proc.returncode == 0, proc.stderr
     assert_dataset(tmp_path / "cli", {"n": "int", "obj": "json"},
                    [{"n": w["n"], "obj": w["obj"]} for w in expected["mds_pkl"]])
