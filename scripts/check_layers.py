@@ -34,7 +34,8 @@ PYTHON_LAYERS = (
     # LitData readers share (files, decompression, raw images)
     ("stalls", "profile", "views", "optimize", "_mds", "_litdata_values"),
     # views: Dataset, its views, reopening; _mds, _litdata_values: the formats' bytes
-    ("mix", "sources"),  # mix: the Mix source and the order of a loader over one
+    ("mix", "sources", "engine_read"),  # mix: the Mix source and the order of a loader over
+    # one; engine_read: Ray's and Spark's reads of whole chunks
     ("_reading", "engine_write", "_litdata"),  # _reading: what every loader shares (rank,
     # epochs, orders, a pass's bookkeeping); engine_write: one version from an engine's write
     # tasks; _litdata: LitData's directories (on _litdata_values)

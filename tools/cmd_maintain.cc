@@ -137,14 +137,23 @@ int RunGc(const GcArgs& a) {
 
 int RunDiscard(const std::string& uri, const std::string& job, bool json) {
   auto storage = OpenStorage(uri);
-  const Status discarded = storage ? dataset::DiscardParts(**storage, job) : storage.error();
-  if (!discarded.ok()) return Fail("commit --discard", discarded);
+  auto discarded = storage ? dataset::DiscardParts(**storage, job)
+                           : Result<dataset::DiscardResult>(Err(storage.error()));
+  if (!discarded) return Fail("commit --discard", discarded.error());
   if (json) {
-    PrintJson(nlohmann::json{{"dataset", uri}, {"job", job}, {"discarded", true}});
+    PrintJson(nlohmann::json{{"dataset", uri},
+                             {"job", job},
+                             {"parts_removed", discarded->parts_removed},
+                             {"already_closed", discarded->already_closed}});
+  } else if (discarded->already_closed) {
+    std::cout << fmt::format(
+        "job '{}' in {} was already committed, is being committed, or was discarded: nothing "
+        "done (stoker gc removes what its parts left)\n",
+        job, uri);
   } else {
     std::cout << fmt::format(
-        "discarded the parts of job '{}' in {}; parts written for it from now on are refused\n",
-        job, uri);
+        "discarded job '{}' in {}: {} removed; parts written for it from now on are refused\n", job,
+        uri, Counted(discarded->parts_removed, "part"));
   }
   return kExitOk;
 }

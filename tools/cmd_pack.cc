@@ -200,13 +200,16 @@ int RunPythonPack(const PackArgs& args, const PythonInput& input) {
   return ExecPythonModule("pack", input.module, argv, input.why);
 }
 
-// An MDS or LitData dataset: a directory whose index.json lists its shards or chunks.
-// (Several sources, one of them such, are refused there, naming the rule.)
+// An MDS or LitData dataset: a directory whose index.json lists its shards ("shards") or
+// chunks ("chunks"). A tree of files that happens to hold another index.json packs as files.
+// (Several sources, one of them such, are refused by the Python side, naming the rule.)
 bool IsMigratedFormat(const std::vector<std::string>& sources) {
   return std::ranges::any_of(sources, [](const std::string& source) {
-    std::error_code ec;
-    return !source.contains("://") &&
-           std::filesystem::is_regular_file(std::filesystem::path(source) / "index.json", ec);
+    if (source.contains("://")) return false;
+    std::ifstream in(std::filesystem::path(source) / "index.json");
+    if (!in) return false;
+    const nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    return index.is_object() && (index.contains("shards") || index.contains("chunks"));
   });
 }
 

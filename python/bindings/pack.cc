@@ -174,11 +174,23 @@ nb::dict Commit(nb::handle dst_arg, const std::string& job, nb::handle parts) {
   const std::string dst = FsPath(dst_arg);
   dataset::CommitOptions options;
   options.job = job;
-  if (nb::isinstance<nb::int_>(parts)) {
-    options.parts = nb::cast<uint32_t>(parts);
+  // A count, or an engine's accepted attempts by part index: each an int in 0 .. 2^32-1.
+  const auto index = [](nb::handle k) {
+    uint32_t out = 0;
+    if (!nb::try_cast(nb::int_(k), out) || nb::int_(k) < nb::int_(0)) {
+      throw nb::value_error(
+          fmt::format("parts: {} is not a part index (an int from 0)", nb::str(nb::repr(k)).c_str())
+              .c_str());
+    }
+    return out;
+  };
+  if (PyIndex_Check(parts.ptr())) {
+    options.parts = index(parts);
   } else {
-    // An engine's accepted attempts, by part index.
-    for (nb::handle k : nb::iter(parts)) options.only.push_back(nb::cast<uint32_t>(k));
+    if (!PyIter_Check(parts.ptr()) && !PySequence_Check(parts.ptr())) {
+      throw nb::type_error("parts: a count (int) or a list of part indices");
+    }
+    for (nb::handle k : nb::iter(parts)) options.only.push_back(index(k));
     if (options.only.empty()) throw nb::value_error("parts: an empty list names no part to commit");
   }
   Result<dataset::PackSummary> result = Err(Status::Internal("unset"));
@@ -191,15 +203,19 @@ nb::dict Commit(nb::handle dst_arg, const std::string& job, nb::handle parts) {
   return PackSummaryDict(dst, *result);
 }
 
-void DiscardParts(nb::handle dst_arg, const std::string& job) {
+nb::dict DiscardParts(nb::handle dst_arg, const std::string& job) {
   const std::string dst = FsPath(dst_arg);
-  Status status;
+  Result<dataset::DiscardResult> result = Err(Status::Internal("unset"));
   {
     nb::gil_scoped_release release;
     auto storage = OpenStorage(dst);
-    status = storage ? dataset::DiscardParts(**storage, job) : storage.error();
+    result = storage ? dataset::DiscardParts(**storage, job) : Err(storage.error());
   }
-  if (!status.ok()) ThrowStatus(SpokenInPython(status));
+  if (!result) ThrowStatus(SpokenInPython(result.error()));
+  nb::dict out;
+  out["parts_removed"] = result->parts_removed;
+  out["already_closed"] = result->already_closed;
+  return out;
 }
 
 nb::dict Verify(nb::handle uri_arg) {
@@ -328,7 +344,9 @@ void RegisterPack(nb::module_& m) {
         "written later is refused). Returns stoker.pack's summary dict.");
   m.def("discard_parts", &DiscardParts, nb::arg("dst"), nb::arg("job"),
         "Ends `job` without publishing: removes its parts and refuses any written later (an "
-        "engine's failed write). Their chunks are garbage for `stoker gc`.");
+        "engine's failed write); their chunks are garbage for `stoker gc`. Returns "
+        "{'parts_removed', 'already_closed'} (closed: committed, being committed or discarded "
+        "before; nothing is done). FileNotFoundError when the job has no parts directory.");
   m.def("verify", &Verify, nb::arg("uri"),
         "Re-reads the current version and checks every CRC. Returns a report dict with 'ok', "
         "'problems', 'corrupt_chunks' and 'corrupt_files' (each a list of {'path', 'message'}); "

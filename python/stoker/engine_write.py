@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 
 from ._core import Writer, commit, discard_parts  # type: ignore[attr-defined]  # see pyproject
-from .sources import _arrow_type
+from .sources import _WRITER_KEYS, _arrow_type
 
-# stoker.Writer's options an engine's sink passes through (the part, job and name are its own).
-WRITER_OPTIONS = ("label", "chunk_size", "order", "order_seed", "mix_memory")
+# stoker.Writer's options an engine's sink passes through (the part, job and name are its own;
+# it publishes the next version, or the first).
+WRITER_OPTIONS = tuple(k for k in _WRITER_KEYS if k not in ("append", "progress", "part", "job"))
 # A part index is drawn at random for each attempt: two attempts share one with odds 2^-31.
 _PART_BITS = 31
 
@@ -129,13 +130,13 @@ def commit_parts(uri: str, job: str, messages: Sequence[dict[str, Any] | None]) 
     tasks = sorted(chosen.values(), key=lambda m: m["order"])
     for m in tasks[1:]:
         if m["columns"] != tasks[0]["columns"]:
-            discard_parts(uri, job)
+            discard(uri, job)
             raise ValueError(
                 f"the write tasks' columns disagree: task {tasks[0]['order']} wrote "
                 f"{_schema_text(tasks[0]['columns'])}, task {m['order']} wrote "
                 f"{_schema_text(m['columns'])} (give the types: columns={{name: type}})")
     if not chosen:
-        discard_parts(uri, job)
+        discard(uri, job)
         return None
     return commit(uri, job, parts=[m["part"] for m in chosen.values()])
 
@@ -145,5 +146,9 @@ def _schema_text(columns: dict[str, str]) -> str:
 
 
 def discard(uri: str, job: str) -> None:
-    """A failed write: its parts go, and its attempts still running are refused."""
-    discard_parts(uri, job)
+    """A failed write: its parts go, and its attempts still running are refused. Nothing to do
+    when no task wrote a part (the job has no directory)."""
+    try:
+        discard_parts(uri, job)
+    except FileNotFoundError:
+        pass

@@ -162,8 +162,10 @@ def _convert(source: Source, output, columns: dict[str, str] | None, allow_pickl
                 if value is not None:
                     try:
                         row[name] = fn(value)
-                    except (ValueError, TypeError, pickle.UnpicklingError) as e:
-                        raise ValueError(f"{source.root}: sample {i}, column {name!r}: {e}") \
+                    except Exception as e:  # noqa: BLE001  (unpickling raises anything)
+                        # A pickle naming a class this Python lacks, truncated data, ...: named.
+                        why = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else e
+                        raise ValueError(f"{source.root}: sample {i}, column {name!r}: {why}") \
                             from None
             yield row
 

@@ -61,8 +61,7 @@ from ray.data import Datasink as _RayDatasink  # noqa: E402  (after the version 
 from ray.data import Datasource, ReadTask  # noqa: E402
 from ray.data.block import BlockAccessor, BlockMetadata  # noqa: E402
 
-from . import engine_write  # noqa: E402
-from ._core import ReadPipeline, sample_chunks  # noqa: E402
+from . import engine_read, engine_write  # noqa: E402
 from .views import Dataset  # noqa: E402
 
 # --- reading ------------------------------------------------------------------------------
@@ -116,7 +115,7 @@ def _column_array(name: str, kind: str, values: list, schema: Any) -> Any:
         ragged[:] = values
         return ArrowTensorArray.from_numpy(ragged)
     if base == "json":
-        values = [None if v is None else json.dumps(v) for v in values]
+        values = engine_read.json_text(values)
     if base == "tokens":
         values = [None if v is None else np.asarray(v) for v in values]
     return pa.array(values, type=schema.field(name).type if schema is not None else None)
@@ -142,12 +141,7 @@ def _block(ds: Dataset, schema: Any, samples: list) -> Any:
 def _read_chunks(ds: Dataset, plans: list[np.ndarray]) -> Iterator[Any]:
     """The blocks of a read task: one per chunk, its samples in index order."""
     schema = _arrow_schema(ds)
-    pipe = ReadPipeline(ds, np.concatenate(plans).astype(np.uint32))
-    try:
-        for plan in plans:
-            yield _block(ds, schema, [next(pipe) for _ in range(len(plan))])
-    finally:
-        pipe.close()
+    yield from engine_read.read_blocks(ds, plans, lambda samples: _block(ds, schema, samples))
 
 
 class StokerDatasource(Datasource):
@@ -163,10 +157,7 @@ class StokerDatasource(Datasource):
 
     def _chunks(self) -> list[np.ndarray]:
         if self._by_chunk is None:  # Ray plans several times: list the samples once
-            chunks = np.asarray(sample_chunks(self._dataset))
-            order = np.argsort(chunks, kind="stable")  # by chunk, then index
-            bounds = np.flatnonzero(np.diff(chunks[order])) + 1
-            self._by_chunk = [p for p in np.split(order.astype(np.uint32), bounds) if len(p)]
+            self._by_chunk = engine_read.chunk_plans(self._dataset)
         return self._by_chunk
 
     def estimate_inmemory_data_size(self) -> int | None:
@@ -174,15 +165,10 @@ class StokerDatasource(Datasource):
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                        data_context: Any = None) -> list[ReadTask]:
-        by_chunk = self._chunks()
-        groups = np.array_split(np.arange(len(by_chunk)), max(1, min(parallelism, len(by_chunk))))
         schema = _arrow_schema(self._dataset)
         per_chunk = self._dataset.largest_chunk_bytes
         tasks = []
-        for group in groups:
-            if not len(group):
-                continue
-            plans = [by_chunk[c] for c in group]
+        for plans in engine_read.task_groups(self._chunks(), parallelism):
             meta = BlockMetadata(num_rows=sum(len(p) for p in plans),
                                  size_bytes=per_chunk * len(plans), exec_stats=None,
                                  input_files=None)
@@ -261,8 +247,10 @@ class Datasink(_RayDatasink):
 
     def write(self, blocks: Any, ctx: Any) -> dict | None:
         tables = (BlockAccessor.for_block(b).to_arrow() for b in blocks)
+        if self._job is None:  # Ray calls on_write_start before any task: never drop rows
+            raise RuntimeError("stoker.ray.Datasink.write ran before on_write_start")
         first = next(tables, None)
-        if first is None or self._job is None:
+        if first is None:
             return None
         types, convert = engine_write.column_types(first.schema, self.columns)
         for field in first.schema:
@@ -315,26 +303,51 @@ def _stoker_cli() -> str:
     return found
 
 
+def _die_with_parent() -> None:
+    """In the feeder's child, before exec: SIGTERM when the actor's process dies, however it
+    dies (a feeder outliving its actor would hold the node's CPUs for nothing)."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 @ray.remote
 class _Feeder:
     """One `stoker feed` process on a Ray node, reachable at `address`."""
 
-    def __init__(self, job: str, secret: bytes, args: list[str]) -> None:
+    def __init__(self, job: str, secret: tuple[str, bytes], args: list[str]) -> None:
         self._dir = tempfile.mkdtemp(prefix="stoker-feeder-")
-        secret_file = os.path.join(self._dir, "secret")
-        fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(secret)
+        try:
+            self._start(job, secret, args)
+        except BaseException:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
+
+    def _start(self, job: str, secret: tuple[str, bytes], args: list[str]) -> None:
+        # The secret as the trainers have it: the file's bytes as they are (stoker feed reads
+        # them exactly as the trainers do), or $STOKER_SECRET.
+        env = {k: v for k, v in os.environ.items() if k not in ("STOKER_SECRET_FILE",
+                                                                  "STOKER_SECRET")}
+        kind, value = secret
+        if kind == "file":
+            secret_file = os.path.join(self._dir, "secret")
+            fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(value)
+            args = ["--secret-file", secret_file, *args]
+        else:
+            env["STOKER_SECRET"] = value.decode()
         # The address Ray knows this node by, which the cluster's other nodes reach.
         host = ray.util.get_node_ip_address()
+        self._stderr = open(os.path.join(self._dir, "stderr"), "w+")  # noqa: SIM115
         self._proc = subprocess.Popen(
-            [_stoker_cli(), "feed", "--job", job, "--listen", f"{host}:0", "--secret-file",
-             secret_file, "--json", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [_stoker_cli(), "feed", "--job", job, "--listen", f"{host}:0", "--json", *args],
+            stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
+            preexec_fn=_die_with_parent)
         line = self._proc.stdout.readline() if self._proc.stdout else ""
         if not line:
-            err = self._proc.communicate(timeout=30)[1]
-            raise RuntimeError(f"stoker feed did not start: {err.strip()}")
+            self._proc.wait(timeout=30)
+            self._stderr.seek(0)
+            raise RuntimeError(f"stoker feed did not start: {self._stderr.read().strip()}")
         self.address = f"{host}:{json.loads(line)['listening'].rpartition(':')[2]}"
 
     def where(self) -> str:
@@ -342,16 +355,36 @@ class _Feeder:
 
     def stop(self) -> dict:
         """SIGTERM; the feeder's counters ({"slices", "samples", ...})."""
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-        out, err = self._proc.communicate(timeout=60)
-        shutil.rmtree(self._dir, ignore_errors=True)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        counters = json.loads(lines[-1]) if lines else {}
-        counters["exit_code"] = self._proc.returncode
-        if self._proc.returncode != 0:
-            counters["stderr"] = err.strip()[-2000:]
-        return counters
+        try:
+            if self._proc.poll() is None:
+                self._proc.send_signal(signal.SIGTERM)
+            try:
+                out, _ = self._proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                out, _ = self._proc.communicate()
+            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+            counters = json.loads(lines[-1]) if lines else {}
+            counters["exit_code"] = self._proc.returncode
+            if self._proc.returncode != 0:
+                self._stderr.seek(0)
+                counters["stderr"] = self._stderr.read().strip()[-2000:]
+            return counters
+        finally:
+            self._stderr.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _stop_all(actors: list) -> list[dict]:
+    stops = [a.stop.remote() for a in actors]
+    out = []
+    for actor, stop in zip(actors, stops, strict=True):
+        try:
+            out.append(ray.get(stop))
+        except Exception as e:  # a dead actor: its feeder died with it (_die_with_parent)
+            out.append({"error": str(e).splitlines()[0] if str(e) else type(e).__name__})
+        ray.kill(actor)
+    return out
 
 
 class Feeders:
@@ -364,10 +397,9 @@ class Feeders:
         self.counters: list[dict] | None = None
 
     def stop(self) -> list[dict]:
+        """Stops every feeder, one by one: one whose actor died gives {"error": why}."""
         if self.counters is None:
-            self.counters = ray.get([a.stop.remote() for a in self._actors])
-            for a in self._actors:
-                ray.kill(a)
+            self.counters = _stop_all(self._actors)
         return self.counters
 
     def __enter__(self) -> Feeders:
@@ -390,39 +422,38 @@ def start_feeders(n: int, job: str, *, secret_file: str | os.PathLike | None = N
     $STOKER_SECRET_FILE / $STOKER_SECRET, exactly as the trainers read it. `announce` appends
     their addresses to a file that ImageLoader(feeders=FILE) reads every epoch. `extra_args`
     are more `stoker feed` flags (e.g. ["--store", uri, "--peers", ...]). Returns a Feeders
-    handle once all listen."""
+    handle once all listen (a feeder that cannot start, e.g. a secret `stoker feed` refuses,
+    raises RuntimeError with its message, and stops the others)."""
     if n < 1:
         raise ValueError(f"n must be at least 1, not {n}")
     secret = _job_secret(secret_file)
     args = ["--threads", str(threads if threads is not None else max(1, int(num_cpus)))]
     if memory_limit is not None:
         args += ["--memory-limit", str(memory_limit)]
+    if announce is not None:  # each feeder appends itself, as `stoker feed --announce` does
+        args += ["--announce", os.path.abspath(announce)]
     args += list(extra_args)
     actors = [_Feeder.options(num_cpus=num_cpus, scheduling_strategy="SPREAD").remote(  # type: ignore[attr-defined]
         job, secret, args) for _ in range(n)]
     try:
         addresses = ray.get([a.where.remote() for a in actors])
     except Exception:
-        for a in actors:
-            ray.kill(a)
+        _stop_all(actors)  # those that started stop, and remove their copy of the secret
         raise
-    if announce is not None:
-        with open(announce, "a") as f:
-            f.writelines(a + "\n" for a in addresses)
     return Feeders(actors, addresses)
 
 
-def _job_secret(secret_file: str | os.PathLike | None) -> bytes:
+def _job_secret(secret_file: str | os.PathLike | None) -> tuple[str, bytes]:
+    """("file", its bytes as they are) or ("env", $STOKER_SECRET): what the feeders get, for
+    `stoker feed` to read exactly as the trainers read theirs (it checks them too)."""
     path = secret_file or os.environ.get("STOKER_SECRET_FILE")
     if path:
         with open(path, "rb") as f:
-            data = f.read().strip()
-    else:
-        data = os.environ.get("STOKER_SECRET", "").encode()
-    if len(data) < 16:
-        raise ValueError("feeders need the job's secret (16 or more bytes): pass secret_file= "
-                         "or set STOKER_SECRET_FILE, as the trainers do")
-    return data
+            return "file", f.read(64 << 10)
+    if os.environ.get("STOKER_SECRET"):
+        return "env", os.environ["STOKER_SECRET"].encode()
+    raise ValueError("feeders need the job's secret: pass secret_file= or set "
+                     "STOKER_SECRET_FILE (or STOKER_SECRET), as the trainers do")
 
 
 __all__ = ["Datasink", "Feeders", "StokerDatasource", "read", "start_feeders"]

@@ -25,6 +25,7 @@ them), "label", "chunk_size", "order", "order_seed".
 """
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,8 +63,7 @@ from pyspark.sql.datasource import (  # noqa: E402  (after the version check)
 )
 from pyspark.sql.types import StructType  # noqa: E402
 
-from . import engine_write  # noqa: E402
-from ._core import ReadPipeline, sample_chunks  # noqa: E402
+from . import engine_read, engine_write  # noqa: E402
 from .views import Dataset  # noqa: E402
 
 # Spark has no unsigned integers: each token type goes to the smallest signed one that holds it
@@ -89,7 +89,7 @@ def _spark_type(kind: str) -> str:
     if base == "ndarray":
         element = (_FLOAT_SPARK.get(param) or _TOKEN_SPARK.get(param)
                    or ("boolean" if param == "bool" else "binary"))
-        if element == "binary":  # complex numbers: their bytes
+        if element == "binary":  # complex numbers: their bytes; any dtype: a .npy file
             return "binary"
         depth = len(shape.split("x")) if shape else 1
         return "array<" * depth + element + ">" * depth
@@ -116,23 +116,30 @@ def _batch(ds: Dataset, schema: Any, samples: list) -> Any:
         base = kind.rstrip("?").partition(":")[0]
         values = [s.get(name) for s in samples]
         if base == "json":
-            import json
-            values = [None if v is None else json.dumps(v) for v in values]
+            values = engine_read.json_text(values)
         elif base in ("tokens", "ndarray"):
-            values = [None if v is None else _nested(v) for v in values]
+            values = [None if v is None else _spark_value(kind, v) for v in values]
         arrays.append(pa.array(values, schema.field(name).type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _nested(v: np.ndarray) -> Any:
+def _spark_value(kind: str, v: np.ndarray) -> Any:
+    """An array value in its Spark form (_spark_type): nested lists for a fixed shape, a flat
+    list for any shape, the bytes for complex numbers, a .npy file for any dtype."""
+    _, _, rest = kind.rstrip("?").partition(":")
+    param, _, shape = rest.partition(":")
+    if not param and kind.startswith("ndarray"):
+        buf = io.BytesIO()
+        np.save(buf, v, allow_pickle=False)
+        return buf.getvalue()
     if v.dtype.kind == "c":
         return v.tobytes()
-    return v.tolist()
+    return v.tolist() if shape else v.ravel().tolist()
 
 
 @dataclass
 class _Chunks(InputPartition):
-    plans: list  # each chunk's samples, in index order
+    plans: list  # each chunk's samples (uint32 arrays), in index order
 
 
 class _Reader(DataSourceReader):
@@ -140,28 +147,16 @@ class _Reader(DataSourceReader):
         self.uri, self.version, self.count, self.schema = uri, version, partitions, schema
 
     def partitions(self) -> list[InputPartition]:  # type: ignore[override]
-        ds = Dataset(self.uri, self.version)
-        chunks = np.asarray(sample_chunks(ds))
-        order = np.argsort(chunks, kind="stable")
-        by_chunk = [p.tolist() for p in np.split(order, np.flatnonzero(np.diff(chunks[order])) + 1)
-                    if len(p)]
-        count = self.count or min(len(by_chunk), 256)
-        groups = np.array_split(np.arange(len(by_chunk)), max(1, min(count, len(by_chunk))))
-        return [_Chunks([by_chunk[c] for c in g]) for g in groups if len(g)]
+        plans = engine_read.chunk_plans(Dataset(self.uri, self.version))
+        return [_Chunks(group)
+                for group in engine_read.task_groups(plans, self.count or min(len(plans), 256))]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
         ds = Dataset(self.uri, self.version)
         schema = to_arrow_schema(self.schema)
-        plans = partition.plans  # type: ignore[attr-defined]
-        if not plans:
-            return
-        pipe = ReadPipeline(ds, np.concatenate([np.asarray(p, np.uint32) for p in plans]))
-        try:
-            for plan in plans:
-                yield _batch(ds, schema, [next(pipe) for _ in range(len(plan))])
-        finally:
-            pipe.close()
+        yield from engine_read.read_blocks(ds, partition.plans,  # type: ignore[attr-defined]
+                                           lambda samples: _batch(ds, schema, samples))
 
 
 @dataclass

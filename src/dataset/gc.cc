@@ -290,10 +290,10 @@ Result<std::vector<std::string>> UnreferencedFiles(Storage& storage, const LiveF
       unreferenced.push_back(std::move(path));
     }
   }
-  // A closed job's marker refuses the job's attempts that outlive it, which are writers at
-  // work: it goes as their files would.
-  STOKER_ASSIGN_OR_RETURN(auto markers, SpentJobMarkers(storage));
-  for (std::string& path : markers) unreferenced.push_back(std::move(path));
+  // A closed job's parts will never be published; its marker refuses the job's attempts that
+  // outlive it, which are writers at work: they go as those writers' files would.
+  STOKER_ASSIGN_OR_RETURN(auto closed, FilesOfClosedJobs(storage));
+  for (std::string& path : closed) unreferenced.push_back(std::move(path));
   return unreferenced;
 }
 

@@ -417,17 +417,22 @@ TEST_F(GcTest, WhileNoVersionWasRemovedLeftoversGoAtOnce) {
   ExpectNewestIntact();
 }
 
-// The marker of a job an engine committed or discarded goes once its parts are gone, like any
-// unreferenced file; one whose job still has parts stays.
-TEST_F(GcTest, ASpentJobsMarkerGoesAndALiveJobsStays) {
-  ASSERT_TRUE(store_->CreateDirs("parts/ray-1").ok());
-  ASSERT_TRUE(store_->CreateDirs("parts/ray-2").ok());
+// A closed job's parts (attempts no commit will publish) and then its marker go like any
+// unreferenced file; an open job's parts and their chunks stay.
+TEST_F(GcTest, AClosedJobsFilesGoAndAnOpenJobsStay) {
+  for (const char* job : {"parts/ray-1", "parts/ray-2", "parts/open"}) {
+    ASSERT_TRUE(store_->CreateDirs(job).ok());
+  }
   store_->SetContents("parts/ray-1/closed", "committed\n");
   store_->SetContents("parts/ray-2/closed", "discarded\n");
-  store_->SetContents("parts/ray-2/part-000007-of-000000.seg", "a late attempt's, refused");
+  store_->SetContents("parts/ray-2/part-000007-of-000000.seg", "an attempt nobody committed");
+  store_->SetContents("parts/open/part-000001-of-000002.seg", "not a segment: kept as is");
   const GcSummary s = Gc(kT0, 3);
-  EXPECT_EQ(s.files_removed, std::vector<std::string>{"parts/ray-1/closed"});
-  EXPECT_TRUE(store_->Exists("parts/ray-2/closed").value());
+  EXPECT_EQ(std::set<std::string>(s.files_removed.begin(), s.files_removed.end()),
+            (std::set<std::string>{"parts/ray-1/closed", "parts/ray-2/part-000007-of-000000.seg"}));
+  EXPECT_TRUE(store_->Exists("parts/ray-2/closed").value());  // until its job is empty
+  EXPECT_TRUE(store_->Exists("parts/open/part-000001-of-000002.seg").value());
+  EXPECT_EQ(Gc(kT0 + 1, 3).files_removed, std::vector<std::string>{"parts/ray-2/closed"});
   ExpectNewestIntact();
 }
 

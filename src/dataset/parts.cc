@@ -397,13 +397,17 @@ namespace {
 
 // Removes every file of the job's directory but its marker: the parts published or discarded,
 // their schemas, and the parts of attempts nobody accepted. Failures leave files gc collects.
-void RemovePartsOfJob(Storage& storage, std::string_view job) {
+// Returns how many part segments went.
+uint64_t RemovePartsOfJob(Storage& storage, std::string_view job) {
   const std::string dir = JobDir(job);
   auto names = storage.List(dir);
-  if (!names) return;
+  if (!names) return 0;
+  uint64_t parts = 0;
   for (const std::string& name : *names) {
-    if (name != kClosedName) (void)storage.Remove(fmt::format("{}/{}", dir, name));
+    if (name == kClosedName) continue;
+    parts += storage.Remove(fmt::format("{}/{}", dir, name)).ok() && ParsePartName(name);
   }
+  return parts;
 }
 
 Status JobAlreadyClosed(const Storage& storage, std::string_view job) {
@@ -433,6 +437,9 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
   // parts, and two such commits at once still publish once (the loser finds its paths in the
   // dataset, or no parts); only a closed job is refused.
   const bool engine = !options.only.empty();
+  // The lease comes first: a closed job's files are garbage to gc (FilesOfClosedJobs) except
+  // while a writer that was at work when gc saw them still is, and this commit is one.
+  STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(storage));
   if (engine) {
     STOKER_RETURN_IF_ERROR(CloseJob(storage, options.job, "committed"));
   } else {
@@ -443,7 +450,6 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
   auto published = [&]() -> Result<PackSummary> {
     STOKER_ASSIGN_OR_RETURN(auto parts, OpenParts(storage, options));
     STOKER_ASSIGN_OR_RETURN(Addition add, UnionOf(parts, storage));
-    STOKER_ASSIGN_OR_RETURN(auto lease, WriterLease::Take(storage));
     summary.files_added = add.files->file_count();
     summary.bytes_added = add.files->total_bytes();
     std::string segment_path;
@@ -460,17 +466,22 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
   return published;
 }
 
-Status DiscardParts(Storage& storage, std::string_view job) {
+Result<DiscardResult> DiscardParts(Storage& storage, std::string_view job) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(job));
-  // Closed already (discarded before, or committed): a discard changes nothing published, and
-  // running it twice is how a failing engine cleans up.
-  Status closed = CloseJob(storage, job, "discarded");
-  if (!closed.ok() && !closed.IsAlreadyExists()) return closed;
-  RemovePartsOfJob(storage, job);
-  return Status::OK();
+  STOKER_ASSIGN_OR_RETURN(const bool has_job, storage.Exists(JobDir(job)));
+  if (!has_job) {
+    return Err(Status::NotFound(
+        fmt::format("{} holds no parts of job '{}'", storage.Describe(JobDir(job)), job)));
+  }
+  // Closed already (committed, being committed, or discarded): nothing to do, and nothing of a
+  // commit at work is touched; its parts are gc's once it ends.
+  const Status closed = CloseJob(storage, job, "discarded");
+  if (closed.IsAlreadyExists()) return DiscardResult{.already_closed = true};
+  STOKER_RETURN_IF_ERROR(closed);
+  return DiscardResult{.parts_removed = RemovePartsOfJob(storage, job)};
 }
 
-Result<std::vector<std::string>> SpentJobMarkers(Storage& storage) {
+Result<std::vector<std::string>> FilesOfClosedJobs(Storage& storage) {
   std::vector<std::string> out;
   auto jobs = storage.List(kPartsDir);
   if (!jobs) {
@@ -478,8 +489,13 @@ Result<std::vector<std::string>> SpentJobMarkers(Storage& storage) {
   }
   for (const std::string& job : *jobs) {
     auto names = storage.List(JobDir(job));
-    if (names && names->size() == 1 && names->front() == kClosedName) {
-      out.push_back(ClosedPath(job));
+    if (!names || !std::ranges::binary_search(*names, kClosedName)) continue;
+    // The marker last: it goes once nothing else is left, so that it refuses late attempts
+    // for as long as their job has files.
+    for (const std::string& name : *names) {
+      if (name != kClosedName || names->size() == 1) {
+        out.push_back(fmt::format("{}/{}", JobDir(job), name));
+      }
     }
   }
   return out;
@@ -493,7 +509,8 @@ Result<std::set<std::string>> ChunksOfParts(Storage& storage) {
   for (const std::string& job : *jobs) {
     const std::string dir = fmt::format("{}/{}", kPartsDir, job);
     auto names = storage.List(dir);
-    if (!names) continue;
+    // A closed job publishes nothing more: its parts are garbage (FilesOfClosedJobs).
+    if (!names || std::ranges::binary_search(*names, kClosedName)) continue;
     for (const std::string& name : *names) {
       if (!ParsePartName(name)) continue;
       auto file = storage.OpenRead(dir + "/" + name);

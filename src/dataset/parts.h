@@ -60,15 +60,21 @@ struct CommitOptions {
 // nothing, if a part is missing, damaged, or holds a path another part or the dataset holds.
 Result<PackSummary> Commit(Storage& storage, const CommitOptions& options);
 
+struct DiscardResult {
+  uint64_t parts_removed = 0;
+  bool already_closed = false;  // committed, being committed, or discarded before: nothing done
+};
+
 // Ends `job` without publishing: marks it closed (later parts are refused) and removes its
-// parts; their chunks are garbage for `stoker gc`. OK when the job has no parts.
-Status DiscardParts(Storage& storage, std::string_view job);
+// parts; their chunks are garbage for `stoker gc`. NotFound when the job has no directory.
+Result<DiscardResult> DiscardParts(Storage& storage, std::string_view job);
 
-// The markers of closed jobs that hold no part any more (gc collects them as it collects any
-// unreferenced file: after its grace period, once the writers at work when it saw them ended).
-Result<std::vector<std::string>> SpentJobMarkers(Storage& storage);
+// Every file of a closed job (its marker once nothing else is left): the parts of attempts
+// that no commit will publish. gc collects them as it collects any unreferenced file, after
+// its grace period and once the writers at work when it saw them (a commit) have ended.
+Result<std::vector<std::string>> FilesOfClosedJobs(Storage& storage);
 
-// The chunk paths of every part not yet committed (stoker gc keeps them).
+// The chunk paths of every part of an open job (stoker gc keeps them).
 Result<std::set<std::string>> ChunksOfParts(Storage& storage);
 
 }  // namespace stoker::dataset

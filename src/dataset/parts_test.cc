@@ -153,13 +153,16 @@ TEST_F(PartsTest, AListedPartThatIsMissingPublishesNothing) {
 
 TEST_F(PartsTest, ADiscardedJobPublishesNothingAndRefusesLaterParts) {
   ASSERT_TRUE(PackPart(0, parts_[0]).has_value());
-  ASSERT_TRUE(DiscardParts(*store_, "job1").ok());
+  auto discarded = DiscardParts(*store_, "job1");
+  ASSERT_TRUE(discarded.has_value()) << discarded.error().ToString();
+  EXPECT_EQ(discarded->parts_removed, 1u);
+  EXPECT_FALSE(discarded->already_closed);
   EXPECT_EQ(store_->List("parts/job1").value(), std::vector<std::string>{"closed"});
   EXPECT_FALSE(PackPart(1, parts_[1]).has_value());
   EXPECT_FALSE(CommitJob().has_value());
   EXPECT_TRUE(format::ListVersions(*store_).value().empty());
-  EXPECT_TRUE(DiscardParts(*store_, "job1").ok());  // twice: as an engine's cleanup may
-  EXPECT_TRUE(DiscardParts(*store_, "job2").ok());  // a job without parts: nothing to remove
+  EXPECT_TRUE(DiscardParts(*store_, "job1").value().already_closed);  // twice: nothing done
+  EXPECT_TRUE(DiscardParts(*store_, "job2").error().IsNotFound());    // a job never written
 }
 
 TEST_F(PartsTest, AJobCommittedWholeCanNameTheNextParts) {

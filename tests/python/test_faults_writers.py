@@ -301,12 +301,17 @@ def test_b_a_discarded_job_publishes_nothing_and_refuses_late_parts(tmp_path, st
         make_tree(tmp_path / f"p{k}", seed=30 + k, classes=2, files_per_class=4, prefix=f"p{k}-")
     ok(exe, "pack", "-q", tmp_path / "p0", ds, "--part", "0/2", "--job", "gone")
     r = run(exe, "commit", ds, "--job", "gone", "--discard")
-    assert r.returncode == 0 and "discarded the parts of job 'gone'" in r.stdout, r
+    assert r.returncode == 0 and "discarded job 'gone'" in r.stdout, r
+    assert "1 part removed" in r.stdout, r
     assert [p.name for p in (ds / "parts" / "gone").iterdir()] == ["closed"]
     late = run(exe, "pack", "-q", tmp_path / "p1", ds, "--part", "1/2", "--job", "gone")
     assert late.returncode > 0 and "already committed or discarded" in late.stderr, late
     r = run(exe, "commit", ds, "--job", "gone")
     assert r.returncode > 0 and "published once" in r.stderr, r
+    r = run(exe, "commit", ds, "--job", "gone", "--discard")
+    assert r.returncode == 0 and "already committed" in r.stdout, r
+    r = run(exe, "commit", ds, "--job", "typo", "--discard")
+    assert r.returncode == 1 and "holds no parts of job 'typo'" in r.stderr, r
     assert versions_of(ds) == [1]
     assert_intact(exe, ds, before)
 

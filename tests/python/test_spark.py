@@ -101,6 +101,27 @@ def test_a_file_dataset_reads_as_path_label_data(spark, tmp_path):
     assert all(r["label"] == int(r["path"][1]) for r in rows)
 
 
+def test_arrays_of_any_shape_read_as_spark_arrays(spark, tmp_path):
+    uri = str(tmp_path / "arrays.stoker")
+    rng = np.random.default_rng(3)
+    want = [{"fixed": rng.standard_normal((2, 3)), "any": rng.standard_normal((i % 3 + 1, 2))
+             .astype(np.float32), "raw": np.arange(i, dtype=np.int16).reshape(1, i),
+             "toks": np.arange(i, dtype=np.uint16) + 65000} for i in range(1, 9)]
+    with stoker.Writer(uri, columns={"fixed": "ndarray:float64:2x3", "any": "ndarray:float32",
+                                     "raw": "ndarray", "toks": "tokens:uint16"}) as w:
+        for row in want:
+            w.write(row)
+    df = spark.read.format("stoker").load(uri)
+    assert df.schema.simpleString() == ("struct<any:array<float>,fixed:array<array<double>>,"
+                                        "raw:binary,toks:array<int>>")
+    got = sorted(df.collect(), key=lambda r: len(r["toks"]))
+    for row, exp in zip(got, want, strict=True):
+        assert np.array_equal(np.array(row["fixed"]), exp["fixed"])
+        assert np.array_equal(np.array(row["any"], np.float32), exp["any"].ravel())
+        assert np.array_equal(np.load(io.BytesIO(bytes(row["raw"]))), exp["raw"])  # a .npy
+        assert row["toks"] == exp["toks"].tolist()  # uint16 as int: 65000 and up fit
+
+
 class DiesOnceWriter(stoker.spark._Writer):
     """Writes its part, then kills its executor's JVM before Spark hears of the task: the first
     attempt of partition 1 only."""

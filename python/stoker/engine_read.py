@@ -1,0 +1,49 @@
+"""What the engines' readers share (stoker.ray, stoker.spark): a plan of whole chunks per task,
+and reading a task's chunks as blocks (docs/engines.md).
+
+A task reads a group of whole chunks: each chunk is read by one task, once, in coalesced
+CRC-checked range reads (stoker.ReadPipeline), and becomes one block whose rows are that
+chunk's samples in index order. Plans are uint32 arrays, 4 bytes per sample on the driver.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ._core import ReadPipeline, sample_chunks
+from .views import Dataset
+
+
+def chunk_plans(ds: Dataset) -> list[np.ndarray]:
+    """Each chunk's samples (uint32, index order), chunks in storage order."""
+    chunks = np.asarray(sample_chunks(ds))
+    order = np.argsort(chunks, kind="stable").astype(np.uint32)  # by chunk, then index
+    bounds = np.flatnonzero(np.diff(chunks[order])) + 1
+    return [p for p in np.split(order, bounds) if len(p)]
+
+
+def task_groups(plans: list[np.ndarray], tasks: int) -> list[list[np.ndarray]]:
+    """`plans` cut into at most `tasks` runs of consecutive chunks, as even as they go."""
+    groups = np.array_split(np.arange(len(plans)), max(1, min(tasks, len(plans))))
+    return [[plans[c] for c in g] for g in groups if len(g)]
+
+
+def read_blocks(ds: Dataset, plans: list[np.ndarray],
+                make: Callable[[list], Any]) -> Iterator[Any]:
+    """make(samples) for each chunk of a task, samples as ds[i] gives them."""
+    if not plans:
+        return
+    pipe = ReadPipeline(ds, np.concatenate(plans).astype(np.uint32))
+    try:
+        for plan in plans:
+            yield make([next(pipe) for _ in range(len(plan))])
+    finally:
+        pipe.close()
+
+
+def json_text(values: list) -> list:
+    """A json column's values as their JSON text (engines have no type for any JSON value)."""
+    return [None if v is None else json.dumps(v) for v in values]
