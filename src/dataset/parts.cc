@@ -336,7 +336,8 @@ namespace {
 
 Status JobClosed(const Storage& dst, const PartSpec& part) {
   return Status::AlreadyExists(fmt::format(
-      "{}: job '{}' was already committed or discarded; a part written after that is refused",
+      "{}: job '{}' was already committed or discarded; a part written after that is refused "
+      "(write the parts of a new version under another --job name)",
       dst.Describe(ClosedPath(part.job)), part.job));
 }
 
@@ -413,8 +414,8 @@ uint64_t RemovePartsOfJob(Storage& storage, std::string_view job) {
 Status JobAlreadyClosed(const Storage& storage, std::string_view job) {
   return Status::AlreadyExists(fmt::format(
       "{} exists: job '{}' is being committed, or was committed or discarded (the parts of "
-      "a job are published once; a commit killed midway leaves the file: remove it and "
-      "commit again)",
+      "a job are published once; an engine's commit killed midway leaves the file, and its job "
+      "is written again under a new name while gc collects the old one's parts)",
       storage.Describe(ClosedPath(job)), job));
 }
 
