@@ -19,10 +19,8 @@ import secrets
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from ._core import Writer, commit, discard_parts  # type: ignore[attr-defined]  # see pyproject
-from .sources import _WRITER_KEYS, _arrow_type
+from .sources import _WRITER_KEYS
 
 # stoker.Writer's options an engine's sink passes through (the part, job and name are its own;
 # it publishes the next version, or the first).
@@ -34,45 +32,6 @@ _PART_BITS = 31
 def new_job(engine: str) -> str:
     """A job name used once: `<engine>-<24 hex digits>`."""
     return f"{engine}-{secrets.token_hex(12)}"
-
-
-def column_types(schema: Any, overrides: dict[str, str] | None
-                 ) -> tuple[dict[str, str], dict[str, Callable[[Any], Any]]]:
-    """stoker column types (all optional: Arrow fields are nullable) and converters for a
-    pyarrow schema, as stoker.from_parquet infers them; Ray's tensor columns become ndarrays of
-    their dtype and shape. `overrides` sets types by name."""
-    types: dict[str, str] = {}
-    convert: dict[str, Callable[[Any], Any]] = {}
-    for field in schema:
-        kind, fn = _tensor_type(field.type) or _arrow_type(field.type)
-        types[field.name] = kind + "?"
-        if fn is not None:
-            convert[field.name] = fn
-    for name, kind in (overrides or {}).items():
-        if name not in types:
-            raise ValueError(f"columns: {name!r} is not a column of the data ({list(types)})")
-        types[name] = kind
-        convert.pop(name, None)
-    return types, convert
-
-
-def _tensor_type(t: Any) -> tuple[str, Callable[[Any], Any] | None] | None:
-    """Ray Data's tensor extension types (fixed or variable shape) as ndarray columns."""
-    import pyarrow as pa
-    name = type(t).__name__
-    if "TensorType" not in name or not isinstance(t, pa.ExtensionType):
-        return None
-    values = t.storage_type
-    if pa.types.is_struct(values):  # variable shapes: {data, shape}
-        values = values.field("data").type
-    while pa.types.is_list(values) or pa.types.is_large_list(values) or \
-            pa.types.is_fixed_size_list(values):
-        values = values.value_type
-    dtype = np.dtype(values.to_pandas_dtype()).name
-    shape = tuple(getattr(t, "shape", None) or ())
-    fixed = "Variable" not in name and shape and all(d and d > 0 for d in shape)
-    kind = f"ndarray:{dtype}" + (":" + "x".join(str(d) for d in shape) if fixed else "")
-    return kind, lambda x, d=dtype: np.asarray(x, dtype=d)
 
 
 def table_rows(table: Any) -> Iterable[dict[str, Any]]:

@@ -36,32 +36,17 @@ from typing import Any
 
 import numpy as np
 
-MIN_RAY = (2, 60)
+from . import _engines
 
-
-def _require_ray() -> Any:
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError as e:
-        raise ImportError("stoker.ray needs Ray Data: pip install 'stoker[ray]' "
-                          f"(ray[data]>={MIN_RAY[0]}.{MIN_RAY[1]}); importing it failed: {e}"
-                          ) from e
-    have = tuple(int(p) for p in ray.__version__.split(".")[:2] if p.isdigit())
-    if have < MIN_RAY:
-        raise ImportError(
-            f"stoker.ray needs Ray {MIN_RAY[0]}.{MIN_RAY[1]} or newer (Ray Data's Datasink with "
-            f"WriteResult and ReadTask's row limit); this is Ray {ray.__version__}: "
-            f"pip install -U 'ray[data]>={MIN_RAY[0]}.{MIN_RAY[1]}'")
-    return ray
-
-
-ray = _require_ray()
+# Ray Data's Datasink with WriteResult, ReadTask's row limit.
+ray = _engines.require("ray", "ray.data", (2, 60), "stoker[ray]",
+                       "Ray Data's Datasink (WriteResult) and ReadTask's row limit")
 from ray.data import Datasink as _RayDatasink  # noqa: E402  (after the version check)
 from ray.data import Datasource, ReadTask  # noqa: E402
 from ray.data.block import BlockAccessor, BlockMetadata  # noqa: E402
 
 from . import engine_read, engine_write  # noqa: E402
+from .sources import column_types  # noqa: E402
 from .views import Dataset  # noqa: E402
 
 # --- reading ------------------------------------------------------------------------------
@@ -243,7 +228,7 @@ class Datasink(_RayDatasink):
         # Each task infers its types from its own rows (a disagreement fails the commit, naming
         # both tasks); the first rows' schema only types a task's columns that hold no value.
         if schema is not None:
-            self._types = engine_write.column_types(schema, self.columns)[0]
+            self._types = column_types(schema, self.columns)[0]
 
     def write(self, blocks: Any, ctx: Any) -> dict | None:
         tables = (BlockAccessor.for_block(b).to_arrow() for b in blocks)
@@ -252,7 +237,7 @@ class Datasink(_RayDatasink):
         first = next(tables, None)
         if first is None:
             return None
-        types, convert = engine_write.column_types(first.schema, self.columns)
+        types, convert = column_types(first.schema, self.columns)
         for field in first.schema:
             if str(field.type) == "null" and self._types and field.name in self._types:
                 types[field.name] = self._types[field.name]

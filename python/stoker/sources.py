@@ -71,6 +71,45 @@ def _arrow_type(t) -> tuple[str, Callable[[Any], Any] | None]:
     return "json", None
 
 
+def column_types(schema: Any, overrides: dict[str, str] | None
+                 ) -> tuple[dict[str, str], dict[str, Callable[[Any], Any]]]:
+    """stoker column types (all optional: Arrow fields are nullable) and converters for a
+    pyarrow schema, as stoker.from_parquet infers them; Ray's tensor columns become ndarrays of
+    their dtype and shape. `overrides` sets types by name."""
+    types: dict[str, str] = {}
+    convert: dict[str, Callable[[Any], Any]] = {}
+    for field in schema:
+        kind, fn = _tensor_type(field.type) or _arrow_type(field.type)
+        types[field.name] = kind + "?"  # Arrow fields are nullable: a null is a missing value
+        if fn is not None:
+            convert[field.name] = fn
+    for name, kind in (overrides or {}).items():
+        if name not in types:
+            raise ValueError(f"columns: {name!r} is not a column of the input ({list(types)})")
+        types[name] = kind
+        convert.pop(name, None)
+    return types, convert
+
+
+def _tensor_type(t: Any) -> tuple[str, Callable[[Any], Any] | None] | None:
+    """Ray Data's tensor extension types (fixed or variable shape) as ndarray columns."""
+    import pyarrow as pa
+    name = type(t).__name__
+    if "TensorType" not in name or not isinstance(t, pa.ExtensionType):
+        return None
+    values = t.storage_type
+    if pa.types.is_struct(values):  # variable shapes: {data, shape}
+        values = values.field("data").type
+    while pa.types.is_list(values) or pa.types.is_large_list(values) or \
+            pa.types.is_fixed_size_list(values):
+        values = values.value_type
+    dtype = np.dtype(values.to_pandas_dtype()).name
+    shape = tuple(getattr(t, "shape", None) or ())
+    fixed = "Variable" not in name and shape and all(d and d > 0 for d in shape)
+    kind = f"ndarray:{dtype}" + (":" + "x".join(str(d) for d in shape) if fixed else "")
+    return kind, lambda x, d=dtype: np.asarray(x, dtype=d)
+
+
 def _image_columns(files: list[str], names: list[str], batch_rows: int) -> dict[str, str]:
     """{name: "jpeg" or "png"} for each binary column of `names` whose every value (in every
     file; nulls aside) starts with that type's signature. Reads those columns, each until a
@@ -139,18 +178,7 @@ def from_parquet(paths, output, *, columns: dict[str, str] | None = None,
         other = pq.read_schema(f)
         if not other.equals(schema):
             raise ValueError(f"{f}: its schema differs from {files[0]}'s:\n{other}\nvs\n{schema}")
-    types: dict[str, str] = {}
-    convert: dict[str, Callable[[Any], Any]] = {}
-    for field in schema:
-        kind, fn = _arrow_type(field.type)
-        types[field.name] = kind + "?"  # Arrow fields are nullable: a null is a missing value
-        if fn is not None:
-            convert[field.name] = fn
-    for name, kind in (columns or {}).items():
-        if name not in types:
-            raise ValueError(f"columns: {name!r} is not a column of the input ({list(types)})")
-        types[name] = kind
-        convert.pop(name, None)
+    types, convert = column_types(schema, columns)
     binary = [name for name, kind in types.items()
               if kind == "bytes?" and name not in (columns or {})]
     for name, kind in _image_columns(files, binary, batch_rows).items():

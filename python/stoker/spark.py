@@ -33,27 +33,10 @@ from typing import Any
 
 import numpy as np
 
-MIN_PYSPARK = (4, 0)
+from . import _engines
 
-
-def _require_pyspark() -> Any:
-    try:
-        import pyspark
-        from pyspark.sql import datasource  # noqa: F401
-    except ImportError as e:
-        raise ImportError("stoker.spark needs PySpark's Python Data Source API: pip install "
-                          f"'stoker[spark]' (pyspark>={MIN_PYSPARK[0]}.{MIN_PYSPARK[1]}); "
-                          f"importing it failed: {e}") from e
-    have = tuple(int(p) for p in pyspark.__version__.split(".")[:2] if p.isdigit())
-    if have < MIN_PYSPARK:
-        raise ImportError(
-            f"stoker.spark needs PySpark {MIN_PYSPARK[0]}.{MIN_PYSPARK[1]} or newer (the Python "
-            f"Data Source API with Arrow batches); this is PySpark {pyspark.__version__}: "
-            f"pip install -U 'pyspark>={MIN_PYSPARK[0]}.{MIN_PYSPARK[1]}'")
-    return pyspark
-
-
-_require_pyspark()
+_engines.require("pyspark", "pyspark.sql.datasource", (4, 0), "stoker[spark]",
+                 "PySpark's Python Data Source API with Arrow batches")
 from pyspark.sql.datasource import (  # noqa: E402  (after the version check)
     DataSource,
     DataSourceArrowWriter,
@@ -64,6 +47,7 @@ from pyspark.sql.datasource import (  # noqa: E402  (after the version check)
 from pyspark.sql.types import StructType  # noqa: E402
 
 from . import engine_read, engine_write  # noqa: E402
+from .sources import column_types  # noqa: E402
 from .views import Dataset  # noqa: E402
 
 # Spark has no unsigned integers: each token type goes to the smallest signed one that holds it
@@ -170,7 +154,7 @@ class _Writer(DataSourceArrowWriter):
         self.uri = uri
         self.job = engine_write.new_job("spark")  # made once, on the driver: every task's
         overrides = _column_options(options.get("columns", ""))
-        self.types, self.convert = engine_write.column_types(to_arrow_schema(schema), overrides)
+        self.types, self.convert = column_types(to_arrow_schema(schema), overrides)
         self.writer_options: dict[str, Any] = {}
         for key in ("label", "chunk_size", "order"):
             if options.get(key):

@@ -25,5 +25,5 @@ def test_an_engine_too_old_is_named_at_import(module, engine, old, needed, monke
 def test_a_missing_engine_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
     monkeypatch.delitem(sys.modules, "stoker.ray", raising=False)
-    with pytest.raises(ImportError, match=r"pip install 'stoker\[ray\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'stoker\[ray\]' \(ray>=2.60\)"):
         importlib.import_module("stoker.ray")
