@@ -162,21 +162,34 @@ class StokerDatasource(Datasource):
         return tasks
 
 
+def _default_read_tasks(source: StokerDatasource) -> int:
+    """As many read tasks as Ray Data would ask for, but never more than the chunks: with fewer
+    tasks than it asks for, Ray splits each task's output (SplitBlocks), and a split read is
+    never fused with the map_batches after it, so every block takes one more trip through the
+    object store (JPEG decoding in map_batches was 1.6-2x slower so: docs/benchmarks.md §19)."""
+    context = ray.data.DataContext.get_current()
+    target = context.target_max_block_size or 128 << 20
+    size = source.estimate_inmemory_data_size() or 0
+    want = max(context.read_op_min_num_blocks, -(-size // target))
+    return max(1, min(len(source._chunks()), want))
+
+
 def read(path_or_uri: str | os.PathLike, columns: Sequence[str] | None = None,
          version: int | None = None, *, override_num_blocks: int | None = None,
          concurrency: int | None = None, ray_remote_args: dict | None = None) -> Any:
     """A stoker dataset (any store stoker reads) as a ray.data.Dataset, one read task per group
     of whole chunks. `columns` keeps those columns only; `version` reads that version (default:
     the newest, fixed now). `override_num_blocks` sets the number of read tasks (at most one per
-    chunk)."""
-    options: dict[str, Any] = {}
-    if override_num_blocks is not None:
-        options["override_num_blocks"] = override_num_blocks
+    chunk; default: one per chunk, up to Ray's minimum number of read blocks (200), or more
+    where those would each hold more than Ray's target block size)."""
+    source = StokerDatasource(path_or_uri, version)
+    options: dict[str, Any] = {
+        "override_num_blocks": override_num_blocks if override_num_blocks is not None
+        else _default_read_tasks(source)}
     if concurrency is not None:
         options["concurrency"] = concurrency
     if ray_remote_args:
         options.update(ray_remote_args)
-    source = StokerDatasource(path_or_uri, version)
     out = ray.data.read_datasource(source, **options)
     if columns is not None:
         ds = source._dataset
