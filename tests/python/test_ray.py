@@ -183,7 +183,7 @@ def test_feeders_as_ray_actors_make_the_trainers_batches(cluster, tmp_path, monk
     pytest.importorskip("torch")
     from test_feeders import passes
     from test_image_loader import write_photo_tree
-    write_photo_tree(tmp_path / "src", 40)
+    write_photo_tree(tmp_path / "src", 90)  # enough batches that feeders get slices under load
     uri = str(tmp_path / "photos.stoker")
     stoker.pack(str(tmp_path / "src"), uri, progress=False)
     secret = tmp_path / "job.secret"
