@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._core import Writer, commit, discard_parts  # type: ignore[attr-defined]  # see pyproject
-from .sources import _WRITER_KEYS
+from .sources import _WRITER_KEYS, converted
 
 # stoker.Writer's options an engine's sink passes through (the part, job and name are its own;
 # it publishes the next version, or the first).
@@ -61,11 +61,7 @@ def write_part(uri: str, job: str, order: int, columns: dict[str, str],
                     progress=False, **options)
     written = 0
     try:
-        for row in rows:
-            for name, fn in convert.items():
-                value = row.get(name)
-                if value is not None:
-                    row[name] = fn(value)
+        for row in converted(rows, convert):
             writer.write(row)
             written += 1
     except BaseException:

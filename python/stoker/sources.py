@@ -30,7 +30,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -138,6 +138,18 @@ def _image_columns(files: list[str], names: list[str], batch_rows: int) -> dict[
     return {name: kinds.pop() for name, kinds in possible.items() if len(kinds) == 1}
 
 
+def converted(rows: Iterable[dict], convert: dict[str, Callable[[Any], Any]]
+              ) -> Iterator[dict]:
+    """`rows` with convert[name] applied to each present value of column `name` (the input's
+    values as stoker.Writer takes them)."""
+    for row in rows:
+        for name, fn in convert.items():
+            value = row.get(name)
+            if value is not None:
+                row[name] = fn(value)
+        yield row
+
+
 def _write(rows: Iterable[dict], output, columns: dict[str, str],
            convert: dict[str, Callable[[Any], Any]], options: dict) -> dict:
     unknown = set(options) - set(_WRITER_KEYS)
@@ -146,11 +158,7 @@ def _write(rows: Iterable[dict], output, columns: dict[str, str],
                         f"{', '.join(_WRITER_KEYS)})")
     w = Writer(output, columns=columns, **options)
     with w:
-        for row in rows:
-            for name, fn in convert.items():
-                value = row.get(name)
-                if value is not None:
-                    row[name] = fn(value)
+        for row in converted(rows, convert):
             w.write(row)
     return cast(dict, w.summary)  # a dict (python/bindings/writer.cc); the stub says object
 
