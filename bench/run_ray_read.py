@@ -14,8 +14,10 @@ iter_torch_batches(batch_size=256).
   decoded  the same stoker and Parquet reads with map_batches(PIL open, resize to 224x224
            BILINEAR, RGB: what read_images does per file), against ray.data.read_images(size=
            (224, 224), mode="RGB", include_paths=True) with the label from the path in a
-           map_batches; batches of uint8 224x224x3 and int64 labels. One more stoker row
-           decodes and resizes with stoker's own C++ code instead of PIL (stoker_cpp_decode).
+           map_batches; batches of uint8 224x224x3 and int64 labels. One more stoker row is
+           stoker.ray.read_images(size=224, center_crop=False): the same resize of the whole
+           image, decoded and resized in the read tasks by stoker's C++ decoder and resampler
+           (what ImageLoader runs) instead of PIL (stoker_read_images).
   tokens   --docs documents of 100-2,000 uint16 tokens: a stoker column dataset {tokens:
            tokens:uint16} against Parquet list<uint16> (same file layout), iter_batches(256,
            batch_format="numpy"); tokens/s.
@@ -115,16 +117,6 @@ def decode_224(batch: dict) -> dict:
     return {"image": out, "label": batch["label"]}
 
 
-def decode_224_stoker(batch: dict) -> dict:
-    """The same in stoker's C++ decoder and resampler (stoker._core.image, what ImageLoader
-    runs; not a public API): decode, then resize to 224x224 bilinear as PIL does."""
-    from stoker._core import image
-    out = np.empty((len(batch["image"]), SIZE, SIZE, 3), np.uint8)
-    for i, data in enumerate(batch["image"]):
-        out[i] = image.resize(image.decode(data)[0], (SIZE, SIZE))
-    return {"image": out, "label": batch["label"]}
-
-
 class BytesToTrainer(ArrowBatchCollateFn):
     """(list of the JPEGs' bytes, int64 label tensor); labels from the path where the rows
     have none (read_binary_files)."""
@@ -190,8 +182,8 @@ def systems(work: Path, d: dict) -> dict:
                 stoker.ray.read(work / "images.stoker").map_batches(decode_224)),
             "read_parquet": lambda: decoded_pass(
                 ray.data.read_parquet(str(work / "images.parquet")).map_batches(decode_224)),
-            "stoker_cpp_decode": lambda: decoded_pass(
-                stoker.ray.read(work / "images.stoker").map_batches(decode_224_stoker)),
+            "stoker_read_images": lambda: decoded_pass(stoker.ray.read_images(
+                work / "images.stoker", size=SIZE, center_crop=False)),
             "read_images": lambda: decoded_pass(
                 ray.data.read_images(tree, size=(SIZE, SIZE), mode="RGB", include_paths=True)
                 .map_batches(label_from_path(classes)))},

@@ -5,8 +5,12 @@
 // this; see python/stoker/image_loader.py for the options.
 #include "image_pipeline.h"
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <nanobind/ndarray.h>
@@ -15,6 +19,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "dataset.h"
+#include "decode/augment.h"
 #include "decode/device_batches.h"
 #include "decode/maker_version.h"
 #include "decode/transform_option_table.h"
@@ -253,9 +258,74 @@ class PyImagePipeline {
   std::unique_ptr<ImagePipeline> pipeline_;
 };
 
+// transform_images: encoded images (a list of bytes) through the pipeline's transform into one
+// array, in `threads` threads (each its own Transformer over a contiguous run of the samples).
+// What the engines' readers decode with (stoker.ray.read_images), where the samples come from
+// the engine's own read task rather than from an ImagePipeline's plan.
+nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const Plan& indices,
+                          uint64_t seed, uint64_t epoch, uint32_t threads) {
+  decode::TransformOptions options;
+  SetOptions(values, {}, decode::TransformOptionTable(), kUnknownImageOption, options);
+  ThrowIfError(options.Validate());
+  const size_t n = nb::len(samples);
+  if (indices.shape(0) != n) throw nb::value_error("indices must give one index per sample");
+  if (threads == 0) throw nb::value_error("threads must be at least 1");
+  // References held for the GIL-free part; their data pointers stay valid while they live.
+  std::vector<nb::bytes> held;
+  held.reserve(n);
+  for (nb::handle h : samples) {
+    if (!nb::isinstance<nb::bytes>(h)) throw nb::type_error("samples must be bytes");
+    held.push_back(nb::borrow<nb::bytes>(h));
+  }
+  std::vector<std::span<const std::byte>> bytes(n);
+  for (size_t i = 0; i < n; ++i) {
+    bytes[i] = {reinterpret_cast<const std::byte*>(held[i].c_str()), held[i].size()};
+  }
+  const decode::OutputSpec& out = options.output;
+  const size_t sample_bytes = out.sample_bytes();
+  auto* data = new std::byte[std::max<size_t>(1, n * sample_bytes)];
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
+  std::vector<Status> status(n);
+  {
+    nb::gil_scoped_release release;
+    const size_t workers = std::clamp<size_t>(threads, 1, std::max<size_t>(1, n));
+    const auto run = [&](size_t begin, size_t end) {
+      decode::Transformer transformer(options);
+      for (size_t i = begin; i < end; ++i) {
+        std::byte* slot = data + i * sample_bytes;
+        status[i] =
+            transformer.Run(bytes[i], decode::AugmentSeed(seed, epoch, indices.data()[i]), slot);
+        if (!status[i].ok()) std::memset(slot, 0, sample_bytes);
+      }
+    };
+    std::vector<std::jthread> pool;
+    for (size_t w = 1; w < workers; ++w)
+      pool.emplace_back(run, n * w / workers, n * (w + 1) / workers);
+    run(0, n / workers);
+  }
+  nb::list failed;
+  for (size_t i = 0; i < n; ++i) {
+    if (!status[i].ok()) failed.append(nb::make_tuple(i, status[i].ToString()));
+  }
+  const bool chw = out.layout == decode::Layout::kNCHW;
+  const size_t shape[4] = {n, chw ? 3 : size_t{out.height}, chw ? size_t{out.height} : out.width,
+                           chw ? size_t{out.width} : 3};
+  const nb::dlpack::dtype type =
+      out.dtype == decode::DType::kUint8 ? nb::dtype<uint8_t>() : nb::dtype<float>();
+  nb::ndarray<nb::numpy> array(data, 4, shape, owner, nullptr, type);
+  return nb::make_tuple(array, failed);
+}
+
 }  // namespace
 
 void RegisterImagePipeline(nb::module_& m) {
+  m.def("transform_images", &TransformImages, nb::arg("samples"), nb::arg("options"),
+        nb::arg("indices"), nb::arg("seed") = 0, nb::arg("epoch") = 0, nb::arg("threads") = 1,
+        "Decodes and transforms `samples` (a list of JPEG/PNG bytes) as stoker.ImageLoader "
+        "would, with `options` (the transform's, as parse_transform_options takes them); sample "
+        "i's random parameters come from (seed, epoch, indices[i]). Returns (array (N, ...) in "
+        "the options' dtype and layout, [(i, error), ...] for the samples that failed, whose "
+        "slots are zeros).");
   m.def(
       "transform_options", [] { return DescribeOptions(decode::TransformOptionTable()); },
       "The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, "

@@ -32,14 +32,15 @@ def task_groups(plans: list[np.ndarray], tasks: int) -> list[list[np.ndarray]]:
 
 
 def read_blocks(ds: Dataset, plans: list[np.ndarray],
-                make: Callable[[list], Any]) -> Iterator[Any]:
-    """make(samples) for each chunk of a task, samples as ds[i] gives them."""
+                make: Callable[[np.ndarray, list], Any]) -> Iterator[Any]:
+    """make(plan, samples) for each chunk of a task: its samples' indices and the samples as
+    ds[i] gives them."""
     if not plans:
         return
     pipe = ReadPipeline(ds, np.concatenate(plans).astype(np.uint32))
     try:
         for plan in plans:
-            yield make([next(pipe) for _ in range(len(plan))])
+            yield make(plan, [next(pipe) for _ in range(len(plan))])
     finally:
         pipe.close()
 

@@ -223,6 +223,9 @@ class ImageLoader(SampleReading):
       zoom: training: (min, max) RandomAffine-style scale about the centre ((1, 1): off).
       resize: validation: the shorter side before the centre crop (0: the larger side of size * 8 /
         7, 256 for 224).
+      center_crop: validation: Resize(resize) then CenterCrop(size), or (False) the whole image
+        resized to size, its aspect ratio not kept (torchvision's Resize((h, w)),
+        ray.data.read_images' size).
       interpolation: resampling filter: bilinear (torchvision's default), bicubic or nearest.
       mean: per-channel mean subtracted from the [0, 1] values (float32 output).
       std: per-channel standard deviation the values are divided by (float32 output).
@@ -312,7 +315,7 @@ class ImageLoader(SampleReading):
                  scale: float | Sequence[float] = (0.08, 1.0),
                  ratio: float | Sequence[float] = (0.75, 1.3333333333333333), flip: float = 0.5,
                  rotation: float = 0.0, zoom: float | Sequence[float] = (1.0, 1.0),
-                 resize: int = 0, interpolation: str = "bilinear",
+                 resize: int = 0, center_crop: bool = True, interpolation: str = "bilinear",
                  mean: Sequence[float] = (0.485, 0.456, 0.406),
                  std: Sequence[float] = (0.229, 0.224, 0.225), dtype: str = "float32",
                  layout: str = "NCHW", dct_scaling: bool = True, max_pixels: int = 67108864,
@@ -349,6 +352,7 @@ class ImageLoader(SampleReading):
             'rotation': rotation,
             'zoom': zoom,
             'resize': resize,
+            'center_crop': center_crop,
             'interpolation': interpolation,
             'mean': mean,
             'std': std,

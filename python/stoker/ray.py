@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -38,6 +40,8 @@ import numpy as np
 
 from . import _engines
 
+log = logging.getLogger("stoker")
+
 # Ray Data's Datasink with WriteResult, ReadTask's row limit.
 ray = _engines.require("ray", "ray.data", (2, 60), "stoker[ray]",
                        "Ray Data's Datasink (WriteResult) and ReadTask's row limit")
@@ -46,6 +50,7 @@ from ray.data import Datasource, ReadTask  # noqa: E402
 from ray.data.block import BlockAccessor, BlockMetadata  # noqa: E402
 
 from . import engine_read, engine_write  # noqa: E402
+from ._core import parse_transform_options, transform_images  # noqa: E402
 from .sources import column_types  # noqa: E402
 from .views import Dataset  # noqa: E402
 
@@ -126,39 +131,50 @@ def _block(ds: Dataset, schema: Any, samples: list) -> Any:
 def _read_chunks(ds: Dataset, plans: list[np.ndarray]) -> Iterator[Any]:
     """The blocks of a read task: one per chunk, its samples in index order."""
     schema = _arrow_schema(ds)
-    yield from engine_read.read_blocks(ds, plans, lambda samples: _block(ds, schema, samples))
+    yield from engine_read.read_blocks(ds, plans, lambda _, samples: _block(ds, schema, samples))
 
 
 class StokerDatasource(Datasource):
-    """A stoker dataset as a Ray Data source (what stoker.ray.read reads)."""
+    """A stoker dataset as a Ray Data source (what stoker.ray.read and read_images read)."""
 
-    def __init__(self, uri: str | os.PathLike, version: int | None = None) -> None:
+    def __init__(self, uri: str | os.PathLike, version: int | None = None,
+                 images: _ImageDecode | None = None) -> None:
         super().__init__()
         self._dataset = Dataset(uri, version)  # the version is fixed here, for every task
+        self._images = images
         self._by_chunk: list[np.ndarray] | None = None
 
     def get_name(self) -> str:
-        return "Stoker"
+        return "StokerImages" if self._images else "Stoker"
 
     def _chunks(self) -> list[np.ndarray]:
         if self._by_chunk is None:  # Ray plans several times: list the samples once
             self._by_chunk = engine_read.chunk_plans(self._dataset)
         return self._by_chunk
 
+    def _block_bytes(self, rows: int, chunks: int) -> int:
+        if self._images:
+            return rows * self._images.sample_bytes
+        return chunks * self._dataset.largest_chunk_bytes
+
     def estimate_inmemory_data_size(self) -> int | None:
-        return self._dataset.num_chunks * self._dataset.largest_chunk_bytes or None
+        if self._images:
+            return self._block_bytes(len(self._dataset), 0) or None
+        return self._block_bytes(0, self._dataset.num_chunks) or None
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                        data_context: Any = None) -> list[ReadTask]:
-        schema = _arrow_schema(self._dataset)
-        per_chunk = self._dataset.largest_chunk_bytes
+        ds = self._dataset
+        schema = self._images.schema(ds) if self._images else _arrow_schema(ds)
         tasks = []
         for plans in engine_read.task_groups(self._chunks(), parallelism):
-            meta = BlockMetadata(num_rows=sum(len(p) for p in plans),
-                                 size_bytes=per_chunk * len(plans), exec_stats=None,
-                                 input_files=None)
-            tasks.append(ReadTask(functools.partial(_read_chunks, self._dataset, plans), meta,
-                                  schema=schema, per_task_row_limit=per_task_row_limit))
+            rows = sum(len(p) for p in plans)
+            meta = BlockMetadata(num_rows=rows, size_bytes=self._block_bytes(rows, len(plans)),
+                                 exec_stats=None, input_files=None)
+            read = (functools.partial(self._images.read_chunks, ds, plans) if self._images
+                    else functools.partial(_read_chunks, ds, plans))
+            tasks.append(ReadTask(read, meta, schema=schema,
+                                  per_task_row_limit=per_task_row_limit))
         return tasks
 
 
@@ -174,6 +190,18 @@ def _default_read_tasks(source: StokerDatasource) -> int:
     return max(1, min(len(source._chunks()), want))
 
 
+def _read(source: StokerDatasource, override_num_blocks: int | None,
+          concurrency: int | None, ray_remote_args: dict | None) -> Any:
+    options: dict[str, Any] = {
+        "override_num_blocks": override_num_blocks if override_num_blocks is not None
+        else _default_read_tasks(source)}
+    if concurrency is not None:
+        options["concurrency"] = concurrency
+    if ray_remote_args:
+        options.update(ray_remote_args)
+    return ray.data.read_datasource(source, **options)
+
+
 def read(path_or_uri: str | os.PathLike, columns: Sequence[str] | None = None,
          version: int | None = None, *, override_num_blocks: int | None = None,
          concurrency: int | None = None, ray_remote_args: dict | None = None) -> Any:
@@ -183,14 +211,7 @@ def read(path_or_uri: str | os.PathLike, columns: Sequence[str] | None = None,
     chunk; default: one per chunk, up to Ray's minimum number of read blocks (200), or more
     where those would each hold more than Ray's target block size)."""
     source = StokerDatasource(path_or_uri, version)
-    options: dict[str, Any] = {
-        "override_num_blocks": override_num_blocks if override_num_blocks is not None
-        else _default_read_tasks(source)}
-    if concurrency is not None:
-        options["concurrency"] = concurrency
-    if ray_remote_args:
-        options.update(ray_remote_args)
-    out = ray.data.read_datasource(source, **options)
+    out = _read(source, override_num_blocks, concurrency, ray_remote_args)
     if columns is not None:
         ds = source._dataset
         known = list(ds.columns) or ["path", "label", "files" if ds.grouped else "data"]
@@ -199,6 +220,141 @@ def read(path_or_uri: str | os.PathLike, columns: Sequence[str] | None = None,
             raise ValueError(f"columns {missing} are not in {os.fspath(path_or_uri)} ({known})")
         out = out.select_columns(list(columns))
     return out
+
+
+def read_images(path_or_uri: str | os.PathLike, *, column: str | None = None,
+                include_paths: bool = False, on_error: str = "raise", seed: int | None = None,
+                threads: int = 1, version: int | None = None,
+                override_num_blocks: int | None = None, concurrency: int | None = None,
+                ray_remote_args: dict | None = None, **transform: Any) -> Any:
+    """A stoker dataset's images decoded and transformed in its read tasks, by stoker's C++
+    decoder and resampler (what stoker.ImageLoader runs): a ray.data.Dataset whose `image`
+    column (or `column`'s) holds fixed-shape arrays, ready for iter_torch_batches.
+
+    `transform` takes stoker.ImageLoader's image options (docs/augment.md): by default
+    train=False, size=224 (Resize(256) + CenterCrop(224)), dtype="uint8", layout="NHWC" (Ray's
+    (H, W, 3) images, 4x smaller than float32 in the object store); center_crop=False resizes the
+    whole image to `size` as ray.data.read_images(size=...) does; train=True is RandomResizedCrop
+    + flip, each sample's parameters drawn from (seed, its index): with `seed` None a new seed for
+    every execution of a read task, so every pass over the Dataset gets new crops.
+
+    File datasets give {image, label} (+ path with include_paths); column datasets every column,
+    the image column decoded (default: the one jpeg or png column); tar-packed datasets
+    {image, label} (+ path) from member `column` (default "jpg"). `on_error`: "raise" (a
+    ValueError naming the sample) or "skip" (the row is left out, with a warning). `threads`:
+    decoding threads per read task, which then asks Ray for as many CPUs unless ray_remote_args
+    says otherwise. Other arguments as read()."""
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+    if threads < 1:
+        raise ValueError("threads must be at least 1")
+    try:
+        options = parse_transform_options(
+            {"train": False, "size": 224, "dtype": "uint8", "layout": "NHWC", **transform})
+    except KeyError as e:
+        raise TypeError(f"read_images() got an unexpected keyword argument: {e.args[0]}") from None
+    images = _ImageDecode(options, column, include_paths, on_error, seed, threads)
+    source = StokerDatasource(path_or_uri, version, images)
+    images.check(source._dataset)
+    remote = dict(ray_remote_args or {})
+    if threads > 1:
+        remote.setdefault("num_cpus", threads)
+    return _read(source, override_num_blocks, concurrency, remote)
+
+
+class _ImageDecode:
+    """read_images' settings, and how its read tasks turn a chunk's samples into a block."""
+
+    def __init__(self, options: dict, column: str | None, include_paths: bool, on_error: str,
+                 seed: int | None, threads: int) -> None:
+        self.options, self.column, self.include_paths = options, column, include_paths
+        self.on_error, self.seed, self.threads = on_error, seed, threads
+        height, width = (options["size"], options["size"]) if isinstance(options["size"], int) \
+            else options["size"]
+        self.shape = (height, width, 3) if options["layout"] == "NHWC" else (3, height, width)
+        self.dtype = np.dtype(options["dtype"])
+        self.sample_bytes = int(np.prod(self.shape)) * self.dtype.itemsize
+
+    def check(self, ds: Dataset) -> None:
+        """Chooses the image column (or member) of `ds`, or says why there is none."""
+        if not ds.columns:
+            self.column = self.column or ("jpg" if ds.grouped else None)
+            if self.column is not None and not ds.grouped:
+                raise ValueError(f"{ds.uri} is a file dataset: its images are its files "
+                                 "(column= names a column of a column dataset)")
+            return
+        images = [n for n, k in ds.columns.items()
+                  if k.rstrip("?").partition(":")[0] in ("jpeg", "png")]
+        if self.column is None:
+            if len(images) != 1:
+                raise ValueError(f"{ds.uri} has {len(images)} jpeg/png columns "
+                                 f"({images or list(ds.columns)}): say which with column=")
+            self.column = images[0]
+        kind = ds.columns.get(self.column)
+        if kind is None:
+            raise ValueError(f"column {self.column!r} is not in {ds.uri} ({list(ds.columns)})")
+        if kind.rstrip("?").partition(":")[0] not in ("jpeg", "png", "bytes"):
+            raise ValueError(f"column {self.column!r} holds {kind}, not encoded images")
+
+    def schema(self, ds: Dataset) -> Any:
+        import pyarrow as pa
+        from ray.data.extensions import ArrowTensorArray
+        image = pa.field(self.column if ds.columns else "image",
+                         ArrowTensorArray.from_numpy(np.zeros((1, *self.shape), self.dtype)).type)
+        if ds.columns:
+            rest = _arrow_schema(ds)
+            if rest is None:
+                return None
+            return pa.schema([image if f.name == self.column else f for f in rest])
+        fields = [image, pa.field("label", pa.int64())]
+        return pa.schema(fields + [pa.field("path", pa.string())] if self.include_paths else fields)
+
+    def read_chunks(self, ds: Dataset, plans: list[np.ndarray]) -> Iterator[Any]:
+        seed = self.seed if self.seed is not None else secrets.randbits(64)
+        rest = _arrow_schema(ds) if ds.columns else None
+        yield from engine_read.read_blocks(
+            ds, plans, lambda plan, samples: self._block(ds, rest, seed, plan, samples))
+
+    def _block(self, ds: Dataset, rest: Any, seed: int, plan: np.ndarray, samples: list) -> Any:
+        import pyarrow as pa
+        from ray.data.extensions import ArrowTensorArray
+        if ds.columns:
+            encoded = [s.get(self.column) for s in samples]
+        elif ds.grouped:
+            encoded = [s[0].get(self.column) for s in samples]
+        else:
+            encoded = [s[0] for s in samples]
+        missing = [i for i, e in enumerate(encoded) if e is None]
+        for i in missing:
+            encoded[i] = b""  # fails below as "not an image", named with the others
+        pixels, failed = transform_images(encoded, self.options, plan, seed, 0, self.threads)
+        keep = np.ones(len(samples), dtype=bool)
+        for i, error in failed:
+            name = self._name(ds, plan[i], samples[i])
+            why = f"has no {self.column!r}" if i in missing else f"cannot be decoded: {error}"
+            if self.on_error == "raise":
+                raise ValueError(f"{ds.uri}: {name} {why}")
+            # A read task's warning would stay in its worker: a log line reaches the driver.
+            log.warning("stoker.ray.read_images: skipping %s of %s: it %s", name, ds.uri, why)
+            keep[i] = False
+        if not keep.all():
+            pixels = pixels[keep]
+            samples = [s for s, k in zip(samples, keep, strict=True) if k]
+        image = ArrowTensorArray.from_numpy(pixels)
+        if ds.columns:
+            arrays = [image if name == self.column
+                      else _column_array(name, kind, [s.get(name) for s in samples], rest)
+                      for name, kind in ds.columns.items()]
+            return pa.Table.from_arrays(arrays, names=list(ds.columns))
+        table = {"image": image, "label": pa.array([s[1] for s in samples], pa.int64())}
+        if self.include_paths:
+            table["path"] = pa.array([s[2] for s in samples], pa.string())
+        return pa.table(table)
+
+    @staticmethod
+    def _name(ds: Dataset, index: int, sample: Any) -> str:
+        return f"sample {index}" if ds.columns else f"sample {index} ({sample[2]})"
+
 
 # --- writing ------------------------------------------------------------------------------
 

@@ -140,7 +140,7 @@ class _Reader(DataSourceReader):
         ds = Dataset(self.uri, self.version)
         schema = to_arrow_schema(self.schema)
         yield from engine_read.read_blocks(ds, partition.plans,  # type: ignore[attr-defined]
-                                           lambda samples: _batch(ds, schema, samples))
+                                           lambda _, samples: _batch(ds, schema, samples))
 
 
 @dataclass

@@ -47,7 +47,8 @@ Status TransformOptions::Validate() const {
   if (!(zoom_min > 0 && zoom_min <= zoom_max)) {
     return Status::InvalidArgument("zoom must satisfy 0 < min <= max");
   }
-  if (const uint32_t r = ResizeFor(*this); !train && r < std::max(output.width, output.height)) {
+  if (const uint32_t r = ResizeFor(*this);
+      !train && center_crop && r < std::max(output.width, output.height)) {
     return Status::InvalidArgument(fmt::format("resize ({}) must be at least the crop size ({}x{})",
                                                r, output.width, output.height));
   }
@@ -68,6 +69,11 @@ uint32_t ResizeFor(const TransformOptions& options) {
 SampleParams ChooseParams(const TransformOptions& options, uint32_t width, uint32_t height,
                           uint64_t sample_seed) {
   SampleParams params;
+  if (!options.train && !options.center_crop) {
+    params.box = {0, 0, double(width), double(height)};
+    params.clip_to_box = false;
+    return params;
+  }
   if (!options.train) {
     params.box = ResizeCenterCropBox(width, height, ResizeFor(options), options.output.width,
                                      options.output.height);

@@ -4,7 +4,8 @@
 //
 // Training (torchvision's RandomResizedCrop + RandomHorizontalFlip [+ RandomRotation,
 // RandomAffine(scale)] + ToTensor + Normalize) draws its parameters from the sample's own seed
-// (augment.h); validation is Resize(resize) + CenterCrop(size) + ToTensor + Normalize. The
+// (augment.h); validation is Resize(resize) + CenterCrop(size) + ToTensor + Normalize, or with
+// center_crop off Resize((height, width)) of the whole image (ray.data.read_images' way). The
 // decode is asked for the crop's region (region-of-interest decode) and, when dct_scaling is on,
 // at the smallest libjpeg scale that still leaves at least the output size — so the pixels equal
 // torchvision's exactly with dct_scaling off, and nearly (a better-filtered downscale) with it on.
@@ -30,8 +31,10 @@ struct TransformOptions {
   double flip_probability = 0.5;      // train
   double rotation_degrees = 0;        // train: angle uniform in [-d, d]; 0 = off
   double zoom_min = 1, zoom_max = 1;  // train: zoom uniform in [min, max]; 1, 1 = off
-  uint32_t resize = 0;  // validation: shorter side before the centre crop; 0: size * 8 / 7
-                        // (256 for 224, ImageNet's convention), see ResizeFor
+  uint32_t resize = 0;      // validation: shorter side before the centre crop; 0: size * 8 / 7
+                            // (256 for 224, ImageNet's convention), see ResizeFor
+  bool center_crop = true;  // validation: Resize(resize) + CenterCrop(size); false: the whole
+                            // image resized to the output size (torchvision's Resize((h, w)))
   Interpolation interpolation = Interpolation::kBilinear;
   Interpolation warp_interpolation = Interpolation::kNearest;  // torchvision's default
   bool dct_scaling = true;

@@ -115,6 +115,17 @@ const std::vector<TransformOption>& Table() {
          return ToUint32("resize", std::get<uint64_t>(v), o.resize);
        },
        [](const TransformOptions& o) { return OptionValue(uint64_t{o.resize}); }},
+      {"center_crop",
+       OptionKind::kBool,
+       "validation: Resize(resize) then CenterCrop(size), or (False) the whole image resized to "
+       "size, its aspect ratio not kept (torchvision's Resize((h, w)), ray.data.read_images' "
+       "size).",
+       {},
+       [](TransformOptions& o, const OptionValue& v) -> Status {
+         o.center_crop = std::get<bool>(v);
+         return Status::OK();
+       },
+       [](const TransformOptions& o) { return OptionValue(o.center_crop); }},
       {"interpolation",
        OptionKind::kChoice,
        "resampling filter: bilinear (torchvision's default), bicubic or nearest.",

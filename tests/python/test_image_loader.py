@@ -157,6 +157,22 @@ def test_validation_differs_from_resize_then_center_crop_by_at_most_one_level(ph
     assert differing / total < 0.01
 
 
+def test_validation_without_center_crop_is_resize_to_size(photos):
+    # center_crop=False: torchvision's Resize((h, w)) of the whole image (ray.data.read_images'
+    # size), PIL's pixels exactly without DCT scaling.
+    uri, _ = photos
+    ds = stoker.Dataset(uri)
+    loader = stoker.ImageLoader(uri, batch_size=8, train=False, size=(48, 64), center_crop=False,
+                                dtype="uint8", layout="NHWC", shuffle="sequential",
+                                dct_scaling=False)
+    images, _ = all_batches(loader)
+    order = sorted(range(len(ds)), key=lambda i: (ds.stat(i)["chunk_index"], i))
+    for position, sample in enumerate(order):
+        with Image.open(io.BytesIO(ds[sample][0])) as im:
+            expected = np.asarray(im.convert("RGB").resize((64, 48), Image.BILINEAR))
+        assert np.array_equal(images[position], expected), ds[sample][2]
+
+
 def test_float_output_is_the_normalized_uint8(photos):
     uri, _ = photos
     common = dict(batch_size=10, size=40, shuffle="sequential", seed=1)

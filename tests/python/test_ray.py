@@ -115,6 +115,70 @@ def test_read_file_dataset_and_torch_batches(cluster, tmp_path):
     assert sum(len(t) for t in labels) == 40 and str(labels[0].dtype) == "torch.int64"
 
 
+def pil_resized(data: bytes, size: tuple[int, int]) -> np.ndarray:
+    """What ray.data.read_images(size=(h, w), mode="RGB") makes of a file: PIL's bilinear."""
+    from PIL import Image
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im.convert("RGB").resize(size[::-1], resample=Image.BILINEAR))
+
+
+def test_read_images_decodes_in_the_read_tasks(cluster, tmp_path):
+    from test_image_loader import write_photo_tree
+    files = write_photo_tree(tmp_path / "src", 30, extra={"c1/broken.jpg": b"\xff\xd8 not a jpeg"})
+    uri = str(tmp_path / "photos.stoker")
+    stoker.pack(str(tmp_path / "src"), uri, progress=False, chunk_size="64KiB")
+    assert stoker.Dataset(uri).num_chunks >= 3
+    # Ray's read_images(size=...) geometry, stoker's decoder: PIL's pixels exactly (with DCT
+    # scaling off; these photos are shrunk by less than 2x, where it never applies anyway).
+    data = stoker.ray.read_images(uri, size=(40, 56), center_crop=False, include_paths=True,
+                                  on_error="skip", dct_scaling=False)
+    rows = data.take_all()  # broken.jpg left out (a warning in its read task's log)
+    assert sorted(r["path"] for r in rows) == sorted(p for p in files if "broken" not in p)
+    for r in rows:
+        assert r["image"].shape == (40, 56, 3) and r["image"].dtype == np.uint8
+        assert np.array_equal(r["image"], pil_resized(files[r["path"]], (40, 56))), r["path"]
+        assert r["label"] == int(r["path"][1])
+    with pytest.raises(Exception, match=r"sample \d+ \(c1/broken\.jpg\) cannot be decoded"):
+        stoker.ray.read_images(uri).take_all()
+    # train=True: each sample's crop and flip from (seed, its index), as stoker.ImageLoader's
+    # first epoch draws them; seed=None draws anew on every pass.
+    ok = stoker.Dataset(uri).filter({"path": lambda p: "broken" not in p})
+    loader = stoker.ImageLoader(ok, batch_size=64, train=True, seed=7, size=48, dtype="uint8",
+                                layout="NHWC", shuffle="sequential")
+    want = np.concatenate([images.numpy() for images, _ in loader])
+    trained = stoker.ray.read_images(uri, train=True, seed=7, size=48, on_error="skip")
+    got = [r["image"] for r in trained.take_all()]
+    assert sorted(map(bytes, got)) == sorted(map(bytes, want))
+    fresh = stoker.ray.read_images(uri, train=True, size=48, on_error="skip")
+    first, second = (sorted(bytes(r["image"]) for r in fresh.take_all()) for _ in range(2))
+    assert first != second
+    # Normalized float32 NCHW batches straight into torch.
+    batch = next(iter(stoker.ray.read_images(uri, dtype="float32", layout="NCHW", size=32,
+                                             on_error="skip").iter_torch_batches(batch_size=8)))
+    assert tuple(batch["image"].shape) == (8, 3, 32, 32)
+    assert str(batch["image"].dtype) == "torch.float32"
+
+
+def test_read_images_of_a_column_dataset_keeps_its_other_columns(cluster, tmp_path):
+    uri = str(tmp_path / "cols.stoker")
+    with stoker.Writer(uri, columns={"image": "jpeg", "caption": "str", "label": "int"}) as w:
+        for i in range(20):
+            w.write({"image": jpeg(i), "caption": f"a photo {i}", "label": i % 3})
+    rows = sorted(stoker.ray.read_images(uri, size=8, center_crop=False).take_all(),
+                  key=lambda r: r["caption"])
+    assert [r["caption"] for r in rows] == sorted(f"a photo {i}" for i in range(20))
+    for r in rows:
+        i = int(r["caption"].split()[-1])
+        assert r["label"] == i % 3
+        assert np.array_equal(r["image"], pil_resized(jpeg(i), (8, 8)))
+    with pytest.raises(TypeError, match="sizes"):
+        stoker.ray.read_images(uri, sizes=8)
+    with pytest.raises(ValueError, match="caption.*str, not encoded images"):
+        stoker.ray.read_images(uri, column="caption")
+    with pytest.raises(ValueError, match="on_error"):
+        stoker.ray.read_images(uri, on_error="ignore")
+
+
 def test_a_write_is_one_version_holding_every_row_once(cluster, tmp_path):
     uri = str(tmp_path / "out.stoker")
     data = ray.data.range(1000, override_num_blocks=8).map(

@@ -98,6 +98,11 @@ class Dataset:
 
     def __setstate__(self, arg: tuple, /) -> None: ...
 
+def transform_images(samples: list, options: dict, indices: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)], seed: int = 0, epoch: int = 0, threads: int = 1) -> tuple:
+    """
+    Decodes and transforms `samples` (a list of JPEG/PNG bytes) as stoker.ImageLoader would, with `options` (the transform's, as parse_transform_options takes them); sample i's random parameters come from (seed, epoch, indices[i]). Returns (array (N, ...) in the options' dtype and layout, [(i, error), ...] for the samples that failed, whose slots are zeros).
+    """
+
 def transform_options() -> list:
     """
     The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, pair, triple, size), doc, choices, default, text. stoker.ImageLoader's signature and docs are generated from it (scripts/gen_options.py).
