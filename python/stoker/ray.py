@@ -179,15 +179,16 @@ class StokerDatasource(Datasource):
 
 
 def _default_read_tasks(source: StokerDatasource) -> int:
-    """As many read tasks as Ray Data would ask for, but never more than the chunks: with fewer
-    tasks than it asks for, Ray splits each task's output (SplitBlocks), and a split read is
-    never fused with the map_batches after it, so every block takes one more trip through the
-    object store (JPEG decoding in map_batches was 1.6-2x slower so: docs/benchmarks.md §19)."""
-    context = ray.data.DataContext.get_current()
-    target = context.target_max_block_size or 128 << 20
-    size = source.estimate_inmemory_data_size() or 0
-    want = max(context.read_op_min_num_blocks, -(-size // target))
-    return max(1, min(len(source._chunks()), want))
+    """Twice the cluster's CPUs (Ray Data's own rule for a read's parallelism), never more than
+    the chunks. A task reads its chunks one after another, a block each, so a few tasks keep
+    every CPU busy; each more costs Ray ~20 ms to schedule and start (on the 2-core machine of
+    docs/benchmarks.md §19, one task per chunk was 1.5-2.7x slower). The number is always passed
+    to Ray explicitly: with fewer tasks than it would choose itself, Ray splits each task's output
+    (SplitBlocks), and a split read is never fused with a map_batches after it."""
+    if not ray.is_initialized():
+        ray.init()  # as ray.data's reads do on first use
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    return max(1, min(len(source._chunks()), 2 * cpus))
 
 
 def _read(source: StokerDatasource, override_num_blocks: int | None,
@@ -208,8 +209,7 @@ def read(path_or_uri: str | os.PathLike, columns: Sequence[str] | None = None,
     """A stoker dataset (any store stoker reads) as a ray.data.Dataset, one read task per group
     of whole chunks. `columns` keeps those columns only; `version` reads that version (default:
     the newest, fixed now). `override_num_blocks` sets the number of read tasks (at most one per
-    chunk; default: one per chunk, up to Ray's minimum number of read blocks (200), or more
-    where those would each hold more than Ray's target block size)."""
+    chunk; default: twice the cluster's CPUs); each yields a block per chunk."""
     source = StokerDatasource(path_or_uri, version)
     out = _read(source, override_num_blocks, concurrency, ray_remote_args)
     if columns is not None:
