@@ -73,6 +73,14 @@ nlohmann::json WritersGone(const std::vector<std::pair<uint64_t, std::string>>& 
   return out;
 }
 
+nlohmann::json OpenJobs(const std::vector<dataset::OpenJob>& jobs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const dataset::OpenJob& j : jobs) {
+    out.push_back({{"job", j.job}, {"parts", j.parts}, {"chunks", j.chunks}});
+  }
+  return out;
+}
+
 int RunGc(const GcArgs& a) {
   auto fail = [](const Status& s) {
     PrintError("gc", s);
@@ -107,7 +115,8 @@ int RunGc(const GcArgs& a) {
                              {"writers_active", s->writers_active},
                              {"writers_expired", WriterNames(s->writers_expired)},
                              {"writers_gone", WritersGone(s->writers_gone)},
-                             {"files_never_published", s->files_never_published}});
+                             {"files_never_published", s->files_never_published},
+                             {"open_jobs", OpenJobs(s->open_jobs)}});
     return kExitOk;
   }
   std::cout << fmt::format(
@@ -131,6 +140,12 @@ int RunGc(const GcArgs& a) {
         "{} {} file(s) that no version ever used (left by writers that stopped without "
         "publishing) without waiting out the grace period: no reader can need them\n",
         a.dry_run ? "dry run: would remove" : "removed", s->files_never_published);
+  }
+  for (const dataset::OpenJob& job : s->open_jobs) {
+    std::cout << fmt::format(
+        "job '{}': {} part(s) not published yet keep {} chunk(s); `stoker commit {} --job {}` "
+        "publishes them, `--discard` ends the job (an engine's job whose driver died stays so)\n",
+        job.job, job.parts, job.chunks, a.dataset, job.job);
   }
   return kExitOk;
 }

@@ -267,8 +267,9 @@ Status MarkKeptVersions(Storage& storage, const GcOptions& options, uint64_t now
     STOKER_RETURN_IF_ERROR(live.KeepVersion(record));
   }
   // Chunks of parts not yet committed (`stoker pack --part`) are a version to come.
-  STOKER_ASSIGN_OR_RETURN(auto part_chunks, ChunksOfParts(storage));
-  live.Keep(part_chunks);
+  STOKER_ASSIGN_OR_RETURN(UncommittedParts open, ListUncommittedParts(storage));
+  live.Keep(open.chunks);
+  summary.open_jobs = std::move(open.jobs);
   std::sort(summary.versions_removed.begin(), summary.versions_removed.end());
   std::sort(summary.versions_kept.begin(), summary.versions_kept.end());
   return Status::OK();

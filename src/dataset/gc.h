@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "dataset/parts.h"
 #include "stoker/storage.h"
 
 namespace stoker::dataset {
@@ -52,6 +53,9 @@ struct GcSummary {
   std::vector<std::pair<uint64_t, std::string>> writers_gone;
   // Of files_removed, those no version ever used, removed without the grace period.
   uint64_t files_never_published = 0;
+  // Jobs whose parts wait for a commit (their chunks are kept): a job an engine's driver left
+  // behind when it died stays so until `stoker commit --job J` or `--discard` ends it.
+  std::vector<OpenJob> open_jobs;
 };
 
 Result<GcSummary> CollectGarbage(Storage& storage, const GcOptions& options);

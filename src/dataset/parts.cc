@@ -502,16 +502,17 @@ Result<std::vector<std::string>> FilesOfClosedJobs(Storage& storage) {
   return out;
 }
 
-Result<std::set<std::string>> ChunksOfParts(Storage& storage) {
-  std::set<std::string> out;
+Result<UncommittedParts> ListUncommittedParts(Storage& storage) {
+  UncommittedParts out;
   auto jobs = storage.List(kPartsDir);
   if (!jobs)
-    return jobs.error().IsNotFound() ? Result<std::set<std::string>>(out) : Err(jobs.error());
+    return jobs.error().IsNotFound() ? Result<UncommittedParts>(std::move(out)) : Err(jobs.error());
   for (const std::string& job : *jobs) {
     const std::string dir = fmt::format("{}/{}", kPartsDir, job);
     auto names = storage.List(dir);
     // A closed job publishes nothing more: its parts are garbage (FilesOfClosedJobs).
     if (!names || std::ranges::binary_search(*names, kClosedName)) continue;
+    OpenJob open{.job = job};
     for (const std::string& name : *names) {
       if (!ParsePartName(name)) continue;
       auto file = storage.OpenRead(dir + "/" + name);
@@ -519,12 +520,15 @@ Result<std::set<std::string>> ChunksOfParts(Storage& storage) {
       // A damaged part cannot be committed; its chunks become garbage like any other.
       auto segment = format::Segment::Open(std::move(*file), storage.Describe(dir + "/" + name));
       if (!segment) continue;
+      ++open.parts;
       for (uint64_t c = 0; c < (*segment)->info().chunk_count; ++c) {
         auto chunk = (*segment)->chunk(c);
         if (!chunk) break;  // as above: garbage like any other
-        out.insert(format::ChunkPath(chunk->id));
+        out.chunks.insert(format::ChunkPath(chunk->id));
+        ++open.chunks;
       }
     }
+    if (open.parts > 0) out.jobs.push_back(std::move(open));
   }
   return out;
 }

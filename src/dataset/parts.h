@@ -74,7 +74,20 @@ Result<DiscardResult> DiscardParts(Storage& storage, std::string_view job);
 // its grace period and once the writers at work when it saw them (a commit) have ended.
 Result<std::vector<std::string>> FilesOfClosedJobs(Storage& storage);
 
-// The chunk paths of every part of an open job (stoker gc keeps them).
-Result<std::set<std::string>> ChunksOfParts(Storage& storage);
+// A job whose parts wait for `stoker commit` (or `--discard`): an engine's job whose driver died
+// stays so, its chunks kept, until someone ends it; stoker gc says which.
+struct OpenJob {
+  std::string job;
+  uint64_t parts = 0;   // readable parts (a damaged one cannot be committed: not counted)
+  uint64_t chunks = 0;  // the chunks those parts hold
+};
+
+struct UncommittedParts {
+  std::set<std::string> chunks;  // the chunk paths of every part of an open job (gc keeps them)
+  std::vector<OpenJob> jobs;     // by name
+};
+
+// Every job under parts/ that is not closed, and its parts' chunks.
+Result<UncommittedParts> ListUncommittedParts(Storage& storage);
 
 }  // namespace stoker::dataset

@@ -227,7 +227,12 @@ TEST_F(PartsTest, ACommitOntoADatasetAppendsAndGcKeepsUncommittedParts) {
   // Uncommitted parts' chunks are a version to come: gc with no grace keeps them.
   GcOptions gc;
   gc.grace = std::chrono::seconds(0);
-  ASSERT_TRUE(CollectGarbage(*store_, gc).has_value());
+  const GcSummary kept = CollectGarbage(*store_, gc).value();
+  // ... and says which job they wait for, so that an operator can commit or discard it.
+  ASSERT_EQ(kept.open_jobs.size(), 1u);
+  EXPECT_EQ(kept.open_jobs[0].job, "job1");
+  EXPECT_EQ(kept.open_jobs[0].parts, kParts);
+  EXPECT_GE(kept.open_jobs[0].chunks, kParts);
   EXPECT_TRUE(CommitJob().error().IsInvalidArgument());  // N unknown
   auto c = CommitJob(kParts);
   ASSERT_TRUE(c.has_value()) << c.error().ToString();

@@ -300,6 +300,11 @@ def test_b_a_discarded_job_publishes_nothing_and_refuses_late_parts(tmp_path, st
     for k in range(2):
         make_tree(tmp_path / f"p{k}", seed=30 + k, classes=2, files_per_class=4, prefix=f"p{k}-")
     ok(exe, "pack", "-q", tmp_path / "p0", ds, "--part", "0/2", "--job", "gone")
+    # gc keeps the open job's chunks and names the job (a dead engine driver's job stays so).
+    r = run(exe, "gc", ds, "--dry-run")
+    assert "job 'gone': 1 part(s) not published yet" in r.stdout and "--discard" in r.stdout, r
+    gc = json.loads(ok(exe, "gc", ds, "--dry-run", "--json").stdout)
+    assert [j["job"] for j in gc["open_jobs"]] == ["gone"] and gc["open_jobs"][0]["parts"] == 1
     r = run(exe, "commit", ds, "--job", "gone", "--discard")
     assert r.returncode == 0 and "discarded job 'gone'" in r.stdout, r
     assert "1 part removed" in r.stdout, r
@@ -314,6 +319,7 @@ def test_b_a_discarded_job_publishes_nothing_and_refuses_late_parts(tmp_path, st
     assert r.returncode == 1 and "holds no parts of job 'typo'" in r.stderr, r
     assert versions_of(ds) == [1]
     assert_intact(exe, ds, before)
+    assert json.loads(ok(exe, "gc", ds, "--dry-run", "--json").stdout)["open_jobs"] == []
 
 
 # --- (c) writers killed between writing their chunks and publishing --------------------------
