@@ -76,7 +76,7 @@ nlohmann::json WritersGone(const std::vector<std::pair<uint64_t, std::string>>& 
 nlohmann::json OpenJobs(const std::vector<dataset::OpenJob>& jobs) {
   nlohmann::json out = nlohmann::json::array();
   for (const dataset::OpenJob& j : jobs) {
-    out.push_back({{"job", j.job}, {"parts", j.parts}, {"chunks", j.chunks}});
+    out.push_back({{"job", j.job}, {"parts", j.parts}, {"chunks", j.chunks}, {"count", j.count}});
   }
   return out;
 }
@@ -142,10 +142,17 @@ int RunGc(const GcArgs& a) {
         a.dry_run ? "dry run: would remove" : "removed", s->files_never_published);
   }
   for (const dataset::OpenJob& job : s->open_jobs) {
+    // gc cannot tell a job still being written from an abandoned one: the operator can.
+    const std::string publish =
+        job.count != 0
+            ? fmt::format("`stoker commit {} --job {}` publishes them once all {} are in",
+                          a.dataset, job.job, job.count)
+            : "their number is unknown (an engine's job, or parts written without N): only the "
+              "writer that made them can commit them";
     std::cout << fmt::format(
-        "job '{}': {} part(s) not published yet keep {} chunk(s); `stoker commit {} --job {}` "
-        "publishes them, `--discard` ends the job (an engine's job whose driver died stays so)\n",
-        job.job, job.parts, job.chunks, a.dataset, job.job);
+        "job '{}': {} part(s) not published yet keep {} chunk(s); {}. If nothing writes it any "
+        "more (an engine's driver that died), `stoker commit {} --job {} --discard` ends it\n",
+        job.job, job.parts, job.chunks, publish, a.dataset, job.job);
   }
   return kExitOk;
 }

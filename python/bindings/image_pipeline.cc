@@ -8,12 +8,16 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -24,6 +28,7 @@
 #include "decode/maker_version.h"
 #include "decode/transform_option_table.h"
 #include "errors.h"
+#include "loader/image_members.h"
 #include "loader/image_pipeline.h"
 #include "net/auth.h"
 #include "net/uri.h"
@@ -53,6 +58,7 @@ constexpr const char* kPipelineKeys[] = {
     "gpu_threads", "feeders",       "slice_size", "feeder_credits"};
 
 const UnknownKey kUnknownImageOption = {PyExc_KeyError, "unknown image option "};
+constexpr uint32_t kMaxThreads = 1024;  // as ImagePipeline's transform threads
 
 // The options dict built by stoker.ImageLoader: its pipeline keys, and any of the transform's
 // options (decode/transform_option_table.h), each converted as its kind says. An unknown key
@@ -263,13 +269,26 @@ class PyImagePipeline {
 // What the engines' readers decode with (stoker.ray.read_images), where the samples come from
 // the engine's own read task rather than from an ImagePipeline's plan.
 nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const Plan& indices,
-                          uint64_t seed, uint64_t epoch, uint32_t threads) {
+                          uint64_t seed, uint64_t epoch, uint32_t threads,
+                          const std::optional<std::vector<std::string>>& paths) {
   decode::TransformOptions options;
   SetOptions(values, {}, decode::TransformOptionTable(), kUnknownImageOption, options);
   ThrowIfError(options.Validate());
   const size_t n = nb::len(samples);
   if (indices.shape(0) != n) throw nb::value_error("indices must give one index per sample");
-  if (threads == 0) throw nb::value_error("threads must be at least 1");
+  if (paths && paths->size() != n) throw nb::value_error("paths must give one path per sample");
+  if (threads == 0 || threads > kMaxThreads) {
+    throw nb::value_error(fmt::format("threads must be 1 .. {}", kMaxThreads).c_str());
+  }
+  const decode::OutputSpec& out = options.output;
+  size_t sample_bytes = 0, total = 0;
+  if (__builtin_mul_overflow(size_t{out.width}, size_t{out.height}, &sample_bytes) ||
+      __builtin_mul_overflow(sample_bytes,
+                             out.dtype == decode::DType::kFloat32 ? size_t{12} : size_t{3},
+                             &sample_bytes) ||
+      __builtin_mul_overflow(sample_bytes, n, &total)) {
+    throw nb::value_error("the output size is too large");
+  }
   // References held for the GIL-free part; their data pointers stay valid while they live.
   std::vector<nb::bytes> held;
   held.reserve(n);
@@ -281,30 +300,42 @@ nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const
   for (size_t i = 0; i < n; ++i) {
     bytes[i] = {reinterpret_cast<const std::byte*>(held[i].c_str()), held[i].size()};
   }
-  const decode::OutputSpec& out = options.output;
-  const size_t sample_bytes = out.sample_bytes();
-  auto* data = new std::byte[std::max<size_t>(1, n * sample_bytes)];
-  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
+  std::unique_ptr<std::byte[]> data(new (std::nothrow) std::byte[std::max<size_t>(1, total)]);
+  if (!data) throw std::bad_alloc();
   std::vector<Status> status(n);
+  std::vector<uint8_t> not_image(n, 0);
   {
     nb::gil_scoped_release release;
     const size_t workers = std::clamp<size_t>(threads, 1, std::max<size_t>(1, n));
-    const auto run = [&](size_t begin, size_t end) {
-      decode::Transformer transformer(options);
-      for (size_t i = begin; i < end; ++i) {
-        std::byte* slot = data + i * sample_bytes;
-        status[i] =
-            transformer.Run(bytes[i], decode::AugmentSeed(seed, epoch, indices.data()[i]), slot);
-        if (!status[i].ok()) std::memset(slot, 0, sample_bytes);
+    // Nothing may escape a thread (std::terminate): a failure becomes its samples' Status.
+    const auto run = [&](size_t begin, size_t end) noexcept {
+      try {
+        decode::Transformer transformer(options);
+        for (size_t i = begin; i < end; ++i) {
+          std::byte* slot = data.get() + i * sample_bytes;
+          if (paths && loader::NotAnImage((*paths)[i], bytes[i])) {
+            not_image[i] = 1;
+          } else {
+            status[i] = transformer.Run(bytes[i],
+                                        decode::AugmentSeed(seed, epoch, indices.data()[i]), slot);
+          }
+          if (not_image[i] != 0 || !status[i].ok()) std::memset(slot, 0, sample_bytes);
+        }
+      } catch (const std::exception& e) {
+        for (size_t i = begin; i < end; ++i) {
+          if (status[i].ok()) status[i] = Status::ResourceExhausted(e.what());
+        }
       }
     };
     std::vector<std::jthread> pool;
-    for (size_t w = 1; w < workers; ++w)
+    for (size_t w = 1; w < workers; ++w) {
       pool.emplace_back(run, n * w / workers, n * (w + 1) / workers);
+    }
     run(0, n / workers);
   }
-  nb::list failed;
+  nb::list failed, skipped;
   for (size_t i = 0; i < n; ++i) {
+    if (not_image[i] != 0) skipped.append(i);
     if (!status[i].ok()) failed.append(nb::make_tuple(i, status[i].ToString()));
   }
   const bool chw = out.layout == decode::Layout::kNCHW;
@@ -312,8 +343,10 @@ nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const
                            chw ? size_t{out.width} : 3};
   const nb::dlpack::dtype type =
       out.dtype == decode::DType::kUint8 ? nb::dtype<uint8_t>() : nb::dtype<float>();
-  nb::ndarray<nb::numpy> array(data, 4, shape, owner, nullptr, type);
-  return nb::make_tuple(array, failed);
+  std::byte* raw = data.release();
+  nb::capsule owner(raw, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
+  nb::ndarray<nb::numpy> array(raw, 4, shape, owner, nullptr, type);
+  return nb::make_tuple(array, failed, skipped);
 }
 
 }  // namespace
@@ -321,11 +354,14 @@ nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const
 void RegisterImagePipeline(nb::module_& m) {
   m.def("transform_images", &TransformImages, nb::arg("samples"), nb::arg("options"),
         nb::arg("indices"), nb::arg("seed") = 0, nb::arg("epoch") = 0, nb::arg("threads") = 1,
+        nb::arg("paths") = nb::none(),
         "Decodes and transforms `samples` (a list of JPEG/PNG bytes) as stoker.ImageLoader "
         "would, with `options` (the transform's, as parse_transform_options takes them); sample "
-        "i's random parameters come from (seed, epoch, indices[i]). Returns (array (N, ...) in "
-        "the options' dtype and layout, [(i, error), ...] for the samples that failed, whose "
-        "slots are zeros).");
+        "i's random parameters come from (seed, epoch, indices[i]). With `paths` (the samples' "
+        "file names), a file that is no image at all (no JPEG/PNG signature, no image "
+        "extension: a README) is left out as ImageLoader leaves it out. Returns (array (N, ...) "
+        "in the options' dtype and layout, [(i, error), ...] for the samples that failed, "
+        "[i, ...] for those that are no image; their slots are zeros).");
   m.def(
       "transform_options", [] { return DescribeOptions(decode::TransformOptionTable()); },
       "The image transform's options, each a dict: name, kind (bool, unsigned, number, choice, "

@@ -17,12 +17,16 @@ from ._core import ReadPipeline, sample_chunks
 from .views import Dataset
 
 
-def chunk_plans(ds: Dataset) -> list[np.ndarray]:
-    """Each chunk's samples (uint32, index order), chunks in storage order."""
+def chunk_plans(ds: Dataset, indices: np.ndarray | None = None) -> list[np.ndarray]:
+    """Each chunk's samples (uint32, index order), chunks in storage order: all of them, or
+    those of `indices` (a view's)."""
     chunks = np.asarray(sample_chunks(ds))
-    order = np.argsort(chunks, kind="stable").astype(np.uint32)  # by chunk, then index
-    bounds = np.flatnonzero(np.diff(chunks[order])) + 1
-    return [p for p in np.split(order, bounds) if len(p)]
+    samples = (np.arange(len(chunks), dtype=np.uint32) if indices is None
+               else np.sort(np.asarray(indices, dtype=np.uint32)))
+    order = np.argsort(chunks[samples], kind="stable")  # by chunk, then index
+    samples = samples[order]
+    bounds = np.flatnonzero(np.diff(chunks[samples])) + 1
+    return [p for p in np.split(samples, bounds) if len(p)]
 
 
 def task_groups(plans: list[np.ndarray], tasks: int) -> list[list[np.ndarray]]:

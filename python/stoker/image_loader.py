@@ -10,7 +10,8 @@ and batched in C++ threads, handed to PyTorch without a copy.
 
 train=True is torchvision's RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip(flip)
 [+ RandomRotation(rotation) + RandomAffine(scale=zoom)] + ToTensor + Normalize(mean, std);
-train=False is Resize(resize) + CenterCrop(size) + ToTensor + Normalize. Every sample's random
+train=False is Resize(resize) + CenterCrop(size) + ToTensor + Normalize (center_crop=False:
+Resize((h, w)) of the whole image instead). Every sample's random
 parameters come from (seed, epoch, sample index), so batches are reproducible and a resumed job
 (load_state_dict) continues with exactly the augmentations the interrupted one would have used.
 See docs/augment.md.

@@ -3,6 +3,7 @@
 
     import stoker.ray
     ds = stoker.ray.read("s3://bucket/train.stoker")            # a ray.data.Dataset
+    ds = stoker.ray.read_images(uri, size=224)                  # decoded in the read tasks (C++)
     for batch in ds.iter_torch_batches(batch_size=256): ...
     ds.map_batches(fn).write_datasink(stoker.ray.Datasink("out.stoker"))   # one new version
     with stoker.ray.start_feeders(8, job="resnet42") as feeders:           # `stoker feed` actors
@@ -25,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -49,10 +51,10 @@ from ray.data import Datasink as _RayDatasink  # noqa: E402  (after the version 
 from ray.data import Datasource, ReadTask  # noqa: E402
 from ray.data.block import BlockAccessor, BlockMetadata  # noqa: E402
 
-from . import engine_read, engine_write  # noqa: E402
+from . import _core, engine_read, engine_write  # noqa: E402
 from ._core import parse_transform_options, transform_images  # noqa: E402
 from .sources import column_types  # noqa: E402
-from .views import Dataset  # noqa: E402
+from .views import Dataset, DatasetView  # noqa: E402
 
 # --- reading ------------------------------------------------------------------------------
 
@@ -137,10 +139,11 @@ def _read_chunks(ds: Dataset, plans: list[np.ndarray]) -> Iterator[Any]:
 class StokerDatasource(Datasource):
     """A stoker dataset as a Ray Data source (what stoker.ray.read and read_images read)."""
 
-    def __init__(self, uri: str | os.PathLike, version: int | None = None,
-                 images: _ImageDecode | None = None) -> None:
+    def __init__(self, source: str | os.PathLike | _core.Dataset | DatasetView,
+                 version: int | None = None, images: _ImageDecode | None = None) -> None:
         super().__init__()
-        self._dataset = Dataset(uri, version)  # the version is fixed here, for every task
+        # The version is fixed here, for every task.
+        self._dataset, self._indices = _open(source, version)
         self._images = images
         self._by_chunk: list[np.ndarray] | None = None
 
@@ -149,7 +152,7 @@ class StokerDatasource(Datasource):
 
     def _chunks(self) -> list[np.ndarray]:
         if self._by_chunk is None:  # Ray plans several times: list the samples once
-            self._by_chunk = engine_read.chunk_plans(self._dataset)
+            self._by_chunk = engine_read.chunk_plans(self._dataset, self._indices)
         return self._by_chunk
 
     def _block_bytes(self, rows: int, chunks: int) -> int:
@@ -159,8 +162,8 @@ class StokerDatasource(Datasource):
 
     def estimate_inmemory_data_size(self) -> int | None:
         if self._images:
-            return self._block_bytes(len(self._dataset), 0) or None
-        return self._block_bytes(0, self._dataset.num_chunks) or None
+            return self._block_bytes(sum(len(p) for p in self._chunks()), 0) or None
+        return self._block_bytes(0, len(self._chunks())) or None
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                        data_context: Any = None) -> list[ReadTask]:
@@ -178,17 +181,32 @@ class StokerDatasource(Datasource):
         return tasks
 
 
+def _open(source: str | os.PathLike | _core.Dataset | DatasetView,
+          version: int | None) -> tuple[Dataset, np.ndarray | None]:
+    """The dataset a read reads, and the samples of it (None: all)."""
+    if isinstance(source, (_core.Dataset, DatasetView)):
+        base = source.base if isinstance(source, DatasetView) else source
+        if version is not None and version != base.version:
+            raise ValueError(f"version={version}, but the dataset given is version {base.version} "
+                             f"of {base.uri}")
+        ds = base if isinstance(base, Dataset) else Dataset(base.uri, base.version)
+        return ds, source.indices if isinstance(source, DatasetView) else None
+    return Dataset(source, version), None
+
+
 def _default_read_tasks(source: StokerDatasource) -> int:
-    """Twice the cluster's CPUs (Ray Data's own rule for a read's parallelism), never more than
-    the chunks. A task reads its chunks one after another, a block each, so a few tasks keep
-    every CPU busy; each more costs Ray ~20 ms to schedule and start (on the 2-core machine of
-    docs/benchmarks.md §19, one task per chunk was 1.5-2.7x slower). The number is always passed
-    to Ray explicitly: with fewer tasks than it would choose itself, Ray splits each task's output
-    (SplitBlocks), and a split read is never fused with a map_batches after it."""
+    """Twice the CPUs the cluster has when the read is made (one of the terms of Ray Data's own
+    rule, without its floor of 200), at least 2, never more than the chunks. A task reads its
+    chunks one after another, a block each, so a few tasks keep every CPU busy; each more costs
+    Ray ~20 ms to schedule and start (on the 2-core machine of docs/benchmarks.md §19, one task
+    per chunk was 1.5-2.7x slower). A cluster that will grow (an autoscaler) should say
+    override_num_blocks. The number is always passed to Ray explicitly: with fewer tasks than it
+    would choose itself, Ray splits each task's output (SplitBlocks), and a split read is never
+    fused with a map_batches after it."""
     if not ray.is_initialized():
         ray.init()  # as ray.data's reads do on first use
-    cpus = int(ray.cluster_resources().get("CPU", 1))
-    return max(1, min(len(source._chunks()), 2 * cpus))
+    cpus = ray.cluster_resources().get("CPU", 0)
+    return max(1, min(len(source._chunks()), max(2, math.ceil(2 * cpus))))
 
 
 def _read(source: StokerDatasource, override_num_blocks: int | None,
@@ -203,12 +221,14 @@ def _read(source: StokerDatasource, override_num_blocks: int | None,
     return ray.data.read_datasource(source, **options)
 
 
-def read(path_or_uri: str | os.PathLike, columns: Sequence[str] | None = None,
+def read(path_or_uri: str | os.PathLike | _core.Dataset | DatasetView,
+         columns: Sequence[str] | None = None,
          version: int | None = None, *, override_num_blocks: int | None = None,
          concurrency: int | None = None, ray_remote_args: dict | None = None) -> Any:
-    """A stoker dataset (any store stoker reads) as a ray.data.Dataset, one read task per group
-    of whole chunks. `columns` keeps those columns only; `version` reads that version (default:
-    the newest, fixed now). `override_num_blocks` sets the number of read tasks (at most one per
+    """A stoker dataset (a path or URI of any store stoker reads, a stoker.Dataset, or a view of
+    one: its samples, chunk by chunk) as a ray.data.Dataset, one read task per group of whole
+    chunks. `columns` keeps those columns only; `version` reads that version (default: the
+    newest, fixed now). `override_num_blocks` sets the number of read tasks (at most one per
     chunk; default: twice the cluster's CPUs); each yields a block per chunk."""
     source = StokerDatasource(path_or_uri, version)
     out = _read(source, override_num_blocks, concurrency, ray_remote_args)
@@ -217,12 +237,13 @@ def read(path_or_uri: str | os.PathLike, columns: Sequence[str] | None = None,
         known = list(ds.columns) or ["path", "label", "files" if ds.grouped else "data"]
         missing = [c for c in columns if c not in known]
         if missing:
-            raise ValueError(f"columns {missing} are not in {os.fspath(path_or_uri)} ({known})")
+            raise ValueError(f"columns {missing} are not in {ds.uri} ({known})")
         out = out.select_columns(list(columns))
     return out
 
 
-def read_images(path_or_uri: str | os.PathLike, *, column: str | None = None,
+def read_images(path_or_uri: str | os.PathLike | _core.Dataset | DatasetView, *,
+                column: str | None = None,
                 include_paths: bool = False, on_error: str = "raise", seed: int | None = None,
                 threads: int = 1, version: int | None = None,
                 override_num_blocks: int | None = None, concurrency: int | None = None,
@@ -231,28 +252,35 @@ def read_images(path_or_uri: str | os.PathLike, *, column: str | None = None,
     decoder and resampler (what stoker.ImageLoader runs): a ray.data.Dataset whose `image`
     column (or `column`'s) holds fixed-shape arrays, ready for iter_torch_batches.
 
-    `transform` takes stoker.ImageLoader's image options (docs/augment.md): by default
-    train=False, size=224 (Resize(256) + CenterCrop(224)), dtype="uint8", layout="NHWC" (Ray's
-    (H, W, 3) images, 4x smaller than float32 in the object store); center_crop=False resizes the
-    whole image to `size` as ray.data.read_images(size=...) does; train=True is RandomResizedCrop
-    + flip, each sample's parameters drawn from (seed, its index): with `seed` None a new seed for
-    every execution of a read task, so every pass over the Dataset gets new crops.
+    `transform` takes stoker.ImageLoader's image options (docs/augment.md), with defaults of its
+    own: train=False, size=224 (Resize(256) + CenterCrop(224)), dtype="uint8", layout="NHWC"
+    (Ray's (H, W, 3) images, 4x smaller than float32 in the object store); center_crop=False
+    resizes the whole image to `size` as ray.data.read_images(size=...) does; train=True is
+    RandomResizedCrop + flip, each sample's parameters drawn from (seed, its index): the same
+    crops on every pass with a `seed`, new ones on every pass (every execution of a read task)
+    with seed=None.
 
-    File datasets give {image, label} (+ path with include_paths); column datasets every column,
-    the image column decoded (default: the one jpeg or png column); tar-packed datasets
-    {image, label} (+ path) from member `column` (default "jpg"). `on_error`: "raise" (a
-    ValueError naming the sample) or "skip" (the row is left out, with a warning). `threads`:
-    decoding threads per read task, which then asks Ray for as many CPUs unless ray_remote_args
-    says otherwise. Other arguments as read()."""
+    File datasets give {image, label} (+ path with include_paths), leaving out files that are no
+    image at all (a README: no JPEG/PNG signature, no image extension) as ImageLoader does;
+    column datasets every column, the image column decoded (default: the one jpeg or png
+    column); tar-packed datasets {image, label} (+ path) from member `column` (default: the
+    sample's first member with an image extension, as ImageLoader picks it). `on_error`:
+    "raise" (a ValueError naming the sample) or "skip" (the row is left out, with a warning in
+    the task's log). `threads`: decoding threads per read task, which then asks Ray for as many
+    CPUs unless ray_remote_args says otherwise. Other arguments as read()."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
-    if threads < 1:
-        raise ValueError("threads must be at least 1")
+    if not 1 <= threads <= 1024:
+        raise ValueError("threads must be 1 .. 1024")
+    if seed is not None and not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be in 0 .. 2**64 - 1, not {seed}")
     try:
         options = parse_transform_options(
             {"train": False, "size": 224, "dtype": "uint8", "layout": "NHWC", **transform})
     except KeyError as e:
-        raise TypeError(f"read_images() got an unexpected keyword argument: {e.args[0]}") from None
+        name = str(e.args[0]).removeprefix("unknown image option ")
+        raise TypeError(f"read_images() got an unexpected keyword argument {name!r} (the image "
+                        "options are stoker.ImageLoader's: docs/augment.md)") from None
     images = _ImageDecode(options, column, include_paths, on_error, seed, threads)
     source = StokerDatasource(path_or_uri, version, images)
     images.check(source._dataset)
@@ -260,6 +288,10 @@ def read_images(path_or_uri: str | os.PathLike, *, column: str | None = None,
     if threads > 1:
         remote.setdefault("num_cpus", threads)
     return _read(source, override_num_blocks, concurrency, remote)
+
+
+# torchvision ImageFolder's image extensions (src/loader/image_members.cc, NotAnImage).
+_IMAGE_MEMBERS = ("jpg", "jpeg", "png", "ppm", "bmp", "pgm", "tif", "tiff", "webp")
 
 
 class _ImageDecode:
@@ -273,12 +305,11 @@ class _ImageDecode:
             else options["size"]
         self.shape = (height, width, 3) if options["layout"] == "NHWC" else (3, height, width)
         self.dtype = np.dtype(options["dtype"])
-        self.sample_bytes = int(np.prod(self.shape)) * self.dtype.itemsize
+        self.sample_bytes = math.prod(self.shape) * self.dtype.itemsize
 
     def check(self, ds: Dataset) -> None:
         """Chooses the image column (or member) of `ds`, or says why there is none."""
         if not ds.columns:
-            self.column = self.column or ("jpg" if ds.grouped else None)
             if self.column is not None and not ds.grouped:
                 raise ValueError(f"{ds.uri} is a file dataset: its images are its files "
                                  "(column= names a column of a column dataset)")
@@ -318,20 +349,28 @@ class _ImageDecode:
     def _block(self, ds: Dataset, rest: Any, seed: int, plan: np.ndarray, samples: list) -> Any:
         import pyarrow as pa
         from ray.data.extensions import ArrowTensorArray
+        paths = None  # a file's name tells a README from a damaged image (ImageLoader's rule)
         if ds.columns:
             encoded = [s.get(self.column) for s in samples]
         elif ds.grouped:
-            encoded = [s[0].get(self.column) for s in samples]
+            members = [self._member(s[0]) for s in samples]
+            encoded = [s[0].get(m) if m else None for s, m in zip(samples, members, strict=True)]
+            if self.column is None:
+                paths = [f"{s[2]}.{m}" for s, m in zip(samples, members, strict=True)]
         else:
             encoded = [s[0] for s in samples]
+            paths = [s[2] for s in samples]
         missing = [i for i, e in enumerate(encoded) if e is None]
         for i in missing:
             encoded[i] = b""  # fails below as "not an image", named with the others
-        pixels, failed = transform_images(encoded, self.options, plan, seed, 0, self.threads)
+        pixels, failed, not_images = transform_images(encoded, self.options, plan, seed, 0,
+                                                      self.threads, paths)
         keep = np.ones(len(samples), dtype=bool)
+        keep[not_images] = False  # left out whatever on_error says, as ImageLoader does
         for i, error in failed:
             name = self._name(ds, plan[i], samples[i])
-            why = f"has no {self.column!r}" if i in missing else f"cannot be decoded: {error}"
+            why = (f"has no {self.column or 'image member'!r}" if i in missing
+                   else f"cannot be decoded: {error}")
             if self.on_error == "raise":
                 raise ValueError(f"{ds.uri}: {name} {why}")
             # A read task's warning would stay in its worker: a log line reaches the driver.
@@ -350,6 +389,13 @@ class _ImageDecode:
         if self.include_paths:
             table["path"] = pa.array([s[2] for s in samples], pa.string())
         return pa.table(table)
+
+    def _member(self, files: dict) -> str | None:
+        """A tar-packed sample's image member: `column`, or its first with an image extension
+        (ImageLoader's choice), else its first."""
+        if self.column is not None:
+            return self.column
+        return next((m for m in files if m.lower() in _IMAGE_MEMBERS), next(iter(files), None))
 
     @staticmethod
     def _name(ds: Dataset, index: int, sample: Any) -> str:
@@ -610,4 +656,4 @@ def _job_secret(secret_file: str | os.PathLike | None) -> tuple[str, bytes]:
                      "STOKER_SECRET_FILE (or STOKER_SECRET), as the trainers do")
 
 
-__all__ = ["Datasink", "Feeders", "StokerDatasource", "read", "start_feeders"]
+__all__ = ["Datasink", "Feeders", "StokerDatasource", "read", "read_images", "start_feeders"]

@@ -514,13 +514,15 @@ Result<UncommittedParts> ListUncommittedParts(Storage& storage) {
     if (!names || std::ranges::binary_search(*names, kClosedName)) continue;
     OpenJob open{.job = job};
     for (const std::string& name : *names) {
-      if (!ParsePartName(name)) continue;
+      const auto spec = ParsePartName(name);
+      if (!spec) continue;
       auto file = storage.OpenRead(dir + "/" + name);
       if (!file) continue;
       // A damaged part cannot be committed; its chunks become garbage like any other.
       auto segment = format::Segment::Open(std::move(*file), storage.Describe(dir + "/" + name));
       if (!segment) continue;
       ++open.parts;
+      open.count = std::max(open.count, spec->second);
       for (uint64_t c = 0; c < (*segment)->info().chunk_count; ++c) {
         auto chunk = (*segment)->chunk(c);
         if (!chunk) break;  // as above: garbage like any other

@@ -80,6 +80,8 @@ struct OpenJob {
   std::string job;
   uint64_t parts = 0;   // readable parts (a damaged one cannot be committed: not counted)
   uint64_t chunks = 0;  // the chunks those parts hold
+  uint32_t count = 0;   // how many parts the job says it has; 0: unknown (an engine's job,
+                        // parts written without N): only its writer knows which to commit
 };
 
 struct UncommittedParts {

@@ -233,6 +233,7 @@ TEST_F(PartsTest, ACommitOntoADatasetAppendsAndGcKeepsUncommittedParts) {
   EXPECT_EQ(kept.open_jobs[0].job, "job1");
   EXPECT_EQ(kept.open_jobs[0].parts, kParts);
   EXPECT_GE(kept.open_jobs[0].chunks, kParts);
+  EXPECT_EQ(kept.open_jobs[0].count, 0u);                // written without N
   EXPECT_TRUE(CommitJob().error().IsInvalidArgument());  // N unknown
   auto c = CommitJob(kParts);
   ASSERT_TRUE(c.has_value()) << c.error().ToString();

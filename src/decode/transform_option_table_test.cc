@@ -50,5 +50,25 @@ TEST(TransformOptionTableTest, ResizeZeroFollowsTheOutputSize) {
   EXPECT_EQ(ResizeFor(o), 300u);
 }
 
+// center_crop off: the whole image is the box (Resize((h, w))), and `resize`, which only the
+// centre crop uses, may be smaller than the output.
+TEST(TransformOptionTableTest, WithoutCenterCropTheWholeImageIsResized) {
+  TransformOptions o;
+  o.train = false;
+  o.resize = 100;
+  EXPECT_FALSE(o.Validate().ok());  // Resize(100) then CenterCrop(224): refused
+  o.center_crop = false;
+  EXPECT_TRUE(o.Validate().ok());
+  const SampleParams p = ChooseParams(o, 470, 390, 7);
+  EXPECT_EQ(p.box.x0, 0);
+  EXPECT_EQ(p.box.y0, 0);
+  EXPECT_EQ(p.box.x1, 470);
+  EXPECT_EQ(p.box.y1, 390);
+  EXPECT_FALSE(p.flip);
+  o.center_crop = true;
+  o.resize = 256;
+  EXPECT_LT(ChooseParams(o, 470, 390, 7).box.width(), 470);  // the centre crop's
+}
+
 }  // namespace
 }  // namespace stoker::decode

@@ -302,9 +302,10 @@ def test_b_a_discarded_job_publishes_nothing_and_refuses_late_parts(tmp_path, st
     ok(exe, "pack", "-q", tmp_path / "p0", ds, "--part", "0/2", "--job", "gone")
     # gc keeps the open job's chunks and names the job (a dead engine driver's job stays so).
     r = run(exe, "gc", ds, "--dry-run")
-    assert "job 'gone': 1 part(s) not published yet" in r.stdout and "--discard" in r.stdout, r
+    assert "job 'gone': 1 part(s) not published yet" in r.stdout, r
+    assert "once all 2 are in" in r.stdout and "--job gone --discard" in r.stdout, r
     gc = json.loads(ok(exe, "gc", ds, "--dry-run", "--json").stdout)
-    assert [j["job"] for j in gc["open_jobs"]] == ["gone"] and gc["open_jobs"][0]["parts"] == 1
+    assert [(j["job"], j["parts"], j["count"]) for j in gc["open_jobs"]] == [("gone", 1, 2)]
     r = run(exe, "commit", ds, "--job", "gone", "--discard")
     assert r.returncode == 0 and "discarded job 'gone'" in r.stdout, r
     assert "1 part removed" in r.stdout, r

@@ -173,6 +173,30 @@ def test_validation_without_center_crop_is_resize_to_size(photos):
         assert np.array_equal(images[position], expected), ds[sample][2]
 
 
+def test_transform_images_threads_and_files_that_are_no_image(photos):
+    # The batch decode behind stoker.ray.read_images: every thread count gives the same pixels
+    # (seeded per sample index), a README is left out by its name, a damaged JPEG fails by its.
+    from stoker._core import transform_images
+    uri, files = photos
+    names = sorted(files)[:9] + ["c0/README.txt", "c0/broken.jpg"]
+    data = [files[n] for n in names[:9]] + [b"not an image", b"\xff\xd8\xff broken"]
+    indices = np.arange(len(data), dtype=np.uint32) * 3
+    options = {"train": True, "size": 40, "dtype": "uint8", "layout": "NHWC"}
+    one, failed, not_images = transform_images(data, options, indices, 5, 0, 1, names)
+    assert not_images == [9] and [i for i, _ in failed] == [10]
+    assert failed[0][1].startswith("InvalidArgument: jpeg:"), failed
+    for threads in (2, 4, 11, 16):
+        again, f, n = transform_images(data, options, indices, 5, 0, threads, names)
+        assert np.array_equal(again, one) and f == failed and n == not_images
+    assert not one[9].any() and not one[10].any()  # their slots are zeros
+    assert transform_images(data, options, indices, 6)[0][:9].tobytes() != one[:9].tobytes()
+    with pytest.raises(ValueError, match="threads"):
+        transform_images(data, options, indices, 5, 0, 0)
+    with pytest.raises(ValueError, match="too large"):
+        transform_images(data, {"size": (2**31, 2**31), "train": False, "center_crop": False,
+                                "dtype": "float32"}, indices)
+
+
 def test_float_output_is_the_normalized_uint8(photos):
     uri, _ = photos
     common = dict(batch_size=10, size=40, shuffle="sequential", seed=1)

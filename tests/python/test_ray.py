@@ -124,16 +124,18 @@ def pil_resized(data: bytes, size: tuple[int, int]) -> np.ndarray:
 
 def test_read_images_decodes_in_the_read_tasks(cluster, tmp_path):
     from test_image_loader import write_photo_tree
-    files = write_photo_tree(tmp_path / "src", 30, extra={"c1/broken.jpg": b"\xff\xd8 not a jpeg"})
+    files = write_photo_tree(tmp_path / "src", 30, extra={"c1/broken.jpg": b"\xff\xd8 not a jpeg",
+                                                          "c2/README.txt": b"no image at all"})
     uri = str(tmp_path / "photos.stoker")
     stoker.pack(str(tmp_path / "src"), uri, progress=False, chunk_size="64KiB")
     assert stoker.Dataset(uri).num_chunks >= 3
     # Ray's read_images(size=...) geometry, stoker's decoder: PIL's pixels exactly (with DCT
-    # scaling off; these photos are shrunk by less than 2x, where it never applies anyway).
+    # scaling off, which would decode a photo shrunk by 2x or more at a smaller scale first).
     data = stoker.ray.read_images(uri, size=(40, 56), center_crop=False, include_paths=True,
                                   on_error="skip", dct_scaling=False)
     rows = data.take_all()  # broken.jpg left out (a warning in its read task's log)
-    assert sorted(r["path"] for r in rows) == sorted(p for p in files if "broken" not in p)
+    images = sorted(p for p in files if "broken" not in p and "README" not in p)
+    assert sorted(r["path"] for r in rows) == images  # the README is no image: left out
     for r in rows:
         assert r["image"].shape == (40, 56, 3) and r["image"].dtype == np.uint8
         assert np.array_equal(r["image"], pil_resized(files[r["path"]], (40, 56))), r["path"]
@@ -145,10 +147,15 @@ def test_read_images_decodes_in_the_read_tasks(cluster, tmp_path):
     ok = stoker.Dataset(uri).filter({"path": lambda p: "broken" not in p})
     loader = stoker.ImageLoader(ok, batch_size=64, train=True, seed=7, size=48, dtype="uint8",
                                 layout="NHWC", shuffle="sequential")
-    want = np.concatenate([images.numpy() for images, _ in loader])
+    want = np.concatenate([batch.numpy() for batch, _ in loader])
     trained = stoker.ray.read_images(uri, train=True, seed=7, size=48, on_error="skip")
     got = [r["image"] for r in trained.take_all()]
     assert sorted(map(bytes, got)) == sorted(map(bytes, want))
+    # A view reads its samples only (here without the broken file: on_error is not needed).
+    assert sorted(bytes(r["image"]) for r in stoker.ray.read_images(
+        ok, train=True, seed=7, size=48).take_all()) == sorted(map(bytes, want))
+    with pytest.raises(ValueError, match="seed"):
+        stoker.ray.read_images(uri, seed=-1)
     fresh = stoker.ray.read_images(uri, train=True, size=48, on_error="skip")
     first, second = (sorted(bytes(r["image"]) for r in fresh.take_all()) for _ in range(2))
     assert first != second
@@ -159,24 +166,56 @@ def test_read_images_decodes_in_the_read_tasks(cluster, tmp_path):
     assert str(batch["image"].dtype) == "torch.float32"
 
 
+def gradient(i: int, fmt: str = "JPEG") -> bytes:
+    """An image whose pixels differ across it, so that a wrong crop or resize shows."""
+    from PIL import Image
+    x = np.arange(40 + i, dtype=np.uint8)
+    y = np.arange(30, dtype=np.uint8)[:, None]
+    pixels = np.stack([np.broadcast_to(x * 5 + i, (30, 40 + i)),
+                       np.broadcast_to(y * 7, (30, 40 + i)),
+                       ((x[None, :] + y) * 3).astype(np.uint8)], axis=-1)
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(pixels)).save(buf, fmt)
+    return buf.getvalue()
+
+
 def test_read_images_of_a_column_dataset_keeps_its_other_columns(cluster, tmp_path):
     uri = str(tmp_path / "cols.stoker")
-    with stoker.Writer(uri, columns={"image": "jpeg", "caption": "str", "label": "int"}) as w:
+    with stoker.Writer(uri, columns={"image": "jpeg?", "caption": "str", "label": "int"}) as w:
         for i in range(20):
-            w.write({"image": jpeg(i), "caption": f"a photo {i}", "label": i % 3})
-    rows = sorted(stoker.ray.read_images(uri, size=8, center_crop=False).take_all(),
+            w.write({"image": gradient(i) if i != 13 else None, "caption": f"a photo {i}",
+                     "label": i % 3})
+    rows = sorted(stoker.ray.read_images(uri, size=(12, 16), center_crop=False,
+                                         dct_scaling=False, on_error="skip").take_all(),
                   key=lambda r: r["caption"])
-    assert [r["caption"] for r in rows] == sorted(f"a photo {i}" for i in range(20))
+    assert [r["caption"] for r in rows] == sorted(f"a photo {i}" for i in range(20) if i != 13)
     for r in rows:
         i = int(r["caption"].split()[-1])
         assert r["label"] == i % 3
-        assert np.array_equal(r["image"], pil_resized(jpeg(i), (8, 8)))
+        assert np.array_equal(r["image"], pil_resized(gradient(i), (12, 16)))
+    with pytest.raises(Exception, match=r"sample 13 has no 'image'"):
+        stoker.ray.read_images(uri).take_all()
     with pytest.raises(TypeError, match="sizes"):
         stoker.ray.read_images(uri, sizes=8)
     with pytest.raises(ValueError, match="caption.*str, not encoded images"):
         stoker.ray.read_images(uri, column="caption")
     with pytest.raises(ValueError, match="on_error"):
         stoker.ray.read_images(uri, on_error="ignore")
+
+
+def test_read_images_of_tar_shards_picks_the_image_member(cluster, tmp_path):
+    from conftest import write_tar
+    write_tar(tmp_path / "0.tar", {"s/a.png": gradient(1, "PNG"), "s/a.cls": b"3",
+                                   "s/b.cls": b"1", "s/b.jpeg": gradient(2)})
+    uri = str(tmp_path / "shards.stoker")
+    stoker.pack([str(tmp_path / "0.tar")], uri, progress=False)
+    rows = {r["path"]: r for r in stoker.ray.read_images(
+        uri, size=(12, 16), center_crop=False, dct_scaling=False, include_paths=True).take_all()}
+    assert sorted(rows) == ["s/a", "s/b"] and rows["s/a"]["label"] == 3
+    assert np.array_equal(rows["s/a"]["image"], pil_resized(gradient(1, "PNG"), (12, 16)))
+    assert np.array_equal(rows["s/b"]["image"], pil_resized(gradient(2), (12, 16)))
+    with pytest.raises(Exception, match=r"sample \d+ \(s/b\) has no 'png'"):
+        stoker.ray.read_images(uri, column="png").take_all()
 
 
 def test_a_write_is_one_version_holding_every_row_once(cluster, tmp_path):

@@ -98,9 +98,9 @@ class Dataset:
 
     def __setstate__(self, arg: tuple, /) -> None: ...
 
-def transform_images(samples: list, options: dict, indices: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)], seed: int = 0, epoch: int = 0, threads: int = 1) -> tuple:
+def transform_images(samples: list, options: dict, indices: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)], seed: int = 0, epoch: int = 0, threads: int = 1, paths: Sequence[str] | None = None) -> tuple:
     """
-    Decodes and transforms `samples` (a list of JPEG/PNG bytes) as stoker.ImageLoader would, with `options` (the transform's, as parse_transform_options takes them); sample i's random parameters come from (seed, epoch, indices[i]). Returns (array (N, ...) in the options' dtype and layout, [(i, error), ...] for the samples that failed, whose slots are zeros).
+    Decodes and transforms `samples` (a list of JPEG/PNG bytes) as stoker.ImageLoader would, with `options` (the transform's, as parse_transform_options takes them); sample i's random parameters come from (seed, epoch, indices[i]). With `paths` (the samples' file names), a file that is no image at all (no JPEG/PNG signature, no image extension: a README) is left out as ImageLoader leaves it out. Returns (array (N, ...) in the options' dtype and layout, [(i, error), ...] for the samples that failed, [i, ...] for those that are no image; their slots are zeros).
     """
 
 def transform_options() -> list:
