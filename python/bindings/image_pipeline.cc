@@ -22,6 +22,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include "common/threads.h"
 #include "dataset.h"
 #include "decode/augment.h"
 #include "decode/device_batches.h"
@@ -327,11 +328,19 @@ nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const
         }
       }
     };
-    std::vector<std::jthread> pool;
+    std::vector<std::thread> pool;
+    pool.reserve(workers);  // nothing may throw once a thread runs
     for (size_t w = 1; w < workers; ++w) {
-      pool.emplace_back(run, n * w / workers, n * (w + 1) / workers);
+      const size_t begin = n * w / workers, end = n * (w + 1) / workers;
+      Result<std::thread> started = StartThread([&run, begin, end] { run(begin, end); });
+      if (started) {
+        pool.push_back(*std::move(started));
+      } else {
+        run(begin, end);  // no thread to spare: this one does that share too
+      }
     }
     run(0, n / workers);
+    for (std::thread& t : pool) t.join();
   }
   nb::list failed, skipped;
   for (size_t i = 0; i < n; ++i) {
