@@ -4,10 +4,12 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
+#include <string>
 
 #include "storage/memory_storage.h"
 #include "testing/test_util.h"
@@ -147,6 +149,27 @@ TEST(CachedChunkTest, TrainersAcceptOnlyChunkDescriptorsTheyCanTrust) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(filling->WaitFor(0, 200, std::chrono::seconds(30)).code(), StatusCode::kUnavailable);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+// A trainer waiting on a chunk whose filler (the daemon) dies stops waiting when the daemon's
+// connection hangs up, not after the stall limit; a reply waiting on that connection is no
+// hang-up.
+TEST(CachedChunkTest, AWaitEndsWhenTheFillersConnectionHangsUp) {
+  auto filling = NewChunk(5000);
+  filling->SetVerified(100);
+  int sockets[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
+  ASSERT_EQ(::write(sockets[1], "r", 1), 1);  // the daemon alive, a reply unread
+  const Status stalled = filling->WaitFor(0, 200, std::chrono::milliseconds(50), sockets[0]);
+  EXPECT_EQ(stalled.code(), StatusCode::kUnavailable);
+  EXPECT_NE(stalled.message().find("no progress"), std::string::npos) << stalled.ToString();
+  ::close(sockets[1]);  // the daemon killed
+  // With an hour's stall limit, only the hang-up can end this wait.
+  const Status gone = filling->WaitFor(0, 200, std::chrono::hours(1), sockets[0]);
+  EXPECT_EQ(gone.code(), StatusCode::kUnavailable);
+  EXPECT_NE(gone.message().find("the node daemon is gone"), std::string::npos) << gone.ToString();
+  EXPECT_TRUE(filling->WaitFor(0, 100, std::chrono::hours(1), sockets[0]).ok());  // verified
+  ::close(sockets[0]);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -54,13 +55,21 @@ void AwaitChange(const std::byte* trailer, uint32_t seen, std::chrono::milliseco
   ::syscall(SYS_futex, ChangeCount(trailer), FUTEX_WAIT, seen, &timeout, nullptr, 0);
 }
 
+// Whether the process at the other end of `socket` has gone (its end closed: killed, crashed).
+// Only a hang-up counts; data waiting to be read (a reply on a pooled connection) does not.
+bool FillerGone(int socket) {
+  if (socket < 0) return false;
+  pollfd p{socket, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 }  // namespace
 
 uint64_t VerifiedMarkOffset(uint64_t size) { return (size + 63) / 64 * 64; }
 uint64_t ChunkMemfdSize(uint64_t size) { return VerifiedMarkOffset(size) + kTrailerBytes; }
 
 Status WaitForVerified(const std::byte* trailer, uint64_t size, uint64_t offset, uint64_t n,
-                       std::chrono::milliseconds stall) {
+                       std::chrono::milliseconds stall, int filler) {
   const uint64_t end = offset + n;
   uint64_t last = 0;
   auto last_progress = std::chrono::steady_clock::now();
@@ -83,6 +92,9 @@ Status WaitForVerified(const std::byte* trailer, uint64_t size, uint64_t offset,
           fmt::format("the node daemon's fill of this chunk made no progress for {} ms "
                       "(at {} of {} bytes)",
                       stall.count(), verified, size));
+    } else if (FillerGone(filler)) {
+      return Status::Unavailable(fmt::format(
+          "the node daemon is gone (its connection closed) at {} of {} bytes", verified, size));
     }
     // Woken by the filler; the limit bounds a wait on a filler that died without a word.
     AwaitChange(trailer, seen, std::chrono::milliseconds(100));
@@ -168,8 +180,9 @@ Status CachedChunk::Seal() {
 
 uint64_t CachedChunk::verified() const { return Load(rdata_ + VerifiedMarkOffset(size_)); }
 
-Status CachedChunk::WaitFor(uint64_t offset, uint64_t n, std::chrono::milliseconds stall) const {
-  return WaitForVerified(rdata_ + VerifiedMarkOffset(size_), size_, offset, n, stall);
+Status CachedChunk::WaitFor(uint64_t offset, uint64_t n, std::chrono::milliseconds stall,
+                            int filler) const {
+  return WaitForVerified(rdata_ + VerifiedMarkOffset(size_), size_, offset, n, stall, filler);
 }
 
 std::optional<ChunkFdLayout> CheckChunkFd(int fd, uint64_t size) {

@@ -37,10 +37,12 @@ uint64_t ChunkMemfdSize(uint64_t size);
 inline constexpr uint64_t kFillFailed = ~uint64_t{0};
 
 // Waits until [offset, offset + n) of a chunk of `size` bytes is verified, reading the marks of
-// `trailer` (the mapped trailer). Unavailable if the fill failed, or made no progress for
-// `stall` (the daemon is gone or stuck: read the store instead).
+// `trailer` (the mapped trailer). Unavailable if the fill failed, made no progress for `stall`
+// (the daemon is stuck: read the store instead), or — when `filler` is a socket to the process
+// filling the chunk (>= 0) — that process is gone (a daemon killed mid-fill: its trainers read
+// the store at once rather than after `stall`).
 Status WaitForVerified(const std::byte* trailer, uint64_t size, uint64_t offset, uint64_t n,
-                       std::chrono::milliseconds stall);
+                       std::chrono::milliseconds stall, int filler = -1);
 
 class CachedChunk {
  public:
@@ -70,7 +72,8 @@ class CachedChunk {
   std::span<const std::byte> bytes() const { return {rdata_, size_}; }
   uint64_t verified() const;  // the verified prefix, or kFillFailed
   bool complete() const { return verified() == size_; }
-  Status WaitFor(uint64_t offset, uint64_t n, std::chrono::milliseconds stall) const;
+  Status WaitFor(uint64_t offset, uint64_t n, std::chrono::milliseconds stall,
+                 int filler = -1) const;
 
  private:
   CachedChunk(int fd, uint64_t size, std::byte* wdata, std::byte* rdata,

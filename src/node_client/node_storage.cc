@@ -1,5 +1,6 @@
 #include "node_client/node_storage.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,22 +34,31 @@ constexpr std::chrono::milliseconds kFillStall{60000};
 constexpr size_t kIdleConnections = 16;
 
 // A chunk mapped read-only from the daemon's memfd: complete, or still filling (then reads
-// wait for the bytes they need to be verified, cached_chunk.h).
+// wait for the bytes they need to be verified, cached_chunk.h). A filling chunk keeps a
+// duplicate of the connection it came by: when the daemon dies mid-fill, that connection hangs
+// up and the wait ends at once (else only after kFillStall).
 class Mapping {
  public:
-  Mapping(const std::byte* data, uint64_t size, uint64_t mapped, bool with_marks)
-      : data_(data), size_(size), mapped_(mapped), with_marks_(with_marks) {}
-  ~Mapping() { ::munmap(const_cast<std::byte*>(data_), mapped_); }
+  Mapping(const std::byte* data, uint64_t size, uint64_t mapped, bool with_marks, int daemon)
+      : data_(data), size_(size), mapped_(mapped), with_marks_(with_marks), daemon_(daemon) {}
+  ~Mapping() {
+    ::munmap(const_cast<std::byte*>(data_), mapped_);
+    if (daemon_ >= 0) ::close(daemon_);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   Status WaitFor(uint64_t offset, uint64_t n) const {
     if (!with_marks_) return Status::OK();  // sealed whole by a daemon before cut-through
-    return WaitForVerified(data_ + VerifiedMarkOffset(size_), size_, offset, n, kFillStall);
+    return WaitForVerified(data_ + VerifiedMarkOffset(size_), size_, offset, n, kFillStall,
+                           daemon_);
   }
 
  private:
   const std::byte* data_;
   uint64_t size_, mapped_;
   bool with_marks_;
+  int daemon_;  // a dup of the connection to the daemon, or -1
 };
 
 // Every reply starts with a status (net::ReadStatus); a malformed one is the daemon's fault.
@@ -199,9 +209,11 @@ class NodeLink {
     const uint64_t mapped = with_marks ? ChunkMemfdSize(*size) : *size;
     void* p = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, chunk_fd.get(), 0);
     if (p == MAP_FAILED) return Err(Status::FromErrno(errno, "map chunk from the node daemon"));
+    // -1 when out of descriptors: the wait then ends only after kFillStall.
+    const int daemon = with_marks ? ::fcntl(socket.fd(), F_DUPFD_CLOEXEC, 0) : -1;
     Return(std::move(socket));
     return std::make_shared<const Mapping>(static_cast<const std::byte*>(p), *size, mapped,
-                                           with_marks);
+                                           with_marks, daemon);
   }
 
   // The plan goes over its own connection, kept open: the daemon drops a plan when the
