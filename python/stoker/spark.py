@@ -6,9 +6,10 @@ docs/engines.md). `pip install 'stoker[spark]'` and a Java 17 runtime.
     df = spark.read.format("stoker").load("s3://bucket/train.stoker")
     df.write.format("stoker").mode("append").save("out.stoker")     # one new version
 
-Reading: one partition per group of whole chunks (option "partitions": how many; default one
-per chunk, at most 256), each chunk read once, in CRC-checked range reads, its rows in index
-order; option "version" reads that version (default: the newest when the read is planned).
+Reading: one partition per group of whole chunks (option "partitions": how many; default:
+groups of about 128 MiB, Spark's own spark.sql.files.maxPartitionBytes), each chunk read once,
+in CRC-checked range reads, its rows in index order; option "version" reads that version
+(default: the newest when the read is planned).
 Column datasets give their columns as Spark types (int → bigint, float → double, str and json
 (its text) → string, bytes / jpeg / png → binary, tokens → array of the integer type that holds
 them, ndarray → nested arrays, one level per dimension (arrays of any shape: a flat array);
@@ -126,14 +127,28 @@ class _Chunks(InputPartition):
     plans: list  # each chunk's samples (uint32 arrays), in index order
 
 
+# What Spark's own file sources put in a partition at most (spark.sql.files.maxPartitionBytes).
+_PARTITION_BYTES = 128 << 20
+
+
+def _default_partitions(chunks: int, chunk_bytes: int) -> int:
+    """Groups of whole chunks of about 128 MiB, never more than the chunks. Each Spark task
+    costs ~80 ms to run a Python worker for: one partition per chunk of 4 MiB read 314 MB in
+    5.2-5.7 s on the local cluster of docs/benchmarks.md §20, 3 partitions in 1.4 s. A
+    reader planning sees no SparkSession (it runs in a Python worker), so the cluster's size
+    does not count: option "partitions" sets more for a small dataset on a large cluster."""
+    return max(1, min(chunks, -(-chunks * chunk_bytes // _PARTITION_BYTES)))
+
+
 class _Reader(DataSourceReader):
     def __init__(self, uri: str, version: int, partitions: int | None, schema: StructType) -> None:
         self.uri, self.version, self.count, self.schema = uri, version, partitions, schema
 
     def partitions(self) -> list[InputPartition]:  # type: ignore[override]
-        plans = engine_read.chunk_plans(Dataset(self.uri, self.version))
-        return [_Chunks(group)
-                for group in engine_read.task_groups(plans, self.count or min(len(plans), 256))]
+        ds = Dataset(self.uri, self.version)
+        plans = engine_read.chunk_plans(ds)
+        return [_Chunks(group) for group in engine_read.task_groups(
+            plans, self.count or _default_partitions(len(plans), ds.largest_chunk_bytes))]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
