@@ -305,14 +305,17 @@ nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const
   if (!data) throw std::bad_alloc();
   std::vector<Status> status(n);
   std::vector<uint8_t> not_image(n, 0);
+  std::vector<uint8_t> run_failed(n, 0);  // its thread failed before it (out of memory)
   {
     nb::gil_scoped_release release;
     const size_t workers = std::clamp<size_t>(threads, 1, std::max<size_t>(1, n));
-    // Nothing may escape a thread (std::terminate): a failure becomes its samples' Status.
+    // Nothing may escape a thread (std::terminate): a failure marks the rest of its share, whose
+    // slots become zeros (memset cannot throw), and its Status is made after the join.
     const auto run = [&](size_t begin, size_t end) noexcept {
+      size_t i = begin;
       try {
         decode::Transformer transformer(options);
-        for (size_t i = begin; i < end; ++i) {
+        for (; i < end; ++i) {
           std::byte* slot = data.get() + i * sample_bytes;
           if (paths && loader::NotAnImage((*paths)[i], bytes[i])) {
             not_image[i] = 1;
@@ -322,25 +325,43 @@ nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const
           }
           if (not_image[i] != 0 || !status[i].ok()) std::memset(slot, 0, sample_bytes);
         }
-      } catch (const std::exception& e) {
-        for (size_t i = begin; i < end; ++i) {
-          if (status[i].ok()) status[i] = Status::ResourceExhausted(e.what());
+      } catch (...) {
+        for (; i < end; ++i) {
+          run_failed[i] = 1;
+          std::memset(data.get() + i * sample_bytes, 0, sample_bytes);
         }
       }
     };
     std::vector<std::thread> pool;
-    pool.reserve(workers);  // nothing may throw once a thread runs
+    pool.reserve(workers);
+    // Joins whatever started, however this block is left.
+    struct JoinAll {
+      std::vector<std::thread>& threads;
+      ~JoinAll() {
+        for (std::thread& t : threads) {
+          if (t.joinable()) t.join();
+        }
+      }
+    } join_all{pool};
     for (size_t w = 1; w < workers; ++w) {
       const size_t begin = n * w / workers, end = n * (w + 1) / workers;
-      Result<std::thread> started = StartThread([&run, begin, end] { run(begin, end); });
+      Result<std::thread> started = Err(Status::ResourceExhausted("no thread"));
+      try {
+        started = StartThread([&run, begin, end] { run(begin, end); });
+      } catch (...) {  // std::bad_alloc for the thread's state
+      }
       if (started) {
-        pool.push_back(*std::move(started));
+        pool.push_back(*std::move(started));  // no reallocation: reserved
       } else {
         run(begin, end);  // no thread to spare: this one does that share too
       }
     }
     run(0, n / workers);
-    for (std::thread& t : pool) t.join();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (run_failed[i] != 0) {
+      status[i] = Status::ResourceExhausted("out of memory while decoding this batch");
+    }
   }
   nb::list failed, skipped;
   for (size_t i = 0; i < n; ++i) {

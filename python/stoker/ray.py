@@ -172,7 +172,10 @@ class StokerDatasource(Datasource):
         tasks = []
         for plans in engine_read.task_groups(self._chunks(), parallelism):
             rows = sum(len(p) for p in plans)
-            meta = BlockMetadata(num_rows=rows, size_bytes=self._block_bytes(rows, len(plans)),
+            # Decoding may leave rows out (a README, on_error="skip"): Ray must count them.
+            exact = not self._images or (ds.columns and self._images.on_error == "raise")
+            meta = BlockMetadata(num_rows=rows if exact else None,
+                                 size_bytes=self._block_bytes(rows, len(plans)),
                                  exec_stats=None, input_files=None)
             read = (functools.partial(self._images.read_chunks, ds, plans) if self._images
                     else functools.partial(_read_chunks, ds, plans))
@@ -290,8 +293,16 @@ def read_images(path_or_uri: str | os.PathLike | _core.Dataset | DatasetView, *,
     return _read(source, override_num_blocks, concurrency, remote)
 
 
-# torchvision ImageFolder's image extensions (src/loader/image_members.cc, NotAnImage).
-_IMAGE_MEMBERS = ("jpg", "jpeg", "png", "ppm", "bmp", "pgm", "tif", "tiff", "webp")
+# The members ImageLoader takes for a tar-packed sample's image (image_members.cc, ImageFile).
+_IMAGE_MEMBERS = ("jpg", "jpeg", "png")
+
+
+def _extension_path(path: str) -> str:
+    """A name with `path`'s extension only, for transform_images' rule that tells a README from
+    a damaged image (NotAnImage): any file name, even one not valid UTF-8 (kept as surrogate
+    escapes), goes as text; an extension that is not text is no image extension."""
+    ext = path.rsplit("/", 1)[-1].rpartition(".")[2] if "." in path.rsplit("/", 1)[-1] else ""
+    return "f." + ext.encode("utf-8", "replace").decode("utf-8")
 
 
 class _ImageDecode:
@@ -354,12 +365,14 @@ class _ImageDecode:
             encoded = [s.get(self.column) for s in samples]
         elif ds.grouped:
             members = [self._member(s[0]) for s in samples]
-            encoded = [s[0].get(m) if m else None for s, m in zip(samples, members, strict=True)]
-            if self.column is None:
-                paths = [f"{s[2]}.{m}" for s, m in zip(samples, members, strict=True)]
+            encoded = [s[0].get(m) if m is not None else None
+                       for s, m in zip(samples, members, strict=True)]
+            if self.column is None:  # a sample without files fails below, named: "f.jpg"
+                paths = [_extension_path(f"f.{m}" if m is not None else "f.jpg")
+                         for m in members]
         else:
             encoded = [s[0] for s in samples]
-            paths = [s[2] for s in samples]
+            paths = [_extension_path(s[2]) for s in samples]
         missing = [i for i, e in enumerate(encoded) if e is None]
         for i in missing:
             encoded[i] = b""  # fails below as "not an image", named with the others
@@ -391,11 +404,13 @@ class _ImageDecode:
         return pa.table(table)
 
     def _member(self, files: dict) -> str | None:
-        """A tar-packed sample's image member: `column`, or its first with an image extension
-        (ImageLoader's choice), else its first."""
+        """A tar-packed sample's image member: `column`; else its only one, its first whose
+        extension (after the last dot: "left.jpg") is jpg, jpeg or png, or its first, as
+        ImageLoader picks it (src/loader/image_members.cc, ImageFile)."""
         if self.column is not None:
             return self.column
-        return next((m for m in files if m.lower() in _IMAGE_MEMBERS), next(iter(files), None))
+        return next((m for m in files if m.rsplit(".", 1)[-1].lower() in _IMAGE_MEMBERS),
+                    next(iter(files), None))
 
     @staticmethod
     def _name(ds: Dataset, index: int, sample: Any) -> str:

@@ -157,10 +157,11 @@ TEST(CachedChunkTest, TrainersAcceptOnlyChunkDescriptorsTheyCanTrust) {
 TEST(CachedChunkTest, AWaitEndsWhenTheFillersConnectionHangsUp) {
   auto filling = NewChunk(5000);
   filling->SetVerified(100);
-  int sockets[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
+  int sockets[2];  // as the trainers' connections to their daemon
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets), 0);
   ASSERT_EQ(::write(sockets[1], "r", 1), 1);  // the daemon alive, a reply unread
-  const Status stalled = filling->WaitFor(0, 200, std::chrono::milliseconds(50), sockets[0]);
+  // Long enough for several looks at the connection (every 100 ms) before the stall limit.
+  const Status stalled = filling->WaitFor(0, 200, std::chrono::milliseconds(450), sockets[0]);
   EXPECT_EQ(stalled.code(), StatusCode::kUnavailable);
   EXPECT_NE(stalled.message().find("no progress"), std::string::npos) << stalled.ToString();
   ::close(sockets[1]);  // the daemon killed

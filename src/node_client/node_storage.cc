@@ -1,6 +1,5 @@
 #include "node_client/node_storage.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,31 +33,33 @@ constexpr std::chrono::milliseconds kFillStall{60000};
 constexpr size_t kIdleConnections = 16;
 
 // A chunk mapped read-only from the daemon's memfd: complete, or still filling (then reads
-// wait for the bytes they need to be verified, cached_chunk.h). A filling chunk keeps a
-// duplicate of the connection it came by: when the daemon dies mid-fill, that connection hangs
-// up and the wait ends at once (else only after kFillStall).
+// wait for the bytes they need to be verified, cached_chunk.h). It keeps the daemon's watch
+// connection (NodeLink::Watch): when the daemon dies mid-fill, that connection hangs up and the
+// wait ends at once (else only after kFillStall).
 class Mapping {
  public:
-  Mapping(const std::byte* data, uint64_t size, uint64_t mapped, bool with_marks, int daemon)
-      : data_(data), size_(size), mapped_(mapped), with_marks_(with_marks), daemon_(daemon) {}
-  ~Mapping() {
-    ::munmap(const_cast<std::byte*>(data_), mapped_);
-    if (daemon_ >= 0) ::close(daemon_);
-  }
+  Mapping(const std::byte* data, uint64_t size, uint64_t mapped, bool with_marks,
+          std::shared_ptr<const net::Socket> watch)
+      : data_(data),
+        size_(size),
+        mapped_(mapped),
+        with_marks_(with_marks),
+        watch_(std::move(watch)) {}
+  ~Mapping() { ::munmap(const_cast<std::byte*>(data_), mapped_); }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   Status WaitFor(uint64_t offset, uint64_t n) const {
     if (!with_marks_) return Status::OK();  // sealed whole by a daemon before cut-through
     return WaitForVerified(data_ + VerifiedMarkOffset(size_), size_, offset, n, kFillStall,
-                           daemon_);
+                           watch_ ? watch_->fd() : -1);
   }
 
  private:
   const std::byte* data_;
   uint64_t size_, mapped_;
   bool with_marks_;
-  int daemon_;  // a dup of the connection to the daemon, or -1
+  std::shared_ptr<const net::Socket> watch_;  // nullptr: none could be opened
 };
 
 // Every reply starts with a status (net::ReadStatus); a malformed one is the daemon's fault.
@@ -115,6 +116,7 @@ class NodeLink {
       // The daemon may have died: its connections are dead, and a restarted one needs the plan.
       idle_.clear();
       control_.Close();
+      watch_.reset();  // the mappings from the old daemon keep theirs
       plan_sent_ = false;
       return Err(mapped.error());
     }
@@ -157,6 +159,12 @@ class NodeLink {
         return socket;
       }
     }
+    return NewConnection();
+  }
+
+  // A new greeted connection, never one of the pool: for the plan and the watch, whose
+  // connections must close exactly when this link closes them.
+  Result<net::Socket> NewConnection() {
     STOKER_ASSIGN_OR_RETURN(net::Socket socket, ConnectUnix(path_));
     if (manifest_.empty()) {
       STOKER_ASSIGN_OR_RETURN(auto latest, format::ReadLatestVersion(*store_));
@@ -209,11 +217,25 @@ class NodeLink {
     const uint64_t mapped = with_marks ? ChunkMemfdSize(*size) : *size;
     void* p = ::mmap(nullptr, mapped, PROT_READ, MAP_SHARED, chunk_fd.get(), 0);
     if (p == MAP_FAILED) return Err(Status::FromErrno(errno, "map chunk from the node daemon"));
-    // -1 when out of descriptors: the wait then ends only after kFillStall.
-    const int daemon = with_marks ? ::fcntl(socket.fd(), F_DUPFD_CLOEXEC, 0) : -1;
     Return(std::move(socket));
     return std::make_shared<const Mapping>(static_cast<const std::byte*>(p), *size, mapped,
-                                           with_marks, daemon);
+                                           with_marks, with_marks ? Watch() : nullptr);
+  }
+
+  // A connection to the daemon that carries no request, only watched: it hangs up when the
+  // daemon dies (killed, crashed), which ends the waits on chunks it was filling at once. One
+  // per daemon, shared by the mappings from it; nullptr when it cannot be opened (the waits
+  // then end after kFillStall).
+  std::shared_ptr<const net::Socket> Watch() {
+    {
+      std::lock_guard lock(mu_);
+      if (watch_) return watch_;
+    }
+    auto socket = NewConnection();
+    if (!socket) return nullptr;
+    std::lock_guard lock(mu_);
+    if (!watch_) watch_ = std::make_shared<const net::Socket>(*std::move(socket));
+    return watch_;
   }
 
   // The plan goes over its own connection, kept open: the daemon drops a plan when the
@@ -222,7 +244,7 @@ class NodeLink {
     if (plan_.empty()) return Status::OK();
     if (!control_.valid()) {
       mu_.unlock();
-      auto socket = Connection();
+      auto socket = NewConnection();
       mu_.lock();
       if (!socket) return socket.error();
       control_ = std::move(*socket);
@@ -257,6 +279,7 @@ class NodeLink {
   std::vector<std::pair<uint64_t, uint32_t>> plan_;  // (chunk id, in use until)
   bool plan_sent_ = true;
   net::Socket control_;
+  std::shared_ptr<const net::Socket> watch_;
   NodeStorageStats stats_;
 };
 

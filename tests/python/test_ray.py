@@ -136,6 +136,7 @@ def test_read_images_decodes_in_the_read_tasks(cluster, tmp_path):
     rows = data.take_all()  # broken.jpg left out (a warning in its read task's log)
     images = sorted(p for p in files if "broken" not in p and "README" not in p)
     assert sorted(r["path"] for r in rows) == images  # the README is no image: left out
+    assert data.count() == len(images)
     for r in rows:
         assert r["image"].shape == (40, 56, 3) and r["image"].dtype == np.uint8
         assert np.array_equal(r["image"], pil_resized(files[r["path"]], (40, 56))), r["path"]
@@ -206,14 +207,17 @@ def test_read_images_of_a_column_dataset_keeps_its_other_columns(cluster, tmp_pa
 def test_read_images_of_tar_shards_picks_the_image_member(cluster, tmp_path):
     from conftest import write_tar
     write_tar(tmp_path / "0.tar", {"s/a.png": gradient(1, "PNG"), "s/a.cls": b"3",
-                                   "s/b.cls": b"1", "s/b.jpeg": gradient(2)})
+                                   "s/b.cls": b"1", "s/b.jpeg": gradient(2),
+                                   "s/c.cls": b"2", "s/c.left.jpg": gradient(3)})
     uri = str(tmp_path / "shards.stoker")
     stoker.pack([str(tmp_path / "0.tar")], uri, progress=False)
-    rows = {r["path"]: r for r in stoker.ray.read_images(
-        uri, size=(12, 16), center_crop=False, dct_scaling=False, include_paths=True).take_all()}
-    assert sorted(rows) == ["s/a", "s/b"] and rows["s/a"]["label"] == 3
-    assert np.array_equal(rows["s/a"]["image"], pil_resized(gradient(1, "PNG"), (12, 16)))
-    assert np.array_equal(rows["s/b"]["image"], pil_resized(gradient(2), (12, 16)))
+    data = stoker.ray.read_images(uri, size=(12, 16), center_crop=False, dct_scaling=False,
+                                  include_paths=True)
+    rows = {r["path"]: r for r in data.take_all()}
+    assert sorted(rows) == ["s/a", "s/b", "s/c"] and rows["s/a"]["label"] == 3
+    assert data.count() == 3
+    for key, image in (("s/a", gradient(1, "PNG")), ("s/b", gradient(2)), ("s/c", gradient(3))):
+        assert np.array_equal(rows[key]["image"], pil_resized(image, (12, 16))), key
     with pytest.raises(Exception, match=r"sample \d+ \(s/b\) has no 'png'"):
         stoker.ray.read_images(uri, column="png").take_all()
 
