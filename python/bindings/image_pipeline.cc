@@ -345,16 +345,17 @@ nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const
     } join_all{pool};
     for (size_t w = 1; w < workers; ++w) {
       const size_t begin = n * w / workers, end = n * (w + 1) / workers;
-      Result<std::thread> started = Err(Status::ResourceExhausted("no thread"));
+      bool started = false;
       try {
-        started = StartThread([&run, begin, end] { run(begin, end); });
-      } catch (...) {  // std::bad_alloc for the thread's state
+        Result<std::thread> thread = StartThread([&run, begin, end] { run(begin, end); });
+        if (thread) {
+          pool.push_back(*std::move(thread));  // no reallocation: reserved
+          started = true;
+        }
+      } catch (const std::bad_alloc&) {
+        started = false;  // the thread's state could not be allocated: as no thread
       }
-      if (started) {
-        pool.push_back(*std::move(started));  // no reallocation: reserved
-      } else {
-        run(begin, end);  // no thread to spare: this one does that share too
-      }
+      if (!started) run(begin, end);  // no thread to spare: this one does that share too
     }
     run(0, n / workers);
   }
