@@ -282,14 +282,15 @@ nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const
     throw nb::value_error(fmt::format("threads must be 1 .. {}", kMaxThreads).c_str());
   }
   const decode::OutputSpec& out = options.output;
-  size_t sample_bytes = 0, total = 0;
-  if (__builtin_mul_overflow(size_t{out.width}, size_t{out.height}, &sample_bytes) ||
-      __builtin_mul_overflow(sample_bytes,
-                             out.dtype == decode::DType::kFloat32 ? size_t{12} : size_t{3},
-                             &sample_bytes) ||
-      __builtin_mul_overflow(sample_bytes, n, &total)) {
+  // Bounded first (both sides are 32-bit, so the product cannot wrap), so that sample_bytes()
+  // cannot either.
+  constexpr uint64_t kMaxOutputPixels = uint64_t{1} << 40;
+  size_t total = 0;
+  if (uint64_t{out.width} * out.height > kMaxOutputPixels ||
+      __builtin_mul_overflow(out.sample_bytes(), n, &total)) {
     throw nb::value_error("the output size is too large");
   }
+  const size_t sample_bytes = out.sample_bytes();
   // References held for the GIL-free part; their data pointers stay valid while they live.
   std::vector<nb::bytes> held;
   held.reserve(n);
@@ -359,13 +360,11 @@ nb::tuple TransformImages(const nb::list& samples, const nb::dict& values, const
     }
     run(0, n / workers);
   }
+  nb::list failed, skipped;
   for (size_t i = 0; i < n; ++i) {
     if (run_failed[i] != 0) {
       status[i] = Status::ResourceExhausted("out of memory while decoding this batch");
     }
-  }
-  nb::list failed, skipped;
-  for (size_t i = 0; i < n; ++i) {
     if (not_image[i] != 0) skipped.append(i);
     if (!status[i].ok()) failed.append(nb::make_tuple(i, status[i].ToString()));
   }

@@ -45,7 +45,7 @@ from ._litdata import LitDataSource
 from ._mds import MdsSource
 from ._migrate_io import RawImage
 from .optimize import IMAGE_SIGNATURES
-from .sources import _pack_parser, _run_pack, _write
+from .sources import _pack_parser, _run_pack, _write, base_type
 
 Source: TypeAlias = "MdsSource | LitDataSource"
 
@@ -101,7 +101,7 @@ def _column(source: Source, name: str, kind: str, first: Any, override: str | No
     first value and the caller's `override`."""
     optional = "?" if kind.endswith("?") else ""
     kind = kind.rstrip("?")
-    target = override.rstrip("?").partition(":")[0] if override else None
+    target = base_type(override) if override else None
     if kind == "pickle":
         if target == "bytes":
             return str(override), lambda v: v.data

@@ -53,7 +53,7 @@ from ray.data.block import BlockAccessor, BlockMetadata  # noqa: E402
 
 from . import _core, engine_read, engine_write  # noqa: E402
 from ._core import parse_transform_options, transform_images  # noqa: E402
-from .sources import column_types  # noqa: E402
+from .sources import base_type, column_types  # noqa: E402
 from .views import Dataset, DatasetView  # noqa: E402
 
 # --- reading ------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def _arrow_schema(ds: Dataset) -> Any:
 def _column_array(name: str, kind: str, values: list, schema: Any) -> Any:
     import pyarrow as pa
     from ray.data.extensions import ArrowTensorArray
-    base = kind.rstrip("?").partition(":")[0]
+    base = base_type(kind)
     if base == "ndarray":
         if any(v is None for v in values):
             raise ValueError(f"column {name!r}: Ray's tensor columns hold no nulls, and a sample "
@@ -155,28 +155,26 @@ class StokerDatasource(Datasource):
             self._by_chunk = engine_read.chunk_plans(self._dataset, self._indices)
         return self._by_chunk
 
-    def _block_bytes(self, rows: int, chunks: int) -> int:
+    def _bytes(self, plans: list[np.ndarray]) -> int:
+        """What reading these chunks' samples makes, estimated."""
         if self._images:
-            return rows * self._images.sample_bytes
-        return chunks * self._dataset.largest_chunk_bytes
+            return sum(len(p) for p in plans) * self._images.sample_bytes
+        return len(plans) * self._dataset.largest_chunk_bytes
 
     def estimate_inmemory_data_size(self) -> int | None:
-        if self._images:
-            return self._block_bytes(sum(len(p) for p in self._chunks()), 0) or None
-        return self._block_bytes(0, len(self._chunks())) or None
+        return self._bytes(self._chunks()) or None
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                        data_context: Any = None) -> list[ReadTask]:
         ds = self._dataset
         schema = self._images.schema(ds) if self._images else _arrow_schema(ds)
+        # Decoding may leave rows out (a README, on_error="skip"): Ray must count them.
+        exact = not self._images or (ds.columns and self._images.on_error == "raise")
         tasks = []
         for plans in engine_read.task_groups(self._chunks(), parallelism):
-            rows = sum(len(p) for p in plans)
-            # Decoding may leave rows out (a README, on_error="skip"): Ray must count them.
-            exact = not self._images or (ds.columns and self._images.on_error == "raise")
-            meta = BlockMetadata(num_rows=rows if exact else None,
-                                 size_bytes=self._block_bytes(rows, len(plans)),
-                                 exec_stats=None, input_files=None)
+            meta = BlockMetadata(num_rows=sum(len(p) for p in plans) if exact else None,
+                                 size_bytes=self._bytes(plans), exec_stats=None,
+                                 input_files=None)
             read = (functools.partial(self._images.read_chunks, ds, plans) if self._images
                     else functools.partial(_read_chunks, ds, plans))
             tasks.append(ReadTask(read, meta, schema=schema,
@@ -301,8 +299,8 @@ def _extension_path(path: str) -> str:
     """A name with `path`'s extension only, for transform_images' rule that tells a README from
     a damaged image (NotAnImage): any file name, even one not valid UTF-8 (kept as surrogate
     escapes), goes as text; an extension that is not text is no image extension."""
-    ext = path.rsplit("/", 1)[-1].rpartition(".")[2] if "." in path.rsplit("/", 1)[-1] else ""
-    return "f." + ext.encode("utf-8", "replace").decode("utf-8")
+    _, dot, ext = path.rsplit("/", 1)[-1].rpartition(".")
+    return "f." + (ext if dot else "").encode("utf-8", "replace").decode("utf-8")
 
 
 class _ImageDecode:
@@ -326,7 +324,7 @@ class _ImageDecode:
                                  "(column= names a column of a column dataset)")
             return
         images = [n for n, k in ds.columns.items()
-                  if k.rstrip("?").partition(":")[0] in ("jpeg", "png")]
+                  if base_type(k) in ("jpeg", "png")]
         if self.column is None:
             if len(images) != 1:
                 raise ValueError(f"{ds.uri} has {len(images)} jpeg/png columns "
@@ -335,7 +333,7 @@ class _ImageDecode:
         kind = ds.columns.get(self.column)
         if kind is None:
             raise ValueError(f"column {self.column!r} is not in {ds.uri} ({list(ds.columns)})")
-        if kind.rstrip("?").partition(":")[0] not in ("jpeg", "png", "bytes"):
+        if base_type(kind) not in ("jpeg", "png", "bytes"):
             raise ValueError(f"column {self.column!r} holds {kind}, not encoded images")
 
     def schema(self, ds: Dataset) -> Any:
@@ -373,7 +371,7 @@ class _ImageDecode:
         else:
             encoded = [s[0] for s in samples]
             paths = [_extension_path(s[2]) for s in samples]
-        missing = [i for i, e in enumerate(encoded) if e is None]
+        missing = {i for i, e in enumerate(encoded) if e is None}
         for i in missing:
             encoded[i] = b""  # fails below as "not an image", named with the others
         pixels, failed, not_images = transform_images(encoded, self.options, plan, seed, 0,

@@ -45,6 +45,12 @@ _WRITER_KEYS = ("label", "append", "chunk_size", "order", "order_seed", "mix_mem
                 "progress", "part", "job")
 
 
+def base_type(kind: str) -> str:
+    """A column type's name without its parameters or optional mark: "tokens" of
+    "tokens:uint16?"."""
+    return kind.rstrip("?").partition(":")[0]
+
+
 def _arrow_type(t) -> tuple[str, Callable[[Any], Any] | None]:
     """A stoker column type for an Arrow type, and how a Python value of it is converted."""
     import pyarrow as pa
@@ -262,7 +268,7 @@ def _pack_parser(description: str, sources: str) -> argparse.ArgumentParser:
         name, eq, kind = text.partition("=")
         if not (name and eq and kind):
             raise argparse.ArgumentTypeError(f"{text!r}: give NAME=TYPE (e.g. image=jpeg)")
-        if kind.rstrip("?").partition(":")[0] not in _COLUMN_TYPES:
+        if base_type(kind) not in _COLUMN_TYPES:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: unknown type {kind!r} (types: {', '.join(_COLUMN_TYPES)}; "
                 "':dtype' after ndarray or tokens fixes the element type, a trailing '?' makes "

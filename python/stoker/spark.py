@@ -48,7 +48,7 @@ from pyspark.sql.datasource import (  # noqa: E402  (after the version check)
 from pyspark.sql.types import StructType  # noqa: E402
 
 from . import engine_read, engine_write  # noqa: E402
-from .sources import column_types  # noqa: E402
+from .sources import base_type, column_types  # noqa: E402
 from .views import Dataset  # noqa: E402
 
 # Spark has no unsigned integers: each token type goes to the smallest signed one that holds it
@@ -98,7 +98,7 @@ def _batch(ds: Dataset, schema: Any, samples: list) -> Any:
              pa.array(third, schema.field(2).type)], schema=schema)
     arrays = []
     for name, kind in ds.columns.items():
-        base = kind.rstrip("?").partition(":")[0]
+        base = base_type(kind)
         values = [s.get(name) for s in samples]
         if base == "json":
             values = engine_read.json_text(values)
