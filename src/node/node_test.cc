@@ -62,6 +62,7 @@ class NodeTest : public ::testing::Test {
     o.memory_limit = memory_limit;
     o.secret = kSecret;
     o.membership.heartbeat_interval = std::chrono::milliseconds(50);
+    o.membership.misses_to_down = misses_to_down_;
     o.probe_timeout = std::chrono::milliseconds(300);
     o.peer_timeout = std::chrono::milliseconds(3000);
     auto node = Node::Start(std::move(o));
@@ -102,6 +103,7 @@ class NodeTest : public ::testing::Test {
   }
 
   std::unique_ptr<PackedDir> packed_;
+  int misses_to_down_ = MembershipOptions{}.misses_to_down;
   stoker::test::TempDir sockets_;
   std::vector<net::ServerAddress> addresses_;
   std::vector<std::unique_ptr<Node>> daemons_;
@@ -131,6 +133,10 @@ TEST_F(NodeTest, EachChunkComesFromTheStoreOnceForTheWholeJob) {
 }
 
 TEST_F(NodeTest, AKilledDaemonCostsRereadsNotFailures) {
+  // Heartbeats alone never mark a peer down here, so the first read that finds daemon 2 dead
+  // must (this is the path under test; with 50 ms heartbeats they won the race on a busy
+  // machine). They still mark it up again when it comes back.
+  misses_to_down_ = 1'000'000;
   StartDaemons(3);
   ReadAllThrough(0);
   daemons_[2]->Abort();  // as kill -9: its connections are cut, its cache is gone
