@@ -44,12 +44,13 @@ MDS_COLUMNS = {"image": "bytes", "caption": "str", "label": "int64"}
 
 # --- a worker: one system's SparkSession, a write per line of stdin --------------------------
 
-def session():
+def session(jars: str = ""):
     os.environ["SPARK_SCALA_VERSION"] = "2.13"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("stoker-bench")
+             .config("spark.jars", jars)
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false")
@@ -67,20 +68,23 @@ def count_rows(batches):
 def worker(python: str, parquet: str, compression: str) -> None:
     """Commands on stdin, "SYSTEM OUT", a JSON answer each: stoker and floor in this repo's
     venv, mds in the one with Streaming."""
-    spark = session()
     if python == "stoker":
         import stoker
         import stoker.spark
+        # The executors run `stoker pack -` for format("stoker-jvm"): this venv's CLI.
+        os.environ["PATH"] = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+        spark = session(stoker.spark.jar())
         stoker.spark.register(spark)
     else:
         from streaming.base.converters import dataframe_to_mds
+        spark = session()
     print(json.dumps({"ready": python}), flush=True)
     for line in sys.stdin:
         system, out = line.split()
         df = spark.read.parquet(parquet)
         t = time.perf_counter()
-        if system == "stoker":
-            df.write.format("stoker").mode("append").option("columns", "image=jpeg").save(out)
+        if system in ("stoker", "stoker-jvm"):
+            df.write.format(system).mode("append").option("columns", "image=jpeg").save(out)
         elif system == "floor":
             rows = sum(r.rows for r in df.mapInArrow(count_rows, "rows long").collect())
         else:
@@ -88,7 +92,7 @@ def worker(python: str, parquet: str, compression: str) -> None:
                 "out": out, "columns": MDS_COLUMNS,
                 "compression": None if compression == "none" else compression})
         seconds = time.perf_counter() - t
-        if system == "stoker":
+        if system.startswith("stoker"):
             rows = len(stoker.Dataset(out))
         elif system == "mds":
             index = json.loads((Path(out) / "index.json").read_text())
@@ -164,7 +168,8 @@ def main() -> None:
     benchlib.log(benchlib.data_line(summary))
     stoker_side = Worker(sys.executable, "stoker", parquet, a.mds_compression)
     mds_side = Worker(a.mds_python, "mds", parquet, a.mds_compression)
-    workers = {"stoker": stoker_side, "mds": mds_side, "floor": stoker_side}
+    workers = {"stoker": stoker_side, "stoker-jvm": stoker_side, "mds": mds_side,
+               "floor": stoker_side}
     res: dict[str, list[dict]] = {name: [] for name in workers}
     try:
         for r in range(-1, a.repeat):  # round -1: the untimed one
@@ -176,22 +181,26 @@ def main() -> None:
                     raise RuntimeError(f"{name} wrote {run['rows']} rows of {rows}")
                 run["rate"] = rows / run["seconds"]
                 when = f"round {r + 1}" if r >= 0 else "warm-up"
-                benchlib.log(f"{when} {name:6s} {run['seconds']:6.1f} s "
+                benchlib.log(f"{when} {name:10s} {run['seconds']:6.1f} s "
                              f"{run['rate']:6,.0f} samples/s ({run['partitions']} partitions)")
                 if r >= 0:
                     res[name].append(run)
     finally:
         stoker_side.close()
         mds_side.close()
-    per_round = [s["rate"] / m["rate"] for s, m in zip(res["stoker"], res["mds"], strict=True)]
+    ratios = {name: [s["rate"] / m["rate"] for s, m in zip(res[name], res["mds"], strict=True)]
+              for name in ("stoker", "stoker-jvm")}
     medians = {name: benchlib.median([x["rate"] for x in runs]) for name, runs in res.items()}
-    benchlib.log(f"stoker {medians['stoker']:,.0f}/s, mds {medians['mds']:,.0f}/s, Spark alone "
-                 f"{medians['floor']:,.0f}/s; stoker / mds per round "
-                 f"{', '.join(f'{x:.2f}' for x in per_round)} (median "
-                 f"{benchlib.median(per_round):.2f}x)")
+    benchlib.log(f"stoker {medians['stoker']:,.0f}/s, stoker-jvm {medians['stoker-jvm']:,.0f}/s, "
+                 f"mds {medians['mds']:,.0f}/s, Spark alone {medians['floor']:,.0f}/s")
+    for name, per_round in ratios.items():
+        benchlib.log(f"{name} / mds per round {', '.join(f'{x:.2f}' for x in per_round)} "
+                     f"(median {benchlib.median(per_round):.2f}x)")
     benchlib.save("spark-write", {
         "data": summary, "rows": rows, "row_group": a.row_group, "runs": res, "medians": medians,
-        "ratio_per_round": per_round, "ratio_median": benchlib.median(per_round),
+        "ratio_per_round": ratios["stoker"], "ratio_median": benchlib.median(ratios["stoker"]),
+        "jvm_ratio_per_round": ratios["stoker-jvm"],
+        "jvm_ratio_median": benchlib.median(ratios["stoker-jvm"]),
         "mds_python": a.mds_python, "mds_compression": a.mds_compression,
         "machine": benchlib.machine(), "argv": sys.argv})
 

@@ -280,6 +280,10 @@ void RegisterCommit(CLI::App& app, int& exit_code) {
   cmd->add_option("--job", args->options.job, "the parts' job name")->capture_default_str();
   cmd->add_option("--parts", args->options.parts,
                   "how many parts to expect (needed when the writers did not know N)");
+  cmd->add_option("--only", args->options.only,
+                  "publish only these parts, by index (an engine's accepted task attempts; "
+                  "comma-separated): the job's others are removed")
+      ->delimiter(',');
   cmd->add_flag("--discard", args->discard,
                 "publish nothing: remove the job's parts, and refuse any written for it later");
   cmd->add_flag("--json", args->json, "print a JSON summary");

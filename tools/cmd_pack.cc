@@ -18,6 +18,8 @@
 #include "dataset/pack_option_table.h"
 #include "dataset/packer.h"
 #include "dataset/parts.h"
+#include "dataset/row_stream.h"
+#include "dataset/stream_pack.h"
 #include "tools/commands.h"
 #include "tools/option_flags.h"
 #include "tools/output.h"
@@ -39,6 +41,7 @@ struct PackArgs {
   std::vector<std::string> columns;  // Parquet input: NAME=TYPE, overriding the inferred type
   std::string label;                 // Parquet input: the column that labels the samples
   bool allow_pickle = false;         // MDS / LitData input: unpickle pickled values
+  std::string name;                  // row stream input: the directory its samples go in
 };
 
 // --attributes: JSON Lines, one object per file: {"path": "a/b.jpg", "key": "value", ...}.
@@ -213,9 +216,94 @@ bool IsMigratedFormat(const std::vector<std::string>& sources) {
   });
 }
 
+// Ends a pack that failed: a stop asked for by a signal (whether the pack noticed it between
+// files or a read it broke off failed) is said as such; either way nothing was published and
+// what it wrote is gone.
+int PackFailed(const Status& error) {
+  if (const int signal = StopSignal(); signal != 0) {
+    PrintError("pack",
+               Status::Cancelled(fmt::format("interrupted by {}: nothing published (the chunks "
+                                             "this pack wrote were removed)",
+                                             signal == SIGINT    ? "SIGINT (Ctrl-C)"
+                                             : signal == SIGTERM ? "SIGTERM"
+                                                                 : "a signal")));
+    return 128 + signal;
+  }
+  PrintError("pack", error);
+  return kExitError;
+}
+
+void PrintSummary(const PackArgs& args, const std::string& dst, const dataset::PackSummary& s) {
+  if (s.part_path.empty()) {
+    PrintVersionSummary(args, dst, s);
+  } else {
+    PrintPartSummary(args, dst, s);
+  }
+}
+
+// `stoker pack - DST --columns NAME=TYPE ...`: rows from stdin (dataset/row_stream.h), written
+// as stoker.Writer writes them.
+int RunRowStreamPack(const PackArgs& args) {
+  const std::string& dst = args.paths.back();
+  if (args.paths.size() != 2 || !args.attributes_file.empty() || args.allow_pickle) {
+    PrintError("pack", Status::InvalidArgument(
+                           "row stream input (-) is the only source, without --attributes or "
+                           "--allow-pickle"));
+    return kExitUsage;
+  }
+  auto order = dataset::ParseRowColumns(args.columns);
+  std::string label = args.label;
+  if (order && label.empty()) {
+    for (const auto& c : *order) {
+      if (c.name == "label" && c.type == format::ColumnType::kInt && !c.optional) label = c.name;
+    }
+  }
+  auto schema =
+      order ? format::MakeSchema(*order, label) : Result<format::Schema>(Err(order.error()));
+  auto prefix =
+      dataset::SampleKeyPrefix(args.name.empty() ? std::nullopt : std::optional(args.name));
+  dataset::PackOptions options = args.settings.pack;
+  options.group_samples = true;
+  if (!schema || !prefix) {
+    PrintError("pack", !schema ? schema.error() : prefix.error());
+    return kExitUsage;
+  }
+  if (const int code = SetPackOptions(args, &options); code != kExitOk) return code;
+  if (Status st = options.Validate(); !st.ok()) {
+    PrintError("pack", st);
+    return kExitUsage;
+  }
+  options.columns = format::FormatSchema(*schema);
+  ProgressBar bar("pack", !args.quiet && !args.json);
+  options.progress = dataset::ShowProgressOn(bar);
+  const StopOnSignals stop;
+  options.stop_requested = StopRequested;
+  auto storage = OpenStorage(dst);
+  if (!storage) return PackFailed(storage.error());
+  constexpr uint64_t kQueueBytes = uint64_t{64} << 20;  // as stoker.Writer's
+  auto pack = dataset::StreamPack::Start(*std::move(storage), std::move(options), kQueueBytes);
+  if (!pack) return PackFailed(pack.error());
+  const dataset::RowStreamOptions rows{STDIN_FILENO, *order, schema->label, *prefix};
+  if (auto read = dataset::PackRowStream(rows, **pack); !read) {
+    (*pack)->Abort();
+    bar.Finish();
+    return PackFailed(read.error());
+  }
+  auto summary = (*pack)->Finish();
+  bar.Finish();
+  if (!summary) return PackFailed(summary.error());
+  PrintSummary(args, dst, *summary);
+  return kExitOk;
+}
+
 int RunPack(const PackArgs& args) {
   const std::string dst = args.paths.back();
   const std::vector<std::string> sources(args.paths.begin(), args.paths.end() - 1);
+  if (sources.front() == "-") return RunRowStreamPack(args);
+  if (!args.name.empty()) {
+    PrintError("pack", Status::InvalidArgument("--name is for row stream input (-)"));
+    return kExitUsage;
+  }
   if (std::ranges::any_of(sources, [](const std::string& p) { return p.ends_with(".parquet"); })) {
     return RunPythonPack(args, kParquetInput);
   }
@@ -261,26 +349,8 @@ int RunPack(const PackArgs& args) {
   options.stop_requested = StopRequested;
   auto summary = dataset::Pack(**source, **storage, options);
   bar.Finish();
-  if (!summary) {
-    // A stop asked for by a signal, whether the pack noticed it between files or a read it
-    // broke off failed: either way nothing was published and what it wrote is gone.
-    if (const int signal = StopSignal(); signal != 0) {
-      PrintError("pack",
-                 Status::Cancelled(fmt::format("interrupted by {}: nothing published (the chunks "
-                                               "this pack wrote were removed)",
-                                               signal == SIGINT    ? "SIGINT (Ctrl-C)"
-                                               : signal == SIGTERM ? "SIGTERM"
-                                                                   : "a signal")));
-      return 128 + signal;
-    }
-    PrintError("pack", summary.error());
-    return kExitError;
-  }
-  if (summary->part_path.empty()) {
-    PrintVersionSummary(args, dst, *summary);
-  } else {
-    PrintPartSummary(args, dst, *summary);
-  }
+  if (!summary) return PackFailed(summary.error());
+  PrintSummary(args, dst, *summary);
   return kExitOk;
 }
 
@@ -293,7 +363,9 @@ void RegisterPack(CLI::App& app, int& exit_code) {
       "Pack a directory tree (labels from its first level, like ImageFolder), tar "
       "shards (WebDataset) or Parquet files (typed columns; needs the Python package with "
       "pyarrow) into a dataset");
-  cmd->add_option("paths", args->paths, "SRC... DST: one directory, or tar files; then the dataset")
+  cmd->add_option("paths", args->paths,
+                  "SRC... DST: one directory, or tar files, or - (a row stream on stdin, "
+                  "docs/engines.md); then the dataset")
       ->required()
       ->expected(2, -1);
   AddOptionFlags(*cmd, dataset::PackOptionTable(), args->settings);
@@ -308,15 +380,18 @@ void RegisterPack(CLI::App& app, int& exit_code) {
                   "'default')");
   cmd->add_option("--columns", args->columns,
                   "Parquet, MDS and LitData input: a column's type instead of the inferred one, "
-                  "NAME=TYPE (image=jpeg, emb=ndarray:float32); repeatable")
+                  "NAME=TYPE (image=jpeg, emb=ndarray:float32); repeatable. Row stream input: "
+                  "every column, in the stream's order")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--label", args->label,
-                  "Parquet, MDS and LitData input: the int column that labels the samples "
-                  "(default: an int column called label)");
+                  "Parquet, MDS, LitData and row stream input: the int column that labels the "
+                  "samples (default: an int column called label)");
   cmd->add_flag("--allow-pickle", args->allow_pickle,
                 "MDS and LitData input: unpickle pickled values (pkl, pickle) and store them as "
                 "json; only for data you trust (unpickling runs code)");
+  cmd->add_option("--name", args->name,
+                  "row stream input: the directory its samples go in (default: a random id)");
   cmd->add_flag("--json", args->json, "print a JSON summary");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress bar or summary");
   cmd->callback([args, &exit_code] { exit_code = RunPack(*args); });

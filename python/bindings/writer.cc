@@ -14,8 +14,6 @@
 
 #include <Python.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -30,7 +28,6 @@
 
 #include "columns.h"
 #include "common/progress.h"
-#include "common/unique_id.h"
 #include "dataset/addition.h"
 #include "dataset/pack_option_table.h"
 #include "dataset/parts.h"
@@ -242,25 +239,14 @@ class PyWriter {
     return nb::isinstance<nb::str>(type) && nb::cast<std::string>(type) == "int" ? "label" : "";
   }
 
-  // Where this writer's samples go: "<name>/" (Writer(name=...), e.g. one per input group of
-  // stoker.optimize, so a rerun can tell which groups a dataset holds), else a random id: two
-  // writers appending at once never share a path.
+  // Where this writer's samples go (dataset::SampleKeyPrefix): name=, else a random id.
   static std::string KeyPrefix(const nb::kwargs& kwargs) {
-    if (!kwargs.contains(kName) || kwargs[kName].is_none()) {
-      return fmt::format("{:016x}/", UniqueId());
+    std::optional<std::string> name;
+    if (kwargs.contains(kName) && !kwargs[kName].is_none()) {
+      if (!nb::isinstance<nb::str>(kwargs[kName])) throw nb::type_error("name must be a str");
+      name = nb::cast<std::string>(kwargs[kName]);
     }
-    if (!nb::isinstance<nb::str>(kwargs[kName])) throw nb::type_error("name must be a str");
-    const std::string name = nb::cast<std::string>(kwargs[kName]);
-    const bool valid = !name.empty() && name.size() <= 64 && name != "." && name != ".." &&
-                       std::ranges::all_of(name, [](char c) {
-                         return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' ||
-                                c == '_' || c == '-';
-                       });
-    if (!valid) {
-      throw nb::value_error(
-          fmt::format("name '{}': 1 to 64 letters, digits, '.', '_' or '-'", name).c_str());
-    }
-    return name + "/";
+    return ValueOrThrow(dataset::SampleKeyPrefix(name));
   }
 
   // part=(k, n), "K/N", "K" or "env", with job=: the part of one version that stoker.commit
@@ -375,14 +361,11 @@ class PyWriter {
       WrongType(column, value, "bytes-like (bytes, bytearray, memoryview)");
     }
     const std::span<const std::byte> b = buffer.bytes();
-    auto starts = [&](std::string_view magic) {
-      return b.size() >= magic.size() && std::memcmp(b.data(), magic.data(), magic.size()) == 0;
-    };
-    if (column.type == ColumnType::kJpeg && !starts("\xff\xd8\xff")) {
-      Bad(PyExc_ValueError, column, "not a JPEG (no FF D8 FF at its start)");
-    }
-    if (column.type == ColumnType::kPng && !starts("\x89PNG\r\n\x1a\n")) {
-      Bad(PyExc_ValueError, column, "not a PNG (no PNG signature at its start)");
+    const std::string_view magic = format::ImageSignature(column.type);
+    if (b.size() < magic.size() || std::memcmp(b.data(), magic.data(), magic.size()) != 0) {
+      Bad(PyExc_ValueError, column,
+          column.type == ColumnType::kJpeg ? "not a JPEG (no FF D8 FF at its start)"
+                                           : "not a PNG (no PNG signature at its start)");
     }
     return {b.begin(), b.end()};
   }

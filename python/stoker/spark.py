@@ -30,6 +30,7 @@ import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -240,9 +241,22 @@ class StokerDataSource(DataSource):
         return _Writer(self._uri(), schema, dict(self.options))
 
 
+def jar() -> str:
+    """The path of stoker-spark.jar, format("stoker-jvm"): stoker's Spark writer in the
+    executors' JVMs (no Python worker between Spark and the pack; docs/engines.md). Give it to
+    the session before it starts: SparkSession.builder.config("spark.jars", stoker.spark.jar())."""
+    path = Path(__file__).parent / "jars" / "stoker-spark.jar"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: this stoker was built without its Spark jar (building it needs javac, "
+            "e.g. Debian's openjdk-17-jdk-headless, and pyspark installed); "
+            'format("stoker") works without it')
+    return str(path)
+
+
 def register(spark: Any) -> None:
     """Makes format("stoker") known to `spark` (a SparkSession)."""
     spark.dataSource.register(StokerDataSource)
 
 
-__all__ = ["StokerDataSource", "register"]
+__all__ = ["StokerDataSource", "jar", "register"]

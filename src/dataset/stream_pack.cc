@@ -1,12 +1,32 @@
 #include "dataset/stream_pack.h"
 
+#include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "common/unique_id.h"
+
 namespace stoker::dataset {
+
+Result<std::string> SampleKeyPrefix(const std::optional<std::string>& name) {
+  if (!name) return fmt::format("{:016x}/", UniqueId());
+  const bool valid =
+      !name->empty() && name->size() <= 64 && *name != "." && *name != ".." &&
+      std::ranges::all_of(*name, [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+      });
+  if (!valid) {
+    return Err(Status::InvalidArgument(
+        fmt::format("name '{}': 1 to 64 letters, digits, '.', '_' or '-'", *name)));
+  }
+  return *name + "/";
+}
 
 // The pack's source: samples from the producer, at most `capacity` bytes of them waiting.
 class StreamPack::Queue : public PackSource {

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,6 +22,12 @@
 #include "stoker/storage.h"
 
 namespace stoker::dataset {
+
+// Where a writer's samples go: "<name>/" (e.g. one per input group of stoker.optimize, or per
+// engine task, so a rerun can tell which groups a dataset holds), else "<random id>/", so two
+// writers appending at once never share a path. InvalidArgument for a name that is not 1 to 64
+// letters, digits, '.', '_' or '-'.
+Result<std::string> SampleKeyPrefix(const std::optional<std::string>& name);
 
 class StreamPack {
  public:

@@ -118,6 +118,12 @@ const Column* Schema::Find(std::string_view name) const {
   return it != columns.end() && it->name == name ? &*it : nullptr;
 }
 
+std::string_view ImageSignature(ColumnType type) {
+  if (type == ColumnType::kJpeg) return "\xff\xd8\xff";
+  if (type == ColumnType::kPng) return {"\x89PNG\r\n\x1a\n", 8};
+  return "";
+}
+
 std::string_view ColumnTypeName(ColumnType type) {
   for (const auto& [t, name] : kTypeNames) {
     if (t == type) return name;

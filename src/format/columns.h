@@ -73,6 +73,8 @@ struct Schema {
 };
 
 std::string_view ColumnTypeName(ColumnType type);
+// The bytes a jpeg or png column's every value starts with (writers check it); "" for others.
+std::string_view ImageSignature(ColumnType type);
 // One column from its name and type text ("ndarray:float32?", "ndarray:uint8:224x224x3");
 // InvalidArgument naming it.
 Result<Column> ParseColumn(std::string_view name, std::string_view type);

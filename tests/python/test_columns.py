@@ -386,3 +386,47 @@ def test_writers_write_parts_of_one_version(tmp_path, stoker_cli, monkeypatch):
         stoker.Writer(tmp_path / "t.stoker", columns=columns, part=[0, 1])
     with pytest.raises(ValueError, match="K/N"):
         stoker.Writer(tmp_path / "t.stoker", columns=columns, part="a/b")
+
+
+def row_stream(rows: list[tuple[int, str | None, bytes]]) -> bytes:
+    """The row stream (docs/engines.md) of (int, str?, bytes) rows, as the JVM writer sends it."""
+    import struct
+    out = bytearray(b"STKROWS1")
+    for x, note, data in rows:
+        out += b"\x01" + struct.pack("<Iq", 8, x)
+        out += struct.pack("<I", 0xFFFFFFFF) if note is None else \
+            struct.pack("<I", len(note.encode())) + note.encode()
+        out += struct.pack("<I", len(data)) + data
+    return bytes(out + b"\x00")
+
+
+def test_row_stream_parts_and_commit_only(tmp_path, stoker_cli):
+    """`stoker pack - DST` reads rows from stdin into a part; `stoker commit --only` publishes
+    the parts named (an engine's accepted attempts) and removes the job's others."""
+    path = tmp_path / "rows.stoker"
+    flags = ["--columns", "x=int", "--columns", "note=str?", "--columns", "data=bytes"]
+    for part, name, first in ((11, "t-0000000000", 0), (22, "t-0000000001", 100),
+                              (33, "t-0000000001", 200)):  # 33: a second attempt of task 1
+        rows = [(first + i, None if i % 3 else f"n{i}", bytes([i]) * i) for i in range(20)]
+        proc = stoker_cli("pack", "-", path, *flags, "--part", part, "--job", "eng", "--name",
+                          name, "--json", input=row_stream(rows), binary=True)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["files_added"] == 20 * 2 + 7
+    proc = stoker_cli("commit", path, "--job", "eng", "--only", "11,22", "--json")
+    assert proc.returncode == 0, proc.stderr
+    ds = stoker.Dataset(path)
+    assert ds.columns == {"x": "int", "note": "str?", "data": "bytes"}
+    assert [ds[i]["x"] for i in range(len(ds))] == list(range(20)) + list(range(100, 120))
+    assert ds[3]["note"] == "n3" and ds[4]["note"] is None and ds[5]["data"] == b"\x05" * 5
+    assert [p.name for p in next((path / "parts").iterdir()).iterdir()] == ["closed"]
+    # A cut stream, a bad value, or --name on other input: refused, nothing more published.
+    cut = stoker_cli("pack", "-", path, *flags, "--part", 44, "--job", "eng2",
+                     input=row_stream([(1, "a", b"x")])[:-3], binary=True)
+    assert cut.returncode == 1 and b"row 0: column 'data'" in cut.stderr
+    assert b"cut short" in cut.stderr
+    proc = stoker_cli("pack", "-", path, "--columns", "x=int", "--name", "a/b",
+                      input=b"", binary=True)
+    assert proc.returncode == 2 and b"name 'a/b'" in proc.stderr
+    proc = stoker_cli("pack", tmp_path, path, "--name", "x")
+    assert proc.returncode == 2 and b"--name is for row stream input" in proc.stderr.encode()
+    assert stoker.Dataset(path).version == 1

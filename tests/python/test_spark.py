@@ -1,4 +1,5 @@
-"""stoker.spark (issue 40): `spark.read.format("stoker")` and `df.write.format("stoker")` in
+"""stoker.spark (issue 40): `spark.read.format("stoker")` and `df.write.format("stoker")` (and
+`format("stoker-jvm")`, the writer in the executors' JVMs: stoker-spark.jar) in
 Spark's local-cluster mode (a master and two workers in the driver's JVM, each executor a JVM
 of its own, all on loopback), with PySpark 4 from PyPI and Debian's OpenJDK 17. A write is one
 version however many tasks write it, stays so when an executor is killed after its task wrote
@@ -18,6 +19,8 @@ import pytest
 os.environ["SPARK_SCALA_VERSION"] = "2.13"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# format("stoker-jvm") runs the `stoker` CLI on the driver and executors: this venv's.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 from pyspark import cloudpickle  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
@@ -33,6 +36,7 @@ def spark():
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.ui.enabled", "false").config("spark.task.maxFailures", "4")
+               .config("spark.jars", stoker.spark.jar())
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     stoker.spark.register(session)
@@ -179,3 +183,100 @@ def test_bad_writes_are_refused(spark, tmp_path):
     with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE|ErrorIfExists"):
         df.write.format("stoker").save(str(tmp_path / "y.stoker"))
     assert not (tmp_path / "y.stoker" / "versions").exists()
+
+
+# --- format("stoker-jvm"): the writer in the executors' JVMs (stoker.spark.jar()) -------------
+
+TYPES = ("id long, caption string, image binary, emb array<float>, label int, toks array<int>, "
+         "flag boolean, score double, small short")
+
+
+def typed_rows(n: int) -> list:
+    return [(i, f"caption {i} é" if i % 5 else None, jpeg(i), [float(i), -float(i) / 3],
+             i % 7, list(range(i % 4)), i % 2 == 0, i / 3 if i % 11 else float("nan"), i - 50)
+            for i in range(n)]
+
+
+def same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(a, b) and np.asarray(a).dtype == np.asarray(b).dtype
+    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
+        return True
+    return a == b
+
+
+def test_the_jvm_writer_writes_what_the_python_writer_writes(spark, tmp_path):
+    df = spark.createDataFrame(typed_rows(300), TYPES).repartition(4).sortWithinPartitions("id")
+    out = {}
+    for fmt in ("stoker", "stoker-jvm"):
+        out[fmt] = str(tmp_path / f"{fmt}.stoker")
+        (df.write.format(fmt).mode("append").option("columns", "image=jpeg,id=int")
+         .option("label", "label").option("chunk_size", "16KiB").save(out[fmt]))
+    py, jvm = stoker.Dataset(out["stoker"]), stoker.Dataset(out["stoker-jvm"])
+    assert jvm.version == 1 and len(jvm) == 300 and jvm.num_chunks >= 3
+    assert jvm.columns == py.columns and jvm.label_column == py.label_column == "label"
+    assert jvm.columns["image"] == "jpeg" and jvm.columns["score"] == "float:nan?"
+    for i in range(300):  # the same rows, in the same (partition) order, value for value
+        a, b = py[i], jvm[i]
+        assert a.keys() == b.keys()
+        assert all(same(a[k], b[k]) for k in a), (i, a, b)
+    assert [p.name for p in next((Path(out["stoker-jvm"]) / "parts").iterdir()).iterdir()] == \
+        ["closed"]
+    # append: the next version; reading it back is format("stoker")'s.
+    df.limit(10).write.format("stoker-jvm").mode("append").option("columns", "image=jpeg,id=int") \
+        .option("label", "label").save(out["stoker-jvm"])
+    assert stoker.Dataset(out["stoker-jvm"]).version == 2
+    assert spark.read.format("stoker").load(out["stoker-jvm"]).count() == 310
+
+
+def test_a_jvm_task_retried_after_its_executor_was_killed_leaves_no_duplicate(spark, tmp_path):
+    """The `stoker` the executors run is a script that, for partition 1's first attempt, lets
+    the real pack write its part and then kills the executor's JVM before Spark hears of it."""
+    uri, marker = str(tmp_path / "retry.stoker"), tmp_path / "died"
+    real = Path(sys.executable).parent / "stoker"
+    script = tmp_path / "stoker-then-die"
+    script.write_text(f"""#!/bin/sh
+"{real}" "$@"; rc=$?
+case "$*" in *-0000000001" "*)
+  if [ ! -e "{marker}" ]; then touch "{marker}"; kill -9 $PPID; sleep 10; fi;;
+esac
+exit $rc
+""")
+    script.chmod(0o755)
+    spark.range(0, 400, numPartitions=4).write.format("stoker-jvm").mode("append") \
+        .option("stoker", str(script)).save(uri)
+    assert marker.exists()  # the executor was killed
+    ds = stoker.Dataset(uri)
+    assert ds.version == 1 and ds.columns == {"id": "int?"}
+    assert [ds[i]["id"] for i in range(len(ds))] == list(range(400))  # once each, in order
+    job = next((Path(uri) / "parts").iterdir())
+    assert [p.name for p in job.iterdir()] == ["closed"]  # the killed attempt's part is gone
+
+
+def test_bad_jvm_writes_are_refused_and_publish_nothing(spark, tmp_path):
+    df = spark.createDataFrame(typed_rows(20), TYPES).repartition(2)
+
+    def refused(match, writer, name):
+        with pytest.raises(Exception, match=match):
+            writer.save(str(tmp_path / name))
+        assert not (tmp_path / name / "versions").exists()
+
+    w = df.write.format("stoker-jvm").mode("append")
+    refused("NAME=TYPE", w.option("columns", "id"), "a")
+    refused("'nope' is not a column", w.option("columns", "nope=int"), "b")
+    refused("a string column cannot be stored as int", w.option("columns", "caption=int"), "c")
+    refused(r"does not write map<string,int>",
+            spark.sql("select map('a', 1) as m").write.format("stoker-jvm").mode("append"), "d")
+    # A value the column cannot hold: named (row and column) by the pack, nothing published.
+    refused(r"column 'caption': not a jpeg", w.option("columns", "caption=jpeg"), "e")
+    refused("cannot run '/no/such/stoker'", w.option("stoker", "/no/such/stoker"), "f")
+    refused("UNSUPPORTED_DATA_SOURCE_SAVE_MODE|ErrorIfExists", df.write.format("stoker-jvm"), "g")
+    uri = str(tmp_path / "h")
+    df.write.format("stoker-jvm").mode("append").save(uri)
+    with pytest.raises(Exception, match="never replaces a published version"):
+        df.write.format("stoker-jvm").mode("overwrite").save(uri)
+    assert stoker.Dataset(uri).version == 1 and len(stoker.Dataset(uri)) == 20
+    with pytest.raises(Exception, match="only writes"):
+        spark.read.format("stoker-jvm").load(uri).collect()
+    df.limit(0).write.format("stoker-jvm").mode("append").save(str(tmp_path / "empty"))
+    assert not (tmp_path / "empty" / "versions").exists()  # no rows: nothing published

@@ -169,6 +169,7 @@ def test_wheels_are_small_and_need_nothing_but_glibc_2_28(wheels, tmp_path):
             extension = "_core.abi3.so" if tag == "abi3" else "_core.cpython-"
             assert any(extension in n for n in binaries), names
             assert any(n.endswith("/scripts/stoker") for n in binaries), names
+            assert "stoker/jars/stoker-spark.jar" in names, names  # format("stoker-jvm")
             assert not any(".libs/" in n for n in names), "auditwheel had to vendor a library"
             for name in binaries:
                 path = tmp_path / tag / Path(name).name

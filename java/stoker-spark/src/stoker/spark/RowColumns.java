@@ -1,0 +1,210 @@
+// The dataset's columns for a DataFrame's schema, and how each value goes on the row stream
+// (docs/engines.md, "The row stream"). The types are those stoker.spark's Python writer infers
+// (python/stoker/sources.py, column_types): integers and booleans int, floats float:nan,
+// strings str, binary bytes, arrays of floats ndarray, arrays of integers tokens; every inferred
+// type optional ("?"), as Spark's columns may hold nulls. The option columns=NAME=TYPE,... sets
+// a type by name (image=jpeg), its "?" as given.
+package stoker.spark;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+final class RowColumns implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  enum Wire { INT, FLOAT, TEXT, BINARY, ARRAY }
+
+  static final class Column implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final String name;
+    final String type;     // the stoker type text, "jpeg", "str?", "ndarray:float32?"
+    final Wire wire;
+    final DataType spark;  // the DataFrame column's type
+    final String element;  // ARRAY: the stored element type, "float32", "int64", ...
+
+    Column(String name, String type, Wire wire, DataType spark, String element) {
+      this.name = name;
+      this.type = type;
+      this.wire = wire;
+      this.spark = spark;
+      this.element = element;
+    }
+  }
+
+  final List<Column> columns = new ArrayList<>();
+
+  RowColumns(StructType schema, String overridesText) {
+    Map<String, String> overrides = parseOverrides(overridesText);
+    HashSet<String> names = new HashSet<>();
+    for (StructField f : schema.fields()) {
+      names.add(f.name());
+      String type = overrides.containsKey(f.name()) ? overrides.get(f.name()) : inferred(f) + "?";
+      columns.add(column(f.name(), type, f.dataType()));
+    }
+    for (String name : overrides.keySet()) {
+      if (!names.contains(name)) {
+        throw new IllegalArgumentException(
+            "columns: '" + name + "' is not a column of the input (" + String.join(", ", names)
+                + ")");
+      }
+    }
+  }
+
+  static Map<String, String> parseOverrides(String text) {
+    Map<String, String> out = new TreeMap<>();
+    if (text == null) return out;
+    for (String item : text.split(",")) {
+      item = item.trim();
+      if (item.isEmpty()) continue;
+      int eq = item.indexOf('=');
+      if (eq <= 0 || eq == item.length() - 1) {
+        throw new IllegalArgumentException(
+            "option columns: '" + item + "': give NAME=TYPE, e.g. image=jpeg");
+      }
+      out.put(item.substring(0, eq).trim(), item.substring(eq + 1).trim());
+    }
+    return out;
+  }
+
+  private static String inferred(StructField f) {
+    DataType t = f.dataType();
+    if (isIntegral(t) || t instanceof BooleanType) return "int";
+    if (t instanceof FloatType || t instanceof DoubleType) return "float:nan";
+    if (t instanceof StringType) return "str";
+    if (t instanceof BinaryType) return "bytes";
+    if (t instanceof ArrayType) {
+      DataType e = ((ArrayType) t).elementType();
+      if (e instanceof FloatType) return "ndarray:float32";
+      if (e instanceof DoubleType) return "ndarray:float64";
+      if (isIntegral(e)) return "tokens:" + integralName(e);
+    }
+    throw new IllegalArgumentException(
+        "column '" + f.name() + "': format(\"stoker-jvm\") does not write " + t.simpleString()
+            + " (cast it, or write with format(\"stoker\"), which stores it as json or text)");
+  }
+
+  private static boolean isIntegral(DataType t) {
+    return t instanceof ByteType || t instanceof ShortType || t instanceof IntegerType
+        || t instanceof LongType;
+  }
+
+  private static String integralName(DataType t) {
+    if (t instanceof ByteType) return "int8";
+    if (t instanceof ShortType) return "int16";
+    if (t instanceof IntegerType) return "int32";
+    return "int64";
+  }
+
+  // The stored type's wire form, if the Spark type can give it.
+  private static Column column(String name, String type, DataType spark) {
+    String bare = type.endsWith("?") ? type.substring(0, type.length() - 1) : type;
+    String[] parts = bare.split(":");
+    String base = parts[0];
+    boolean numbers = isIntegral(spark) || spark instanceof FloatType
+        || spark instanceof DoubleType;
+    boolean text = spark instanceof StringType || spark instanceof BinaryType;
+    switch (base) {
+      case "int":
+        if (isIntegral(spark) || spark instanceof BooleanType) {
+          return new Column(name, type, Wire.INT, spark, null);
+        }
+        break;
+      case "float":
+        if (numbers) return new Column(name, type, Wire.FLOAT, spark, null);
+        break;
+      case "str":
+      case "json":
+        if (text) return new Column(name, type, Wire.TEXT, spark, null);
+        break;
+      case "bytes":
+      case "jpeg":
+      case "png":
+        if (text) return new Column(name, type, Wire.BINARY, spark, null);
+        break;
+      case "ndarray":
+      case "tokens":
+        if (spark instanceof ArrayType) {
+          DataType e = ((ArrayType) spark).elementType();
+          boolean numeric = isIntegral(e) || e instanceof FloatType || e instanceof DoubleType;
+          String element = parts.length > 1 ? parts[1] : base.equals("tokens") ? "int32" : null;
+          if (element == null) {
+            throw new IllegalArgumentException("column '" + name + "': give the element type of "
+                + "an ndarray column, e.g. ndarray:float32");
+          }
+          if (numeric && RowStreamOutput.elementSize(element) > 0) {
+            return new Column(name, type, Wire.ARRAY, spark, element);
+          }
+        }
+        break;
+      default:
+        break;
+    }
+    throw new IllegalArgumentException("column '" + name + "': a " + spark.simpleString()
+        + " column cannot be stored as " + type);
+  }
+
+  // The --columns flags, in the stream's order.
+  List<String> flags() {
+    List<String> out = new ArrayList<>();
+    for (Column c : columns) out.add(c.name + "=" + c.type);
+    return out;
+  }
+
+  // One row's values, in the columns' order.
+  void write(InternalRow row, RowStreamOutput out) throws IOException {
+    for (int i = 0; i < columns.size(); i++) {
+      Column c = columns.get(i);
+      if (row.isNullAt(i)) {
+        out.noValue();
+        continue;
+      }
+      DataType t = c.spark;
+      switch (c.wire) {
+        case INT:
+          out.int64(t instanceof BooleanType ? (row.getBoolean(i) ? 1 : 0) : integral(row, i, t));
+          break;
+        case FLOAT:
+          out.float64(t instanceof FloatType ? row.getFloat(i)
+              : t instanceof DoubleType ? row.getDouble(i) : (double) integral(row, i, t));
+          break;
+        case TEXT:
+        case BINARY:
+          out.bytes(t instanceof StringType ? row.getUTF8String(i).getBytes() : row.getBinary(i));
+          break;
+        case ARRAY:
+          ArrayData a = row.getArray(i);
+          out.array(c.name, a, ((ArrayType) t).elementType(), c.element);
+          break;
+        default:
+          throw new IllegalStateException();
+      }
+    }
+  }
+
+  private static long integral(InternalRow row, int i, DataType t) {
+    if (t instanceof ByteType) return row.getByte(i);
+    if (t instanceof ShortType) return row.getShort(i);
+    if (t instanceof IntegerType) return row.getInt(i);
+    return row.getLong(i);
+  }
+}
