@@ -1,12 +1,16 @@
 // upgrade, gc, commit, compact: maintaining a dataset in place.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/parse_number.h"
 #include "common/progress.h"
 #include "dataset/compact.h"
 #include "dataset/gc.h"
@@ -157,9 +161,33 @@ int RunGc(const GcArgs& a) {
   return kExitOk;
 }
 
-int RunDiscard(const std::string& uri, const std::string& job, bool json) {
+// --only-file: part indices separated by commas or white space, from a file or stdin ("-").
+Status ReadPartList(const std::string& file, std::vector<uint32_t>* parts) {
+  std::ifstream stream;
+  if (file != "-") {
+    stream.open(file);
+    if (!stream) return Status::NotFound(fmt::format("cannot open {}", file));
+  }
+  std::istream& in = file == "-" ? std::cin : stream;
+  std::string word;
+  while (in >> word) {
+    std::stringstream items(word);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      if (item.empty()) continue;
+      auto value = ParseUnsigned<uint32_t>(item);
+      if (!value) {
+        return Status::InvalidArgument(fmt::format("{}: '{}' is not a part index", file, item));
+      }
+      parts->push_back(*value);
+    }
+  }
+  return Status::OK();
+}
+
+int RunDiscard(const std::string& uri, const std::string& job, bool close_empty, bool json) {
   auto storage = OpenStorage(uri);
-  auto discarded = storage ? dataset::DiscardParts(**storage, job)
+  auto discarded = storage ? dataset::DiscardParts(**storage, job, close_empty)
                            : Result<dataset::DiscardResult>(Err(storage.error()));
   if (!discarded) return Fail("commit --discard", discarded.error());
   if (json) {
@@ -270,7 +298,9 @@ void RegisterCommit(CLI::App& app, int& exit_code) {
   struct Args {
     std::string dataset;
     dataset::CommitOptions options;
+    std::string only_file;
     bool discard = false;
+    bool close_empty = false;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -284,11 +314,24 @@ void RegisterCommit(CLI::App& app, int& exit_code) {
                   "publish only these parts, by index (an engine's accepted task attempts; "
                   "comma-separated): the job's others are removed")
       ->delimiter(',');
+  cmd->add_option("--only-file", args->only_file,
+                  "like --only, the indices read from this file (any number, separated by commas, "
+                  "spaces or newlines; - for stdin): more parts than a command line holds");
   cmd->add_flag("--discard", args->discard,
                 "publish nothing: remove the job's parts, and refuse any written for it later");
+  cmd->add_flag("--close-empty", args->close_empty,
+                "with --discard: close the job even if no part of it was written yet (an "
+                "engine's failed write: an attempt that starts later is refused)");
   cmd->add_flag("--json", args->json, "print a JSON summary");
   cmd->callback([args, &exit_code] {
-    exit_code = args->discard ? RunDiscard(args->dataset, args->options.job, args->json)
+    if (!args->only_file.empty()) {
+      if (Status st = ReadPartList(args->only_file, &args->options.only); !st.ok()) {
+        exit_code = Fail("commit", st);
+        return;
+      }
+    }
+    exit_code = args->discard ? RunDiscard(args->dataset, args->options.job, args->close_empty,
+                                           args->json)
                               : RunCommit(args->dataset, args->options, args->json);
   });
 }

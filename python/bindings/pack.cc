@@ -203,13 +203,13 @@ nb::dict Commit(nb::handle dst_arg, const std::string& job, nb::handle parts) {
   return PackSummaryDict(dst, *result);
 }
 
-nb::dict DiscardParts(nb::handle dst_arg, const std::string& job) {
+nb::dict DiscardParts(nb::handle dst_arg, const std::string& job, bool close_empty) {
   const std::string dst = FsPath(dst_arg);
   Result<dataset::DiscardResult> result = Err(Status::Internal("unset"));
   {
     nb::gil_scoped_release release;
     auto storage = OpenStorage(dst);
-    result = storage ? dataset::DiscardParts(**storage, job) : Err(storage.error());
+    result = storage ? dataset::DiscardParts(**storage, job, close_empty) : Err(storage.error());
   }
   if (!result) ThrowStatus(SpokenInPython(result.error()));
   nb::dict out;
@@ -343,10 +343,13 @@ void RegisterPack(nb::module_& m) {
         "attempts: the job's other parts are removed, and the job stays closed, so a part "
         "written later is refused). Returns stoker.pack's summary dict.");
   m.def("discard_parts", &DiscardParts, nb::arg("dst"), nb::arg("job"),
+        nb::arg("close_empty") = false,
         "Ends `job` without publishing: removes its parts and refuses any written later (an "
         "engine's failed write); their chunks are garbage for `stoker gc`. Returns "
         "{'parts_removed', 'already_closed'} (closed: committed, being committed or discarded "
-        "before; nothing is done). FileNotFoundError when the job has no parts directory.");
+        "before; nothing is done). FileNotFoundError when the job has no parts directory, "
+        "unless close_empty=True: then it is closed all the same (an engine's attempt that "
+        "starts after the discard is refused).");
   m.def("verify", &Verify, nb::arg("uri"),
         "Re-reads the current version and checks every CRC. Returns a report dict with 'ok', "
         "'problems', 'corrupt_chunks' and 'corrupt_files' (each a list of {'path', 'message'}); "

@@ -101,9 +101,6 @@ def _schema_text(columns: dict[str, str]) -> str:
 
 
 def discard(uri: str, job: str) -> None:
-    """A failed write: its parts go, and its attempts still running are refused. Nothing to do
-    when no task wrote a part (the job has no directory)."""
-    try:
-        discard_parts(uri, job)
-    except FileNotFoundError:
-        pass
+    """A failed write: its parts go, and its attempts still running are refused, also when no
+    task had written a part yet (the job is closed all the same)."""
+    discard_parts(uri, job, close_empty=True)

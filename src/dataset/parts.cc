@@ -467,10 +467,10 @@ Result<PackSummary> Commit(Storage& storage, const CommitOptions& options) {
   return published;
 }
 
-Result<DiscardResult> DiscardParts(Storage& storage, std::string_view job) {
+Result<DiscardResult> DiscardParts(Storage& storage, std::string_view job, bool close_empty) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(job));
   STOKER_ASSIGN_OR_RETURN(const bool has_job, storage.Exists(JobDir(job)));
-  if (!has_job) {
+  if (!has_job && !close_empty) {
     return Err(Status::NotFound(
         fmt::format("{} holds no parts of job '{}'", storage.Describe(JobDir(job)), job)));
   }

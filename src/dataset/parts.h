@@ -66,8 +66,11 @@ struct DiscardResult {
 };
 
 // Ends `job` without publishing: marks it closed (later parts are refused) and removes its
-// parts; their chunks are garbage for `stoker gc`. NotFound when the job has no directory.
-Result<DiscardResult> DiscardParts(Storage& storage, std::string_view job);
+// parts; their chunks are garbage for `stoker gc`. NotFound when the job has no directory
+// (a mistyped name), unless `close_empty`: then the job is closed all the same, so that an
+// engine's attempt that starts after its driver gave up is refused too.
+Result<DiscardResult> DiscardParts(Storage& storage, std::string_view job,
+                                   bool close_empty = false);
 
 // Every file of a closed job (its marker once nothing else is left): the parts of attempts
 // that no commit will publish. gc collects them as it collects any unreferenced file, after

@@ -1,5 +1,6 @@
 #include "dataset/row_stream.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "dataset/addition.h"
 #include "format/column_values.h"
@@ -27,28 +29,23 @@ constexpr uint8_t kRowTag = 1, kEndTag = 0;
 constexpr uint32_t kNoValue = 0xFFFFFFFF;
 constexpr size_t kBufferBytes = size_t{1} << 20;
 
-// Buffered reads of exact sizes from a file descriptor.
+// Buffered reads of exact sizes from a file descriptor, giving up when asked to stop.
 class FdReader {
  public:
-  explicit FdReader(int fd) : fd_(fd), buffer_(kBufferBytes) {}
+  FdReader(int fd, const std::function<bool()>& stop_requested)
+      : fd_(fd), stop_requested_(stop_requested), buffer_(kBufferBytes) {}
 
   // Fills `out` whole. Ok(false): the stream ended before its first byte; an error: it ended
-  // inside, or the read failed.
+  // inside, the read failed, or a stop was asked for.
   Result<bool> Read(std::span<std::byte> out) {
     size_t done = 0;
     while (done < out.size()) {
       if (begin_ == end_) {
-        const ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0)
-          return Err(
-              Status::IOError(fmt::format("reading the row stream: {}", std::strerror(errno))));
+        STOKER_ASSIGN_OR_RETURN(const size_t n, Fill());
         if (n == 0) {
           if (done == 0) return false;
           return Err(Status::InvalidArgument("the row stream is cut short (inside a value)"));
         }
-        begin_ = 0;
-        end_ = static_cast<size_t>(n);
       }
       const size_t take = std::min(out.size() - done, end_ - begin_);
       std::memcpy(out.data() + done, buffer_.data() + begin_, take);
@@ -65,8 +62,47 @@ class FdReader {
                : Status::InvalidArgument("the row stream is cut short (no end marker)");
   }
 
+  // `length` bytes, the vector growing as they arrive.
+  Status ReadValue(uint32_t length, std::vector<std::byte>& out) {
+    out.clear();
+    while (out.size() < length) {
+      const size_t piece = std::min<size_t>(length - out.size(), kBufferBytes * 64);
+      const size_t at = out.size();
+      out.resize(at + piece);
+      STOKER_RETURN_IF_ERROR(ReadAll(std::span(out).subspan(at)));
+    }
+    return Status::OK();
+  }
+
  private:
+  // Reads what is there into the buffer (0: the end), waiting in short polls so that a stop is
+  // seen even when its signal went to another thread.
+  Result<size_t> Fill() {
+    for (;;) {
+      if (stop_requested_ && stop_requested_()) {
+        return Err(Status::Cancelled("stopped while reading the row stream"));
+      }
+      pollfd p{fd_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, kPollMs);
+      if (ready < 0 && errno != EINTR) {
+        return Err(Status::IOError(fmt::format("waiting for the row stream: {}",
+                                               std::strerror(errno))));
+      }
+      if (ready <= 0) continue;
+      const ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n < 0) {
+        return Err(Status::IOError(fmt::format("reading the row stream: {}", std::strerror(errno))));
+      }
+      begin_ = 0;
+      end_ = static_cast<size_t>(n);
+      return end_;
+    }
+  }
+
+  static constexpr int kPollMs = 200;
   int fd_;
+  const std::function<bool()>& stop_requested_;
   std::vector<std::byte> buffer_;
   size_t begin_ = 0, end_ = 0;
 };
@@ -154,9 +190,15 @@ Result<std::vector<std::byte>> Encode(const Column& column, bool is_label,
       }
       return raw;
     }
+    case ColumnType::kJson: {
+      const auto* text = reinterpret_cast<const char*>(raw.data());
+      if (!nlohmann::json::accept(text, text + raw.size())) {
+        return Err(Status::InvalidArgument("not a JSON document"));
+      }
+      return raw;
+    }
     case ColumnType::kBytes:
     case ColumnType::kStr:
-    case ColumnType::kJson:
       return raw;
   }
   return Err(Status::InvalidArgument("unknown column type"));
@@ -189,7 +231,7 @@ Result<std::vector<Column>> ParseRowColumns(const std::vector<std::string>& flag
 }
 
 Result<uint64_t> PackRowStream(const RowStreamOptions& options, StreamPack& pack) {
-  FdReader in(options.fd);
+  FdReader in(options.fd, options.stop_requested);
   std::array<std::byte, kMagic.size()> magic;
   STOKER_ASSIGN_OR_RETURN(const bool any, in.Read(magic));
   if (!any || std::memcmp(magic.data(), kMagic.data(), kMagic.size()) != 0) {
@@ -202,7 +244,14 @@ Result<uint64_t> PackRowStream(const RowStreamOptions& options, StreamPack& pack
     };
     std::byte tag;
     STOKER_RETURN_IF_ERROR(in.ReadAll({&tag, 1}));
-    if (tag == std::byte{kEndTag}) return row;
+    if (tag == std::byte{kEndTag}) {
+      STOKER_ASSIGN_OR_RETURN(const bool more, in.Read({&tag, 1}));
+      if (more) {
+        return Err(Status::InvalidArgument(
+            fmt::format("the row stream goes on after its end marker (after row {})", row)));
+      }
+      return row;
+    }
     if (tag != std::byte{kRowTag}) {
       return Err(Status::InvalidArgument(
           fmt::format("row stream: row {}: starts with {:#04x}, not 0x01 (a row) or 0x00 (the "
@@ -223,8 +272,16 @@ Result<uint64_t> PackRowStream(const RowStreamOptions& options, StreamPack& pack
             fmt::format("{}: no value (not optional: its type would be '{}?')", where(column),
                         format::ColumnTypeText(column))));
       }
-      std::vector<std::byte> raw(length);
-      if (Status st = in.ReadAll(raw); !st.ok()) return Err(st.WithContext(where(column)));
+      const bool eight = column.type == ColumnType::kInt || column.type == ColumnType::kFloat;
+      if (eight && length != 8) {  // before reading (or allocating) what the length says
+        return Err(Status::InvalidArgument(
+            fmt::format("{}: {} bytes; {} values are 8 bytes", where(column), length,
+                        format::ColumnTypeName(column.type))));
+      }
+      std::vector<std::byte> raw;
+      if (Status st = in.ReadValue(length, raw); !st.ok()) {
+        return Err(st.WithContext(where(column)));
+      }
       auto encoded = Encode(column, column.name == options.label, std::move(raw));
       if (!encoded) return Err(encoded.error().WithContext(where(column)));
       std::string path = format::ColumnPath(key, column.name);

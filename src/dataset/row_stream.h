@@ -13,7 +13,7 @@
 //                  column's null)
 //     int          8 bytes, a signed 64-bit integer
 //     float        8 bytes, an IEEE-754 double
-//     str, json    UTF-8 text (json: one JSON document)
+//     str, json    UTF-8 text (json: one JSON document, checked)
 //     bytes        the bytes; jpeg and png: the image file, its signature checked
 //     ndarray      the elements, of the column's element type (needed), one after another; the
 //                  value's shape is the column's (fixed shape), else 1-D
@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct RowStreamOptions {
   std::vector<format::Column> order;  // the columns, in the stream's order
   std::string label;                  // the label column (its values are checked as classes)
   std::string key_prefix;             // each sample's key: prefix + its row number (12 digits)
+  // Asked between reads, and while waiting for the producer (Ctrl-C, a scheduler's TERM): true
+  // ends the pack with Cancelled.
+  std::function<bool()> stop_requested;
 };
 
 // The stream's column order is the order of `--columns NAME=TYPE` flags; ParseRowColumns makes
@@ -43,7 +47,8 @@ Result<std::vector<format::Column>> ParseRowColumns(const std::vector<std::strin
 
 // Reads every row of the stream into `pack` (samples Add-ed, not finished) and returns how many.
 // InvalidArgument naming the row and column for a value that does not fit its column, and for a
-// stream that is not one or ends without its end marker.
+// stream that is not one, ends without its end marker, or goes on after it. A value's memory is
+// allocated as its bytes arrive, so a damaged length costs an error, not gigabytes.
 Result<uint64_t> PackRowStream(const RowStreamOptions& options, StreamPack& pack);
 
 }  // namespace stoker::dataset

@@ -412,7 +412,8 @@ def test_row_stream_parts_and_commit_only(tmp_path, stoker_cli):
                           name, "--json", input=row_stream(rows), binary=True)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["files_added"] == 20 * 2 + 7
-    proc = stoker_cli("commit", path, "--job", "eng", "--only", "11,22", "--json")
+    proc = stoker_cli("commit", path, "--job", "eng", "--only-file", "-", "--json",
+                      input="11\n22\n")
     assert proc.returncode == 0, proc.stderr
     ds = stoker.Dataset(path)
     assert ds.columns == {"x": "int", "note": "str?", "data": "bytes"}
@@ -430,3 +431,14 @@ def test_row_stream_parts_and_commit_only(tmp_path, stoker_cli):
     proc = stoker_cli("pack", tmp_path, path, "--name", "x")
     assert proc.returncode == 2 and b"--name is for row stream input" in proc.stderr.encode()
     assert stoker.Dataset(path).version == 1
+    # An engine's abort before any part was written closes the job all the same: an attempt
+    # that starts later is refused (without --close-empty, a job with no parts is a mistake).
+    proc = stoker_cli("commit", path, "--job", "eng3", "--discard")
+    assert proc.returncode == 1 and "holds no parts of job 'eng3'" in proc.stderr
+    proc = stoker_cli("commit", path, "--job", "eng3", "--discard", "--close-empty")
+    assert proc.returncode == 0, proc.stderr
+    late = stoker_cli("pack", "-", path, *flags, "--part", 55, "--job", "eng3",
+                      input=row_stream([(1, "a", b"x")]), binary=True)
+    assert late.returncode == 1 and b"already committed or discarded" in late.stderr
+    proc = stoker_cli("commit", path, "--job", "eng", "--only", "1,x")
+    assert proc.returncode == 2 and "--only" in proc.stderr

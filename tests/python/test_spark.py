@@ -256,21 +256,30 @@ exit $rc
 def test_bad_jvm_writes_are_refused_and_publish_nothing(spark, tmp_path):
     df = spark.createDataFrame(typed_rows(20), TYPES).repartition(2)
 
-    def refused(match, writer, name):
+    def refused(match, name, frame=df, mode="append", **options):
+        writer = frame.write.format("stoker-jvm")
+        if mode:
+            writer = writer.mode(mode)
+        for key, value in options.items():
+            writer = writer.option(key, value)
         with pytest.raises(Exception, match=match):
             writer.save(str(tmp_path / name))
         assert not (tmp_path / name / "versions").exists()
 
-    w = df.write.format("stoker-jvm").mode("append")
-    refused("NAME=TYPE", w.option("columns", "id"), "a")
-    refused("'nope' is not a column", w.option("columns", "nope=int"), "b")
-    refused("a string column cannot be stored as int", w.option("columns", "caption=int"), "c")
-    refused(r"does not write map<string,int>",
-            spark.sql("select map('a', 1) as m").write.format("stoker-jvm").mode("append"), "d")
-    # A value the column cannot hold: named (row and column) by the pack, nothing published.
-    refused(r"column 'caption': not a jpeg", w.option("columns", "caption=jpeg"), "e")
-    refused("cannot run '/no/such/stoker'", w.option("stoker", "/no/such/stoker"), "f")
-    refused("UNSUPPORTED_DATA_SOURCE_SAVE_MODE|ErrorIfExists", df.write.format("stoker-jvm"), "g")
+    # Refused on the driver, before any task runs.
+    refused("NAME=TYPE", "a", columns="id")
+    refused("'nope' is not a column", "b", columns="nope=int")
+    refused("a string column cannot be stored as int", "c", columns="caption=int")
+    refused("does not write json columns", "c2", columns="caption=json")
+    refused("does not write map<string,int>", "d", spark.sql("select map('a', 1) as m"))
+    refused("column 'caption': a label column must be of type int", "d2", label="caption")
+    refused("chunk", "d3", chunk_size="lots")
+    refused("cannot run '/no/such/stoker'", "f", stoker="/no/such/stoker")
+    refused("UNSUPPORTED_DATA_SOURCE_SAVE_MODE|ErrorIfExists", "g", mode=None)
+    # A value the column cannot hold: named (row and column) by a task's pack, nothing published.
+    refused(r"row \d+: column 'caption': not a jpeg", "e", columns="caption=jpeg?")
+    refused(r"element 0 \(-?\d+\) does not fit uint8|element 0 is null", "e2",
+            spark.createDataFrame([([300],), ([1],)], "t array<int>"), columns="t=tokens:uint8")
     uri = str(tmp_path / "h")
     df.write.format("stoker-jvm").mode("append").save(uri)
     with pytest.raises(Exception, match="never replaces a published version"):
@@ -280,3 +289,13 @@ def test_bad_jvm_writes_are_refused_and_publish_nothing(spark, tmp_path):
         spark.read.format("stoker-jvm").load(uri).collect()
     df.limit(0).write.format("stoker-jvm").mode("append").save(str(tmp_path / "empty"))
     assert not (tmp_path / "empty" / "versions").exists()  # no rows: nothing published
+
+
+def test_null_array_elements_are_nan_as_the_python_writer_makes_them(spark, tmp_path):
+    df = spark.createDataFrame([(1, [1.0, None]), (2, None)], "id long, emb array<double>")
+    for fmt in ("stoker", "stoker-jvm"):
+        uri = str(tmp_path / f"{fmt}.stoker")
+        df.coalesce(1).write.format(fmt).mode("append").save(uri)
+        ds = stoker.Dataset(uri)
+        assert ds.columns == {"id": "int?", "emb": "ndarray:float64?"}
+        assert ds[0]["emb"][0] == 1.0 and np.isnan(ds[0]["emb"][1]) and ds[1]["emb"] is None

@@ -210,9 +210,9 @@ def commit(dst: object, job: str = 'default', parts: int | Sequence[int] = 0) ->
     Publishes every part of `job` (stoker.Writer(..., part=...) or `stoker pack --part`) as one new version, as `stoker commit` does; `parts`: how many to expect (0: as their names say), or the list of part indices to publish (an engine's accepted task attempts: the job's other parts are removed, and the job stays closed, so a part written later is refused). Returns stoker.pack's summary dict.
     """
 
-def discard_parts(dst: object, job: str) -> dict:
+def discard_parts(dst: object, job: str, close_empty: bool = False) -> dict:
     """
-    Ends `job` without publishing: removes its parts and refuses any written later (an engine's failed write); their chunks are garbage for `stoker gc`. Returns {'parts_removed', 'already_closed'} (closed: committed, being committed or discarded before; nothing is done). FileNotFoundError when the job has no parts directory.
+    Ends `job` without publishing: removes its parts and refuses any written later (an engine's failed write); their chunks are garbage for `stoker gc`. Returns {'parts_removed', 'already_closed'} (closed: committed, being committed or discarded before; nothing is done). FileNotFoundError when the job has no parts directory, unless close_empty=True: then it is closed all the same (an engine's attempt that starts after the discard is refused).
     """
 
 def verify(uri: object) -> dict:

@@ -133,9 +133,13 @@ final class RowColumns implements Serializable {
         if (numbers) return new Column(name, type, Wire.FLOAT, spark, null);
         break;
       case "str":
-      case "json":
         if (text) return new Column(name, type, Wire.TEXT, spark, null);
         break;
+      case "json":
+        // stoker.spark's Python writer stores a string as a JSON string ("\"...\""), not as
+        // the document it may hold; rather than differ, leave json to it.
+        throw new IllegalArgumentException("column '" + name + "': format(\"stoker-jvm\") does "
+            + "not write json columns: write with format(\"stoker\"), or store the text as str");
       case "bytes":
       case "jpeg":
       case "png":
@@ -164,9 +168,12 @@ final class RowColumns implements Serializable {
   }
 
   // The --columns flags, in the stream's order.
-  List<String> flags() {
+  List<String> packFlags() {
     List<String> out = new ArrayList<>();
-    for (Column c : columns) out.add(c.name + "=" + c.type);
+    for (Column c : columns) {
+      out.add("--columns");
+      out.add(c.name + "=" + c.type);
+    }
     return out;
   }
 

@@ -17,6 +17,8 @@ import org.apache.spark.sql.types.ShortType;
 
 final class RowStreamOutput implements AutoCloseable {
   private static final byte[] MAGIC = "STKROWS1".getBytes(StandardCharsets.US_ASCII);
+  // A stream of no rows: the magic and the end marker.
+  static final byte[] EMPTY = "STKROWS1\0".getBytes(StandardCharsets.US_ASCII);
   private final OutputStream out;
   private final byte[] scratch = new byte[8];
 
@@ -81,12 +83,12 @@ final class RowStreamOutput implements AutoCloseable {
     length((long) n * size);
     boolean toFloat = element.startsWith("float");
     for (int j = 0; j < n; j++) {
-      if (a.isNullAt(j)) {
-        throw new IllegalArgumentException(
-            "column '" + column + "': element " + j + " is null (an array holds numbers only)");
+      if (a.isNullAt(j) && !toFloat) {
+        throw new IllegalArgumentException("column '" + column + "': element " + j
+            + " is null (integers have no null; NumPy, and so stoker.spark, refuses it too)");
       }
-      if (toFloat) {
-        double v = from instanceof FloatType ? a.getFloat(j)
+      if (toFloat) {  // a null element is NaN, as numpy.asarray makes it
+        double v = a.isNullAt(j) ? Double.NaN : from instanceof FloatType ? a.getFloat(j)
             : from instanceof DoubleType ? a.getDouble(j) : (double) integral(a, j, from);
         if (size == 4) {
           little(Float.floatToRawIntBits((float) v) & 0xFFFFFFFFL, 4);

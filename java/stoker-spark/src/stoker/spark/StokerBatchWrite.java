@@ -2,19 +2,24 @@
 // a job name made here on the driver; each task attempt writes a part of its own under a random
 // part index, its rows in the directory <job>-<partition:010d> so the version keeps the
 // partitions' order; commit publishes exactly the accepted attempts' parts (`stoker commit
-// --only`), removing the others; abort discards the job, refusing any attempt still running.
+// --only-file -`: any number of them), removing the others; abort discards the job, refusing
+// any attempt still running or yet to start.
 package stoker.spark;
 
 import java.io.File;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.Serializable;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
-import java.util.StringJoiner;
+import java.util.stream.Stream;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriter;
@@ -52,6 +57,37 @@ final class StokerBatchWrite implements BatchWrite {
     String binary = options.getOrDefault("stoker", "stoker");
     settings = new Settings(path, job.toString(), binary,
         new RowColumns(schema, options.get("columns")), flags);
+    check(settings);
+  }
+
+  // What `stoker pack` would refuse in every task (a column name or type, the label, an option's
+  // value; the CLI itself missing) is refused here, once: an empty row stream packed into a
+  // scratch directory, with the tasks' flags.
+  private static void check(Settings s) {
+    Path scratch;
+    try {
+      scratch = Files.createTempDirectory("stoker-jvm-check");
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    try {
+      List<String> args = new ArrayList<>(List.of("pack", "-", scratch.resolve("check").toString(),
+          "-q"));
+      args.addAll(s.columns.packFlags());
+      args.addAll(s.packFlags);
+      run(s, args, "pack (its columns and options, checked on the driver)",
+          RowStreamOutput.EMPTY);
+    } finally {
+      deleteTree(scratch);
+    }
+  }
+
+  private static void deleteTree(Path root) {
+    try (Stream<Path> paths = Files.walk(root)) {
+      paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException e) {
+      // a scratch directory left in the temporary directory: harmless
+    }
   }
 
   static final class Settings implements Serializable {
@@ -110,16 +146,16 @@ final class StokerBatchWrite implements BatchWrite {
 
   @Override
   public void commit(WriterCommitMessage[] messages) {
-    StringJoiner only = new StringJoiner(",");
+    StringBuilder only = new StringBuilder();  // one index a line, on the commit's stdin
     for (WriterCommitMessage m : messages) {
-      if (m instanceof Part && ((Part) m).rows > 0) only.add(Long.toString(((Part) m).part));
+      if (m instanceof Part && ((Part) m).rows > 0) only.append(((Part) m).part).append('\n');
     }
     if (only.length() == 0) {  // no task wrote a row: nothing to publish, the job is closed
       discard();
       return;
     }
-    run(settings, List.of("commit", settings.path, "--job", settings.job, "--only",
-        only.toString(), "--json"), "commit");
+    run(settings, List.of("commit", settings.path, "--job", settings.job, "--only-file", "-",
+        "--json"), "commit", only.toString().getBytes(StandardCharsets.US_ASCII));
   }
 
   @Override
@@ -127,26 +163,33 @@ final class StokerBatchWrite implements BatchWrite {
     discard();
   }
 
+  // Closed even if no part was written yet, so that an attempt starting later is refused too.
   private void discard() {
-    try {
-      run(settings, List.of("commit", settings.path, "--job", settings.job, "--discard",
-          "--json"), "discard");
-    } catch (RuntimeException e) {
-      // No part was written (the job has no directory): nothing to discard.
-      if (!e.getMessage().contains("NotFound")) throw e;
-    }
+    run(settings, List.of("commit", settings.path, "--job", settings.job, "--discard",
+        "--close-empty", "--json"), "discard", new byte[0]);
   }
 
-  // Runs `stoker ARGS` to its end; its error output in the exception when it fails.
-  static void run(Settings s, List<String> args, String what) {
+  // Runs `stoker ARGS` with `input` on its stdin, to its end; its error output in the exception
+  // when it fails.
+  static void run(Settings s, List<String> args, String what, byte[] input) {
     List<String> command = new ArrayList<>();
     command.add(s.binary);
     command.addAll(args);
     try {
-      File log = File.createTempFile("stoker-" + what, ".log");
+      File log = File.createTempFile("stoker-", ".log");
       try {
-        Process p = new ProcessBuilder(command).redirectOutput(ProcessBuilder.Redirect.DISCARD)
-            .redirectError(log).start();
+        Process p;
+        try {
+          p = new ProcessBuilder(command).redirectOutput(ProcessBuilder.Redirect.DISCARD)
+              .redirectError(log).start();
+        } catch (IOException e) {
+          throw new IOException(cannotRun(s, e), e);
+        }
+        try (OutputStream in = p.getOutputStream()) {
+          in.write(input);
+        } catch (IOException e) {
+          // it exited without reading: its exit code and message say why
+        }
         int rc = p.waitFor();
         if (rc != 0) {
           throw new RuntimeException("stoker " + what + " of job " + s.job + " failed (exit "
@@ -157,7 +200,7 @@ final class StokerBatchWrite implements BatchWrite {
         log.delete();
       }
     } catch (IOException e) {
-      throw new RuntimeException(cannotRun(s, e), e);
+      throw new UncheckedIOException(e);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       throw new RuntimeException("interrupted while running stoker " + what, e);

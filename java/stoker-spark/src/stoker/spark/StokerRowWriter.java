@@ -47,10 +47,7 @@ final class StokerRowWriter implements DataWriter<InternalRow> {
     List<String> command = new ArrayList<>(List.of(settings.binary, "pack", "-", settings.path,
         "--part", Long.toString(part), "--job", settings.job, "--name",
         String.format("%s-%010d", settings.job, partition), "-q"));
-    for (String flag : settings.columns.flags()) {
-      command.add("--columns");
-      command.add(flag);
-    }
+    command.addAll(settings.columns.packFlags());
     command.addAll(settings.packFlags);
     log = File.createTempFile("stoker-pack", ".log");
     try {
@@ -89,9 +86,10 @@ final class StokerRowWriter implements DataWriter<InternalRow> {
         + " of job " + settings.job + ") failed: " + said, cause);
   }
 
+  // No time limit: a pack writing a large part to slow storage is working; a hung one ends with
+  // the task (Spark interrupts it).
   private int waitFor() {
     try {
-      if (!process.waitFor(10, TimeUnit.MINUTES)) process.destroyForcibly();
       return process.waitFor();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
