@@ -330,9 +330,9 @@ void RegisterCommit(CLI::App& app, int& exit_code) {
         return;
       }
     }
-    exit_code = args->discard ? RunDiscard(args->dataset, args->options.job, args->close_empty,
-                                           args->json)
-                              : RunCommit(args->dataset, args->options, args->json);
+    exit_code = args->discard
+                    ? RunDiscard(args->dataset, args->options.job, args->close_empty, args->json)
+                    : RunCommit(args->dataset, args->options, args->json);
   });
 }
 

@@ -283,8 +283,7 @@ int RunRowStreamPack(const PackArgs& args) {
   constexpr uint64_t kQueueBytes = uint64_t{64} << 20;  // as stoker.Writer's
   auto pack = dataset::StreamPack::Start(*std::move(storage), std::move(options), kQueueBytes);
   if (!pack) return PackFailed(pack.error());
-  const dataset::RowStreamOptions rows{STDIN_FILENO, *order, schema->label, *prefix,
-                                       StopRequested};
+  const dataset::RowStreamOptions rows{STDIN_FILENO, *order, schema->label, *prefix, StopRequested};
   if (auto read = dataset::PackRowStream(rows, **pack); !read) {
     (*pack)->Abort();
     bar.Finish();

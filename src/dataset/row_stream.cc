@@ -85,14 +85,15 @@ class FdReader {
       pollfd p{fd_, POLLIN, 0};
       const int ready = ::poll(&p, 1, kPollMs);
       if (ready < 0 && errno != EINTR) {
-        return Err(Status::IOError(fmt::format("waiting for the row stream: {}",
-                                               std::strerror(errno))));
+        return Err(
+            Status::IOError(fmt::format("waiting for the row stream: {}", std::strerror(errno))));
       }
       if (ready <= 0) continue;
       const ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (n < 0) {
-        return Err(Status::IOError(fmt::format("reading the row stream: {}", std::strerror(errno))));
+        return Err(
+            Status::IOError(fmt::format("reading the row stream: {}", std::strerror(errno))));
       }
       begin_ = 0;
       end_ = static_cast<size_t>(n);
@@ -274,9 +275,9 @@ Result<uint64_t> PackRowStream(const RowStreamOptions& options, StreamPack& pack
       }
       const bool eight = column.type == ColumnType::kInt || column.type == ColumnType::kFloat;
       if (eight && length != 8) {  // before reading (or allocating) what the length says
-        return Err(Status::InvalidArgument(
-            fmt::format("{}: {} bytes; {} values are 8 bytes", where(column), length,
-                        format::ColumnTypeName(column.type))));
+        return Err(Status::InvalidArgument(fmt::format("{}: {} bytes; {} values are 8 bytes",
+                                                       where(column), length,
+                                                       format::ColumnTypeName(column.type))));
       }
       std::vector<std::byte> raw;
       if (Status st = in.ReadValue(length, raw); !st.ok()) {

@@ -193,10 +193,12 @@ TEST_F(RowStreamTest, WhatIsWrongIsNamedAndNothingIsPublished) {
   cases.push_back({Stream().Row().Value("{\"a\": ").End(), {"j=json"}, "not a JSON document"});
   cases.push_back({Stream().Row().Int(1).End().Raw("x"), {"x=int"}, "after its end marker"});
   // A damaged length is refused before anything is allocated for it.
-  cases.push_back({Stream().Row().Raw(Stream::Bytes(uint32_t{0xFFFFFFF0})), {"x=int"},
+  cases.push_back({Stream().Row().Raw(Stream::Bytes(uint32_t{0xFFFFFFF0})),
+                   {"x=int"},
                    "4294967280 bytes; int values are 8 bytes"});
   cases.push_back({Stream().Row().Raw(Stream::Bytes(uint32_t{0xFFFFFFF0})).Raw("abc"),
-                   {"b=bytes"}, "cut short"});
+                   {"b=bytes"},
+                   "cut short"});
   cases.push_back({Stream().Row().Value("\x89PNX").End(), {"i=png"}, "not a png"});
   for (auto& c : cases) {
     SCOPED_TRACE(c.says);
