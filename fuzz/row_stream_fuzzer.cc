@@ -37,10 +37,16 @@ bool WriteInput(const uint8_t* data, size_t size) {
 
 // One column of every kind the stream carries (fuzz/corpus/row_stream/ is in this order).
 const std::vector<std::string>& Flags() {
-  static const std::vector<std::string> flags = {
-      "label=int", "f=float:nan?", "s=str?",           "b=bytes?",
-      "j=jpeg?",   "p=png?",       "t=tokens:int16?", "n=ndarray:float32?",
-      "m=ndarray:uint8:2x2?", "o=json?"};
+  static const std::vector<std::string> flags = {"label=int",
+                                                 "f=float:nan?",
+                                                 "s=str?",
+                                                 "b=bytes?",
+                                                 "j=jpeg?",
+                                                 "p=png?",
+                                                 "t=tokens:int16?",
+                                                 "n=ndarray:float32?",
+                                                 "m=ndarray:uint8:2x2?",
+                                                 "o=json?"};
   return flags;
 }
 

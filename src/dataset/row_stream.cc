@@ -66,7 +66,8 @@ class FdReader {
   Status ReadValue(uint32_t length, std::vector<std::byte>& out) {
     out.clear();
     while (out.size() < length) {
-      const size_t piece = std::min<size_t>(length - out.size(), kBufferBytes * 64);
+      // At most a buffer more than has arrived; the vector still grows geometrically.
+      const size_t piece = std::min<size_t>(length - out.size(), kBufferBytes);
       const size_t at = out.size();
       out.resize(at + piece);
       STOKER_RETURN_IF_ERROR(ReadAll(std::span(out).subspan(at)));
