@@ -2,9 +2,6 @@
 // the stream comes from another program (the Spark executors' JVMs, any producer), so a hostile
 // one must come back as an error, never a crash or a huge allocation; and when the pack succeeds,
 // the published version must open, pass a full verify and hold every row.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,26 +11,10 @@
 #include "dataset/stream_pack.h"
 #include "dataset/verify.h"
 #include "fuzz_check.h"
+#include "fuzz_input.h"
 #include "storage/memory_storage.h"
 
 namespace {
-
-int InputFd() {
-  static const int fd = memfd_create("stoker-row-stream-fuzz", MFD_CLOEXEC);
-  return fd;
-}
-
-bool WriteInput(const uint8_t* data, size_t size) {
-  const int fd = InputFd();
-  if (fd < 0 || ftruncate(fd, 0) != 0) return false;
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = pwrite(fd, data + done, size - done, static_cast<off_t>(done));
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return lseek(fd, 0, SEEK_SET) == 0;
-}
 
 // One column of every kind the stream carries (fuzz/corpus/row_stream/ is in this order).
 const std::vector<std::string>& Flags() {
@@ -54,7 +35,7 @@ const std::vector<std::string>& Flags() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace stoker;
-  if (!WriteInput(data, size)) __builtin_trap();  // the harness itself is broken
+  if (!stoker::fuzz::WriteInput(data, size)) __builtin_trap();  // the harness itself is broken
   auto order = dataset::ParseRowColumns(Flags());
   FUZZ_CHECK(order.has_value());
   auto schema = format::MakeSchema(*order, "label");
@@ -66,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.columns = format::FormatSchema(*schema);
   auto pack = dataset::StreamPack::Start(storage, options, 1 << 20);
   FUZZ_CHECK(pack.has_value());
-  auto rows = dataset::PackRowStream({InputFd(), *order, "label", "p/", nullptr}, **pack);
+  auto rows =
+      dataset::PackRowStream({stoker::fuzz::InputFd(), *order, "label", "p/", nullptr}, **pack);
   if (!rows) {
     (*pack)->Abort();
     return 0;
