@@ -11,6 +11,7 @@
 #include "common/crc32c.h"
 #include "common/parse_number.h"
 #include "common/retry.h"
+#include "s3/xml.h"
 
 namespace stoker::s3 {
 
@@ -51,35 +52,6 @@ std::string Crc32cBase64(std::span<const std::byte> body) {
   return Base64(be, 4);
 }
 
-std::string XmlUnescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
-      out.push_back(s[i]);
-      continue;
-    }
-    const size_t semi = s.find(';', i);
-    const std::string_view entity =
-        s.substr(i + 1, semi == std::string_view::npos ? 0 : semi - i - 1);
-    if (entity == "amp")
-      out.push_back('&');
-    else if (entity == "lt")
-      out.push_back('<');
-    else if (entity == "gt")
-      out.push_back('>');
-    else if (entity == "quot")
-      out.push_back('"');
-    else if (entity == "apos")
-      out.push_back('\'');
-    else {
-      out.push_back('&');
-      continue;
-    }
-    i = semi;
-  }
-  return out;
-}
-
 // encoding-type=url answers: %XY escapes, and '+' for a space (S3 encodes form-style).
 std::string UrlDecode(std::string_view s) {
   std::string out;
@@ -98,26 +70,6 @@ std::string UrlDecode(std::string_view s) {
   return out;
 }
 
-// The text of each <tag>…</tag> in `xml`, in order (S3's answers never nest a tag in itself).
-std::vector<std::string_view> Elements(std::string_view xml, std::string_view tag) {
-  std::vector<std::string_view> out;
-  const std::string open = "<" + std::string(tag) + ">", close = "</" + std::string(tag) + ">";
-  size_t pos = 0;
-  while ((pos = xml.find(open, pos)) != std::string_view::npos) {
-    const size_t start = pos + open.size();
-    const size_t end = xml.find(close, start);
-    if (end == std::string_view::npos) break;
-    out.push_back(xml.substr(start, end - start));
-    pos = end + close.size();
-  }
-  return out;
-}
-
-std::string First(std::string_view xml, std::string_view tag) {
-  auto e = Elements(xml, tag);
-  return e.empty() ? "" : XmlUnescape(e.front());
-}
-
 struct Endpoint {
   std::string scheme, host;  // host with ":port" if any
 };
@@ -132,6 +84,18 @@ Status StatusOf(const Result<T>& r) {
   return r ? Status::OK() : r.error();
 }
 
+// The store's words for credentials that ran out or were taken back: worth fetching new ones
+// (once) before giving up. AWS says ExpiredToken or InvalidAccessKeyId; Ceph RGW answers a
+// revoked key with AccessDenied, which is also what a missing permission gets (then the new
+// credentials are refused too, at the cost of one fetch and one request).
+bool CredentialsRefused(long status, const std::string& body) {
+  if (status != 400 && status != 403) return false;
+  const std::string code = XmlFirst(body, "Code");
+  return code == "ExpiredToken" || code == "TokenRefreshRequired" || code == "InvalidAccessKeyId" ||
+         code == "InvalidToken" || code == "UserSuspended" || code == "SignatureDoesNotMatch" ||
+         code == "AccessDenied" || (status == 403 && code.empty());
+}
+
 bool RetryableStatus(long status, const std::string& code) {
   return status == 500 || status == 502 || status == 503 || status == 504 || status == 429 ||
          code == "SlowDown" || code == "RequestTimeout" || code == "InternalError" ||
@@ -144,14 +108,14 @@ Result<std::string> ParseListPage(std::string_view xml, ObjectListing* out) {
   if (xml.find("<ListBucketResult") == std::string_view::npos) {
     return Err(Status::Corruption("S3 listing: not a ListBucketResult"));
   }
-  for (std::string_view contents : Elements(xml, "Contents")) {
-    out->keys.push_back(UrlDecode(XmlUnescape(First(contents, "Key"))));
+  for (std::string_view contents : XmlElements(xml, "Contents")) {
+    out->keys.push_back(UrlDecode(XmlUnescape(XmlFirst(contents, "Key"))));
   }
-  for (std::string_view prefix : Elements(xml, "CommonPrefixes")) {
-    out->prefixes.push_back(UrlDecode(XmlUnescape(First(prefix, "Prefix"))));
+  for (std::string_view prefix : XmlElements(xml, "CommonPrefixes")) {
+    out->prefixes.push_back(UrlDecode(XmlUnescape(XmlFirst(prefix, "Prefix"))));
   }
-  if (First(xml, "IsTruncated") != "true") return std::string();
-  std::string token = First(xml, "NextContinuationToken");
+  if (XmlFirst(xml, "IsTruncated") != "true") return std::string();
+  std::string token = XmlFirst(xml, "NextContinuationToken");
   if (token.empty()) return Err(Status::Corruption("S3 listing: truncated without a token"));
   return token;
 }
@@ -165,8 +129,9 @@ Result<std::shared_ptr<S3Client>> S3Client::Create(S3Config config) {
   return std::shared_ptr<S3Client>(new S3Client(std::move(config)));
 }
 
-// One attempt's URL and header lines, signed (afresh each attempt: x-amz-date).
-http::Request S3Client::Sign(const Request& r) const {
+// One attempt's URL and header lines, signed (afresh each attempt: x-amz-date) with
+// `credentials`.
+http::Request S3Client::Sign(const Request& r, const Credentials& credentials) const {
   const Endpoint ep = SplitEndpoint(config_.endpoint);
   std::string host = ep.host, path;
   if (config_.path_style) {
@@ -200,15 +165,15 @@ http::Request S3Client::Sign(const Request& r) const {
   s.headers.emplace_back("host", host);
   s.headers.emplace_back("x-amz-date", date);
   s.headers.emplace_back("x-amz-content-sha256", s.payload_sha256);
-  if (!config_.credentials.session_token.empty()) {
-    s.headers.emplace_back("x-amz-security-token", config_.credentials.session_token);
+  if (!credentials.session_token.empty()) {
+    s.headers.emplace_back("x-amz-security-token", credentials.session_token);
   }
   for (const auto& [name, value] : s.headers) {
     if (name == "host") continue;  // curl sends the URL's host
     out.header_lines.push_back(name + ": " + value);
   }
   out.header_lines.push_back("Authorization: " +
-                             Authorization(s, config_.credentials, date, config_.region));
+                             Authorization(s, credentials, date, config_.region));
   out.header_lines.push_back("Expect:");  // no 100-continue round trip
   out.header_lines.push_back("Content-Type:");
   return out;
@@ -220,8 +185,8 @@ namespace {
 // as CompleteMultipartUpload may answer). Throttling and server errors say nothing about the
 // data: the store is unavailable (retryable). Other refusals are final.
 Status ErrorOfAnswer(long status, const std::string& body, const std::string& where) {
-  const std::string code = First(body, "Code");
-  const std::string message = First(body, "Message");
+  const std::string code = XmlFirst(body, "Code");
+  const std::string message = XmlFirst(body, "Message");
   // HEAD answers carry no body: name the status then.
   const std::string what = !code.empty()   ? code
                            : status == 403 ? "Forbidden (wrong credentials, or no permission)"
@@ -244,9 +209,19 @@ Result<http::Response> S3Client::Call(const Request& r) {
                           .base_backoff = std::chrono::milliseconds(100),
                           .max_backoff = std::chrono::milliseconds(20000)});
   Status last;
+  bool refreshed = false;  // new credentials fetched once after a refusal: not again
   while (retry.Next(last)) {
-    const http::Request signed_request = Sign(r);
+    STOKER_ASSIGN_OR_RETURN(Credentials credentials, config_.credentials->Current());
+    const http::Request signed_request = Sign(r, credentials);
     auto response = http_->Perform(signed_request);
+    if (response && !refreshed && CredentialsRefused(response->status, response->body) &&
+        config_.credentials->RefreshAfterRefusal(credentials)) {
+      // Expired or revoked temporary credentials: sign again with new ones, not counted as a
+      // failed attempt (the store said nothing about the data).
+      refreshed = true;
+      STOKER_ASSIGN_OR_RETURN(Credentials fresh, config_.credentials->Current());
+      response = http_->Perform(Sign(r, fresh));
+    }
     if (response && (response->status >= 300 ||
                      (response->status == 200 && r.body.size() > 0 && r.method == "POST" &&
                       response->body.find("<Error>") != std::string::npos))) {
@@ -301,7 +276,7 @@ Result<std::string> S3Client::CreateMultipartUpload(const std::string& bucket,
   Request r{"POST", bucket, key};
   r.query = {{"uploads", ""}};
   STOKER_ASSIGN_OR_RETURN(http::Response response, Call(r));
-  std::string id = First(response.body, "UploadId");
+  std::string id = XmlFirst(response.body, "UploadId");
   if (id.empty()) {
     return Err(Status::IOError(fmt::format("s3://{}/{}: no UploadId in the answer", bucket, key)));
   }
@@ -353,7 +328,7 @@ Status S3Client::CopyObject(const std::string& bucket, const std::string& from,
   // CopyObject can answer 200 and still have failed: the error is in the body.
   if (response.body.find("<Error>") != std::string::npos) {
     return Status::IOError(fmt::format("copy s3://{}/{} to {}: {}", bucket, from, to,
-                                       First(response.body, "Message")));
+                                       XmlFirst(response.body, "Message")));
   }
   return Status::OK();
 }

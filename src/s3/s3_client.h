@@ -2,7 +2,8 @@
 // multipart upload, copy, delete, ListObjectsV2), each signed with SigV4 (sigv4.h) and retried
 // as the AWS SDKs do (AWS_MAX_ATTEMPTS, exponential backoff with full jitter on throttling,
 // 5xx, connection failures and short bodies: the retryable status codes). A body shorter than
-// promised is never a success.
+// promised is never a success. Temporary credentials are refreshed before they expire, and
+// once more when the store refuses them (credentials.h).
 //
 // Requests go through one http::Client (src/http/http_client.h): connections are kept alive
 // and pooled, so concurrent calls from many reader threads each keep their own. Thread-safe.
@@ -71,7 +72,7 @@ class S3Client {
   // A request with its retries (src/common/retry.h: AWS_MAX_ATTEMPTS tries, backoff from
   // 100 ms with full jitter, capped at 20 s); each attempt signed afresh (x-amz-date).
   Result<http::Response> Call(const Request& request);
-  http::Request Sign(const Request& request) const;
+  http::Request Sign(const Request& request, const Credentials& credentials) const;
 
   const S3Config config_;
   const std::shared_ptr<http::Client> http_;

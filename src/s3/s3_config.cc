@@ -1,10 +1,16 @@
 #include "s3/s3_config.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "s3/credential_sources.h"
 
 extern char** environ;
 
@@ -85,6 +91,156 @@ std::map<std::string, std::map<std::string, std::string>> ParseIni(std::string_v
   return out;
 }
 
+namespace {
+
+// What the credential chain reads: the environment, the profile's settings, the region.
+struct CredentialSettings {
+  const std::map<std::string, std::string>& env;
+  std::string profile;
+  std::string credentials_file;
+  std::string config_file;
+  std::map<std::string, std::string> in_credentials_file;  // the profile's section
+  std::map<std::string, std::string> in_config_file;
+  std::string region;
+};
+
+std::chrono::milliseconds MetadataTimeout(const CredentialSettings& s) {
+  // botocore's setting (seconds, default 1): the instance metadata and container endpoints.
+  const std::string text = Get(s.env, "AWS_METADATA_SERVICE_TIMEOUT");
+  const double seconds = text.empty() ? 1.0 : std::atof(text.c_str());
+  return std::chrono::milliseconds(static_cast<long>(std::max(0.1, seconds) * 1000));
+}
+
+Result<std::shared_ptr<CredentialProvider>> WebIdentityProvider(const CredentialSettings& s,
+                                                                std::string token_file,
+                                                                std::string role_arn,
+                                                                std::string session_name) {
+  std::string sts = Get(s.env, "AWS_ENDPOINT_URL_STS");
+  if (sts.empty()) sts = Get(s.env, "AWS_ENDPOINT_URL");
+  if (sts.empty()) sts = "https://sts." + s.region + ".amazonaws.com";
+  while (sts.ends_with('/')) sts.pop_back();
+  if (session_name.empty()) session_name = fmt::format("stoker-{}", getpid());
+  const std::string source = fmt::format("web identity token '{}' (role {})", token_file, role_arn);
+  return CredentialProvider::Refreshing(
+      WebIdentityCredentials(
+          {std::move(token_file), std::move(role_arn), std::move(session_name), std::move(sts)},
+          std::chrono::seconds(10)),
+      source);
+}
+
+// The profile's own source, if it has one: keys, a web identity, a credential_process.
+Result<std::shared_ptr<CredentialProvider>> ProfileProvider(const CredentialSettings& s) {
+  for (const auto* section : {&s.in_credentials_file, &s.in_config_file}) {
+    const std::string key = Get(*section, "aws_access_key_id");
+    const std::string secret = Get(*section, "aws_secret_access_key");
+    if (key.empty() && secret.empty()) continue;
+    const std::string file = section == &s.in_credentials_file ? s.credentials_file : s.config_file;
+    if (key.empty() || secret.empty()) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "profile '{}' in {} has only one of aws_access_key_id and aws_secret_access_key",
+          s.profile, file)));
+    }
+    return CredentialProvider::Fixed({key, secret, Get(*section, "aws_session_token")},
+                                     fmt::format("profile '{}' in {}", s.profile, file));
+  }
+  const auto& config = s.in_config_file;
+  if (!Get(config, "web_identity_token_file").empty()) {
+    return WebIdentityProvider(s, Get(config, "web_identity_token_file"), Get(config, "role_arn"),
+                               Get(config, "role_session_name"));
+  }
+  if (const std::string command = Get(config, "credential_process"); !command.empty()) {
+    return CredentialProvider::Refreshing(
+        ProcessCredentials(command), fmt::format("credential_process of profile '{}'", s.profile));
+  }
+  // Sources stoker does not speak: say so rather than fall through to another identity. The
+  // AWS CLI bridges them: its export-credentials speaks credential_process.
+  const std::string bridge = fmt::format(
+      "which stoker does not do itself: give another profile credential_process = aws configure "
+      "export-credentials --profile {} --format process, and use that one",
+      s.profile);
+  if (!Get(config, "role_arn").empty()) {
+    return Err(Status::Unsupported(fmt::format(
+        "profile '{}' assumes a role (role_arn with source_profile), {}", s.profile, bridge)));
+  }
+  if (!Get(config, "sso_session").empty() || !Get(config, "sso_start_url").empty()) {
+    return Err(Status::Unsupported(
+        fmt::format("profile '{}' signs in with AWS SSO, {}", s.profile, bridge)));
+  }
+  return std::shared_ptr<CredentialProvider>();
+}
+
+// The ECS / EKS Pod Identity endpoint, if the container's environment names one.
+Result<std::shared_ptr<CredentialProvider>> ContainerProvider(const CredentialSettings& s) {
+  ContainerEndpoint endpoint;
+  if (const std::string relative = Get(s.env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+      !relative.empty()) {
+    endpoint.url = "http://169.254.170.2" + relative;
+  } else {
+    endpoint.url = Get(s.env, "AWS_CONTAINER_CREDENTIALS_FULL_URI");
+  }
+  if (endpoint.url.empty()) return std::shared_ptr<CredentialProvider>();
+  if (!endpoint.url.starts_with("http://") && !endpoint.url.starts_with("https://")) {
+    return Err(Status::InvalidArgument(
+        fmt::format("AWS_CONTAINER_CREDENTIALS_FULL_URI '{}' must start with http:// or https://",
+                    endpoint.url)));
+  }
+  endpoint.authorization_token = Get(s.env, "AWS_CONTAINER_AUTHORIZATION_TOKEN");
+  endpoint.authorization_token_file = Get(s.env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+  const std::string source = "the container credentials endpoint " + endpoint.url;
+  return CredentialProvider::Refreshing(ContainerCredentials(endpoint, MetadataTimeout(s)), source);
+}
+
+// Every source in the AWS SDKs' order; the first one configured is used (a configured source
+// that fails is an error, not a reason to try the next: the job would run as someone else).
+Result<std::shared_ptr<CredentialProvider>> LoadCredentials(const CredentialSettings& s) {
+  const std::string key = Get(s.env, "AWS_ACCESS_KEY_ID");
+  const std::string secret = Get(s.env, "AWS_SECRET_ACCESS_KEY");
+  if (!key.empty() || !secret.empty()) {
+    if (key.empty() || secret.empty()) {
+      return Err(Status::InvalidArgument(
+          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together"));
+    }
+    return CredentialProvider::Fixed({key, secret, Get(s.env, "AWS_SESSION_TOKEN")},
+                                     "the environment (AWS_ACCESS_KEY_ID)");
+  }
+  if (const std::string token_file = Get(s.env, "AWS_WEB_IDENTITY_TOKEN_FILE");
+      !token_file.empty()) {
+    const std::string role = Get(s.env, "AWS_ROLE_ARN");
+    if (role.empty()) {
+      return Err(
+          Status::InvalidArgument("AWS_WEB_IDENTITY_TOKEN_FILE is set without AWS_ROLE_ARN"));
+    }
+    return WebIdentityProvider(s, token_file, role, Get(s.env, "AWS_ROLE_SESSION_NAME"));
+  }
+  STOKER_ASSIGN_OR_RETURN(auto from_profile, ProfileProvider(s));
+  if (from_profile) return from_profile;
+  STOKER_ASSIGN_OR_RETURN(auto from_container, ContainerProvider(s));
+  if (from_container) return from_container;
+
+  const std::string none = fmt::format(
+      "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or put profile '{}' "
+      "in {} (keys or credential_process), or give a web identity (AWS_WEB_IDENTITY_TOKEN_FILE "
+      "and AWS_ROLE_ARN)",
+      s.profile, s.credentials_file);
+  std::string disabled = Get(s.env, "AWS_EC2_METADATA_DISABLED");
+  std::transform(disabled.begin(), disabled.end(), disabled.begin(), ::tolower);
+  if (disabled == "true") return Err(Status::InvalidArgument(none));
+  std::string imds = Get(s.env, "AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  if (imds.empty()) imds = Get(s.in_config_file, "ec2_metadata_service_endpoint");
+  if (imds.empty()) imds = "http://169.254.169.254";
+  while (imds.ends_with('/')) imds.pop_back();
+  auto from_instance =
+      CredentialProvider::Refreshing(InstanceMetadataCredentials(imds, MetadataTimeout(s)),
+                                     "the EC2 instance metadata service at " + imds);
+  if (!from_instance) {
+    return Err(Status::InvalidArgument(fmt::format("{}; on EC2, give the instance an IAM role ({})",
+                                                   none, from_instance.error().message())));
+  }
+  return from_instance;
+}
+
+}  // namespace
+
 Result<S3Config> LoadS3Config(const std::map<std::string, std::string>& env,
                               const std::string& home) {
   S3Config c;
@@ -106,26 +262,24 @@ Result<S3Config> LoadS3Config(const std::map<std::string, std::string>& env,
     return v;
   };
 
-  c.credentials.access_key = Get(env, "AWS_ACCESS_KEY_ID");
-  c.credentials.secret_key = Get(env, "AWS_SECRET_ACCESS_KEY");
-  c.credentials.session_token = Get(env, "AWS_SESSION_TOKEN");
-  if (c.credentials.access_key.empty() && c.credentials.secret_key.empty()) {
-    c.credentials.access_key = from_profile("aws_access_key_id");
-    c.credentials.secret_key = from_profile("aws_secret_access_key");
-    c.credentials.session_token = from_profile("aws_session_token");
-  }
-  if (c.credentials.access_key.empty() || c.credentials.secret_key.empty()) {
-    return Err(Status::InvalidArgument(fmt::format(
-        "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or put profile "
-        "'{}' in {}",
-        profile, credentials_file)));
-  }
-
   for (const char* key : {"AWS_REGION", "AWS_DEFAULT_REGION"}) {
     if (c.region = Get(env, key); !c.region.empty()) break;
   }
   if (c.region.empty()) c.region = from_profile("region");
   if (c.region.empty()) c.region = "us-east-1";
+
+  CredentialSettings settings{.env = env,
+                              .profile = profile,
+                              .credentials_file = credentials_file,
+                              .config_file = config_file,
+                              .in_credentials_file = {},
+                              .in_config_file = {},
+                              .region = c.region};
+  if (auto it = credentials.find(profile); it != credentials.end()) {
+    settings.in_credentials_file = it->second;
+  }
+  if (auto it = config.find(profile); it != config.end()) settings.in_config_file = it->second;
+  STOKER_ASSIGN_OR_RETURN(c.credentials, LoadCredentials(settings));
 
   c.endpoint = Get(env, "AWS_ENDPOINT_URL_S3");
   if (c.endpoint.empty()) c.endpoint = Get(env, "AWS_ENDPOINT_URL");

@@ -35,8 +35,8 @@ TEST(S3Config, EnvironmentWinsAndEndpointsArePathStyle) {
                          {"AWS_MAX_ATTEMPTS", "7"}},
                         home.path());
   ASSERT_TRUE(c.has_value()) << c.error().ToString();
-  EXPECT_EQ(c->credentials.access_key, "AK");
-  EXPECT_EQ(c->credentials.session_token, "TOK");
+  EXPECT_EQ(c->credentials->Current()->access_key, "AK");
+  EXPECT_EQ(c->credentials->Current()->session_token, "TOK");
   EXPECT_EQ(c->region, "eu-west-3");
   EXPECT_EQ(c->endpoint, "http://127.0.0.1:7480");
   EXPECT_TRUE(c->path_style);
@@ -68,13 +68,13 @@ TEST(S3Config, ProfilesFromTheAwsFiles) {
                                   "endpoint_url = http://minio:9000\n");
   auto def = LoadS3Config({}, home.path());
   ASSERT_TRUE(def.has_value()) << def.error().ToString();
-  EXPECT_EQ(def->credentials.access_key, "DEF");
+  EXPECT_EQ(def->credentials->Current()->access_key, "DEF");
   EXPECT_EQ(def->region, "us-west-2");
   auto train = LoadS3Config({{"AWS_PROFILE", "train"}}, home.path());
   ASSERT_TRUE(train.has_value()) << train.error().ToString();
-  EXPECT_EQ(train->credentials.access_key, "TRAIN");
-  EXPECT_EQ(train->credentials.secret_key, "t");
-  EXPECT_EQ(train->credentials.session_token, "tt");
+  EXPECT_EQ(train->credentials->Current()->access_key, "TRAIN");
+  EXPECT_EQ(train->credentials->Current()->secret_key, "t");
+  EXPECT_EQ(train->credentials->Current()->session_token, "tt");
   EXPECT_EQ(train->region, "ap-south-1");
   EXPECT_EQ(train->endpoint, "http://minio:9000");
   EXPECT_EQ(train->retry_mode, "legacy");
@@ -83,7 +83,7 @@ TEST(S3Config, ProfilesFromTheAwsFiles) {
 
 TEST(S3Config, MistakesAreNamed) {
   stoker::test::TempDir home;
-  auto none = LoadS3Config({}, home.path());
+  auto none = LoadS3Config({{"AWS_EC2_METADATA_DISABLED", "true"}}, home.path());
   ASSERT_FALSE(none.has_value());
   EXPECT_NE(none.error().message().find("AWS_ACCESS_KEY_ID"), std::string::npos);
   const std::map<std::string, std::string> keys{{"AWS_ACCESS_KEY_ID", "a"},

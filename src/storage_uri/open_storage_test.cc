@@ -59,6 +59,7 @@ TEST(OpenStorage, S3KeysAndEndpointComeFromTheOptions) {
                            "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_REGION"}) {
     ::unsetenv(name);
   }
+  ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);  // no instance metadata probe from a test
   const char* old_home = std::getenv("HOME");
   const std::string saved_home = old_home != nullptr ? old_home : "";
   ::setenv("HOME", home.path().c_str(), 1);

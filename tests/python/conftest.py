@@ -26,6 +26,11 @@ import pytest
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# With no S3 credentials configured, stoker (as the AWS SDKs) asks the EC2 instance metadata
+# service at 169.254.169.254. Tests reach only loopback and their own namespaces: never that
+# address (a test that needs the service points AWS_EC2_METADATA_SERVICE_ENDPOINT at loopback).
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
 
 # Test tiers (CONTRIBUTING.md). The quick tier, which runs in under 2 minutes on a 2-core
 # machine, is

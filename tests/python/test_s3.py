@@ -32,6 +32,7 @@ def env_for(s3_server, **overrides) -> dict[str, str]:
     for k in list(env):
         if k.startswith("AWS_"):
             del env[k]
+    env["AWS_EC2_METADATA_DISABLED"] = "true"  # never the real 169.254.169.254 (conftest)
     env.update(s3_server["env"])
     env.update(overrides)
     return env

@@ -79,8 +79,10 @@ def _parse(stdout: str, root: Path) -> dict:
         raise RgwError(f"s3-server printed no {e.args[0]}: {stdout!r}") from None
 
 
-def start(dir: str | os.PathLike | None = None, port: int | None = None) -> dict:
-    """Starts (or reuses) the gateway in dir; returns its connection info (a fresh dict)."""
+def start(dir: str | os.PathLike | None = None, port: int | None = None,
+          sts: bool = False) -> dict:
+    """Starts (or reuses) the gateway in dir; returns its connection info (a fresh dict).
+    sts: with the gateway's STS (scripts/s3-server --sts)."""
     reason = available()
     if reason:
         raise RgwError(reason)
@@ -92,7 +94,8 @@ def start(dir: str | os.PathLike | None = None, port: int | None = None) -> dict
     if status.returncode == 0:
         info = _parse(status.stdout, root)            # someone else's: reuse, never stop it
     else:
-        args = ["start", "--dir", key] + (["--port", str(port)] if port else [])
+        args = ["start", "--dir", key] + (["--port", str(port)] if port else []) + \
+            (["--sts"] if sts else [])
         proc = _script(*args)
         if proc.returncode != 0:
             raise RgwError(f"scripts/s3-server {' '.join(args)} failed (rc {proc.returncode}):\n"
