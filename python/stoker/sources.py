@@ -22,6 +22,8 @@ Column types come from the input's schema (override any with columns={name: type
     datasets.ClassLabel             int         (the label column when it is called "label")
     datasets.Image                  jpeg or png (the encoded bytes, by the first image's format)
 
+A type given by name for an array column (columns={"emb": "ndarray:float16"}) converts each value
+as numpy.asarray(value, dtype) does, but never floats into integers nor numbers into bools.
 Arrow fields are nullable, so every column is optional ("?"): a null is a missing value.
 PyArrow (`pip install pyarrow`) is needed for Parquet, `datasets` for from_huggingface.
 """
@@ -93,8 +95,40 @@ def column_types(schema: Any, overrides: dict[str, str] | None
         if name not in types:
             raise ValueError(f"columns: {name!r} is not a column of the input ({list(types)})")
         types[name] = kind
-        convert.pop(name, None)
+        fn = _array_converter(kind)
+        if fn is None:
+            convert.pop(name, None)
+        else:
+            convert[name] = fn
     return types, convert
+
+
+# What an array's elements (numpy.asarray's dtype kind) may be stored as: numbers widen and
+# narrow as numpy.asarray(value, dtype) rounds them (an integer that does not fit is its
+# OverflowError), but a float never silently becomes an integer, nor a number a bool.
+_ELEMENT_SOURCES = {"b": "b", "i": "iu", "u": "iu", "f": "iuf", "c": "iufc"}
+
+
+def _array_converter(kind: str) -> Callable[[Any], Any] | None:
+    """For a column type given by name ("ndarray:float16", "tokens:uint64"): a list (or any
+    array) into the column's element type, so that a list of Python floats can fill a float16
+    column. None for other types, and for ndarray columns without an element type."""
+    parts = kind.rstrip("?").split(":")
+    if parts[0] not in ("ndarray", "tokens"):
+        return None
+    element = parts[1] if len(parts) > 1 else ("int32" if parts[0] == "tokens" else None)
+    if element is None:
+        return None
+    dtype = np.dtype(element)
+
+    def convert(value: Any) -> np.ndarray:
+        given = np.asarray(value)
+        allowed = _ELEMENT_SOURCES.get(dtype.kind, "")
+        # None elements (object arrays) become NaN in float columns, as numpy makes them.
+        if given.dtype.kind not in allowed and not (given.dtype.kind == "O" and dtype.kind in "fc"):
+            raise TypeError(f"{given.dtype} elements cannot be stored as {dtype}")
+        return np.asarray(value, dtype=dtype)
+    return convert
 
 
 def _tensor_type(t: Any) -> tuple[str, Callable[[Any], Any] | None] | None:

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -29,10 +30,73 @@ struct ProcessOutput {
   std::string out, err;
 };
 
-// Runs `/bin/sh -c command` with standard input from /dev/null and collects its standard output
-// and error (each kept up to kMaxAnswer; the rest is read and dropped, so the command never
-// blocks on a full pipe).
-Result<ProcessOutput> RunCommand(const std::string& command) {
+// Spawns `/bin/sh -c command` in a process group of its own, with the default signal
+// dispositions and an empty signal mask (whatever thread of ours runs it), standard input from
+// /dev/null and standard output and error into the pipes.
+Result<pid_t> Spawn(const std::string& command, int out_fd, int err_fd) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = 0;
+  const int spawned =
+      posix_spawn(&pid, "/bin/sh", &actions, &attributes, const_cast<char* const*>(argv), environ);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return Err(Status::FromErrno(spawned, "running /bin/sh"));
+  return pid;
+}
+
+// Reads the two pipes until both end, the output passes kMaxAnswer, or the deadline: "" or
+// what went wrong.
+std::string Collect(int out_fd, int err_fd, std::chrono::milliseconds timeout,
+                    ProcessOutput& result) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  std::string* into[2] = {&result.out, &result.err};
+  int open_pipes = 2;
+  char buffer[16384];
+  while (open_pipes > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return fmt::format("did not finish within {:.1f} s", timeout.count() / 1000.0);
+    }
+    const int ready = poll(fds, 2, static_cast<int>(left.count()));
+    if (ready < 0 && errno != EINTR) return fmt::format("poll: {}", std::strerror(errno));
+    for (int i = 0; i < 2 && ready > 0; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      const ssize_t n = read(fds[i].fd, buffer, sizeof(buffer));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        fds[i].fd = -1;
+        --open_pipes;
+        continue;
+      }
+      into[i]->append(buffer, static_cast<size_t>(n));
+      if (into[i]->size() > kMaxAnswer) {
+        return fmt::format("wrote more than {} bytes", kMaxAnswer);
+      }
+    }
+  }
+  return "";
+}
+
+// Runs `command` (Spawn) and collects its standard output and error. A command that takes too
+// long or writes too much is killed with its whole process group.
+Result<ProcessOutput> RunCommand(const std::string& command, std::chrono::milliseconds timeout) {
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return Err(Status::FromErrno(errno, "pipe"));
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -41,48 +105,25 @@ Result<ProcessOutput> RunCommand(const std::string& command) {
     close(out_pipe[1]);
     return Err(Status::FromErrno(e, "pipe"));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  pid_t pid = 0;
-  const int spawned =
-      posix_spawn(&pid, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  auto pid = Spawn(command, out_pipe[1], err_pipe[1]);
   close(out_pipe[1]);
   close(err_pipe[1]);
   ProcessOutput result;
-  if (spawned == 0) {
-    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-    std::string* into[2] = {&result.out, &result.err};
-    int open_pipes = 2;
-    char buffer[16384];
-    while (open_pipes > 0) {
-      if (poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        break;
-      }
-      for (int i = 0; i < 2; ++i) {
-        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-        const ssize_t n = read(fds[i].fd, buffer, sizeof(buffer));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          fds[i].fd = -1;
-          --open_pipes;
-          continue;
-        }
-        const size_t room = kMaxAnswer - std::min(kMaxAnswer, into[i]->size());
-        into[i]->append(buffer, std::min(room, static_cast<size_t>(n)));
-      }
-    }
-    while (waitpid(pid, &result.exit_status, 0) < 0 && errno == EINTR) {
-    }
+  std::string failure;
+  if (pid) {
+    failure = Collect(out_pipe[0], err_pipe[0], timeout, result);
+    if (!failure.empty()) kill(-*pid, SIGKILL);
   }
   close(out_pipe[0]);
   close(err_pipe[0]);
-  if (spawned != 0) return Err(Status::FromErrno(spawned, "running /bin/sh"));
+  if (!pid) return Err(pid.error());
+  pid_t waited = 0;
+  while ((waited = waitpid(*pid, &result.exit_status, 0)) < 0 && errno == EINTR) {
+  }
+  if (!failure.empty()) {
+    return Err(Status::Unavailable(fmt::format("'{}' {}: stopped", command, failure)));
+  }
+  if (waited < 0) return Err(Status::FromErrno(errno, fmt::format("waiting for '{}'", command)));
   return result;
 }
 
@@ -119,9 +160,10 @@ Result<std::string> Fetch200(http::Client& client, http::Request request) {
 
 }  // namespace
 
-CredentialProvider::Fetch ProcessCredentials(std::string command) {
-  return [command = std::move(command)]() -> Result<TimedCredentials> {
-    STOKER_ASSIGN_OR_RETURN(ProcessOutput run, RunCommand(command));
+CredentialProvider::Fetch ProcessCredentials(std::string command,
+                                             std::chrono::milliseconds timeout) {
+  return [command = std::move(command), timeout]() -> Result<TimedCredentials> {
+    STOKER_ASSIGN_OR_RETURN(ProcessOutput run, RunCommand(command, timeout));
     if (!WIFEXITED(run.exit_status) || WEXITSTATUS(run.exit_status) != 0) {
       const std::string how =
           WIFEXITED(run.exit_status)
@@ -145,6 +187,11 @@ CredentialProvider::Fetch ContainerCredentials(ContainerEndpoint endpoint,
     std::string token = endpoint.authorization_token;
     if (!endpoint.authorization_token_file.empty()) {
       token = TrimmedLine(ReadWholeFile(endpoint.authorization_token_file));
+      if (token.find_first_of("\r\n") != std::string::npos) {
+        return Err(Status::InvalidArgument(
+            fmt::format("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '{}' holds more than one line",
+                        endpoint.authorization_token_file)));
+      }
       if (token.empty()) {
         return Err(Status::InvalidArgument(
             fmt::format("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '{}' is missing or empty",
@@ -157,31 +204,35 @@ CredentialProvider::Fetch ContainerCredentials(ContainerEndpoint endpoint,
   };
 }
 
-CredentialProvider::Fetch InstanceMetadataCredentials(std::string endpoint,
-                                                      std::chrono::milliseconds timeout) {
-  auto client = http::Client::Create(timeout);
-  return [endpoint = std::move(endpoint), client]() -> Result<TimedCredentials> {
+CredentialProvider::Fetch InstanceMetadataCredentials(InstanceMetadata imds) {
+  auto client = http::Client::Create(imds.timeout);
+  return [imds = std::move(imds), client]() -> Result<TimedCredentials> {
     http::Request token_request;
     token_request.method = "PUT";
-    token_request.url = endpoint + "/latest/api/token";
+    token_request.url = imds.endpoint + "/latest/api/token";
     token_request.where = "PUT " + token_request.url;
     token_request.header_lines.push_back("X-aws-ec2-metadata-token-ttl-seconds: 21600");
     STOKER_ASSIGN_OR_RETURN(http::Response token_answer, client->Perform(token_request));
     std::vector<std::string> headers;
-    if (token_answer.status == 200) {
+    const long status = token_answer.status;
+    if (status == 200) {
       headers.push_back("X-aws-ec2-metadata-token: " + TrimmedLine(token_answer.body));
-    } else if (token_answer.status != 404 && token_answer.status != 405) {
-      // 404/405: a service without IMDSv2 sessions (IMDSv1 only). Anything else is a refusal.
-      return Err(Status::Unavailable(
-          fmt::format("{}: HTTP {}", token_request.where, token_answer.status)));
+    } else if (imds.v1_disabled || (status != 403 && status != 404 && status != 405)) {
+      return Err(
+          Status::Unavailable(fmt::format("{}: HTTP {}{}", token_request.where, status,
+                                          imds.v1_disabled ? " (and IMDSv1 is disabled)" : "")));
     }
-    const std::string roles_url = endpoint + "/latest/meta-data/iam/security-credentials/";
+    const std::string roles_url = imds.endpoint + "/latest/meta-data/iam/security-credentials/";
     http::Request roles{.url = roles_url, .where = "GET " + roles_url, .header_lines = headers};
-    STOKER_ASSIGN_OR_RETURN(std::string role_list, Fetch200(*client, roles));
-    const std::string role = TrimmedLine(role_list.substr(0, role_list.find('\n')));
-    if (role.empty()) {
+    STOKER_ASSIGN_OR_RETURN(http::Response role_answer, client->Perform(roles));
+    const std::string role =
+        TrimmedLine(std::string_view(role_answer.body).substr(0, role_answer.body.find('\n')));
+    if (role_answer.status == 404 || (role_answer.status == 200 && role.empty())) {
       return Err(Status::NotFound(
           fmt::format("{}: the instance has no IAM role (instance profile)", roles.where)));
+    }
+    if (role_answer.status != 200) {
+      return Err(Status::Unavailable(fmt::format("{}: HTTP {}", roles.where, role_answer.status)));
     }
     http::Request credentials{
         .url = roles_url + role, .where = "GET " + roles_url + role, .header_lines = headers};

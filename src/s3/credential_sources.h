@@ -12,8 +12,12 @@ namespace stoker::s3 {
 
 // A profile's `credential_process`: the command line run by /bin/sh, its standard output the
 // credential_process JSON (credentials.h). A command that fails is an error naming its exit
-// status and the end of what it wrote to standard error.
-CredentialProvider::Fetch ProcessCredentials(std::string command);
+// status and the end of what it wrote to standard error. One that takes longer than `timeout`
+// (the Go SDK's default: a minute) or writes more than 1 MiB is killed with its process group
+// (a helper waiting for a login, or a background process it left holding its output).
+inline constexpr std::chrono::milliseconds kCredentialProcessTimeout{60000};
+CredentialProvider::Fetch ProcessCredentials(
+    std::string command, std::chrono::milliseconds timeout = kCredentialProcessTimeout);
 
 // The ECS / EKS Pod Identity container endpoint: GET `url`, with "Authorization: TOKEN" where
 // a token (or a file holding one, read at each fetch: it is rotated) is given.
@@ -25,11 +29,16 @@ struct ContainerEndpoint {
 CredentialProvider::Fetch ContainerCredentials(ContainerEndpoint endpoint,
                                                std::chrono::milliseconds timeout);
 
-// The EC2 instance metadata service at `endpoint` ("http://169.254.169.254"): IMDSv2 (a session
-// token from PUT /latest/api/token), IMDSv1 where the service does not know tokens; the
-// instance's role from /latest/meta-data/iam/security-credentials/, then its credentials.
-CredentialProvider::Fetch InstanceMetadataCredentials(std::string endpoint,
-                                                      std::chrono::milliseconds timeout);
+// The EC2 instance metadata service: IMDSv2 (a session token from PUT /latest/api/token), and
+// IMDSv1 where the token request is refused (403, 404, 405: a service without sessions) unless
+// v1 is disabled; the instance's role from /latest/meta-data/iam/security-credentials/ (404:
+// the instance has no role), then its credentials.
+struct InstanceMetadata {
+  std::string endpoint;  // "http://169.254.169.254"
+  std::chrono::milliseconds timeout{1000};
+  bool v1_disabled = false;  // AWS_EC2_METADATA_V1_DISABLED
+};
+CredentialProvider::Fetch InstanceMetadataCredentials(InstanceMetadata imds);
 
 // STS AssumeRoleWithWebIdentity (EKS IRSA and other OIDC federations): the token file (read at
 // each fetch: Kubernetes rotates it) exchanged for the role's credentials at `sts_endpoint`.

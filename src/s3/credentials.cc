@@ -1,11 +1,13 @@
 #include "s3/credentials.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/log.h"
 #include "s3/xml.h"
 
 namespace stoker::s3 {
@@ -35,25 +37,40 @@ Result<std::shared_ptr<CredentialProvider>> CredentialProvider::Refreshing(
     Fetch fetch, std::string source, std::function<Clock::time_point()> now) {
   std::shared_ptr<CredentialProvider> p(
       new CredentialProvider(std::move(fetch), std::move(source), std::move(now)));
-  std::lock_guard lock(p->mu_);
-  STOKER_RETURN_IF_ERROR(p->FetchLocked());
+  std::unique_lock lock(p->mu_);
+  STOKER_RETURN_IF_ERROR(p->Refresh(lock));
   return p;
 }
 
-Status CredentialProvider::FetchLocked() {
-  const Clock::time_point now = now_();
+Status CredentialProvider::Refresh(std::unique_lock<std::mutex>& lock) {
+  refreshing_ = true;
   ++fetches_;
+  lock.unlock();
   auto fetched = fetch_();
+  const Clock::time_point now = now_();
+  lock.lock();
+  refreshing_ = false;
+  refreshed_.notify_all();
+  Status status;
   if (!fetched) {
-    return fetched.error().WithContext(fmt::format("S3 credentials from {}", source_));
-  }
-  if (fetched->credentials.access_key.empty() || fetched->credentials.secret_key.empty()) {
-    return Status::Corruption(
+    status = fetched.error().WithContext(fmt::format("S3 credentials from {}", source_));
+  } else if (fetched->credentials.access_key.empty() || fetched->credentials.secret_key.empty()) {
+    status = Status::Corruption(
         fmt::format("S3 credentials from {}: no access key or no secret key", source_));
+  } else if (fetched->expires.value_or(Clock::time_point::max()) <= now) {
+    // A source that hands out what it cached past its life (or a clock far off): taking them
+    // would fetch again at every request.
+    status = Status::Unavailable(
+        fmt::format("S3 credentials from {} had already expired when they came", source_));
+  } else {
+    current_ = std::move(*fetched);
+    fetched_at_ = now;
+    last_failure_ = Status::OK();
+    return Status::OK();
   }
-  current_ = std::move(*fetched);
-  fetched_at_ = now;
-  return Status::OK();
+  last_failure_ = status;
+  retry_at_ = now + kRetryAfterFailure;
+  return status;
 }
 
 bool CredentialProvider::DueLocked(Clock::time_point now) const {
@@ -63,25 +80,55 @@ bool CredentialProvider::DueLocked(Clock::time_point now) const {
   return now >= *current_.expires - margin;
 }
 
+bool CredentialProvider::ExpiredLocked(Clock::time_point now) const {
+  return current_.expires && now >= *current_.expires;
+}
+
 Result<Credentials> CredentialProvider::Current() {
-  std::lock_guard lock(mu_);
-  const Clock::time_point now = now_();
-  if (DueLocked(now)) {
-    Status refreshed = FetchLocked();
-    if (!refreshed.ok() && current_.expires && now >= *current_.expires) return Err(refreshed);
-    // Still valid: sign with the old ones; the next request tries again.
+  std::unique_lock lock(mu_);
+  Clock::time_point now = now_();
+  if (!DueLocked(now)) return current_.credentials;
+  if (!ExpiredLocked(now)) {
+    // Still valid: one caller refreshes (unless a failure is recent), the others sign on.
+    if (refreshing_ || now < retry_at_) return current_.credentials;
+    if (Status s = Refresh(lock); !s.ok()) {
+      log::Warning("s3", fmt::format("{} (the current ones are valid until {}s from now; "
+                                     "trying again in {}s)",
+                                     s.message(),
+                                     std::chrono::duration_cast<std::chrono::seconds>(
+                                         current_.expires.value_or(now) - now)
+                                         .count(),
+                                     kRetryAfterFailure.count()));
+    }
+    return current_.credentials;
   }
+  // Expired: nothing valid to sign with, so wait for the refresher, or be it.
+  if (refreshing_) {
+    refreshed_.wait(lock, [&] { return !refreshing_; });
+    now = now_();
+    if (!ExpiredLocked(now)) return current_.credentials;
+    return Err(last_failure_.ok() ? Status::Unavailable(
+                                        fmt::format("S3 credentials from {} have expired", source_))
+                                  : last_failure_);
+  }
+  STOKER_RETURN_IF_ERROR(Refresh(lock));
   return current_.credentials;
 }
 
 bool CredentialProvider::RefreshAfterRefusal(const Credentials& refused) {
   if (!fetch_) return false;
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  if (refreshing_) refreshed_.wait(lock, [&] { return !refreshing_; });
   if (current_.credentials.access_key != refused.access_key ||
       current_.credentials.session_token != refused.session_token) {
     return true;  // another thread has fetched new ones since
   }
-  return FetchLocked().ok();
+  const Clock::time_point now = now_();
+  if (refused_refresh_at_ != Clock::time_point{} && now < refused_refresh_at_ + kRefusalInterval) {
+    return false;
+  }
+  refused_refresh_at_ = now;
+  return Refresh(lock).ok();
 }
 
 int CredentialProvider::fetches() const {
@@ -121,8 +168,11 @@ std::optional<Clock::time_point> ParseIso8601(std::string_view text) {
   }
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
-  const time_t t = timegm(&tm);
-  return Clock::from_time_t(t - offset_seconds);
+  // system_clock counts nanoseconds in 64 bits: it ends in 2262. Later times (a source that
+  // means "never") are taken as 2200.
+  constexpr time_t kLatest = 7258118400;  // 2200-01-01T00:00:00Z
+  const time_t t = std::min<time_t>(timegm(&tm) - offset_seconds, kLatest);
+  return Clock::from_time_t(t);
 }
 
 Result<TimedCredentials> ParseCredentialJson(std::string_view json, std::string_view source) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -43,13 +44,17 @@ class CredentialProvider {
   static Result<std::shared_ptr<CredentialProvider>> Refreshing(
       Fetch fetch, std::string source, std::function<Clock::time_point()> now = Clock::now);
 
-  // Credentials to sign the next request with: fetched anew once less than a refresh margin of
-  // their life is left (5 minutes, or half their lifetime when that is shorter). A failed
-  // refresh while the old ones are still valid keeps them (and is tried again on the next call);
-  // once they have expired, it is the error.
+  // Credentials to sign the next request with. Once less than a refresh margin of their life
+  // is left (5 minutes, or half their lifetime when that is shorter), one caller fetches new
+  // ones while the others go on signing with the old ones; only once they have expired do the
+  // others wait for the fetch. A failed refresh while the old ones are valid is logged and
+  // tried again no sooner than kRetryAfterFailure later; once they have expired, it is the
+  // error (and the next call tries again).
   Result<Credentials> Current();
   // The store refused `refused` (expired, or revoked): fetch anew unless another thread already
-  // has. False when the source cannot give other credentials (fixed keys).
+  // has, or this provider fetched after a refusal less than kRefusalInterval ago (a plain lack
+  // of permission looks the same and must not turn every request into a fetch). False when no
+  // other credentials can be had (fixed keys, or too soon).
   bool RefreshAfterRefusal(const Credentials& refused);
 
   bool refreshes() const { return static_cast<bool>(fetch_); }
@@ -58,17 +63,28 @@ class CredentialProvider {
   const std::string& source() const { return source_; }
   int fetches() const;
 
+  static constexpr auto kRetryAfterFailure = std::chrono::seconds(10);
+  static constexpr auto kRefusalInterval = std::chrono::seconds(5);
+
  private:
   CredentialProvider(Fetch fetch, std::string source, std::function<Clock::time_point()> now);
-  Status FetchLocked();
+  // Fetches with `mu_` released (a fetch is a process or a network round trip), as the one
+  // refresher; stores the result. Called and returns with `lock` held.
+  Status Refresh(std::unique_lock<std::mutex>& lock);
   bool DueLocked(Clock::time_point now) const;
+  bool ExpiredLocked(Clock::time_point now) const;
 
   const Fetch fetch_;
   const std::string source_;
   const std::function<Clock::time_point()> now_;
   mutable std::mutex mu_;
+  std::condition_variable refreshed_;
   TimedCredentials current_;
   Clock::time_point fetched_at_{};
+  bool refreshing_ = false;
+  Status last_failure_;                     // of the last fetch, if it failed
+  Clock::time_point retry_at_{};            // no advisory refresh before this
+  Clock::time_point refused_refresh_at_{};  // the last fetch after a refusal
   int fetches_ = 0;
 };
 

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "s3/credential_sources.h"
 #include "s3/s3_config.h"
@@ -21,6 +25,8 @@ TEST(Iso8601, UtcOffsetsAndFractions) {
   EXPECT_EQ(At("2026-11-29T21:45:19Z"), At("2026-11-29T21:45:19.123Z"));
   EXPECT_EQ(At("2026-11-29T23:45:19+02:00"), At("2026-11-29T21:45:19Z"));
   EXPECT_EQ(At("2026-11-29T20:15:19-01:30"), At("2026-11-29T21:45:19Z"));
+  // Past what system_clock can count (2262): taken as 2200, still later than any real expiry.
+  EXPECT_GT(At("2999-01-01T00:00:00Z"), At("2100-01-01T00:00:00Z"));
   for (const char* bad : {"", "2026-11-29", "2026-11-29T21:45:19", "2026-13-01T00:00:00Z",
                           "2026-11-29T21:45:19Q", "tomorrow"}) {
     EXPECT_FALSE(ParseIso8601(bad).has_value()) << bad;
@@ -116,21 +122,69 @@ TEST(CredentialProvider, RefreshesBeforeExpiryAndKeepsValidOnesWhenTheSourceFail
   EXPECT_EQ(p.Current()->access_key, "AK2");
   EXPECT_EQ(source.calls, 2);
 
-  // The source fails while the credentials are still valid: the old ones sign, and every call
-  // tries again; once they have expired, the failure is the answer.
+  // The source fails while the credentials are still valid: the old ones sign, and the fetch
+  // is tried again only after a pause; once they have expired, the failure is the answer.
   source.fail = true;
   source.now += minutes(58);
   auto still = p.Current();
   ASSERT_TRUE(still.has_value());
   EXPECT_EQ(still->access_key, "AK2");
   EXPECT_EQ(source.calls, 3);
+  source.now += seconds(5);
+  EXPECT_EQ(p.Current()->access_key, "AK2");
+  EXPECT_EQ(source.calls, 3);  // within kRetryAfterFailure: not again
+  source.now += seconds(6);
+  EXPECT_EQ(p.Current()->access_key, "AK2");
+  EXPECT_EQ(source.calls, 4);
   source.now += minutes(3);
   auto expired = p.Current();
   ASSERT_FALSE(expired.has_value());
   EXPECT_NE(expired.error().message().find("the source is down"), std::string::npos);
   EXPECT_NE(expired.error().message().find("from fake"), std::string::npos);
   source.fail = false;
-  EXPECT_EQ(p.Current()->access_key, "AK5");
+  EXPECT_EQ(p.Current()->access_key, "AK6");
+}
+
+TEST(CredentialProvider, CredentialsThatCameExpiredAreRefused) {
+  FakeSource source;
+  source.lifetime = -seconds(1);
+  auto p = CredentialProvider::Refreshing(source.Fetch(), "fake", source.Now());
+  ASSERT_FALSE(p.has_value());
+  EXPECT_NE(p.error().message().find("had already expired when they came"), std::string::npos);
+}
+
+TEST(CredentialProvider, OneThreadRefreshesWhileTheOthersSignWithValidOnes) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> calls = 0;
+  std::atomic<int64_t> now_seconds = 0;
+  auto now = [&] { return Clock::time_point(seconds(now_seconds.load())); };
+  auto fetch = [&]() -> Result<TimedCredentials> {
+    const int call = ++calls;
+    if (call > 1) {  // the refresh: held until the test lets it go
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return release; });
+    }
+    return TimedCredentials{{"AK" + std::to_string(call), "SK", ""}, now() + minutes(60)};
+  };
+  auto p = *CredentialProvider::Refreshing(fetch, "slow", now);
+  now_seconds = 58 * 60;  // due, still valid
+  Result<Credentials> refresher_got = Err(Status::Internal("not yet"));
+  std::thread refresher([&] { refresher_got = p->Current(); });
+  while (calls.load() < 2) std::this_thread::yield();
+  // The refresh is under way: other callers are not held up by it.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(p->Current()->access_key, "AK1");
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  refresher.join();
+  ASSERT_TRUE(refresher_got.has_value());
+  EXPECT_EQ(refresher_got->access_key, "AK2");
+  EXPECT_EQ(p->Current()->access_key, "AK2");
+  EXPECT_EQ(calls.load(), 2);
 }
 
 TEST(CredentialProvider, ShortLivedCredentialsAreRefreshedAtHalfTheirLife) {
@@ -152,6 +206,13 @@ TEST(CredentialProvider, ARefusalFetchesOnceHoweverManyThreadsSawIt) {
   EXPECT_EQ(p->Current()->access_key, "AK2");
   EXPECT_TRUE(p->RefreshAfterRefusal(refused));  // another thread's refusal of the old ones
   EXPECT_EQ(source.calls, 2);
+  // The new ones refused at once too (a plain lack of permission looks the same): not fetched
+  // again before kRefusalInterval, so a run of AccessDenied is not a run of fetches.
+  EXPECT_FALSE(p->RefreshAfterRefusal(*p->Current()));
+  EXPECT_EQ(source.calls, 2);
+  source.now += seconds(6);
+  EXPECT_TRUE(p->RefreshAfterRefusal(*p->Current()));
+  EXPECT_EQ(p->Current()->access_key, "AK3");
 
   auto fixed = CredentialProvider::Fixed({"A", "S", ""}, "the environment");
   EXPECT_FALSE(fixed->refreshes());
@@ -180,8 +241,18 @@ TEST(CredentialProcess, RunsTheCommandAndNamesItsFailure) {
   auto garbage = ProcessCredentials("echo hello")();
   ASSERT_FALSE(garbage.has_value());
   EXPECT_NE(garbage.error().message().find("the output of 'echo hello'"), std::string::npos);
-  // A command that writes more than any credential document: read to its end, then refused.
-  EXPECT_FALSE(ProcessCredentials("head -c 3000000 /dev/zero")().has_value());
+  // A command that writes more than any credential document, or without end: stopped.
+  auto endless = ProcessCredentials("yes")();
+  ASSERT_FALSE(endless.has_value());
+  EXPECT_NE(endless.error().message().find("wrote more than"), std::string::npos);
+  // One that hangs, or leaves a process behind holding its output: killed at the timeout, with
+  // the process it left.
+  const auto start = std::chrono::steady_clock::now();
+  auto hung = ProcessCredentials("sleep 30 & echo '{}'", std::chrono::milliseconds(300))();
+  ASSERT_FALSE(hung.has_value());
+  EXPECT_NE(hung.error().message().find("did not finish within 0.3 s"), std::string::npos)
+      << hung.error().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));
 }
 
 TEST(CredentialChain, TheSdksOrderAndWhatIsNotSpoken) {
@@ -193,7 +264,13 @@ TEST(CredentialChain, TheSdksOrderAndWhatIsNotSpoken) {
       "\"SecretAccessKey\": \"S\", \"Expiration\": \"2999-01-01T00:00:00Z\"}'\n"
       "[profile assume]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = default\n"
       "[profile sso]\nsso_session = corp\n"
-      "[profile broken]\ncredential_process = false\n");
+      "[profile broken]\ncredential_process = false\n"
+      "[profile both]\ncredential_process = false\n"
+      "[profile irsa]\nweb_identity_token_file = /var/run/token\n");
+  // Keys in the credentials file come before a credential_process; an assumed role before both.
+  stoker::test::WriteStringToFile(home.Join(".aws/credentials"),
+                                  "[both]\naws_access_key_id = FILE\naws_secret_access_key = s\n"
+                                  "[assume]\naws_access_key_id = NOT\naws_secret_access_key = s\n");
   const std::map<std::string, std::string> no_imds{{"AWS_EC2_METADATA_DISABLED", "true"}};
   auto env = [&](std::map<std::string, std::string> more) {
     more.insert(no_imds.begin(), no_imds.end());
@@ -214,7 +291,32 @@ TEST(CredentialChain, TheSdksOrderAndWhatIsNotSpoken) {
     EXPECT_FALSE(r.has_value());
     return r ? std::string() : r.error().message();
   };
+  auto both = LoadS3Config(env({{"AWS_PROFILE", "both"}}), home.path());
+  ASSERT_TRUE(both.has_value()) << both.error().ToString();
+  EXPECT_EQ(both->credentials->Current()->access_key, "FILE");
   EXPECT_NE(message({{"AWS_PROFILE", "assume"}}).find("export-credentials --profile assume"),
+            std::string::npos);
+  EXPECT_NE(message({{"AWS_PROFILE", "irsa"}}).find("role_arn in profile 'irsa'"),
+            std::string::npos);
+  EXPECT_NE(message({{"AWS_PROFILE", "nobody"},
+                     {"AWS_METADATA_SERVICE_TIMEOUT", "soon"},
+                     {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:9/creds"}})
+                .find("AWS_METADATA_SERVICE_TIMEOUT"),
+            std::string::npos);
+  // The container endpoint: plain http only to loopback and the agents' addresses (the token
+  // must not cross a network in clear text); a token with a line break is refused.
+  EXPECT_NE(message({{"AWS_PROFILE", "nobody"},
+                     {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.1.2.3/creds"}})
+                .find("plain http only to loopback"),
+            std::string::npos);
+  EXPECT_NE(message({{"AWS_PROFILE", "nobody"},
+                     {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:9/creds"},
+                     {"AWS_CONTAINER_AUTHORIZATION_TOKEN", "a\r\nX-Injected: 1"}})
+                .find("line break"),
+            std::string::npos);
+  EXPECT_NE(message({{"AWS_PROFILE", "nobody"},
+                     {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:9/creds"}})
+                .find("the container credentials endpoint http://127.0.0.1:9/creds"),
             std::string::npos);
   EXPECT_NE(message({{"AWS_PROFILE", "sso"}}).find("AWS SSO"), std::string::npos);
   EXPECT_NE(message({{"AWS_PROFILE", "broken"}}).find("'false' exited with 1"), std::string::npos);

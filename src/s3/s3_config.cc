@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/parse_number.h"
 #include "s3/credential_sources.h"
 
 extern char** environ;
@@ -104,20 +105,40 @@ struct CredentialSettings {
   std::string region;
 };
 
-std::chrono::milliseconds MetadataTimeout(const CredentialSettings& s) {
-  // botocore's setting (seconds, default 1): the instance metadata and container endpoints.
+// botocore's setting (whole seconds, default 1): the instance metadata and container endpoints.
+Result<std::chrono::milliseconds> MetadataTimeout(const CredentialSettings& s) {
   const std::string text = Get(s.env, "AWS_METADATA_SERVICE_TIMEOUT");
-  const double seconds = text.empty() ? 1.0 : std::atof(text.c_str());
-  return std::chrono::milliseconds(static_cast<long>(std::max(0.1, seconds) * 1000));
+  if (text.empty()) return std::chrono::milliseconds(1000);
+  const auto seconds = ParseUnsigned<uint32_t>(text);
+  if (!seconds || *seconds == 0 || *seconds > 3600) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "AWS_METADATA_SERVICE_TIMEOUT '{}' must be a number of seconds from 1 to 3600", text)));
+  }
+  return std::chrono::milliseconds(*seconds * 1000LL);
+}
+
+bool IsTrue(std::string value) {
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return value == "true";
 }
 
 Result<std::shared_ptr<CredentialProvider>> WebIdentityProvider(const CredentialSettings& s,
                                                                 std::string token_file,
                                                                 std::string role_arn,
                                                                 std::string session_name) {
+  if (role_arn.empty()) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "a web identity token file ('{}') needs the role to assume: set AWS_ROLE_ARN, or "
+        "role_arn in profile '{}'",
+        token_file, s.profile)));
+  }
   std::string sts = Get(s.env, "AWS_ENDPOINT_URL_STS");
   if (sts.empty()) sts = Get(s.env, "AWS_ENDPOINT_URL");
-  if (sts.empty()) sts = "https://sts." + s.region + ".amazonaws.com";
+  if (sts.empty()) {
+    // STS's regional endpoints; the China regions have their own domain.
+    sts = "https://sts." + s.region + ".amazonaws.com" + (s.region.starts_with("cn-") ? ".cn" : "");
+  }
   while (sts.ends_with('/')) sts.pop_back();
   if (session_name.empty()) session_name = fmt::format("stoker-{}", getpid());
   const std::string source = fmt::format("web identity token '{}' (role {})", token_file, role_arn);
@@ -128,48 +149,45 @@ Result<std::shared_ptr<CredentialProvider>> WebIdentityProvider(const Credential
       source);
 }
 
-// The profile's own source, if it has one: keys, a web identity, a credential_process.
-Result<std::shared_ptr<CredentialProvider>> ProfileProvider(const CredentialSettings& s) {
-  for (const auto* section : {&s.in_credentials_file, &s.in_config_file}) {
-    const std::string key = Get(*section, "aws_access_key_id");
-    const std::string secret = Get(*section, "aws_secret_access_key");
-    if (key.empty() && secret.empty()) continue;
-    const std::string file = section == &s.in_credentials_file ? s.credentials_file : s.config_file;
-    if (key.empty() || secret.empty()) {
-      return Err(Status::InvalidArgument(fmt::format(
-          "profile '{}' in {} has only one of aws_access_key_id and aws_secret_access_key",
-          s.profile, file)));
-    }
-    return CredentialProvider::Fixed({key, secret, Get(*section, "aws_session_token")},
-                                     fmt::format("profile '{}' in {}", s.profile, file));
+// A profile's keys in one of the two files; null if it has none there.
+Result<std::shared_ptr<CredentialProvider>> ProfileKeys(
+    const CredentialSettings& s, const std::map<std::string, std::string>& section,
+    const std::string& file) {
+  const std::string key = Get(section, "aws_access_key_id");
+  const std::string secret = Get(section, "aws_secret_access_key");
+  if (key.empty() && secret.empty()) return std::shared_ptr<CredentialProvider>();
+  if (key.empty() || secret.empty()) {
+    return Err(Status::InvalidArgument(fmt::format(
+        "profile '{}' in {} has only one of aws_access_key_id and aws_secret_access_key", s.profile,
+        file)));
   }
+  return CredentialProvider::Fixed({key, secret, Get(section, "aws_session_token")},
+                                   fmt::format("profile '{}' in {}", s.profile, file));
+}
+
+// Profiles stoker does not speak: refused by name rather than passed over for another identity
+// (the AWS CLI bridges them: its export-credentials speaks credential_process).
+Status RefuseUnspokenProfile(const CredentialSettings& s) {
   const auto& config = s.in_config_file;
-  if (!Get(config, "web_identity_token_file").empty()) {
-    return WebIdentityProvider(s, Get(config, "web_identity_token_file"), Get(config, "role_arn"),
-                               Get(config, "role_session_name"));
-  }
-  if (const std::string command = Get(config, "credential_process"); !command.empty()) {
-    return CredentialProvider::Refreshing(
-        ProcessCredentials(command), fmt::format("credential_process of profile '{}'", s.profile));
-  }
-  // Sources stoker does not speak: say so rather than fall through to another identity. The
-  // AWS CLI bridges them: its export-credentials speaks credential_process.
   const std::string bridge = fmt::format(
       "which stoker does not do itself: give another profile credential_process = aws configure "
       "export-credentials --profile {} --format process, and use that one",
       s.profile);
-  if (!Get(config, "role_arn").empty()) {
-    return Err(Status::Unsupported(fmt::format(
-        "profile '{}' assumes a role (role_arn with source_profile), {}", s.profile, bridge)));
+  if (!Get(config, "role_arn").empty() && Get(config, "web_identity_token_file").empty()) {
+    return Status::Unsupported(fmt::format(
+        "profile '{}' assumes a role (role_arn with source_profile or credential_source), {}",
+        s.profile, bridge));
   }
   if (!Get(config, "sso_session").empty() || !Get(config, "sso_start_url").empty()) {
-    return Err(Status::Unsupported(
-        fmt::format("profile '{}' signs in with AWS SSO, {}", s.profile, bridge)));
+    return Status::Unsupported(
+        fmt::format("profile '{}' signs in with AWS SSO, {}", s.profile, bridge));
   }
-  return std::shared_ptr<CredentialProvider>();
+  return Status::OK();
 }
 
-// The ECS / EKS Pod Identity endpoint, if the container's environment names one.
+// The ECS / EKS Pod Identity endpoint, if the container's environment names one. Plain http
+// only to the container agents' addresses and loopback (as the AWS SDKs): the authorization
+// token must not cross a network in clear text.
 Result<std::shared_ptr<CredentialProvider>> ContainerProvider(const CredentialSettings& s) {
   ContainerEndpoint endpoint;
   if (const std::string relative = Get(s.env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
@@ -179,19 +197,62 @@ Result<std::shared_ptr<CredentialProvider>> ContainerProvider(const CredentialSe
     endpoint.url = Get(s.env, "AWS_CONTAINER_CREDENTIALS_FULL_URI");
   }
   if (endpoint.url.empty()) return std::shared_ptr<CredentialProvider>();
-  if (!endpoint.url.starts_with("http://") && !endpoint.url.starts_with("https://")) {
+  if (endpoint.url.starts_with("http://")) {
+    std::string_view host = std::string_view(endpoint.url).substr(7);
+    host = host.substr(0, host.find('/'));
+    if (!host.starts_with('['))
+      host = host.substr(0, host.find(':'));
+    else
+      host = host.substr(0, host.find(']') + 1);
+    const bool allowed = host == "169.254.170.2" || host == "169.254.170.23" ||
+                         host == "[fd00:ec2::23]" || host == "localhost" || host == "[::1]" ||
+                         host.starts_with("127.");
+    if (!allowed) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "AWS_CONTAINER_CREDENTIALS_FULL_URI '{}': plain http only to loopback or the container "
+          "agent (169.254.170.2, 169.254.170.23, fd00:ec2::23); use https",
+          endpoint.url)));
+    }
+  } else if (!endpoint.url.starts_with("https://")) {
     return Err(Status::InvalidArgument(
         fmt::format("AWS_CONTAINER_CREDENTIALS_FULL_URI '{}' must start with http:// or https://",
                     endpoint.url)));
   }
   endpoint.authorization_token = Get(s.env, "AWS_CONTAINER_AUTHORIZATION_TOKEN");
   endpoint.authorization_token_file = Get(s.env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+  if (endpoint.authorization_token.find_first_of("\r\n") != std::string::npos) {
+    return Err(Status::InvalidArgument("AWS_CONTAINER_AUTHORIZATION_TOKEN holds a line break"));
+  }
+  STOKER_ASSIGN_OR_RETURN(const auto timeout, MetadataTimeout(s));
   const std::string source = "the container credentials endpoint " + endpoint.url;
-  return CredentialProvider::Refreshing(ContainerCredentials(endpoint, MetadataTimeout(s)), source);
+  return CredentialProvider::Refreshing(ContainerCredentials(endpoint, timeout), source);
 }
 
-// Every source in the AWS SDKs' order; the first one configured is used (a configured source
-// that fails is an error, not a reason to try the next: the job would run as someone else).
+Result<std::shared_ptr<CredentialProvider>> InstanceProvider(const CredentialSettings& s,
+                                                             const std::string& none) {
+  if (IsTrue(Get(s.env, "AWS_EC2_METADATA_DISABLED"))) {
+    return Err(Status::InvalidArgument(none));
+  }
+  InstanceMetadata imds;
+  imds.endpoint = Get(s.env, "AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  if (imds.endpoint.empty()) imds.endpoint = Get(s.in_config_file, "ec2_metadata_service_endpoint");
+  if (imds.endpoint.empty()) imds.endpoint = "http://169.254.169.254";
+  while (imds.endpoint.ends_with('/')) imds.endpoint.pop_back();
+  imds.v1_disabled = IsTrue(Get(s.env, "AWS_EC2_METADATA_V1_DISABLED")) ||
+                     IsTrue(Get(s.in_config_file, "ec2_metadata_v1_disabled"));
+  STOKER_ASSIGN_OR_RETURN(imds.timeout, MetadataTimeout(s));
+  const std::string source = "the EC2 instance metadata service at " + imds.endpoint;
+  auto provider = CredentialProvider::Refreshing(InstanceMetadataCredentials(imds), source);
+  if (!provider) {
+    return Err(Status::InvalidArgument(fmt::format("{}; on EC2, give the instance an IAM role ({})",
+                                                   none, provider.error().message())));
+  }
+  return provider;
+}
+
+// Every source in the AWS SDKs' (botocore's) order; the first one configured is used (a
+// configured source that fails is an error, not a reason to try the next: the job would run as
+// someone else).
 Result<std::shared_ptr<CredentialProvider>> LoadCredentials(const CredentialSettings& s) {
   const std::string key = Get(s.env, "AWS_ACCESS_KEY_ID");
   const std::string secret = Get(s.env, "AWS_SECRET_ACCESS_KEY");
@@ -203,40 +264,33 @@ Result<std::shared_ptr<CredentialProvider>> LoadCredentials(const CredentialSett
     return CredentialProvider::Fixed({key, secret, Get(s.env, "AWS_SESSION_TOKEN")},
                                      "the environment (AWS_ACCESS_KEY_ID)");
   }
+  STOKER_RETURN_IF_ERROR(RefuseUnspokenProfile(s));
+  const auto& config = s.in_config_file;
   if (const std::string token_file = Get(s.env, "AWS_WEB_IDENTITY_TOKEN_FILE");
       !token_file.empty()) {
-    const std::string role = Get(s.env, "AWS_ROLE_ARN");
-    if (role.empty()) {
-      return Err(
-          Status::InvalidArgument("AWS_WEB_IDENTITY_TOKEN_FILE is set without AWS_ROLE_ARN"));
-    }
-    return WebIdentityProvider(s, token_file, role, Get(s.env, "AWS_ROLE_SESSION_NAME"));
+    return WebIdentityProvider(s, token_file, Get(s.env, "AWS_ROLE_ARN"),
+                               Get(s.env, "AWS_ROLE_SESSION_NAME"));
   }
-  STOKER_ASSIGN_OR_RETURN(auto from_profile, ProfileProvider(s));
-  if (from_profile) return from_profile;
+  if (const std::string token_file = Get(config, "web_identity_token_file"); !token_file.empty()) {
+    return WebIdentityProvider(s, token_file, Get(config, "role_arn"),
+                               Get(config, "role_session_name"));
+  }
+  STOKER_ASSIGN_OR_RETURN(auto from_file,
+                          ProfileKeys(s, s.in_credentials_file, s.credentials_file));
+  if (from_file) return from_file;
+  if (const std::string command = Get(config, "credential_process"); !command.empty()) {
+    return CredentialProvider::Refreshing(
+        ProcessCredentials(command), fmt::format("credential_process of profile '{}'", s.profile));
+  }
+  STOKER_ASSIGN_OR_RETURN(auto from_config, ProfileKeys(s, config, s.config_file));
+  if (from_config) return from_config;
   STOKER_ASSIGN_OR_RETURN(auto from_container, ContainerProvider(s));
   if (from_container) return from_container;
-
-  const std::string none = fmt::format(
-      "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or put profile '{}' "
-      "in {} (keys or credential_process), or give a web identity (AWS_WEB_IDENTITY_TOKEN_FILE "
-      "and AWS_ROLE_ARN)",
-      s.profile, s.credentials_file);
-  std::string disabled = Get(s.env, "AWS_EC2_METADATA_DISABLED");
-  std::transform(disabled.begin(), disabled.end(), disabled.begin(), ::tolower);
-  if (disabled == "true") return Err(Status::InvalidArgument(none));
-  std::string imds = Get(s.env, "AWS_EC2_METADATA_SERVICE_ENDPOINT");
-  if (imds.empty()) imds = Get(s.in_config_file, "ec2_metadata_service_endpoint");
-  if (imds.empty()) imds = "http://169.254.169.254";
-  while (imds.ends_with('/')) imds.pop_back();
-  auto from_instance =
-      CredentialProvider::Refreshing(InstanceMetadataCredentials(imds, MetadataTimeout(s)),
-                                     "the EC2 instance metadata service at " + imds);
-  if (!from_instance) {
-    return Err(Status::InvalidArgument(fmt::format("{}; on EC2, give the instance an IAM role ({})",
-                                                   none, from_instance.error().message())));
-  }
-  return from_instance;
+  return InstanceProvider(
+      s, fmt::format("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or put "
+                     "profile '{}' in {} (keys or credential_process), or give a web identity "
+                     "(AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN)",
+                     s.profile, s.credentials_file));
 }
 
 }  // namespace

@@ -299,3 +299,43 @@ def test_null_array_elements_are_nan_as_the_python_writer_makes_them(spark, tmp_
         ds = stoker.Dataset(uri)
         assert ds.columns == {"id": "int?", "emb": "ndarray:float64?"}
         assert ds[0]["emb"][0] == 1.0 and np.isnan(ds[0]["emb"][1]) and ds[1]["emb"] is None
+
+
+def test_the_jvm_writer_takes_every_element_type_and_fixed_shapes(spark, tmp_path):
+    """float16 (rounded as numpy rounds), bool, uint64 tokens and nested arrays of a fixed shape:
+    the same values as the Python writer stores with the same column types."""
+    halves = [0.1, 1 / 3, 65504.0, 65520.0, 1e-8, 2.0 ** -24 * 1.5, -2.5e-6, 1e6, -0.0]
+    rows = [(i, [h * (i + 1) for h in halves], [i % 2 == 0, i % 3 == 0, True],
+             [2 ** 63 - 1 - i, i], [[float(i + r * 3 + c) for c in range(3)] for r in range(2)])
+            for i in range(40)]
+    df = spark.createDataFrame(
+        rows, "id long, h array<double>, mask array<boolean>, big array<long>, "
+              "grid array<array<float>>").coalesce(2)
+    columns = "h=ndarray:float16,mask=ndarray:bool,big=tokens:uint64,grid=ndarray:float32:2x3"
+    out = {}
+    for fmt in ("stoker", "stoker-jvm"):
+        out[fmt] = str(tmp_path / f"{fmt}.stoker")
+        df.write.format(fmt).mode("append").option("columns", columns).save(out[fmt])
+    py, jvm = stoker.Dataset(out["stoker"]), stoker.Dataset(out["stoker-jvm"])
+    assert jvm.columns == py.columns
+    assert jvm.columns["grid"] == "ndarray:float32:2x3"
+    for i in range(len(rows)):
+        a, b = py[i], jvm[i]
+        assert all(same(a[k], b[k]) for k in a), (i, a, b)
+    assert np.array_equal(jvm[0]["h"], np.asarray(halves, dtype=np.float16))  # numpy's rounding
+    assert jvm[0]["grid"].shape == (2, 3) and jvm[0]["big"][0] == 2 ** 63 - 1
+
+    def refused(match, frame, columns, name):
+        with pytest.raises(Exception, match=match):
+            frame.write.format("stoker-jvm").mode("append").option("columns", columns) \
+                .save(str(tmp_path / name))
+        assert not (tmp_path / name / "versions").exists()
+
+    nested = spark.createDataFrame([([[1.0, 2.0], [3.0]],)], "g array<array<double>>")
+    refused("needs a shape of 2 dimensions", nested, "g=ndarray:float32", "a")
+    refused(r"level 1 has 1 elements, the shape \[2, 2\] says 2", nested, "g=ndarray:float32:2x2",
+            "b")
+    refused(r"element 0 \(-1\) does not fit uint64",
+            spark.createDataFrame([([-1],)], "t array<long>"), "t=tokens:uint64", "c")
+    refused("boolean elements cannot be stored as float32",
+            spark.createDataFrame([([True],)], "m array<boolean>"), "m=ndarray:float32", "d")

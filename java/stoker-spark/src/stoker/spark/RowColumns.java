@@ -14,7 +14,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.BooleanType;
@@ -40,14 +39,14 @@ final class RowColumns implements Serializable {
     final String type;     // the stoker type text, "jpeg", "str?", "ndarray:float32?"
     final Wire wire;
     final DataType spark;  // the DataFrame column's type
-    final String element;  // ARRAY: the stored element type, "float32", "int64", ...
+    final ArrayElements elements;  // ARRAY: how its elements are stored
 
-    Column(String name, String type, Wire wire, DataType spark, String element) {
+    Column(String name, String type, Wire wire, DataType spark, ArrayElements elements) {
       this.name = name;
       this.type = type;
       this.wire = wire;
       this.spark = spark;
-      this.element = element;
+      this.elements = elements;
     }
   }
 
@@ -88,7 +87,7 @@ final class RowColumns implements Serializable {
 
   private static String inferred(StructField f) {
     DataType t = f.dataType();
-    if (isIntegral(t) || t instanceof BooleanType) return "int";
+    if (ArrayElements.isIntegral(t) || t instanceof BooleanType) return "int";
     if (t instanceof FloatType || t instanceof DoubleType) return "float:nan";
     if (t instanceof StringType) return "str";
     if (t instanceof BinaryType) return "bytes";
@@ -96,16 +95,11 @@ final class RowColumns implements Serializable {
       DataType e = ((ArrayType) t).elementType();
       if (e instanceof FloatType) return "ndarray:float32";
       if (e instanceof DoubleType) return "ndarray:float64";
-      if (isIntegral(e)) return "tokens:" + integralName(e);
+      if (ArrayElements.isIntegral(e)) return "tokens:" + integralName(e);
     }
     throw new IllegalArgumentException(
         "column '" + f.name() + "': format(\"stoker-jvm\") does not write " + t.simpleString()
             + " (cast it, or write with format(\"stoker\"), which stores it as json or text)");
-  }
-
-  private static boolean isIntegral(DataType t) {
-    return t instanceof ByteType || t instanceof ShortType || t instanceof IntegerType
-        || t instanceof LongType;
   }
 
   private static String integralName(DataType t) {
@@ -120,12 +114,12 @@ final class RowColumns implements Serializable {
     String bare = type.endsWith("?") ? type.substring(0, type.length() - 1) : type;
     String[] parts = bare.split(":");
     String base = parts[0];
-    boolean numbers = isIntegral(spark) || spark instanceof FloatType
+    boolean numbers = ArrayElements.isIntegral(spark) || spark instanceof FloatType
         || spark instanceof DoubleType;
     boolean text = spark instanceof StringType || spark instanceof BinaryType;
     switch (base) {
       case "int":
-        if (isIntegral(spark) || spark instanceof BooleanType) {
+        if (ArrayElements.isIntegral(spark) || spark instanceof BooleanType) {
           return new Column(name, type, Wire.INT, spark, null);
         }
         break;
@@ -148,16 +142,18 @@ final class RowColumns implements Serializable {
       case "ndarray":
       case "tokens":
         if (spark instanceof ArrayType) {
-          DataType e = ((ArrayType) spark).elementType();
-          boolean numeric = isIntegral(e) || e instanceof FloatType || e instanceof DoubleType;
           String element = parts.length > 1 ? parts[1] : base.equals("tokens") ? "int32" : null;
           if (element == null) {
             throw new IllegalArgumentException("column '" + name + "': give the element type of "
                 + "an ndarray column, e.g. ndarray:float32");
           }
-          if (numeric && RowStreamOutput.elementSize(element) > 0) {
-            return new Column(name, type, Wire.ARRAY, spark, element);
+          long[] shape = base.equals("ndarray") && parts.length > 2 ? shape(name, parts[2]) : null;
+          String refused = ArrayElements.refusal(spark, element, shape);
+          if (refused != null) {
+            throw new IllegalArgumentException("column '" + name + "' (" + type + "): " + refused);
           }
+          return new Column(name, type, Wire.ARRAY, spark,
+              new ArrayElements(name, spark, element, shape));
         }
         break;
       default:
@@ -165,6 +161,21 @@ final class RowColumns implements Serializable {
     }
     throw new IllegalArgumentException("column '" + name + "': a " + spark.simpleString()
         + " column cannot be stored as " + type);
+  }
+
+  // "3x4" -> {3, 4}; `stoker pack` checks the rest of the type.
+  private static long[] shape(String name, String text) {
+    String[] dims = text.split("x");
+    long[] out = new long[dims.length];
+    for (int k = 0; k < dims.length; k++) {
+      try {
+        out[k] = Long.parseLong(dims[k]);
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(
+            "column '" + name + "': bad shape '" + text + "' (give it as 3x4)", e);
+      }
+    }
+    return out;
   }
 
   // The --columns flags, in the stream's order.
@@ -199,8 +210,7 @@ final class RowColumns implements Serializable {
           out.bytes(t instanceof StringType ? row.getUTF8String(i).getBytes() : row.getBinary(i));
           break;
         case ARRAY:
-          ArrayData a = row.getArray(i);
-          out.array(c.name, a, ((ArrayType) t).elementType(), c.element);
+          out.array(row.getArray(i), c.elements);
           break;
         default:
           throw new IllegalStateException();

@@ -8,12 +8,6 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import org.apache.spark.sql.catalyst.util.ArrayData;
-import org.apache.spark.sql.types.ByteType;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DoubleType;
-import org.apache.spark.sql.types.FloatType;
-import org.apache.spark.sql.types.IntegerType;
-import org.apache.spark.sql.types.ShortType;
 
 final class RowStreamOutput implements AutoCloseable {
   private static final byte[] MAGIC = "STKROWS1".getBytes(StandardCharsets.US_ASCII);
@@ -25,27 +19,6 @@ final class RowStreamOutput implements AutoCloseable {
   RowStreamOutput(OutputStream raw) throws IOException {
     out = new BufferedOutputStream(raw, 1 << 20);
     out.write(MAGIC);
-  }
-
-  // Bytes per element of a stored element type; 0: one the stream does not carry.
-  static int elementSize(String element) {
-    switch (element) {
-      case "int8":
-      case "uint8":
-        return 1;
-      case "int16":
-      case "uint16":
-        return 2;
-      case "int32":
-      case "uint32":
-      case "float32":
-        return 4;
-      case "int64":
-      case "float64":
-        return 8;
-      default:
-        return 0;
-    }
   }
 
   void beginRow() throws IOException {
@@ -76,49 +49,10 @@ final class RowStreamOutput implements AutoCloseable {
     out.write(b);
   }
 
-  // An array's elements as `element` (ints range-checked, floats rounded to float32 if asked).
-  void array(String column, ArrayData a, DataType from, String element) throws IOException {
-    int n = a.numElements();
-    int size = elementSize(element);
-    length((long) n * size);
-    boolean toFloat = element.startsWith("float");
-    for (int j = 0; j < n; j++) {
-      if (a.isNullAt(j) && !toFloat) {
-        throw new IllegalArgumentException("column '" + column + "': element " + j
-            + " is null (integers have no null; NumPy, and so stoker.spark, refuses it too)");
-      }
-      if (toFloat) {  // a null element is NaN, as numpy.asarray makes it
-        double v = a.isNullAt(j) ? Double.NaN : from instanceof FloatType ? a.getFloat(j)
-            : from instanceof DoubleType ? a.getDouble(j) : (double) integral(a, j, from);
-        if (size == 4) {
-          little(Float.floatToRawIntBits((float) v) & 0xFFFFFFFFL, 4);
-        } else {
-          little(Double.doubleToRawLongBits(v), 8);
-        }
-        continue;
-      }
-      if (from instanceof FloatType || from instanceof DoubleType) {
-        throw new IllegalArgumentException(
-            "column '" + column + "': " + element + " elements from floats");
-      }
-      long v = integral(a, j, from);
-      boolean unsigned = element.startsWith("u");
-      int bits = size * 8;
-      boolean fits = unsigned ? v >= 0 && (bits == 64 || v < (1L << bits))
-          : bits == 64 || (v >= -(1L << (bits - 1)) && v < (1L << (bits - 1)));
-      if (!fits) {
-        throw new IllegalArgumentException(
-            "column '" + column + "': element " + j + " (" + v + ") does not fit " + element);
-      }
-      little(v, size);
-    }
-  }
-
-  private static long integral(ArrayData a, int j, DataType t) {
-    if (t instanceof ByteType) return a.getByte(j);
-    if (t instanceof ShortType) return a.getShort(j);
-    if (t instanceof IntegerType) return a.getInt(j);
-    return a.getLong(j);
+  // An array column's value: its elements as `elements` says (ArrayElements).
+  void array(ArrayData a, ArrayElements elements) throws IOException {
+    length(elements.byteLength(a));
+    elements.write(a, this::little);
   }
 
   private void length(long n) throws IOException {
@@ -128,7 +62,7 @@ final class RowStreamOutput implements AutoCloseable {
     little(n, 4);
   }
 
-  private void little(long v, int size) throws IOException {
+  private void little(long v, int size) throws IOException {  // also ArrayElements.Sink
     for (int k = 0; k < size; k++) scratch[k] = (byte) (v >>> (8 * k));
     out.write(scratch, 0, size);
   }
