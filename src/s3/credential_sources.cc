@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "common/retry.h"
 #include "http/http_client.h"
 #include "s3/sigv4.h"
 
@@ -148,14 +149,39 @@ std::string TrimmedLine(std::string_view s) {
   return std::string(s.substr(b, e - b + 1));
 }
 
+// An endpoint's answer other than 200 as an error naming it: a server error or throttling is
+// worth another attempt (Unavailable), a refusal is not.
+Status AnswerError(const http::Request& request, const http::Response& response) {
+  const std::string text = fmt::format("{}: HTTP {} {}", request.where, response.status,
+                                       TrimmedLine(response.body.substr(0, 300)));
+  if (response.status >= 500 || response.status == 429) return Status::Unavailable(text);
+  if (response.status == 404) return Status::NotFound(text);
+  if (response.status == 401 || response.status == 403) return Status::PermissionDenied(text);
+  return Status::InvalidArgument(text);
+}
+
 // One request to a credential endpoint; an answer other than 200 is an error naming it.
-Result<std::string> Fetch200(http::Client& client, http::Request request) {
+Result<std::string> Fetch200(http::Client& client, const http::Request& request) {
   STOKER_ASSIGN_OR_RETURN(http::Response response, client.Perform(request));
-  if (response.status != 200) {
-    return Err(Status::Unavailable(fmt::format("{}: HTTP {} {}", request.where, response.status,
-                                               TrimmedLine(response.body.substr(0, 300)))));
-  }
+  if (response.status != 200) return Err(AnswerError(request, response));
   return std::move(response.body);
+}
+
+// `fetch` tried up to `attempts` times while it fails for a reason that may pass (no
+// connection, a timeout, a server error), a second apart: the SDKs' retries of these endpoints.
+CredentialProvider::Fetch WithAttempts(CredentialProvider::Fetch fetch, int attempts) {
+  return [fetch = std::move(fetch), attempts]() -> Result<TimedCredentials> {
+    Retry retry(RetryPolicy{.max_attempts = attempts,
+                            .base_backoff = std::chrono::milliseconds(1000),
+                            .max_backoff = std::chrono::milliseconds(1000)});
+    Status last;
+    while (retry.Next(last)) {
+      auto fetched = fetch();
+      if (fetched) return fetched;
+      last = fetched.error();
+    }
+    return Err(last);
+  };
 }
 
 }  // namespace
@@ -180,93 +206,98 @@ CredentialProvider::Fetch ProcessCredentials(std::string command,
 CredentialProvider::Fetch ContainerCredentials(ContainerEndpoint endpoint,
                                                std::chrono::milliseconds timeout) {
   auto client = http::Client::Create(timeout);
-  return [endpoint = std::move(endpoint), client]() -> Result<TimedCredentials> {
-    http::Request request;
-    request.url = endpoint.url;
-    request.where = "GET " + endpoint.url;
-    std::string token = endpoint.authorization_token;
-    if (!endpoint.authorization_token_file.empty()) {
-      token = TrimmedLine(ReadWholeFile(endpoint.authorization_token_file));
-      if (token.find_first_of("\r\n") != std::string::npos) {
-        return Err(Status::InvalidArgument(
-            fmt::format("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '{}' holds more than one line",
-                        endpoint.authorization_token_file)));
-      }
-      if (token.empty()) {
-        return Err(Status::InvalidArgument(
-            fmt::format("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '{}' is missing or empty",
-                        endpoint.authorization_token_file)));
-      }
-    }
-    if (!token.empty()) request.header_lines.push_back("Authorization: " + token);
-    STOKER_ASSIGN_OR_RETURN(std::string body, Fetch200(*client, request));
-    return ParseCredentialJson(body, request.where);
-  };
+  return WithAttempts(
+      [endpoint = std::move(endpoint), client]() -> Result<TimedCredentials> {
+        http::Request request;
+        request.url = endpoint.url;
+        request.where = "GET " + endpoint.url;
+        std::string token = endpoint.authorization_token;
+        if (!endpoint.authorization_token_file.empty()) {
+          token = TrimmedLine(ReadWholeFile(endpoint.authorization_token_file));
+          if (token.find_first_of("\r\n") != std::string::npos) {
+            return Err(Status::InvalidArgument(
+                fmt::format("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '{}' holds more than one line",
+                            endpoint.authorization_token_file)));
+          }
+          if (token.empty()) {
+            return Err(Status::InvalidArgument(
+                fmt::format("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '{}' is missing or empty",
+                            endpoint.authorization_token_file)));
+          }
+        }
+        if (!token.empty()) request.header_lines.push_back("Authorization: " + token);
+        STOKER_ASSIGN_OR_RETURN(std::string body, Fetch200(*client, request));
+        return ParseCredentialJson(body, request.where);
+      },
+      3);  // botocore's container fetcher: 3 attempts
 }
 
 CredentialProvider::Fetch InstanceMetadataCredentials(InstanceMetadata imds) {
   auto client = http::Client::Create(imds.timeout);
-  return [imds = std::move(imds), client]() -> Result<TimedCredentials> {
-    http::Request token_request;
-    token_request.method = "PUT";
-    token_request.url = imds.endpoint + "/latest/api/token";
-    token_request.where = "PUT " + token_request.url;
-    token_request.header_lines.push_back("X-aws-ec2-metadata-token-ttl-seconds: 21600");
-    STOKER_ASSIGN_OR_RETURN(http::Response token_answer, client->Perform(token_request));
-    std::vector<std::string> headers;
-    const long status = token_answer.status;
-    if (status == 200) {
-      headers.push_back("X-aws-ec2-metadata-token: " + TrimmedLine(token_answer.body));
-    } else if (imds.v1_disabled || (status != 403 && status != 404 && status != 405)) {
-      return Err(
-          Status::Unavailable(fmt::format("{}: HTTP {}{}", token_request.where, status,
-                                          imds.v1_disabled ? " (and IMDSv1 is disabled)" : "")));
-    }
-    const std::string roles_url = imds.endpoint + "/latest/meta-data/iam/security-credentials/";
-    http::Request roles{.url = roles_url, .where = "GET " + roles_url, .header_lines = headers};
-    STOKER_ASSIGN_OR_RETURN(http::Response role_answer, client->Perform(roles));
-    const std::string role =
-        TrimmedLine(std::string_view(role_answer.body).substr(0, role_answer.body.find('\n')));
-    if (role_answer.status == 404 || (role_answer.status == 200 && role.empty())) {
-      return Err(Status::NotFound(
-          fmt::format("{}: the instance has no IAM role (instance profile)", roles.where)));
-    }
-    if (role_answer.status != 200) {
-      return Err(Status::Unavailable(fmt::format("{}: HTTP {}", roles.where, role_answer.status)));
-    }
-    http::Request credentials{
-        .url = roles_url + role, .where = "GET " + roles_url + role, .header_lines = headers};
-    STOKER_ASSIGN_OR_RETURN(std::string body, Fetch200(*client, credentials));
-    return ParseCredentialJson(body, credentials.where);
-  };
+  const int attempts = imds.attempts;
+  return WithAttempts(
+      [imds = std::move(imds), client]() -> Result<TimedCredentials> {
+        http::Request token_request;
+        token_request.method = "PUT";
+        token_request.url = imds.endpoint + "/latest/api/token";
+        token_request.where = "PUT " + token_request.url;
+        token_request.header_lines.push_back("X-aws-ec2-metadata-token-ttl-seconds: 21600");
+        STOKER_ASSIGN_OR_RETURN(http::Response token_answer, client->Perform(token_request));
+        std::vector<std::string> headers;
+        const long status = token_answer.status;
+        if (status == 200) {
+          headers.push_back("X-aws-ec2-metadata-token: " + TrimmedLine(token_answer.body));
+        } else if (imds.v1_disabled || (status != 403 && status != 404 && status != 405)) {
+          return Err(Status::Unavailable(
+              fmt::format("{}: HTTP {}{}", token_request.where, status,
+                          imds.v1_disabled ? " (and IMDSv1 is disabled)" : "")));
+        }
+        const std::string roles_url = imds.endpoint + "/latest/meta-data/iam/security-credentials/";
+        http::Request roles{.url = roles_url, .where = "GET " + roles_url, .header_lines = headers};
+        STOKER_ASSIGN_OR_RETURN(http::Response role_answer, client->Perform(roles));
+        const std::string role =
+            TrimmedLine(std::string_view(role_answer.body).substr(0, role_answer.body.find('\n')));
+        if (role_answer.status == 404 || (role_answer.status == 200 && role.empty())) {
+          return Err(Status::NotFound(
+              fmt::format("{}: the instance has no IAM role (instance profile)", roles.where)));
+        }
+        if (role_answer.status != 200) return Err(AnswerError(roles, role_answer));
+        http::Request credentials{
+            .url = roles_url + role, .where = "GET " + roles_url + role, .header_lines = headers};
+        STOKER_ASSIGN_OR_RETURN(std::string body, Fetch200(*client, credentials));
+        return ParseCredentialJson(body, credentials.where);
+      },
+      attempts);
 }
 
 CredentialProvider::Fetch WebIdentityCredentials(WebIdentity identity,
                                                  std::chrono::milliseconds timeout) {
   auto client = http::Client::Create(timeout);
-  return [identity = std::move(identity), client]() -> Result<TimedCredentials> {
-    const std::string token = TrimmedLine(ReadWholeFile(identity.token_file));
-    if (token.empty()) {
-      return Err(Status::InvalidArgument(fmt::format(
-          "the web identity token file '{}' is missing or empty", identity.token_file)));
-    }
-    // An unsigned call: the token is the proof.
-    const std::string form = CanonicalQuery({{"Action", "AssumeRoleWithWebIdentity"},
-                                             {"Version", "2011-06-15"},
-                                             {"RoleArn", identity.role_arn},
-                                             {"RoleSessionName", identity.session_name},
-                                             {"WebIdentityToken", token}});
-    http::Request request;
-    request.method = "POST";
-    request.url = identity.sts_endpoint + "/";
-    request.where = fmt::format("AssumeRoleWithWebIdentity at {} (role {})", identity.sts_endpoint,
-                                identity.role_arn);
-    request.header_lines = {"Content-Type: application/x-www-form-urlencoded",
-                            "Accept: application/xml"};
-    request.body = std::as_bytes(std::span(form));
-    STOKER_ASSIGN_OR_RETURN(std::string body, Fetch200(*client, request));
-    return ParseStsCredentials(body, request.where);
-  };
+  return WithAttempts(
+      [identity = std::move(identity), client]() -> Result<TimedCredentials> {
+        const std::string token = TrimmedLine(ReadWholeFile(identity.token_file));
+        if (token.empty()) {
+          return Err(Status::InvalidArgument(fmt::format(
+              "the web identity token file '{}' is missing or empty", identity.token_file)));
+        }
+        // An unsigned call: the token is the proof.
+        const std::string form = CanonicalQuery({{"Action", "AssumeRoleWithWebIdentity"},
+                                                 {"Version", "2011-06-15"},
+                                                 {"RoleArn", identity.role_arn},
+                                                 {"RoleSessionName", identity.session_name},
+                                                 {"WebIdentityToken", token}});
+        http::Request request;
+        request.method = "POST";
+        request.url = identity.sts_endpoint + "/";
+        request.where = fmt::format("AssumeRoleWithWebIdentity at {} (role {})",
+                                    identity.sts_endpoint, identity.role_arn);
+        request.header_lines = {"Content-Type: application/x-www-form-urlencoded",
+                                "Accept: application/xml"};
+        request.body = std::as_bytes(std::span(form));
+        STOKER_ASSIGN_OR_RETURN(std::string body, Fetch200(*client, request));
+        return ParseStsCredentials(body, request.where);
+      },
+      3);  // as the SDKs' standard retries of STS
 }
 
 }  // namespace stoker::s3

@@ -1,6 +1,8 @@
 // The sources of temporary S3 credentials the AWS SDKs read, each a CredentialProvider::Fetch
 // that fetches a fresh set (credentials.h refreshes them). s3_config.cc decides which one a
-// configuration names, in the SDKs' order.
+// configuration names, in the SDKs' order. The HTTP ones try again, a second apart, when the
+// failure may pass (no connection, a timeout, a 5xx): the container endpoint and STS 3 times,
+// the instance metadata service AWS_METADATA_SERVICE_NUM_ATTEMPTS times (default 1), as botocore.
 #pragma once
 
 #include <chrono>
@@ -36,6 +38,7 @@ CredentialProvider::Fetch ContainerCredentials(ContainerEndpoint endpoint,
 struct InstanceMetadata {
   std::string endpoint;  // "http://169.254.169.254"
   std::chrono::milliseconds timeout{1000};
+  int attempts = 1;          // AWS_METADATA_SERVICE_NUM_ATTEMPTS
   bool v1_disabled = false;  // AWS_EC2_METADATA_V1_DISABLED
 };
 CredentialProvider::Fetch InstanceMetadataCredentials(InstanceMetadata imds);

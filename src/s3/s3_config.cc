@@ -241,6 +241,14 @@ Result<std::shared_ptr<CredentialProvider>> InstanceProvider(const CredentialSet
   imds.v1_disabled = IsTrue(Get(s.env, "AWS_EC2_METADATA_V1_DISABLED")) ||
                      IsTrue(Get(s.in_config_file, "ec2_metadata_v1_disabled"));
   STOKER_ASSIGN_OR_RETURN(imds.timeout, MetadataTimeout(s));
+  if (const std::string text = Get(s.env, "AWS_METADATA_SERVICE_NUM_ATTEMPTS"); !text.empty()) {
+    const auto attempts = ParseUnsigned<uint32_t>(text);
+    if (!attempts || *attempts == 0 || *attempts > 10) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "AWS_METADATA_SERVICE_NUM_ATTEMPTS '{}' must be a number from 1 to 10", text)));
+    }
+    imds.attempts = static_cast<int>(*attempts);
+  }
   const std::string source = "the EC2 instance metadata service at " + imds.endpoint;
   auto provider = CredentialProvider::Refreshing(InstanceMetadataCredentials(imds), source);
   if (!provider) {

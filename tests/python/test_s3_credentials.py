@@ -132,6 +132,7 @@ class Endpoints:
         self.requests: list[tuple[str, str, dict]] = []
         self.tokens: set[str] = set()
         self.role = ROLE
+        self.fail_next = 0  # answer this many requests 500 first
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -162,6 +163,9 @@ class Endpoints:
 
             def do_GET(self):
                 self.record()
+                if outer.fail_next > 0:
+                    outer.fail_next -= 1
+                    return self.answer(500, "busy")
                 creds = dict(outer.credentials(), Expiration=iso(outer.lifetime))
                 base = "/latest/meta-data/iam/security-credentials/"
                 if self.path.startswith(base):
@@ -250,13 +254,15 @@ def test_container_endpoint_with_a_rotated_token_file(gateway, dataset, endpoint
     env = bare_env(gateway, tmp_path,
                    AWS_CONTAINER_CREDENTIALS_FULL_URI=endpoints.url + "/container-credentials",
                    AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=str(token_file))
+    endpoints.fail_next = 1  # a server error is tried again (a second later)
     run(env, "verify", uri)
-    assert endpoints.paths("GET") == ["/container-credentials"]
+    assert endpoints.paths("GET") == ["/container-credentials"] * 2
     assert endpoints.requests[0][2]["authorization"] == endpoints.container_token
     token_file.write_text("stale")
     r = run(env, "verify", uri, check=False)
     assert r.returncode != 0 and "container credentials endpoint" in r.stderr \
         and "HTTP 401" in r.stderr, r.stderr
+    assert len(endpoints.paths("GET")) == 3  # a refusal is not tried again
 
 
 def test_web_identity_refreshed_with_the_rotated_token(gateway, dataset, endpoints, tmp_path,
