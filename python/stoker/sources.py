@@ -23,7 +23,8 @@ Column types come from the input's schema (override any with columns={name: type
     datasets.Image                  jpeg or png (the encoded bytes, by the first image's format)
 
 A type given by name for an array column (columns={"emb": "ndarray:float16"}) converts each value
-as numpy.asarray(value, dtype) does, but never floats into integers nor numbers into bools.
+as numpy.asarray(value, dtype) does, but never floats into integers nor numbers into bools, and
+an integer that does not fit is an error naming the column (never wrapped).
 Arrow fields are nullable, so every column is optional ("?"): a null is a missing value.
 PyArrow (`pip install pyarrow`) is needed for Parquet, `datasets` for from_huggingface.
 """
@@ -91,22 +92,33 @@ def column_types(schema: Any, overrides: dict[str, str] | None
         types[field.name] = kind + "?"  # Arrow fields are nullable: a null is a missing value
         if fn is not None:
             convert[field.name] = fn
+    _apply_overrides(types, convert, overrides, "input")
+    return types, convert
+
+
+def _apply_overrides(types: dict[str, str], convert: dict[str, Callable[[Any], Any]],
+                     overrides: dict[str, str] | None, what: str) -> None:
+    """Types given by name replace the inferred ones, with their converters (_array_converter)."""
     for name, kind in (overrides or {}).items():
         if name not in types:
-            raise ValueError(f"columns: {name!r} is not a column of the input ({list(types)})")
+            raise ValueError(f"columns: {name!r} is not a column of the {what} ({list(types)})")
         types[name] = kind
         fn = _array_converter(kind)
         if fn is None:
             convert.pop(name, None)
         else:
             convert[name] = fn
-    return types, convert
 
 
 # What an array's elements (numpy.asarray's dtype kind) may be stored as: numbers widen and
-# narrow as numpy.asarray(value, dtype) rounds them (an integer that does not fit is its
-# OverflowError), but a float never silently becomes an integer, nor a number a bool.
+# narrow as numpy.asarray(value, dtype) rounds floats, integers must fit (checked, never
+# wrapped), and a float never becomes an integer, nor a number a bool.
 _ELEMENT_SOURCES = {"b": "b", "i": "iu", "u": "iu", "f": "iuf", "c": "iufc"}
+
+
+def _number_or_none(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float, np.integer, np.floating))
+                         and not isinstance(v, (bool, np.bool_)))
 
 
 def _array_converter(kind: str) -> Callable[[Any], Any] | None:
@@ -119,15 +131,28 @@ def _array_converter(kind: str) -> Callable[[Any], Any] | None:
     element = parts[1] if len(parts) > 1 else ("int32" if parts[0] == "tokens" else None)
     if element is None:
         return None
-    dtype = np.dtype(element)
+    try:
+        dtype = np.dtype(element)
+    except TypeError:
+        return None  # not a NumPy type: the Writer names the bad type
 
     def convert(value: Any) -> np.ndarray:
         given = np.asarray(value)
+        if given.size == 0:
+            return np.empty(given.shape, dtype)
         allowed = _ELEMENT_SOURCES.get(dtype.kind, "")
         # None elements (object arrays) become NaN in float columns, as numpy makes them.
-        if given.dtype.kind not in allowed and not (given.dtype.kind == "O" and dtype.kind in "fc"):
+        if given.dtype.kind == "O" and dtype.kind in "fc" and \
+                all(_number_or_none(v) for v in given.flat):
+            return np.asarray(value, dtype=dtype)
+        if given.dtype.kind not in allowed:
             raise TypeError(f"{given.dtype} elements cannot be stored as {dtype}")
-        return np.asarray(value, dtype=dtype)
+        if dtype.kind in "iu" and given.dtype != dtype:
+            low, high, info = int(given.min()), int(given.max()), np.iinfo(dtype)
+            if low < info.min or high > info.max:
+                raise OverflowError(
+                    f"element {low if low < info.min else high} does not fit {dtype}")
+        return given.astype(dtype, copy=False)
     return convert
 
 
@@ -186,7 +211,10 @@ def converted(rows: Iterable[dict], convert: dict[str, Callable[[Any], Any]]
         for name, fn in convert.items():
             value = row.get(name)
             if value is not None:
-                row[name] = fn(value)
+                try:
+                    row[name] = fn(value)
+                except (TypeError, ValueError, OverflowError) as e:
+                    raise type(e)(f"column {name!r}: {e}") from e
         yield row
 
 
@@ -271,11 +299,7 @@ def from_huggingface(dataset, output, *, columns: dict[str, str] | None = None,
         for name in images:
             data = convert[name](first[name]) if first.get(name) else b""
             types[name] = _column_type(data) + "?"
-    for name, kind in (columns or {}).items():
-        if name not in types:
-            raise ValueError(f"columns: {name!r} is not a column of the dataset ({list(types)})")
-        types[name] = kind
-        convert.pop(name, None)
+    _apply_overrides(types, convert, columns, "dataset")
     if "label" not in options and isinstance(features.get("label"), hf.ClassLabel):
         options["label"] = "label"
     return _write((dict(row) for row in dataset), output, types, convert, options)

@@ -213,3 +213,28 @@ def test_the_column_types_are_the_writers(tmp_path):
         stoker.Writer(tmp_path / "x", columns={"x": "nope"})
     listed = re.search(r"types: ([a-z, ]+);", str(e.value)).group(1).split(", ")
     assert tuple(listed) == stoker.sources._COLUMN_TYPES
+
+
+def test_a_named_array_type_converts_lists_and_refuses_what_does_not_fit(tmp_path):
+    """columns={"toks": "tokens:uint16", "emb": "ndarray:float16"}: lists of Python ints and
+    floats fill them (numpy's rounding), empty lists included; a value that does not fit, or a
+    float for an integer type, is an error naming the column, and nothing is published."""
+    emb = [[0.1, 1 / 3, None], [], [65504.0, -2.5e-6, 1e-8]]
+    pq.write_table(pa.table({"toks": [[1, 65535], [], [7]], "emb": emb}), tmp_path / "a.parquet")
+    out = tmp_path / "o.stoker"
+    stoker.from_parquet(tmp_path / "a.parquet", out, progress=False,
+                        columns={"toks": "tokens:uint16", "emb": "ndarray:float16?"})
+    ds = stoker.Dataset(out)
+    assert [ds[i]["toks"].tolist() for i in range(3)] == [[1, 65535], [], [7]]
+    assert ds[0]["toks"].dtype == np.uint16 and ds[0]["emb"].dtype == np.float16
+    want = np.asarray([0.1, 1 / 3, np.nan], dtype=np.float16)
+    assert np.array_equal(ds[0]["emb"], want, equal_nan=True) and ds[1]["emb"].size == 0
+    for values, kind, match in (([[70000]], "tokens:uint16", "column 'toks': element 70000"),
+                                ([[-1]], "tokens:uint64", "column 'toks': element -1"),
+                                ([[1.5]], "tokens:int32", "column 'toks': double|float64")):
+        bad = tmp_path / "bad.parquet"
+        pq.write_table(pa.table({"toks": values}), bad)
+        with pytest.raises((OverflowError, TypeError), match=match):
+            stoker.from_parquet(bad, tmp_path / "bad.stoker", columns={"toks": kind},
+                                progress=False)
+        assert not (tmp_path / "bad.stoker" / "versions").exists()

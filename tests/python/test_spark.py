@@ -339,3 +339,6 @@ def test_the_jvm_writer_takes_every_element_type_and_fixed_shapes(spark, tmp_pat
             spark.createDataFrame([([-1],)], "t array<long>"), "t=tokens:uint64", "c")
     refused("boolean elements cannot be stored as float32",
             spark.createDataFrame([([True],)], "m array<boolean>"), "m=ndarray:float32", "d")
+    flat = spark.createDataFrame([([1.0] * 6,)], "f array<double>")
+    refused("cannot have the 2-dimensional shape", flat, "f=ndarray:float32:2x3", "e")
+    refused("double elements cannot be stored as int32", flat, "f=tokens:int32", "f")

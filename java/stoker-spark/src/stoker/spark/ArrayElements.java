@@ -79,12 +79,18 @@ final class ArrayElements implements Serializable {
     if (e.size == 0) return "the row stream does not carry " + element + " elements";
     boolean numeric = isIntegral(e.leaf) || e.leaf instanceof FloatType
         || e.leaf instanceof DoubleType;
-    if (element.equals("bool") ? !(e.leaf instanceof BooleanType) : !numeric) {
+    boolean floats = e.leaf instanceof FloatType || e.leaf instanceof DoubleType;
+    if (element.equals("bool") ? !(e.leaf instanceof BooleanType)
+        : !numeric || (floats && !element.startsWith("float"))) {
       return e.leaf.simpleString() + " elements cannot be stored as " + element;
     }
-    if (e.depth > 1 && (shape == null || shape.length != e.depth)) {
+    if (e.depth > 1 && shape == null) {
       return "an array of " + e.depth + " levels needs a shape of " + e.depth
           + " dimensions in the type (e.g. ndarray:" + element + ":3x4)";
+    }
+    if (shape != null && shape.length != e.depth) {  // numpy.asarray's shape must be the type's
+      return "an array of " + e.depth + " level" + (e.depth > 1 ? "s" : "") + " cannot have the "
+          + shape.length + "-dimensional shape " + Arrays.toString(shape);
     }
     return null;
   }
@@ -96,7 +102,7 @@ final class ArrayElements implements Serializable {
 
   private long count(ArrayData a, int level) {
     int n = a.numElements();
-    if (depth > 1 && n != shape[level]) {
+    if (shape != null && n != shape[level]) {
       throw new IllegalArgumentException("column '" + column + "': level " + level
           + " has " + n + " elements, the shape " + shapeText() + " says " + shape[level]);
     }
@@ -148,10 +154,6 @@ final class ArrayElements implements Serializable {
       out.put(a.getBoolean(j) ? 1 : 0, 1);
       return;
     }
-    if (leaf instanceof FloatType || leaf instanceof DoubleType) {
-      throw new IllegalArgumentException(
-          "column '" + column + "': " + element + " elements from floats");
-    }
     long v = integral(a, j);
     boolean unsigned = element.startsWith("u");
     int bits = size * 8;
@@ -171,7 +173,10 @@ final class ArrayElements implements Serializable {
     int sign = (int) ((bits >>> 48) & 0x8000);
     int exponent = (int) ((bits >>> 52) & 0x7FF);
     long mantissa = bits & 0xFFFFFFFFFFFFFL;
-    if (exponent == 0x7FF) return sign | 0x7C00 | (mantissa != 0 ? 0x200 : 0);
+    if (exponent == 0x7FF) {  // infinity, or NaN keeping its top payload bits (as numpy)
+      long payload = mantissa >>> 42;
+      return sign | 0x7C00 | (mantissa == 0 ? 0 : payload == 0 ? 1 : payload);
+    }
     int e = exponent - 1023 + 15;  // the half's biased exponent
     if (e >= 0x1F) return sign | 0x7C00;
     long significand = mantissa | (exponent == 0 ? 0 : 1L << 52);
