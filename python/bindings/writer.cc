@@ -188,6 +188,10 @@ class PyWriter {
       }
       items.push_back({format::ColumnPath(key, column.name), Encode(column, value), nullptr, 0});
     }
+    if (items.empty()) {
+      throw nb::value_error(
+          fmt::format("sample {}: {}", written_, format::kSampleWithoutValues).c_str());
+    }
     Status added;
     {
       nb::gil_scoped_release release;
@@ -230,13 +234,16 @@ class PyWriter {
   const std::string& output() const { return output_; }
 
  private:
-  // The label column: the one named, or "label" when that is an int column, else none.
+  // The label column: the one named, or "label" when that is an int column (optional or not:
+  // every column from Parquet, Spark or Ray is optional), else none.
   static std::string DefaultLabel(const nb::dict& columns,
                                   const std::optional<std::string>& label) {
     if (label) return *label;
     if (!columns.contains("label")) return "";
     const nb::object type = columns["label"];
-    return nb::isinstance<nb::str>(type) && nb::cast<std::string>(type) == "int" ? "label" : "";
+    if (!nb::isinstance<nb::str>(type)) return "";
+    const std::string text = nb::cast<std::string>(type);
+    return text == "int" || text == "int?" ? "label" : "";
   }
 
   // Where this writer's samples go (dataset::SampleKeyPrefix): name=, else a random id.

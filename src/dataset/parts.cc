@@ -84,7 +84,15 @@ Result<std::vector<Part>> OpenParts(Storage& storage, const CommitOptions& optio
       }
       count = kn->second;
     }
-    by_index[kn->first] = dir + "/" + name;
+    // part-K-of-N and part-K-of-0 (or -of-M) are one part packed twice: publishing either
+    // would drop the other's files.
+    if (const auto [it, added] = by_index.emplace(kn->first, dir + "/" + name); !added) {
+      return Err(Status::InvalidArgument(fmt::format(
+          "{} and {} are both part {} of job '{}' (packed twice, with different N?): remove the "
+          "one that should not be published",
+          storage.Describe(it->second), storage.Describe(dir + "/" + name), kn->first,
+          options.job)));
+    }
   }
   if (by_index.empty()) {
     return Err(Status::NotFound(
@@ -372,6 +380,15 @@ Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part)
   STOKER_RETURN_IF_ERROR(dst.CreateDirs(JobDir(part.job)));
   STOKER_ASSIGN_OR_RETURN(bool closed, dst.Exists(ClosedPath(part.job)));
   if (closed) return Err(JobClosed(dst, part));
+  // The same K under another N (K/N next to a bare K): the exclusive create below cannot see it.
+  if (auto names = dst.List(JobDir(part.job)); names) {
+    for (const std::string& name : *names) {
+      const auto kn = ParsePartName(name);
+      if (kn && kn->first == part.index && kn->second != part.count) {
+        return Err(PackedTwice(dst, JobDir(part.job) + "/" + name, part));
+      }
+    }
+  }
   if (!add.columns.empty()) {
     // Before the segment, whose creation makes the part whole: a schema without a segment is
     // a part that never finished, rewritten by its next attempt.

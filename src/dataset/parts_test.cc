@@ -103,6 +103,28 @@ TEST_F(PartsTest, APartWrittenTwiceIsRefusedAndLeavesNoChunks) {
   EXPECT_EQ(store_->List("chunks").value().size(), chunks);
 }
 
+// K/N and a bare K (N unknown) are the same part: the second is refused when it is written,
+// and a commit that meets both (written around that check) names both and publishes nothing.
+TEST_F(PartsTest, ThePartUnderAnotherCountIsThePartPackedTwice) {
+  ASSERT_TRUE(PackPart(1, parts_[1]).has_value());
+  auto again = PackPart(1, parts_[2], /*n=*/0);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_NE(again.error().message().find("packed twice"), std::string::npos);
+  ASSERT_TRUE(PackPart(0, parts_[0]).has_value());
+  ASSERT_TRUE(PackPart(2, parts_[2]).has_value());
+  // A copy of part 1 under N = 0, as a racing writer could leave it.
+  const std::string first = "parts/job1/part-000001-of-000003.seg";
+  const std::string copy = "parts/job1/part-000001-of-000000.seg";
+  auto bytes = store_->Map(first);
+  ASSERT_TRUE(bytes.has_value());
+  ASSERT_TRUE(store_->CreateExclusive(copy, (*bytes)->bytes()).ok());
+  auto committed = CommitJob();
+  ASSERT_FALSE(committed.has_value());
+  EXPECT_NE(committed.error().message().find("are both part 1 of job 'job1'"), std::string::npos)
+      << committed.error().ToString();
+  EXPECT_FALSE(store_->Exists("versions/0000000000000001.version").value());
+}
+
 // Ray and Spark retry a task: each attempt writes a part of its own, the engine commits the
 // attempts it accepted, and an attempt that outlives the commit is refused, leaving nothing.
 TEST_F(PartsTest, AnEngineCommitsTheAttemptsItAcceptedAndRefusesLaterOnes) {

@@ -289,6 +289,10 @@ Result<uint64_t> PackRowStream(const RowStreamOptions& options, StreamPack& pack
       }
       items.push_back({path, *std::move(encoded), nullptr, 0});
     }
+    if (items.empty()) {
+      return Err(Status::InvalidArgument(
+          fmt::format("row stream: row {}: {}", row, format::kSampleWithoutValues)));
+    }
     STOKER_RETURN_IF_ERROR(pack.Add(std::move(items)));
   }
 }

@@ -87,6 +87,11 @@ Result<Schema> ParseSchema(std::string_view text);
 
 // The file of `column` in sample `key`: "key.column".
 std::string ColumnPath(std::string_view key, std::string_view column);
+// Why a sample without a single value is refused by every writer: it would have no file, so it
+// would not exist, and the samples after it would take its index.
+inline constexpr std::string_view kSampleWithoutValues =
+    "no value in any column: a sample is stored as the files of its values, so one without any "
+    "would vanish (give it a value, or leave it out)";
 
 // An .npy (format 1.0) header for a C-order array; `shape` may be empty (a scalar).
 std::string NpyHeader(const ElementType& element, std::span<const uint64_t> shape);

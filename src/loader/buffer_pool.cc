@@ -1,6 +1,9 @@
 #include "loader/buffer_pool.h"
 
 #include <algorithm>
+#include <new>
+
+#include <fmt/format.h>
 
 namespace stoker::loader {
 namespace {
@@ -13,7 +16,7 @@ BufferPool::~BufferPool() {
   for (std::byte* p : free_) ::operator delete(p, kBufferAlignment);
 }
 
-std::shared_ptr<std::byte> BufferPool::Acquire() {
+Result<std::shared_ptr<std::byte>> BufferPool::Acquire() {
   std::byte* p = nullptr;
   {
     std::lock_guard lock(mu_);
@@ -23,7 +26,14 @@ std::shared_ptr<std::byte> BufferPool::Acquire() {
     }
   }
   if (p == nullptr) {
-    p = static_cast<std::byte*>(::operator new(std::max<size_t>(bytes_, 1), kBufferAlignment));
+    p = static_cast<std::byte*>(
+        ::operator new(std::max<size_t>(bytes_, 1), kBufferAlignment, std::nothrow));
+    if (p == nullptr) {
+      return Err(Status::ResourceExhausted(fmt::format(
+          "cannot allocate a batch of {} bytes (batch_size x channels x size x 4 for float32): "
+          "a smaller batch_size or size",
+          bytes_)));
+    }
   }
   return std::shared_ptr<std::byte>(p, [pool = weak_from_this()](std::byte* q) {
     if (auto self = pool.lock()) {

@@ -9,6 +9,8 @@
 #include <new>
 #include <vector>
 
+#include "stoker/status.h"
+
 namespace stoker::loader {
 
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
@@ -20,7 +22,9 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 
   // A buffer of `bytes` (at least one byte, so an empty batch still has an address); it returns
   // to the pool when the last owner lets go. The pool must be owned by a shared_ptr.
-  std::shared_ptr<std::byte> Acquire();
+  // ResourceExhausted when the memory cannot be had (never an exception: the dispatcher thread
+  // that asks must not die of it).
+  Result<std::shared_ptr<std::byte>> Acquire();
 
  private:
   void Release(std::byte* p);

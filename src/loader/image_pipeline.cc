@@ -75,7 +75,7 @@ Result<std::shared_ptr<PendingBatch>> ImagePipeline::State::NextBatch(uint32_t c
     STOKER_ASSIGN_OR_RETURN(batch->buffer, gpu->Acquire());
     batch->staged.resize(count);
   } else {
-    batch->buffer = pool->Acquire();
+    STOKER_ASSIGN_OR_RETURN(batch->buffer, pool->Acquire());
   }
   batch->remaining = count;
   batch->positions.resize(count);

@@ -181,6 +181,24 @@ def test_bad_values_name_the_sample_and_column_and_are_left_out(tmp_path):
     check_equal(ds[1], sample(1))
 
 
+def test_a_sample_without_any_value_is_refused_not_lost(tmp_path):
+    """All columns optional, a sample with none of them: stored as its values' files, it would
+    vanish and the samples after it would take its index; so it is refused, and the writer goes
+    on. An int? column called label labels the samples by default, as an int one does."""
+    path = tmp_path / "d.stoker"
+    with stoker.Writer(path, columns={"a": "int?", "b": "str?", "label": "int?"},
+                       progress=False) as w:
+        w.write({"a": 1, "label": 0})
+        for empty in ({}, {"a": None, "b": None}):
+            with pytest.raises(ValueError, match="sample 1: no value in any column"):
+                w.write(empty)
+        w.write({"b": "z", "label": 1})
+    assert w.samples_written == 2
+    ds = stoker.Dataset(path)
+    assert len(ds) == 2 and ds[1]["b"] == "z" and ds.label_column == "label"
+    assert ds.classes == ["0", "1"]
+
+
 def test_bad_schemas_and_options(tmp_path):
     with pytest.raises(ValueError, match="unknown type 'integer'"):
         stoker.Writer(tmp_path / "a", columns={"x": "integer"})

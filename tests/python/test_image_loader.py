@@ -192,7 +192,7 @@ def test_transform_images_threads_and_files_that_are_no_image(photos):
     assert transform_images(data, options, indices, 6)[0][:9].tobytes() != one[:9].tobytes()
     with pytest.raises(ValueError, match="threads"):
         transform_images(data, options, indices, 5, 0, 0)
-    with pytest.raises(ValueError, match="too large"):
+    with pytest.raises(ValueError, match="too large|larger than an image may be"):
         transform_images(data, {"size": (2**31, 2**31), "train": False, "center_crop": False,
                                 "dtype": "float32"}, indices)
 
@@ -391,3 +391,9 @@ def test_bad_arguments(photos):
         next(iter(stoker.ImageLoader(uri, scale=(0.5, 0.1))))
     with pytest.raises(ValueError):
         next(iter(stoker.ImageLoader(uri, train=False, size=224, resize=100)))
+    # An output larger than any image may be: refused at once, not an abort in a thread.
+    with pytest.raises(ValueError, match="size 100000x100000 is larger than an image may be"):
+        next(iter(stoker.ImageLoader(uri, size=100000)))
+    # A batch that cannot be allocated is an error of the iteration, and the process goes on.
+    with pytest.raises(OSError, match="cannot allocate a batch of"):
+        next(iter(stoker.ImageLoader(uri, batch_size=1 << 20, size=8192, train=False)))
