@@ -25,7 +25,7 @@ from ._core import Dataset as _CoreDataset
 from ._core import EpochCursor, Sampler, sample_chunks, shuffle_unit
 from .mix import Mix, MixOrder
 from .stalls import StallMeter, now
-from .views import dataset_and_indices, reopen_dataset
+from .views import dataset_and_indices, reopen_dataset, view_id
 
 # (uri, version, window, batch) whose mixing warning this process has given.
 _WARNED: set[tuple[str, int, int, int]] = set()
@@ -208,9 +208,10 @@ class SampleOrder:
 
     def state(self) -> dict[str, Any]:
         """What decides the order, for state_dict()."""
-        return {"dataset_version": self.version, "num_samples": self.num_units,
-                "shuffle": self.shuffle, "seed": self.seed, "window": self.window,
-                "block_size": self.block_size}
+        view = view_id(self.indices)  # only for a view: a state holds ints, strs and bools
+        return {"dataset_version": self.version, **({"view": view} if view else {}),
+                "num_samples": self.num_units, "shuffle": self.shuffle, "seed": self.seed,
+                "window": self.window, "block_size": self.block_size}
 
     def check(self, state: dict[str, Any]) -> None:
         """ValueError unless `state` was saved for this order (keys it lacks are not checked;
@@ -218,7 +219,11 @@ class SampleOrder:
         if self.shuffle == "chunk" and "block_size" not in state:
             # Saved before block_size existed: its order was built from whole chunks.
             state = {**state, "block_size": 0}
-        for key, mine in self.state().items():
+        mine_all = self.state()
+        if "view" in state:  # saved on a view (a state without one: the whole dataset, or
+            # saved before views were recorded; num_samples tells most of those apart)
+            mine_all.setdefault("view", "the whole dataset")
+        for key, mine in mine_all.items():
             if key in state and state[key] != mine and not (
                     key in ("window", "block_size") and self.shuffle != "chunk"):
                 raise ValueError(
@@ -376,6 +381,13 @@ def run_pass(cursor: EpochCursor, token: int, meter: StallMeter | None, steps: I
     try:
         asked = now()
         for item, count, read, decode, feeders in steps:
+            if cursor.pass_token != token:
+                # iter(), set_epoch() or load_state_dict() on the loader started another pass
+                # since: this one's samples would be read twice (or out of turn).
+                raise RuntimeError(
+                    "this iterator's pass was replaced by a newer iter(), set_epoch() or "
+                    "load_state_dict() on its loader: iterate the new one (one pass at a "
+                    "time per loader)")
             if meter is not None:
                 meter.step(asked, now(), read=read, decode=decode, feeders=feeders)
             cursor.add_yielded(token, count)

@@ -152,7 +152,8 @@ class Loader(SampleReading):
     StatefulDataLoader users expect). set_epoch(e) chooses the epoch explicitly (what
     DistributedSampler users do every epoch); calling it for the epoch the loader is already in
     keeps its position, so it does not undo a resume. Leaving a loop early and iterating again
-    continues the epoch where it stopped. A state saved after a pass's last sample resumes with
+    continues the epoch where it stopped (the earlier iterator then raises RuntimeError if used
+    again, rather than reading those samples twice: one pass at a time). A state saved after a pass's last sample resumes with
     the next epoch (unless set_epoch picks that finished epoch again, which then yields
     nothing).
 

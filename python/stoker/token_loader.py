@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import os
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -48,7 +47,7 @@ from ._reading import (
 )
 from .mix import Mix, MixOrder, mix_label
 from .stalls import StallMeter
-from .views import DatasetView, dataset_and_indices, reopen_dataset
+from .views import DatasetView, dataset_and_indices, reopen_dataset, view_id
 
 _ORDER_KEYS = ("dataset_version", "view", "column", "seq_len", "num_blocks", "shuffle",
                "seed", "window")
@@ -155,15 +154,8 @@ class BlockOrder:
                                                  cursor.planned_world_size, world_size, rank)
         return None, self.to_base(np.asarray(plan))
 
-    def _view_id(self) -> str | None:
-        """Which documents a view holds (their count and the CRC32 of their sorted indices),
-        so that a state of another view is refused; None for the whole dataset."""
-        if self.indices is None:
-            return None
-        return f"{len(self.indices)}:{zlib.crc32(np.sort(self.indices).tobytes()):08x}"
-
     def state(self) -> dict[str, Any]:
-        return {"dataset_version": self.version, "view": self._view_id(),
+        return {"dataset_version": self.version, "view": view_id(self.indices),
                 "column": self.column, "seq_len": self.seq_len, "num_blocks": self.num_units,
                 "shuffle": self.shuffle, "seed": self.seed, "window": self.window}
 
@@ -177,6 +169,24 @@ class BlockOrder:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_ds": None, "_handles": None}
+
+
+def _narrowed(batch: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`batch` in `dtype`; OverflowError for a token it cannot hold (a wrapped token id would be
+    another token: training on it is silently wrong)."""
+    if batch.size and not np.can_cast(batch.dtype, dtype, casting="safe"):
+        low, high = int(batch.min()), int(batch.max())
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            if low < info.min or high > info.max:
+                raise OverflowError(
+                    f"token {low if low < info.min else high} does not fit dtype={dtype.name} "
+                    f"(the column holds {batch.dtype.name}): choose a wider dtype")
+        elif dtype.kind == "f" and max(abs(low), abs(high)) > 2 ** (np.finfo(dtype).nmant + 1):
+            raise OverflowError(
+                f"token {high if abs(high) >= abs(low) else low} is not exact in "
+                f"dtype={dtype.name}: choose a wider dtype")
+    return batch.astype(dtype)
 
 
 class TokenLoader(Reading):
@@ -347,7 +357,7 @@ class TokenLoader(Reading):
                 for i in np.unique(part).tolist():
                     readers[i].fill(batch, np.flatnonzero(part == i).astype(np.uint32))
             if self._dtype is not None:
-                batch = batch.astype(self._dtype)
+                batch = _narrowed(batch, self._dtype)
             stats["blocks"] += len(batch)
             stats["tokens"] += len(batch) * self._seq_len
             read = sum(r.wait_seconds for r in live) - waited

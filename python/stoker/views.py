@@ -17,6 +17,7 @@ its whole-chunk reads), and their state_dict names positions in the view's epoch
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -101,6 +102,15 @@ def dataset_and_indices(dataset: Any) -> tuple[_core.Dataset, np.ndarray | None]
     if isinstance(dataset, _core.Dataset):
         return dataset, None
     return Dataset(os.fspath(dataset)), None
+
+
+def view_id(indices: np.ndarray | None) -> str | None:
+    """Which samples (or documents) a view holds, for a loader's state: their count and the
+    CRC32 of their sorted indices, so that a state saved on another view is refused; None for
+    the whole dataset."""
+    if indices is None:
+        return None
+    return f"{len(indices)}:{zlib.crc32(np.sort(indices).astype(np.int64).tobytes()):08x}"
 
 
 def _checked(indices: Iterable[int] | slice | np.ndarray, n: int) -> np.ndarray:

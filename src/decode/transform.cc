@@ -30,13 +30,14 @@ Status TransformOptions::Validate() const {
   if (output.width == 0 || output.height == 0) {
     return Status::InvalidArgument("the output size must be at least 1x1");
   }
-  // The bounds an input image has (max_pixels, the largest side): an output larger than any
-  // image it may decode is a mistake, and its batches would not fit in memory.
-  if (output.width > limits.max_dimension || output.height > limits.max_dimension ||
-      uint64_t{output.width} * output.height > limits.max_pixels) {
-    return Status::InvalidArgument(fmt::format(
-        "size {}x{} is larger than an image may be (max_pixels {}, each side at most {})",
-        output.height, output.width, limits.max_pixels, limits.max_dimension));
+  // The default bounds of an input image (not the options' max_pixels: a small one may be
+  // upscaled): an output larger is a mistake, and its batches would not fit in memory.
+  constexpr DecodeLimits kImage;
+  if (output.width > kImage.max_dimension || output.height > kImage.max_dimension ||
+      uint64_t{output.width} * output.height > kImage.max_pixels) {
+    return Status::InvalidArgument(
+        fmt::format("size {}x{} is larger than an image may be ({} pixels, each side at most {})",
+                    output.height, output.width, kImage.max_pixels, kImage.max_dimension));
   }
   if (!(crop.scale_min > 0 && crop.scale_min <= crop.scale_max && crop.scale_max <= 1)) {
     return Status::InvalidArgument(fmt::format(

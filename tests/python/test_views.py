@@ -72,6 +72,43 @@ def test_a_view_resumes_exactly(ds):
     assert sorted(sum(whole, [])) == list(range(0, 600, 3))
 
 
+def test_a_state_saved_on_another_view_is_refused(ds):
+    """Two views of the same size (labels 0 and 1: 100 samples each) have the same count but
+    other samples: the position would name other samples, so the state is refused, as it is
+    between a view and the whole dataset."""
+    zeros = ds.filter({"label": lambda label: label == 0})
+    ones = ds.filter({"label": lambda label: label == 1})
+    loader = stoker.Loader(zeros, shuffle="full", seed=1)
+    it = iter(loader)
+    for _ in range(10):
+        next(it)
+    state = loader.state_dict()
+    for other in (ones, ds):
+        with pytest.raises(ValueError, match="view=|num_samples="):
+            stoker.Loader(other, shuffle="full", seed=1).load_state_dict(state)
+    with pytest.raises(ValueError, match="view="):  # same count, other samples: the view says
+        stoker.Loader(ones, shuffle="full", seed=1).load_state_dict(state)
+    stoker.Loader(zeros, shuffle="full", seed=1).load_state_dict(state)  # its own view: fine
+
+
+def test_a_replaced_iterator_stops_instead_of_reading_twice(ds):
+    """iter() again continues the epoch in the new iterator; the old one then raises rather
+    than reading the same samples a second time (as set_epoch and load_state_dict do)."""
+    loader = stoker.Loader(ds, shuffle="full", seed=1)
+    first = iter(loader)
+    head = [next(first)["i"] for _ in range(5)]
+    second = iter(loader)
+    rest = [s["i"] for s in second]
+    assert sorted(head + rest) == list(range(600))
+    with pytest.raises(RuntimeError, match="replaced by a newer iter"):
+        next(first)
+    third = iter(loader)
+    next(third)
+    loader.set_epoch(5)
+    with pytest.raises(RuntimeError, match="replaced"):
+        next(third)
+
+
 def test_views_and_options_that_do_not_fit(ds, tmp_path):
     with pytest.raises(ValueError, match="whole chunks"):
         stoker.Loader(ds.subset([1, 2]), block_size=4096)
