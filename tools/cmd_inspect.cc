@@ -19,6 +19,7 @@
 #include "format/versions.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
+#include "tools/option_flags.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -342,7 +343,8 @@ CLI::App* AddCommand(CLI::App& app, const char* name, const char* help,
     if (path_required) opt->required();
   }
   cmd->add_option("--version", args->version,
-                  "read this version (`stoker versions` lists them); default: the newest");
+                  "read this version (`stoker versions` lists them); default: the newest")
+      ->check(WholeNumber(true));
   cmd->add_flag("--json", args->json, "machine-readable output");
   return cmd;
 }

@@ -17,6 +17,7 @@
 #include "dataset/parts.h"
 #include "dataset/upgrade.h"
 #include "tools/commands.h"
+#include "tools/option_flags.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -354,7 +355,9 @@ void RegisterGc(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "gc", "Remove old versions and the files no kept version uses (after a grace period)");
   cmd->add_option("dataset", args->dataset, "dataset path or URI")->required();
-  cmd->add_option("--keep", args->keep, "keep the newest N versions")->capture_default_str();
+  cmd->add_option("--keep", args->keep, "keep the newest N versions")
+      ->check(WholeNumber(true))
+      ->capture_default_str();
   cmd->add_option("--keep-for", args->keep_for,
                   "also keep versions created within this long (e.g. 7d)");
   cmd->add_option("--grace", args->grace,

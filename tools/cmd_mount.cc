@@ -19,6 +19,7 @@
 #include "fuse/fuse_fs.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
+#include "tools/option_flags.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -120,7 +121,8 @@ void RegisterMount(CLI::App& app, int& exit_code) {
                          "unmounted with fusermount3 -u, or Ctrl-C / SIGTERM)");
   cmd->add_option("dataset", args->dataset, "dataset path or URI (stoker://, s3://)")->required();
   cmd->add_option("--version", args->version,
-                  "this version (`stoker versions`); default: the newest");
+                  "this version (`stoker versions`); default: the newest")
+      ->check(WholeNumber(true));
   cmd->add_option("mountpoint", args->mountpoint, "an empty directory")->required();
   auto* fg = cmd->add_flag("-f,--foreground", args->foreground,
                            "serve from this process until unmounted (the default)");

@@ -10,6 +10,7 @@
 #include "server/server.h"
 #include "stoker/storage.h"
 #include "tools/commands.h"
+#include "tools/option_flags.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -104,7 +105,7 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   cmd->add_option("--metrics-port", args->metrics_port,
                   "serve Prometheus metrics on GET /metrics at this port (0: any free port)");
   cmd->add_option("--max-connections", args->max_connections, "connections served at once")
-      ->check(CLI::PositiveNumber)
+      ->check(WholeNumber(true))
       ->capture_default_str();
   cmd->add_flag("--writable", args->writable,
                 "accept writes into the --dataset/--root directories (pack, --append, commit, "

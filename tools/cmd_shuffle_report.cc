@@ -12,6 +12,7 @@
 #include "loader/shuffle_report.h"
 #include "stoker/dataset.h"
 #include "tools/commands.h"
+#include "tools/option_flags.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -117,17 +118,20 @@ void RegisterShuffleReport(CLI::App& app, int& exit_code) {
       "shuffle-report", "Compare the randomness of sequential, full and chunk-shuffle orders");
   cmd->add_option("dataset", args->dataset, "dataset path or file:// URI")->required();
   cmd->add_option("--version", args->version,
-                  "this version (`stoker versions`); default: the newest");
+                  "this version (`stoker versions`); default: the newest")
+      ->check(WholeNumber(true));
   cmd->add_option("--batch-size", args->batch_size, "batch size for per-batch label metrics")
-      ->check(CLI::PositiveNumber)
+      ->check(WholeNumber(true))
       ->capture_default_str();
   cmd->add_option("--windows", args->windows, "chunk-mode windows W to report")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(WholeNumber(true))
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "shuffle seed")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "shuffle seed")
+      ->check(WholeNumber(false))
+      ->capture_default_str();
   cmd->add_option("--window", args->window, "the loader's window, for the default row")
-      ->check(CLI::PositiveNumber)
+      ->check(WholeNumber(true))
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "machine-readable output");
   cmd->callback([args, &exit_code] { exit_code = RunReport(*args); });

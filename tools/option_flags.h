@@ -15,6 +15,23 @@
 
 namespace stoker::cli {
 
+// Whole numbers for unsigned flags: CLI11 reads "-1" into an unsigned as 2^64 - 1, and its own
+// PositiveNumber says "Value 0 not in range 0.000000 to 1.79…e308". These refuse a sign and
+// say what is wanted.
+inline CLI::Validator WholeNumber(bool positive) {
+  return CLI::Validator(
+      [positive](std::string& text) -> std::string {
+        const bool digits =
+            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits) return "'" + text + "' is not a whole number >= " + (positive ? "1" : "0");
+        if (positive && text.find_first_not_of('0') == std::string::npos) {
+          return "must be at least 1, not " + text;
+        }
+        return "";
+      },
+      positive ? "UINT>=1" : "UINT");
+}
+
 // "--chunk-size" for "chunk_size".
 inline std::string FlagName(std::string_view option_name) {
   std::string flag = "--" + std::string(option_name);

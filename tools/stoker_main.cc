@@ -1,6 +1,8 @@
 // `stoker`: pack datasets, inspect and verify them.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <numeric>
 #include <string>
@@ -81,6 +83,14 @@ int Run(int argc, char** argv) {
     app.exit(e);
     stoker::cli::PrintUsageError(e.what());
     return stoker::cli::kExitUsage;
+  }
+  // A report that never reached its reader (a full disk, a closed file) is a failure, or a
+  // script's `stoker verify --json ds > report.json` would find an empty report and exit 0.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    const int error = errno;
+    std::fprintf(stderr, "stoker: writing the output failed: %s\n",
+                 error != 0 ? std::strerror(error) : "write error");
+    if (exit_code == stoker::cli::kExitOk) exit_code = stoker::cli::kExitError;
   }
   return exit_code;
 }

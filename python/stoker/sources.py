@@ -365,11 +365,14 @@ def _run_pack(a: argparse.Namespace, pack: Callable[..., dict]) -> int:
         s = pack(a.paths[:-1], a.paths[-1], columns=dict(a.columns),
                  progress=not (a.quiet or a.json), **options)
     except (OSError, ValueError, TypeError, ImportError) as e:
+        code = next(code for kind, code in _ERROR_CODES if isinstance(e, kind))
+        # The Writer names its keywords; this is the command line: its flags.
+        message = str(e).replace("append=True", "--append").replace("labels='none'",
+                                                                    "--labels none")
         if a.json:
-            code = next(code for kind, code in _ERROR_CODES if isinstance(e, kind))
-            print(json.dumps({"error": {"code": code, "message": str(e)}}, indent=2))
+            print(json.dumps({"error": {"code": code, "message": message}}, indent=2))
         else:
-            print(f"stoker pack: {e}", file=sys.stderr)
+            print(f"stoker pack: {code}: {message}", file=sys.stderr)
         return 1
     if a.json:
         print(json.dumps(s, indent=2))
@@ -377,8 +380,8 @@ def _run_pack(a: argparse.Namespace, pack: Callable[..., dict]) -> int:
         print(f"wrote {s['files_added']} files as {s['part']} of {s['dataset']}: publish the "
               "parts with `stoker commit`")
     elif not a.quiet:
-        print(f"packed {s['samples']} samples ({s['files_added']} files) into {s['dataset']}, "
-              f"version {s['version']}")
+        print(f"packed {s['files_added']} files into {s['dataset']}, version {s['version']} "
+              f"({s['samples']} samples in all)")
     return 0
 
 

@@ -11,11 +11,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import chunk_files, dataset_contents, make_tree, metadata_files, run_on_pty, write_tar
 
 import stoker
-
-from conftest import (chunk_files, dataset_contents, make_tree, metadata_files, run_on_pty,
-                      write_tar)
 
 EXIT_ERROR, EXIT_CORRUPT = 1, 3
 
@@ -321,6 +319,29 @@ def test_usage_errors(tmp_path, stoker_cli):
     assert stoker_cli("--version", check=True).stdout.strip() == "stoker 0.1.0"
     proc = stoker_cli("info", tmp_path / "nothing")
     assert proc.returncode == EXIT_ERROR and "is not a stoker dataset (no versions/)" in proc.stderr
+
+
+def test_a_report_that_cannot_be_written_fails(packed, stoker_exe):
+    """`stoker verify --json ds > report.json` on a full disk: exit 1 and why, not an empty
+    report and exit 0."""
+    dst, _, _ = packed
+    for args in (["verify", "--json", dst], ["ls", dst], ["info", dst]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([stoker_exe, *map(str, args)], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, timeout=60)
+        assert proc.returncode == EXIT_ERROR, (args, proc.stderr)
+        assert "writing the output failed: No space left on device" in proc.stderr
+
+
+def test_numbers_that_cannot_be_are_usage_errors(packed, stoker_cli):
+    """A negative count is not read as 2^64 - 1, and a range says what it wants."""
+    dst, _, _ = packed
+    for args, message in ((["verify", dst, "--version", "-1"], "'-1' is not a whole number >= 1"),
+                          (["gc", dst, "--keep", "-1", "--dry-run"], "--keep: '-1'"),
+                          (["ls", dst, "--version", "0"], "must be at least 1, not 0"),
+                          (["shuffle-report", dst, "--batch-size", "0"], "must be at least 1")):
+        proc = stoker_cli(*args)
+        assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
 
 
 def test_pack_shuffled_order_mixes_classes_in_chunks(tmp_path, stoker_cli):
