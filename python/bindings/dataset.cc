@@ -304,6 +304,11 @@ void RegisterDataset(nb::module_& m) {
       .def(
           "__init__",
           [](PyDataset* self, nb::handle uri, std::optional<uint64_t> version) {
+            // Versions count from 1 (0 stands for "the newest" inside): version=0 is a mistake,
+            // refused like any version that does not exist.
+            if (version && *version == 0) {
+              throw nb::value_error("version=0: versions count from 1 (None: the newest)");
+            }
             new (self) PyDataset(FsPath(uri), version.value_or(0));
           },
           nb::arg("uri"), nb::arg("version") = nb::none(),

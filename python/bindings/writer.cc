@@ -347,7 +347,9 @@ class PyWriter {
                              nb::arg("allow_nan") = false,
                              nb::arg("separators") = nb::make_tuple(",", ":"));
         } catch (nb::python_error& e) {
-          Bad(PyExc_ValueError, column, fmt::format("not JSON: {}", e.what()));
+          // The exception's own words ("Object of type set is not JSON serializable"), not the
+          // traceback what() carries.
+          Bad(PyExc_ValueError, column, fmt::format("not JSON: {}", nb::str(e.value()).c_str()));
         }
         format::Column as_text;
         as_text.name = column.name;

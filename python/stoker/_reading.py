@@ -81,14 +81,29 @@ def renamed_arguments(**renames: str | tuple[str, str]) -> Callable[[F], F]:
 def env_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
     """(rank, world_size): the arguments where given, else torchrun's RANK / WORLD_SIZE
     environment variables, else (0, 1)."""
+    where = {"rank": "the argument", "world_size": "the argument"}
+
+    def from_env(name: str, default: str) -> int:
+        text = os.environ.get(name, default)
+        where[name.lower()] = f"${name}" if name in os.environ else "the default"
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"${name}={text!r} is not a whole number (torchrun sets it; or "
+                             f"give {name.lower()}=)") from None
+
     if world_size is None:
-        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        world_size = from_env("WORLD_SIZE", "1")
     if rank is None:
-        rank = int(os.environ.get("RANK", "0"))
+        rank = from_env("RANK", "0")
+    # Where a number came from, when not from an argument: a wrong environment is the usual
+    # cause (RANK set, WORLD_SIZE not).
+    source = "; ".join(f"{k} from {v}" for k, v in where.items() if v != "the argument")
+    note = f" ({source})" if source else ""
     if world_size < 1:
-        raise ValueError(f"world_size must be at least 1, not {world_size}")
+        raise ValueError(f"world_size must be at least 1, not {world_size}{note}")
     if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} out of range for world_size {world_size}")
+        raise ValueError(f"rank {rank} out of range for world_size {world_size}{note}")
     return rank, world_size
 
 

@@ -153,9 +153,9 @@ class Loader(SampleReading):
     DistributedSampler users do every epoch); calling it for the epoch the loader is already in
     keeps its position, so it does not undo a resume. Leaving a loop early and iterating again
     continues the epoch where it stopped (the earlier iterator then raises RuntimeError if used
-    again, rather than reading those samples twice: one pass at a time). A state saved after a pass's last sample resumes with
-    the next epoch (unless set_epoch picks that finished epoch again, which then yields
-    nothing).
+    again, rather than reading those samples twice: one pass at a time). A state saved after a
+    pass's last sample resumes with the next epoch (unless set_epoch picks that finished epoch
+    again, which then yields nothing).
 
     Reading: samples come through the C++ read pipeline (stoker._core.ReadPipeline), which
     fetches this rank's plan ahead of the consumer with coalesced range reads (io_uring where the

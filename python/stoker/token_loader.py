@@ -274,6 +274,11 @@ class TokenLoader(Reading):
         self._start_reading(order, options["rank"], options["world_size"],
                             options["drop_last"])
         self._stats: dict[str, Any] = {}
+        for s in self._sources:
+            if s.num_units == 0:  # else a training loop would run no step, silently
+                warn_user(f"TokenLoader: '{s.uri}' has no block of seq_len={self._seq_len} "
+                          f"(a block takes seq_len + 1 tokens; the stream holds "
+                          f"{s.handles()[2]}): an epoch yields nothing")
 
     # -- properties ----------------------------------------------------------------------------
 

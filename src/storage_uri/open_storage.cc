@@ -9,10 +9,12 @@
 // is explicit rather than a registry filled by static constructors, which a static link can
 // silently drop.
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "common/parse_number.h"
 #include "http/http_storage.h"
 #include "net/remote_storage.h"
 #include "net/uri.h"
@@ -27,6 +29,28 @@ namespace stoker {
 namespace {
 
 // The backend itself, never behind a node daemon.
+// A file:// URI's path is percent-encoded (RFC 8089; Python's Path.as_uri() writes a space as
+// %20): each %XY of two hex digits is that byte; a '%' not followed by two is itself.
+Result<std::string> PercentDecoded(std::string_view path, std::string_view uri) {
+  std::string out;
+  out.reserve(path.size());
+  for (size_t i = 0; i < path.size(); ++i) {
+    const auto byte = path[i] == '%' && i + 2 < path.size()
+                          ? ParseUnsigned<uint8_t>(path.substr(i + 1, 2), 16)
+                          : std::nullopt;
+    if (byte) {
+      if (*byte == 0) {
+        return Err(Status::InvalidArgument(fmt::format("{}: %00 in a path", uri)));
+      }
+      out.push_back(static_cast<char>(*byte));
+      i += 2;
+    } else {
+      out.push_back(path[i]);
+    }
+  }
+  return out;
+}
+
 Result<std::shared_ptr<Storage>> OpenBackend(std::string_view uri, const StorageOptions& options) {
   if (uri.starts_with(net::kStokerScheme)) return net::OpenRemoteStorage(uri, options);
   if (uri.starts_with(s3::kS3Scheme)) return s3::OpenS3Storage(uri, options);
@@ -46,6 +70,8 @@ Result<std::shared_ptr<Storage>> OpenBackend(std::string_view uri, const Storage
                       "file://localhost/absolute/path); for a relative path, give the path alone",
                       original)));
     }
+    STOKER_ASSIGN_OR_RETURN(const std::string path, PercentDecoded(uri, original));
+    return storage::NewPosixStorage(path);
   }
   const auto scheme_end = uri.find("://");
   if (scheme_end != std::string_view::npos) {

@@ -160,7 +160,7 @@ def test_bad_values_name_the_sample_and_column_and_are_left_out(tmp_path):
         ({"image": "text"}, TypeError, "expected bytes-like"),
         ({"caption": "\udcff"}, ValueError, "not encodable as UTF-8"),
         ({"meta": {"x": float("nan")}}, ValueError, "column 'meta': not JSON"),
-        ({"meta": object()}, ValueError, "not JSON"),
+        ({"meta": object()}, ValueError, "not JSON: Object of type object is not JSON"),
         ({"any": np.array([object()])}, TypeError, "column 'any'"),
         ({"extra": 1}, ValueError, "'extra' is not a column"),
         ({"emb": None}, ValueError, "no value for column 'emb'"),

@@ -337,9 +337,19 @@ def test_a_bad_loader_value_is_an_error_naming_the_option(name, value, error, sa
         parse_loader_options({name: value})
 
 
-def test_loader_rank_must_be_below_world_size():
+def test_loader_rank_must_be_below_world_size(monkeypatch):
+    from stoker._reading import env_world
     with pytest.raises(ValueError, match="rank 2 out of range for world_size 2"):
         parse_loader_options({"rank": 2, "world_size": 2})
+    # From torchrun's variables: the message says where the numbers came from.
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(ValueError, match=r"rank 1 out of range for world_size 1 \(rank from "
+                                         r"\$RANK; world_size from the default\)"):
+        env_world()
+    monkeypatch.setenv("RANK", "abc")
+    with pytest.raises(ValueError, match=r"\$RANK='abc' is not a whole number"):
+        env_world()
 
 
 def test_an_unknown_loader_keyword_is_refused():

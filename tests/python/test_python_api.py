@@ -80,6 +80,13 @@ def test_paths_may_be_pathlike_or_bytes(tmp_path, tree):
     assert stoker.verify(tmp_path / "b")["ok"]
     with pytest.raises(TypeError):
         stoker.Dataset(42)
+    # A file:// URI is percent-encoded, as Path.as_uri() writes it.
+    odd = tmp_path / "with space é%.stoker"
+    stoker.pack(Path(src), odd)
+    assert stoker.Dataset(odd.as_uri()).num_files == len(files)
+    # Versions count from 1: 0 is a mistake, not "the newest".
+    with pytest.raises(ValueError, match="version=0: versions count from 1"):
+        stoker.Dataset(tmp_path / "ds", version=0)
 
 
 def test_listdir(packed):

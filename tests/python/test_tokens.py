@@ -160,6 +160,9 @@ def test_other_columns_optional_ones_and_dtype(tmp_path):
     check_documents_whole(stream, docs)
     batch = next(iter(stoker.TokenLoader(path, seq_len=16, batch_size=4, dtype="int64")))
     assert batch.dtype == np.int64 and batch.shape == (4, 17)
+    # A seq_len longer than the corpus: no block, said at once (a loop would run no step).
+    with pytest.warns(UserWarning, match="has no block of seq_len=1000000"):
+        assert len(stoker.TokenLoader(path, seq_len=1_000_000)) == 0
     # A narrower dtype than the tokens need would wrap ids into other tokens: refused.
     if max(int(d.max()) for d in docs if len(d)) > 127:
         with pytest.raises(OverflowError, match="does not fit dtype=int8"):
