@@ -168,10 +168,10 @@ std::optional<Clock::time_point> ParseIso8601(std::string_view text) {
   }
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
-  // system_clock counts nanoseconds in 64 bits: it ends in 2262. Later times (a source that
-  // means "never") are taken as 2200.
+  // system_clock counts nanoseconds in 64 bits: it spans 1677 to 2262. Later times (a source
+  // that means "never") are taken as 2200, earlier ones as 1970 (long expired).
   constexpr time_t kLatest = 7258118400;  // 2200-01-01T00:00:00Z
-  const time_t t = std::min<time_t>(timegm(&tm) - offset_seconds, kLatest);
+  const time_t t = std::clamp<time_t>(timegm(&tm) - offset_seconds, 0, kLatest);
   return Clock::from_time_t(t);
 }
 

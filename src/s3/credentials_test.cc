@@ -27,6 +27,11 @@ TEST(Iso8601, UtcOffsetsAndFractions) {
   EXPECT_EQ(At("2026-11-29T20:15:19-01:30"), At("2026-11-29T21:45:19Z"));
   // Past what system_clock can count (2262): taken as 2200, still later than any real expiry.
   EXPECT_GT(At("2999-01-01T00:00:00Z"), At("2100-01-01T00:00:00Z"));
+  // And before 1677 (a fuzzer found one: the conversion overflowed): taken as 1970, long
+  // expired.
+  EXPECT_EQ(Clock::to_time_t(At("0001-01-01T00:00:00Z")), 0);
+  EXPECT_TRUE(ParseIso8601("-999-01-01T00:00:00Z").value_or(Clock::time_point{}) >=
+              Clock::from_time_t(0));
   for (const char* bad : {"", "2026-11-29", "2026-11-29T21:45:19", "2026-13-01T00:00:00Z",
                           "2026-11-29T21:45:19Q", "tomorrow"}) {
     EXPECT_FALSE(ParseIso8601(bad).has_value()) << bad;
