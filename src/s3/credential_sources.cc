@@ -135,25 +135,11 @@ std::string LastLine(std::string_view text) {
   return std::string(newline == std::string_view::npos ? text : text.substr(newline + 1));
 }
 
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string TrimmedLine(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
-
 // An endpoint's answer other than 200 as an error naming it: a server error or throttling is
 // worth another attempt (Unavailable), a refusal is not.
 Status AnswerError(const http::Request& request, const http::Response& response) {
   const std::string text = fmt::format("{}: HTTP {} {}", request.where, response.status,
-                                       TrimmedLine(response.body.substr(0, 300)));
+                                       TrimBlanks(response.body.substr(0, 300)));
   if (response.status >= 500 || response.status == 429) return Status::Unavailable(text);
   if (response.status == 404) return Status::NotFound(text);
   if (response.status == 401 || response.status == 403) return Status::PermissionDenied(text);
@@ -186,6 +172,20 @@ CredentialProvider::Fetch WithAttempts(CredentialProvider::Fetch fetch, int atte
 
 }  // namespace
 
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TrimBlanks(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
 CredentialProvider::Fetch ProcessCredentials(std::string command,
                                              std::chrono::milliseconds timeout) {
   return [command = std::move(command), timeout]() -> Result<TimedCredentials> {
@@ -213,7 +213,7 @@ CredentialProvider::Fetch ContainerCredentials(ContainerEndpoint endpoint,
         request.where = "GET " + endpoint.url;
         std::string token = endpoint.authorization_token;
         if (!endpoint.authorization_token_file.empty()) {
-          token = TrimmedLine(ReadWholeFile(endpoint.authorization_token_file));
+          token = TrimBlanks(ReadTextFile(endpoint.authorization_token_file));
           if (token.find_first_of("\r\n") != std::string::npos) {
             return Err(Status::InvalidArgument(
                 fmt::format("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '{}' holds more than one line",
@@ -246,7 +246,7 @@ CredentialProvider::Fetch InstanceMetadataCredentials(InstanceMetadata imds) {
         std::vector<std::string> headers;
         const long status = token_answer.status;
         if (status == 200) {
-          headers.push_back("X-aws-ec2-metadata-token: " + TrimmedLine(token_answer.body));
+          headers.push_back("X-aws-ec2-metadata-token: " + TrimBlanks(token_answer.body));
         } else if (imds.v1_disabled || (status != 403 && status != 404 && status != 405)) {
           return Err(Status::Unavailable(
               fmt::format("{}: HTTP {}{}", token_request.where, status,
@@ -256,7 +256,7 @@ CredentialProvider::Fetch InstanceMetadataCredentials(InstanceMetadata imds) {
         http::Request roles{.url = roles_url, .where = "GET " + roles_url, .header_lines = headers};
         STOKER_ASSIGN_OR_RETURN(http::Response role_answer, client->Perform(roles));
         const std::string role =
-            TrimmedLine(std::string_view(role_answer.body).substr(0, role_answer.body.find('\n')));
+            TrimBlanks(std::string_view(role_answer.body).substr(0, role_answer.body.find('\n')));
         if (role_answer.status == 404 || (role_answer.status == 200 && role.empty())) {
           return Err(Status::NotFound(
               fmt::format("{}: the instance has no IAM role (instance profile)", roles.where)));
@@ -275,7 +275,7 @@ CredentialProvider::Fetch WebIdentityCredentials(WebIdentity identity,
   auto client = http::Client::Create(timeout);
   return WithAttempts(
       [identity = std::move(identity), client]() -> Result<TimedCredentials> {
-        const std::string token = TrimmedLine(ReadWholeFile(identity.token_file));
+        const std::string token = TrimBlanks(ReadTextFile(identity.token_file));
         if (token.empty()) {
           return Err(Status::InvalidArgument(fmt::format(
               "the web identity token file '{}' is missing or empty", identity.token_file)));

@@ -7,10 +7,16 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 
 #include "s3/credentials.h"
 
 namespace stoker::s3 {
+
+// A file's whole text ("" when it cannot be read: a missing ~/.aws file is no file); text
+// without its leading and trailing blanks and line ends. The AWS files and the token files.
+std::string ReadTextFile(const std::string& path);
+std::string TrimBlanks(std::string_view s);
 
 // A profile's `credential_process`: the command line run by /bin/sh, its standard output the
 // credential_process JSON (credentials.h). A command that fails is an error naming its exit

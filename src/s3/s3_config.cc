@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -17,20 +15,6 @@ extern char** environ;
 
 namespace stoker::s3 {
 namespace {
-
-std::string Trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\r");
-  return std::string(s.substr(b, e - b + 1));
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string Get(const std::map<std::string, std::string>& m, const std::string& key) {
   auto it = m.find(key);
@@ -76,18 +60,18 @@ std::map<std::string, std::map<std::string, std::string>> ParseIni(std::string_v
   std::istringstream in{std::string(text)};
   std::string line;
   while (std::getline(in, line)) {
-    const std::string t = Trim(line);
+    const std::string t = TrimBlanks(line);
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t.front() == '[' && t.back() == ']') {
-      section = Trim(std::string_view(t).substr(1, t.size() - 2));
+      section = TrimBlanks(std::string_view(t).substr(1, t.size() - 2));
       // ~/.aws/config names profiles "[profile NAME]" (except "default").
-      if (section.starts_with("profile ")) section = Trim(section.substr(8));
+      if (section.starts_with("profile ")) section = TrimBlanks(section.substr(8));
       continue;
     }
     const size_t eq = t.find('=');
     if (eq == std::string::npos || section.empty()) continue;
-    out[section][Trim(std::string_view(t).substr(0, eq))] =
-        Trim(std::string_view(t).substr(eq + 1));
+    out[section][TrimBlanks(std::string_view(t).substr(0, eq))] =
+        TrimBlanks(std::string_view(t).substr(eq + 1));
   }
   return out;
 }
@@ -313,8 +297,8 @@ Result<S3Config> LoadS3Config(const std::map<std::string, std::string>& env,
                                            : Get(env, "AWS_SHARED_CREDENTIALS_FILE");
   const std::string config_file =
       Get(env, "AWS_CONFIG_FILE").empty() ? home + "/.aws/config" : Get(env, "AWS_CONFIG_FILE");
-  const auto credentials = ParseIni(ReadFile(credentials_file));
-  const auto config = ParseIni(ReadFile(config_file));
+  const auto credentials = ParseIni(ReadTextFile(credentials_file));
+  const auto config = ParseIni(ReadTextFile(config_file));
   auto from_profile = [&](const std::string& key) {
     std::string v;
     if (auto s = credentials.find(profile); s != credentials.end()) v = Get(s->second, key);
