@@ -93,10 +93,16 @@ inline std::string FileKeyOf(std::string_view path) {
   return key;
 }
 
-// The path of a file key; nullopt for a key without the '\0' separator (damaged metadata).
+// The path of a file key; nullopt for a damaged key: no '\0' separator, or a name that is not
+// one component (empty, or holding '/' or a second '\0'). Such a name would break the round
+// trip FileKeyOf(path) == key, so a lookup by the path would find another file's entry.
 inline std::optional<std::string> PathOfFileKey(std::string_view key) {
   const size_t nul = key.find('\0');
   if (nul == std::string_view::npos) return std::nullopt;
+  const std::string_view name = key.substr(nul + 1);
+  if (name.empty() || name.find_first_of(std::string_view("/\0", 2)) != std::string_view::npos) {
+    return std::nullopt;
+  }
   if (nul == 0) return std::string(key.substr(1));
   std::string path(key);
   path[nul] = '/';

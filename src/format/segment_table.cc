@@ -193,7 +193,11 @@ Result<Segment::Table::Entry> Segment::Table::EntryAt(uint64_t b, uint64_t i) co
     const std::string_view suffix = c.Bytes(unshared);
     const uint64_t value_size = c.Varint();
     const std::string_view value = c.Bytes(value_size);
-    if (!c.ok || (k == 0 ? shared != 0 : shared > e.key.size())) {
+    // Keys must rise here as in Block(): the new key shares `shared` bytes with the one before,
+    // so it is the greater iff its suffix is above the rest of that one.
+    if (!c.ok || (k == 0 ? shared != 0
+                         : shared > e.key.size() ||
+                               suffix <= std::string_view(e.key).substr(shared))) {
       c.ok = false;
       break;
     }
@@ -202,6 +206,13 @@ Result<Segment::Table::Entry> Segment::Table::EntryAt(uint64_t b, uint64_t i) co
     if (k == i) e.value.assign(value);
   }
   if (!c.ok || (i == 0 && e.key != ref.first_key)) return Err(Malformed(b));
+  // And stay below the next block's first key: otherwise a lookup by this key (Find) would land
+  // in another block and another entry than the one read here.
+  STOKER_ASSIGN_OR_RETURN(const auto next, NextFirstKey(b));
+  if (next && e.key >= *next) {
+    return Err(segment_->Corrupt(
+        fmt::format("block {} of section {} overlaps the next", b, blocks_kind_)));
+  }
   return e;
 }
 

@@ -45,7 +45,7 @@ struct Segment::Table {
   Result<BlockRef> Ref(uint64_t b) const;
   // `keep`: into the segment's block cache (lookups); whole-table scans pass false.
   Result<std::vector<Entry>> Block(uint64_t b, bool keep = true) const;
-  // Entry i of block b, decoding only the entries up to it.
+  // Entry i of block b, decoding only the entries up to it, with the order checks of Block().
   Result<Entry> EntryAt(uint64_t b, uint64_t i) const;
   // The block that would hold `key`: the last whose first key is <= key.
   Result<std::optional<uint64_t>> BlockFor(std::string_view key) const;

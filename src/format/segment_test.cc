@@ -94,6 +94,18 @@ std::unique_ptr<Segment> OpenOrDie(const std::string* bytes) {
   return seg ? std::move(*seg) : nullptr;
 }
 
+TEST(SegmentKey, APathAndItsKeyRoundTripAndDamagedKeysAreRefused) {
+  for (const std::string path : {"README", "a/b", "train/n01/x.JPEG", "a b/c\x01d"}) {
+    EXPECT_EQ(PathOfFileKey(FileKeyOf(path)), path);
+  }
+  using namespace std::string_literals;
+  // A name holding '/' reads as a path whose key is another entry's ("a/b\0c"), so a lookup by
+  // it found another file (segment fuzzer); an empty name or a second NUL is no path either.
+  for (const std::string& key : {"a\0b/c"s, "\0a/b"s, "a\0"s, "\0"s, "a\0b\0c"s, "ab"s}) {
+    EXPECT_EQ(PathOfFileKey(key), std::nullopt) << key;
+  }
+}
+
 TEST(Segment, RoundTripsEveryFileByPathPositionAndLocation) {
   const auto paths = TreePaths(1500);  // several blocks of each table
   const SegmentSpec spec = SpecFor(paths, 1);
