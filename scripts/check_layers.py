@@ -30,7 +30,7 @@ EXEMPT_FOLDERS = {"testing"}
 # python/stoker's modules, lowest layer first; "__init__" is the package (`import stoker`).
 PYTHON_LAYERS = (
     ("_core",),  # the C++ extension (python/bindings)
-    ("_glibc", "_log", "metrics", "tracing", "_migrate_io", "_engines"),  # _migrate_io: what the MDS and
+    ("_glibc", "_log", "_cli", "metrics", "tracing", "_migrate_io", "_engines"),  # _migrate_io: what the MDS and
     # LitData readers share (files, decompression, raw images)
     ("stalls", "profile", "views", "optimize", "_mds", "_litdata_values"),
     # views: Dataset, its views, reopening; _mds, _litdata_values: the formats' bytes

@@ -1,7 +1,8 @@
 // `stoker doctor`: checks this machine for what stoker uses — FUSE (stoker mount), io_uring (the
 // read pipeline; threads otherwise), sealed memfds (the job cache), the open-file and locked-
 // memory limits, the memory this process may use, transparent huge pages, and CUDA (the GPU
-// path) — and says what to fix, one line each. Exit 1 if something stoker needs is missing.
+// path) — and says what to fix, one line each (--json: one document). Exit 1 if something stoker
+// needs is missing.
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/mman.h>
@@ -13,13 +14,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "decode/device_batches.h"
 #include "tools/commands.h"
+#include "tools/output.h"
 
 namespace stoker::cli {
 namespace {
@@ -178,19 +182,35 @@ void RegisterDoctor(CLI::App& app, int& exit_code) {
       "doctor",
       "Check this machine for what stoker uses (FUSE, io_uring, memfds, limits, huge "
       "pages, CUDA) and say what to fix");
-  cmd->callback([&exit_code] {
+  // stoker_main.cc reads --json itself (SetJsonOutput), before parsing; the flag is here for
+  // --help and the parser. It lives as long as the command.
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json,
+                "the findings as one JSON document: {\"ok\", \"checks\": [{\"check\", "
+                "\"verdict\" (ok, note, fix), \"detail\", \"fix\"}]}");
+  cmd->callback([&exit_code, json] {
     const std::vector<Finding> findings = {CheckFuse(),      CheckIoUring(), CheckMemfd(),
                                            CheckOpenFiles(), CheckMemory(),  CheckHugePages(),
                                            CheckCuda()};
     bool fix = false;
+    nlohmann::json checks = nlohmann::json::array();
     for (const Finding& f : findings) {
+      fix = fix || f.verdict == Verdict::kFix;
+      if (JsonOutput()) {
+        const char* verdict = f.verdict == Verdict::kOk     ? "ok"
+                              : f.verdict == Verdict::kNote ? "note"
+                                                            : "fix";
+        checks.push_back(
+            {{"check", f.what}, {"verdict", verdict}, {"detail", f.detail}, {"fix", f.fix}});
+        continue;
+      }
       const char* tag = f.verdict == Verdict::kOk     ? "ok  "
                         : f.verdict == Verdict::kNote ? "note"
                                                       : "FIX ";
       std::printf("%s  %-11s %s\n", tag, f.what.c_str(), f.detail.c_str());
       if (!f.fix.empty()) std::printf("      %-11s -> %s\n", "", f.fix.c_str());
-      fix = fix || f.verdict == Verdict::kFix;
     }
+    if (JsonOutput()) PrintJson({{"ok", !fix}, {"checks", std::move(checks)}});
     exit_code = fix ? kExitError : kExitOk;
   });
 }

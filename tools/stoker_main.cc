@@ -5,10 +5,14 @@
 #include <cstring>
 #include <exception>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "common/escape.h"
 #include "tools/commands.h"
 #include "tools/output.h"
 
@@ -31,21 +35,20 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
-// "did you mean 'pack'?" for a first argument that is no command but close to one.
-void SuggestCommand(CLI::App& app, int argc, char** argv) {
-  if (argc < 2 || argv[1][0] == '-') return;
+// For a first argument that is no command: says so, with "did you mean 'pack'?" when one is
+// close (CLI11 alone would say "A subcommand is required", as if none had been given).
+std::optional<std::string> NotACommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return std::nullopt;
   const std::string_view given = argv[1];
   std::string best;
   size_t best_distance = 3;  // at most two edits away
   for (const CLI::App* sub : app.get_subcommands({})) {
-    if (sub->get_name() == given) return;  // a command: the error is elsewhere
+    if (sub->get_name() == given) return std::nullopt;  // a command: the error is elsewhere
     const size_t distance = EditDistance(given, sub->get_name());
     if (distance < best_distance) best_distance = distance, best = sub->get_name();
   }
-  if (!best.empty()) {
-    std::fprintf(stderr, "stoker: '%s' is not a command; did you mean '%s'?\n", argv[1],
-                 best.c_str());
-  }
+  return best.empty() ? fmt::format("'{}' is not a command (stoker --help lists them)", given)
+                      : fmt::format("'{}' is not a command; did you mean '{}'?", given, best);
 }
 
 int Run(int argc, char** argv) {
@@ -79,9 +82,13 @@ int Run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    SuggestCommand(app, argc, argv);
-    app.exit(e);
-    stoker::cli::PrintUsageError(e.what());
+    if (const auto message = NotACommand(app, argc, argv)) {
+      std::fprintf(stderr, "stoker: %s\n", stoker::TerminalSafe(*message).c_str());
+      stoker::cli::PrintUsageError(*message);
+    } else {
+      app.exit(e);
+      stoker::cli::PrintUsageError(e.what());
+    }
     return stoker::cli::kExitUsage;
   }
   // A report that never reached its reader (a full disk, a closed file) is a failure, or a

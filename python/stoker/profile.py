@@ -12,13 +12,13 @@ A trace cut short (the process was killed) is read up to its last whole event.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ._cli import Parser, error_code, fail
 from .metrics import STAGES
 
 
@@ -144,7 +144,7 @@ def merge(paths: list[str], out: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="stoker profile", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="stoker profile", description=__doc__.split("\n\n")[0])
     p.add_argument("trace")
     p.add_argument("--plot", metavar="OUT.png")
     p.add_argument("--merge", metavar="OTHER.json", action="append", default=[],
@@ -166,8 +166,7 @@ def main(argv: list[str]) -> int:
         if a.plot:
             plot(data, a.plot)
     except (OSError, ValueError, RuntimeError) as e:
-        print(f"stoker profile: {e}", file=sys.stderr)
-        return 2 if isinstance(e, ValueError) else 1
+        return fail("profile", error_code(e), str(e), a.json)
     return 0
 
 

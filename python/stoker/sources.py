@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import glob
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from ._core import CorruptionError, Writer  # type: ignore[attr-defined]  # see pyproject
+from ._cli import Parser, error_code, fail
+from ._core import Writer  # type: ignore[attr-defined]  # see pyproject
 from .optimize import IMAGE_SIGNATURES, _column_type
 
 if TYPE_CHECKING:
@@ -309,13 +309,6 @@ def from_huggingface(dataset, output, *, columns: dict[str, str] | None = None,
 # usage error before any input is read; tests/python/test_sources.py checks them against it.
 _COLUMN_TYPES = ("bytes", "str", "int", "float", "json", "ndarray", "jpeg", "png", "tokens")
 
-# --json's error codes: the C++ CLI's Status code names, the first class that matches.
-_ERROR_CODES = ((CorruptionError, "Corruption"), (FileNotFoundError, "NotFound"),
-                (FileExistsError, "AlreadyExists"), (PermissionError, "PermissionDenied"),
-                (OSError, "IOError"), ((ValueError, TypeError), "InvalidArgument"),
-                (ImportError, "Unsupported"))  # a package the input needs is not installed
-
-
 def _pack_parser(description: str, sources: str) -> argparse.ArgumentParser:
     """The command line of `stoker pack` for input that Python packs (Parquet here, MDS and
     LitData in stoker.migrate): the sources, then the destination, then the options every
@@ -333,7 +326,7 @@ def _pack_parser(description: str, sources: str) -> argparse.ArgumentParser:
                 "the column optional)")
         return name, kind
 
-    p = argparse.ArgumentParser(prog="stoker pack", description=description)
+    p = Parser(prog="stoker pack", description=description)
     p.add_argument("paths", nargs="+", metavar="PATH", help=f"{sources}, then the destination")
     p.add_argument("--append", action="store_true")
     p.add_argument("--chunk-size")
@@ -365,15 +358,10 @@ def _run_pack(a: argparse.Namespace, pack: Callable[..., dict]) -> int:
         s = pack(a.paths[:-1], a.paths[-1], columns=dict(a.columns),
                  progress=not (a.quiet or a.json), **options)
     except (OSError, ValueError, TypeError, ImportError) as e:
-        code = next(code for kind, code in _ERROR_CODES if isinstance(e, kind))
         # The Writer names its keywords; this is the command line: its flags.
         message = str(e).replace("append=True", "--append").replace("labels='none'",
                                                                     "--labels none")
-        if a.json:
-            print(json.dumps({"error": {"code": code, "message": message}}, indent=2))
-        else:
-            print(f"stoker pack: {code}: {message}", file=sys.stderr)
-        return 1
+        return fail("pack", error_code(e), message, a.json)
     if a.json:
         print(json.dumps(s, indent=2))
     elif not a.quiet and "part" in s:

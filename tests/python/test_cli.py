@@ -310,6 +310,11 @@ def test_usage_errors(tmp_path, stoker_cli):
     assert stoker_cli("pack", tmp_path).returncode == 2  # SRC... DST: one path is not enough
     proc = stoker_cli("frobnicate")
     assert proc.returncode == 2 and "did you mean" not in proc.stderr
+    assert "'frobnicate' is not a command (stoker --help lists them)" in proc.stderr
+    proc = stoker_cli("pakc", "--json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"] == {
+        "code": "Usage", "message": "'pakc' is not a command; did you mean 'pack'?"}
     for typo, meant in (("pakc", "pack"), ("verfy", "verify"), ("compcat", "compact")):
         proc = stoker_cli(typo, tmp_path)
         assert proc.returncode == 2

@@ -134,7 +134,17 @@ def test_profile_reads_a_cut_trace_and_merges_by_base_time(datasets, tmp_path, s
     mm = next(e for e in evs if e["name"] == "aten::mm")
     assert mm["ts"] == pytest.approx(1e6)
     bad = stoker_cli("profile", tmp_path / "missing.json")
-    assert bad.returncode != 0 and "missing.json" in bad.stderr
+    assert bad.returncode == 1 and "missing.json" in bad.stderr
+    # Under --json, as every stoker command: the error is a document on stdout too.
+    bad = stoker_cli("profile", tmp_path / "missing.json", "--json")
+    assert bad.returncode == 1
+    error = json.loads(bad.stdout)["error"]
+    assert error["code"] == "NotFound" and "missing.json" in error["message"]
+    (tmp_path / "garbage.json").write_text("not a trace")
+    bad = stoker_cli("profile", tmp_path / "garbage.json", "--json")
+    assert bad.returncode == 1 and json.loads(bad.stdout)["error"]["code"] == "InvalidArgument"
+    bad = stoker_cli("profile", "--json")  # no trace: a usage error, still a document
+    assert bad.returncode == 2 and json.loads(bad.stdout)["error"]["code"] == "Usage"
 
 
 def test_it_lines_up_with_torch_profiler(datasets, tmp_path, stoker_cli):
