@@ -73,9 +73,13 @@ uint64_t Unsigned(const Target& option, nb::handle value, std::string_view what,
   if (n == -1 && PyErr_Occurred()) throw nb::python_error();
   if (overflow < 0 || (overflow == 0 && n < 0)) Fail(PyExc_ValueError, option, at_least_0, value);
   if (overflow == 0) return uint64_t(n);
-  // Above 2^63 still fits (a seed of 64 random bits); above 2^64 is Python's OverflowError.
+  // Above 2^63 still fits (a seed of 64 random bits); 2^64 and above: OverflowError, as before,
+  // now naming the option.
   const unsigned long long big = PyLong_AsUnsignedLongLong(index.ptr());
-  if (PyErr_Occurred()) throw nb::python_error();
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    Fail(PyExc_OverflowError, option, "below 2**64", value);
+  }
   return uint64_t(big);
 }
 

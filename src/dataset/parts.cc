@@ -265,6 +265,13 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
   return add;
 }
 
+// K/N with N known: K counts from 0.
+Status CheckPartInRange(const PartSpec& part) {
+  if (part.count == 0 || part.index < part.count) return Status::OK();
+  return Status::InvalidArgument(fmt::format(
+      "part {} of {}: K must be below N (parts count from 0)", part.index, part.count));
+}
+
 }  // namespace
 
 std::string PartPath(const PartSpec& part) {
@@ -287,6 +294,8 @@ Result<PartSpec> ParsePartSpec(std::string_view text, std::string_view job) {
     part.index = *index;
     part.count = *count;
   }
+  // Here too, not only when the part is written: a bad --part is a usage error (exit 2).
+  STOKER_RETURN_IF_ERROR(CheckPartInRange(part));
   if (!job.empty()) part.job = job;
   return part;
 }
@@ -359,10 +368,7 @@ Status PackedTwice(const Storage& dst, const std::string& path, const PartSpec& 
 
 Result<std::string> WritePart(Storage& dst, Addition& add, const PartSpec& part) {
   STOKER_RETURN_IF_ERROR(ValidateJobName(part.job));
-  if (part.count != 0 && part.index >= part.count) {
-    return Err(Status::InvalidArgument(fmt::format(
-        "part {} of {}: K must be below N (parts count from 0)", part.index, part.count)));
-  }
+  STOKER_RETURN_IF_ERROR(CheckPartInRange(part));
   // Unnumbered: Commit numbers the union. Only .cls labels are the input's own.
   format::SegmentNumbering numbering;
   numbering.flags = add.group_samples ? format::kSegmentGrouped : 0;

@@ -121,8 +121,8 @@ const std::vector<LoaderOption>& Table() {
        "twice per epoch.",
        {},
        [](LoaderOptions& o, const OptionValue& v) -> Status {
-         o.memory_budget = Nullable(v);
-         return Status::OK();
+         return SetCount("memory_budget", v, std::numeric_limits<uint64_t>::max(), " (bytes)",
+                         o.memory_budget);
        },
        [](const LoaderOptions& o) { return FromNullable(o.memory_budget); }},
       {"io_depth",

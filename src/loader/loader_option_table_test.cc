@@ -53,6 +53,7 @@ TEST(LoaderOptionTableTest, OutOfRangeValuesAreErrorsNamingTheOption) {
       {"window", uint64_t{1} << 32, "window is too large"},
       {"io_depth", uint64_t{0}, "io_depth must be at least 1"},
       {"world_size", uint64_t{0}, "world_size must be at least 1"},
+      {"memory_budget", uint64_t{0}, "memory_budget must be at least 1 (bytes)"},
   };
   for (const Bad& b : bad) {
     SCOPED_TRACE(std::string(b.name));

@@ -116,6 +116,9 @@ TEST(Uri, ParsesServerListsAndNames) {
                           "stoker://::1:5/x", "stoker://[[x]:1/d", "stoker://h st:1/d"}) {
     EXPECT_EQ(ParseStokerUri(bad).error().code(), StatusCode::kInvalidArgument) << bad;
   }
+  // The message quotes the whole address, port included.
+  EXPECT_EQ(ParseServerAddress("127.0.0.1:99999").error().message(),
+            "bad server address '127.0.0.1:99999': port must be a number from 0 to 65535");
 }
 
 }  // namespace

@@ -10,8 +10,9 @@ std::string ServerAddress::ToString() const {
 }
 
 Result<ServerAddress> ParseServerAddress(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return Err(Status::InvalidArgument("bad server address '" + std::string(text) +
+  const std::string_view whole = text;  // `text` is cut down to the host below
+  auto bad = [whole](std::string_view why) {
+    return Err(Status::InvalidArgument("bad server address '" + std::string(whole) +
                                        "': " + std::string(why)));
   };
   ServerAddress a;

@@ -321,6 +321,8 @@ def test_usage_errors(tmp_path, stoker_cli):
         assert f"'{typo}' is not a command; did you mean '{meant}'?" in proc.stderr, proc.stderr
     proc = stoker_cli("pack", "--chunk-size", "big", tmp_path, tmp_path / "ds")
     assert proc.returncode == 2 and "chunk-size" in proc.stderr
+    proc = stoker_cli("pack", "--part", "3/3", tmp_path, tmp_path / "ds")  # K counts from 0
+    assert proc.returncode == 2 and "K must be below N" in proc.stderr, proc.stderr
     assert stoker_cli("--version", check=True).stdout.strip() == "stoker 0.1.0"
     proc = stoker_cli("info", tmp_path / "nothing")
     assert proc.returncode == EXIT_ERROR and "is not a stoker dataset (no versions/)" in proc.stderr

@@ -315,7 +315,8 @@ def test_loader_none_keeps_the_default_and_sizes_take_text():
     assert parse_loader_options({"memory_budget": "2GiB"})["memory_budget"] == 2 << 30
     # Seeds of 64 random bits, as Loader took them before the table.
     assert parse_loader_options({"seed": 2**64 - 1})["seed"] == 2**64 - 1
-    with pytest.raises(OverflowError):
+    with pytest.raises(OverflowError,
+                       match=r"seed must be below 2\*\*64, not 18446744073709551616"):
         parse_loader_options({"seed": 2**64})
 
 
@@ -331,6 +332,7 @@ def test_loader_none_keeps_the_default_and_sizes_take_text():
     ("drop_last", 1, TypeError, "drop_last must be True or False"),
     ("block_size", -1, ValueError, "block_size must be an int >= 0"),
     ("memory_budget", "lots", ValueError, "memory_budget: 'lots' is not a size"),
+    ("memory_budget", 0, ValueError, "memory_budget must be at least 1 (bytes)"),
 ])
 def test_a_bad_loader_value_is_an_error_naming_the_option(name, value, error, says):
     with pytest.raises(error, match=re.escape(says)):
