@@ -511,11 +511,25 @@ void RegisterWriter(nb::module_& m) {
       "exception) publishes the version; an exception or abort() publishes nothing.")
       .def(
           "__init__",
-          [](PyWriter* self, nb::handle output, const nb::dict& columns,
-             const std::optional<std::string>& label,
-             const nb::kwargs& kwargs) { new (self) PyWriter(output, columns, label, kwargs); },
-          nb::arg("output"), nb::arg("columns"), nb::kw_only(), nb::arg("label") = nb::none(),
-          nb::arg("kwargs"))
+          [](PyWriter* self, nb::handle output, nb::handle columns,
+             const std::optional<std::string>& label, const nb::kwargs& kwargs) {
+            // Checked here, not by the signature: nanobind's "incompatible function arguments"
+            // does not say that the schema is what is missing.
+            if (!nb::isinstance<nb::dict>(columns)) {
+              throw nb::type_error(
+                  ("Writer needs columns, a dict {name: type} such as {'image': 'jpeg', "
+                   "'label': 'int'}; got " +
+                   (columns.is_none() ? std::string("none")
+                                      : nb::cast<std::string>(nb::repr(columns))))
+                      .c_str());
+            }
+            new (self) PyWriter(output, nb::borrow<nb::dict>(columns), label, kwargs);
+          },
+          // What the stub and help() show: columns is required (the check above explains).
+          nb::sig("def __init__(self, output: object, columns: dict, *, label: str | None = "
+                  "None, **kwargs) -> None"),
+          nb::arg("output"), nb::arg("columns").none() = nb::none(), nb::kw_only(),
+          nb::arg("label") = nb::none(), nb::arg("kwargs"))
       .def("write", &PyWriter::Write, nb::arg("sample"), "Adds one sample: a dict {column: value}.")
       .def("close", &PyWriter::Close, "Publishes the version; returns stoker.pack's summary dict.")
       .def("abort", &PyWriter::Abort, "Stops without publishing; removes what was written.")

@@ -210,8 +210,12 @@ def test_bad_schemas_and_options(tmp_path):
         stoker.Writer(tmp_path / "a", columns={"x": "str"}, threads=4)
     with pytest.raises(TypeError, match="chunk_sise"):
         stoker.Writer(tmp_path / "a", columns={"x": "str"}, chunk_sise=4)
-    with pytest.raises(TypeError):
+    # The schema missing or of another type: said so, not nanobind's "incompatible arguments".
+    with pytest.raises(TypeError,
+                       match=r"Writer needs columns, a dict \{name: type\}.*got \['x'\]"):
         stoker.Writer(tmp_path / "a", columns=["x"])
+    with pytest.raises(TypeError, match="Writer needs columns.*got none"):
+        stoker.Writer(tmp_path / "a")
     assert not (tmp_path / "a" / "versions").exists()
 
 
