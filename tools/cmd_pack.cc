@@ -97,8 +97,8 @@ nlohmann::json LeftOutJson(const dataset::LeftOut& left_out) {
 }
 
 // A part packed (--part): what it added, and where.
-void PrintPartSummary(const PackArgs& args, const std::string& dst, const dataset::PackSummary& s) {
-  const std::vector<std::string> notes = dataset::PackNotes(s, args.settings.pack);
+void PrintPartSummary(const PackArgs& args, const std::string& dst, const dataset::PackSummary& s,
+                      const std::vector<std::string>& notes) {
   if (args.json) {
     PrintJson(nlohmann::json{{"dataset", dst},
                              {"part", s.part_path},
@@ -121,8 +121,7 @@ void PrintPartSummary(const PackArgs& args, const std::string& dst, const datase
 // A version published: what it added, the dataset's totals and the speed; what was left out
 // and labels not found (on stderr, so that stdout stays the summary).
 void PrintVersionSummary(const PackArgs& args, const std::string& dst,
-                         const dataset::PackSummary& s) {
-  const std::vector<std::string> notes = dataset::PackNotes(s, args.settings.pack);
+                         const dataset::PackSummary& s, const std::vector<std::string>& notes) {
   const double per_file = s.files_total ? static_cast<double>(s.metadata_bytes) / s.files_total : 0;
   if (args.json) {
     nlohmann::json j = {
@@ -234,10 +233,11 @@ int PackFailed(const Status& error) {
 }
 
 void PrintSummary(const PackArgs& args, const std::string& dst, const dataset::PackSummary& s) {
+  const std::vector<std::string> notes = dataset::PackNotes(s);
   if (s.part_path.empty()) {
-    PrintVersionSummary(args, dst, s);
+    PrintVersionSummary(args, dst, s, notes);
   } else {
-    PrintPartSummary(args, dst, s);
+    PrintPartSummary(args, dst, s, notes);
   }
 }
 

@@ -147,7 +147,7 @@ nb::dict Pack(nb::handle src_arg, nb::handle dst_arg, const nb::kwargs& kwargs) 
   nb::dict summary = PackSummaryDict(dst, *result);
   // What was left out, or labels not found: a warning, as the CLI's note on stderr.
   nb::list notes;
-  for (const std::string& note : dataset::PackNotes(*result, settings.pack)) {
+  for (const std::string& note : dataset::PackNotes(*result)) {
     const std::string text =
         "stoker.pack: " + std::string(SpokenInPython(Status::InvalidArgument(note)).message());
     if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) != 0) throw nb::python_error();

@@ -303,11 +303,11 @@ Status ReadInput(PackSource& source, const PackOptions& options, ChunkSet& chunk
 
 }  // namespace
 
-std::vector<std::string> PackNotes(const PackSummary& summary, const PackOptions& options) {
+std::vector<std::string> PackNotes(const PackSummary& summary) {
   std::vector<std::string> notes;
   if (std::string line = LeftOutLine(summary.left_out); !line.empty()) notes.push_back(line);
   if (summary.no_labels_found) {
-    notes.push_back(options.group_samples
+    notes.push_back(summary.samples_grouped
                         ? "no labels: no sample has a .cls member (--labels none says so quietly)"
                         : "no labels: the files are not in class directories (labels come from "
                           "the first directory level; --labels none says so quietly)");
@@ -412,6 +412,7 @@ Result<PackSummary> Pack(PackSource& source, Storage& dst, const PackOptions& op
   }
   if (result) {
     result->left_out = source.left_out();
+    result->samples_grouped = options.group_samples;
     result->no_labels_found = options.labels == LabelPolicy::kAuto && options.columns.empty() &&
                               !options.part && result->classes == 0 && result->files_added > 0;
   }

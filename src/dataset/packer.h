@@ -99,12 +99,13 @@ struct PackSummary {
   // With --labels auto, the input gave no labels (a tree without class directories, tar shards
   // without .cls members): said, never silent.
   bool no_labels_found = false;
+  bool samples_grouped = false;  // the input's samples were grouped (tar shards, columns)
 };
 
 // The lines a pack's summary adds for people (what was left out, labels not found), each
 // without a newline; none when there is nothing to say. `stoker pack` prints them on stderr,
 // stoker.pack warns with them.
-std::vector<std::string> PackNotes(const PackSummary& summary, const PackOptions& options);
+std::vector<std::string> PackNotes(const PackSummary& summary);
 
 Result<PackSummary> Pack(PackSource& source, Storage& destination, const PackOptions& options);
 

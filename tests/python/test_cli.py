@@ -430,3 +430,31 @@ def test_pack_is_mixed_by_default(tmp_path, stoker_cli):
     bad = stoker_cli("pack", *shards, tmp_path / "bad", "--mix-memory", "lots")
     assert bad.returncode == 2 and "--mix-memory" in bad.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_pack_without_labels_says_why_for_its_kind_of_input(tmp_path, stoker_cli):
+    """--labels auto and no labels found: the note names what a tree or a tar shard lacked (a
+    tar shard's labels are .cls members, not class directories)."""
+    import tarfile
+
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "a.bin").write_bytes(b"a")
+    shard = tmp_path / "shard-0.tar"
+    with tarfile.open(shard, "w") as tar:
+        for name, data in (("s0.bin", b"x"), ("s0.json", b"{}")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    proc = stoker_cli("pack", flat, tmp_path / "flat-ds", check=True)
+    assert "no labels: the files are not in class directories" in proc.stderr, proc.stderr
+    proc = stoker_cli("pack", shard, tmp_path / "tar-ds", check=True)
+    assert "no labels: no sample has a .cls member" in proc.stderr, proc.stderr
+    assert "class directories" not in proc.stderr
+    summary = json.loads(stoker_cli("pack", "--json", shard, tmp_path / "tar-json",
+                                    check=True).stdout)
+    assert summary["labels_found"] is False
+    assert summary["notes"] == ["no labels: no sample has a .cls member (--labels none says so "
+                                "quietly)"]
+    with pytest.warns(UserWarning, match="no sample has a .cls member"):
+        stoker.pack(str(shard), str(tmp_path / "tar-py"))
