@@ -9,6 +9,7 @@
 #include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/random.h"
+#include "common/varint.h"
 #include "format/segment_builder.h"
 #include "format/segment_layout.h"
 #include "format/segment_merge.h"
@@ -302,6 +303,49 @@ TEST(Segment, DamageInAnyFormat3GroupIsCaught) {
     }
   }
   EXPECT_EQ(flipped, 6);
+}
+
+// A file read by position decodes its block only up to its entry (EntryAt); that entry is held
+// to the order a whole block is, or a damaged segment lists one path at two positions (found by
+// the segment fuzzer). Here block 0's last key is raised from "f255" to "f257", above block 1's
+// first key "f256": its path would be found at position 257.
+TEST(Segment, AKeyReadByPositionMustLieBelowTheNextBlock) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < 300; ++i) paths.push_back(fmt::format("f{:03d}", i));
+  std::string bytes = BuildSegment(SpecFor(paths, 1)).value();
+  const uint64_t footer_offset = coding::DecodeFixed<uint64_t>(bytes.data() + bytes.size() - 32);
+  const uint32_t sections = coding::DecodeFixed<uint32_t>(bytes.data() + footer_offset + 80);
+  uint64_t files_at = 0;
+  for (uint32_t k = 0; k < sections; ++k) {
+    const char* record = bytes.data() + footer_offset + 88 + 32 * k;
+    if (coding::DecodeFixed<uint32_t>(record) == kSegFiles) {
+      files_at = coding::DecodeFixed<uint64_t>(record + 8);
+    }
+  }
+  ASSERT_GT(files_at, 0u);
+  // Entries: shared, unshared, suffix, value size, value. "f255" follows "f254": suffix "5".
+  std::string_view in(bytes.data() + files_at, bytes.size() - files_at);
+  size_t suffix_at = 0;
+  for (uint64_t i = 0; i < kBlockEntries; ++i) {
+    const uint64_t shared = varint::Get(&in).value(), unshared = varint::Get(&in).value();
+    if (i + 1 == kBlockEntries) {
+      ASSERT_EQ(shared, 4u);  // "\0f25"
+      ASSERT_EQ(in.substr(0, unshared), "5");
+      suffix_at = static_cast<size_t>(in.data() - bytes.data());
+    }
+    in.remove_prefix(unshared);
+    in.remove_prefix(varint::Get(&in).value());
+  }
+  bytes[suffix_at] = '7';
+  SegmentOpenOptions options;
+  options.verify_checksums = false;  // as a hostile writer's segment would pass its own CRCs
+  auto seg = Segment::Open(std::make_shared<StringFile>(&bytes), "raised.seg", options);
+  ASSERT_TRUE(seg.has_value()) << seg.error().ToString();
+  const auto path = (*seg)->FilePath(kBlockEntries - 1);
+  ASSERT_FALSE(path.has_value()) << *path;
+  EXPECT_TRUE(path.error().IsCorruption()) << path.error().ToString();
+  EXPECT_NE(path.error().message().find("overlaps the next"), std::string::npos);
+  EXPECT_EQ((*seg)->FilePath(kBlockEntries).value(), "f256");  // block 1 is sound
 }
 
 TEST(Segment, AFooterCountingMoreFilesThanItsSectionsHoldIsRefusedAtOpen) {
