@@ -310,8 +310,8 @@ TEST(Segment, DamageInAnyFormat3GroupIsCaught) {
 // the segment fuzzer). Here block 0's last key is raised from "f255" to "f257", above block 1's
 // first key "f256": its path would be found at position 257.
 TEST(Segment, AKeyReadByPositionMustLieBelowTheNextBlock) {
-  std::vector<std::string> paths;
-  for (int i = 0; i < 300; ++i) paths.push_back(fmt::format("f{:03d}", i));
+  std::vector<std::string> paths(300);
+  for (size_t i = 0; i < paths.size(); ++i) paths[i] = fmt::format("f{:03d}", i);
   std::string bytes = BuildSegment(SpecFor(paths, 1)).value();
   const uint64_t footer_offset = coding::DecodeFixed<uint64_t>(bytes.data() + bytes.size() - 32);
   const uint32_t sections = coding::DecodeFixed<uint32_t>(bytes.data() + footer_offset + 80);
