@@ -268,8 +268,8 @@ Result<Addition> UnionOf(const std::vector<Part>& parts, const Storage& storage)
 // K/N with N known: K counts from 0.
 Status CheckPartInRange(const PartSpec& part) {
   if (part.count == 0 || part.index < part.count) return Status::OK();
-  return Status::InvalidArgument(fmt::format(
-      "part {} of {}: K must be below N (parts count from 0)", part.index, part.count));
+  return Status::InvalidArgument(
+      fmt::format("part {} of {}: K must be below N (parts count from 0)", part.index, part.count));
 }
 
 }  // namespace

@@ -195,9 +195,9 @@ Result<Segment::Table::Entry> Segment::Table::EntryAt(uint64_t b, uint64_t i) co
     const std::string_view value = c.Bytes(value_size);
     // Keys must rise here as in Block(): the new key shares `shared` bytes with the one before,
     // so it is the greater iff its suffix is above the rest of that one.
-    if (!c.ok || (k == 0 ? shared != 0
-                         : shared > e.key.size() ||
-                               suffix <= std::string_view(e.key).substr(shared))) {
+    if (!c.ok ||
+        (k == 0 ? shared != 0
+                : shared > e.key.size() || suffix <= std::string_view(e.key).substr(shared))) {
       c.ok = false;
       break;
     }
