@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -203,14 +204,20 @@ int RunPythonPack(const PackArgs& args, const PythonInput& input) {
 }
 
 // An MDS or LitData dataset: a directory whose index.json lists its shards ("shards") or
-// chunks ("chunks"). A tree of files that happens to hold another index.json packs as files.
-// (Several sources, one of them such, are refused by the Python side, naming the rule.)
+// chunks ("chunks"), or names them in a text that is no JSON (a copy cut short): that one goes
+// to the migration too, which says what is wrong with it, rather than being packed as files. A
+// tree of files that happens to hold another index.json packs as files. (Several sources, one
+// of them such, are refused by the Python side, naming the rule.)
 bool IsMigratedFormat(const std::vector<std::string>& sources) {
   return std::ranges::any_of(sources, [](const std::string& source) {
     if (source.contains("://")) return false;
     std::ifstream in(std::filesystem::path(source) / "index.json");
     if (!in) return false;
-    const nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const nlohmann::json index = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (index.is_discarded()) {
+      return text.contains("\"shards\"") || text.contains("\"chunks\"");
+    }
     return index.is_object() && (index.contains("shards") || index.contains("chunks"));
   });
 }

@@ -230,6 +230,27 @@ class PyDataset {
 
 namespace {
 
+// Dataset(version=...): None is the newest (0 inside); versions count from 1, so 0, a negative
+// number and one past 2**64 are mistakes, said as such rather than as a signature mismatch.
+uint64_t VersionArgument(nb::handle version) {
+  if (version.is_none()) return 0;
+  if (PyBool_Check(version.ptr()) || !PyIndex_Check(version.ptr())) {
+    throw nb::type_error(("version must be an int or None, not " +
+                          nb::cast<std::string>(nb::repr(version)))
+                             .c_str());
+  }
+  nb::object index = nb::steal(PyNumber_Index(version.ptr()));
+  if (!index.is_valid()) throw nb::python_error();
+  const unsigned long long n = PyLong_AsUnsignedLongLong(index.ptr());
+  if (PyErr_Occurred() || n == 0) {
+    PyErr_Clear();
+    throw nb::value_error(("version=" + nb::cast<std::string>(nb::repr(index)) +
+                           ": versions count from 1 (None: the newest)")
+                              .c_str());
+  }
+  return n;
+}
+
 nb::dict ColumnValues(const Dataset& ds, const format::Schema& schema, uint64_t first,
                       uint64_t count, const std::function<nb::bytes(uint64_t)>& file_bytes) {
   const auto files = ValueOrThrow(dataset::ColumnFiles(ds, schema, first, count));
@@ -303,15 +324,11 @@ void RegisterDataset(nb::module_& m) {
                         "(stoker.Writer) ds[i] -> {column: value}. Labels are -1 when absent.")
       .def(
           "__init__",
-          [](PyDataset* self, nb::handle uri, std::optional<uint64_t> version) {
-            // Versions count from 1 (0 stands for "the newest" inside): version=0 is a mistake,
-            // refused like any version that does not exist.
-            if (version && *version == 0) {
-              throw nb::value_error("version=0: versions count from 1 (None: the newest)");
-            }
-            new (self) PyDataset(FsPath(uri), version.value_or(0));
+          [](PyDataset* self, nb::handle uri, nb::handle version) {
+            new (self) PyDataset(FsPath(uri), VersionArgument(version));
           },
-          nb::arg("uri"), nb::arg("version") = nb::none(),
+          nb::sig("def __init__(self, uri: object, version: int | None = None) -> None"),
+          nb::arg("uri"), nb::arg("version").none() = nb::none(),
           "Opens a version (the newest by default) at a path or URI: str, bytes or any "
           "os.PathLike.")
       .def("__len__", [](PyDataset& self) { return self.Get().sample_count(); })

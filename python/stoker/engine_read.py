@@ -8,6 +8,7 @@ chunk's samples in index order. Plans are uint32 arrays, 4 bytes per sample on t
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -47,6 +48,22 @@ def read_blocks(ds: Dataset, plans: list[np.ndarray],
             yield make(plan, [next(pipe) for _ in range(len(plan))])
     finally:
         pipe.close()
+
+
+def path_text(path: str) -> str:
+    """A file's path as engines' string columns hold it (UTF-8 only): as it is, or, for a name
+    whose bytes are not UTF-8 (os.fsdecode's surrogates), those bytes as \\xNN, as Python
+    prints them, rather than a read that fails on one file's name."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def path_texts(samples: list) -> list[str]:
+    """The path_text of each file sample (data, label, path) of a file dataset."""
+    return [path_text(s[2]) for s in samples]
 
 
 def json_text(values: list) -> list:

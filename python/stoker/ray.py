@@ -59,9 +59,9 @@ from .views import Dataset, DatasetView  # noqa: E402
 # --- reading ------------------------------------------------------------------------------
 
 
-def _arrow_schema(ds: Dataset) -> Any:
-    """The blocks' schema, or None where Ray's tensor type for a column of arrays of any shape
-    depends on the values."""
+def _arrow_schema(ds: Dataset, names: list[str] | None = None) -> Any:
+    """The blocks' schema (of a column dataset's columns `names`, default all), or None where
+    Ray's tensor type for a column of arrays of any shape depends on the values."""
     import pyarrow as pa
     from ray.data.extensions import ArrowTensorArray
     if not ds.columns:
@@ -70,8 +70,8 @@ def _arrow_schema(ds: Dataset) -> Any:
                               ("files", pa.map_(pa.string(), pa.binary()))])
         return pa.schema([("path", pa.string()), ("label", pa.int64()), ("data", pa.binary())])
     fields = []
-    for name, kind in ds.columns.items():
-        base, _, rest = kind.rstrip("?").partition(":")
+    for name in names if names is not None else ds.columns:
+        base, _, rest = ds.columns[name].rstrip("?").partition(":")
         param, _, shape = rest.partition(":")
         if base == "int":
             t = pa.int64()
@@ -113,38 +113,52 @@ def _column_array(name: str, kind: str, values: list, schema: Any) -> Any:
     return pa.array(values, type=schema.field(name).type if schema is not None else None)
 
 
-def _block(ds: Dataset, schema: Any, samples: list) -> Any:
+def _block(ds: Dataset, schema: Any, samples: list, names: list[str] | None = None) -> Any:
+    """A chunk's block: a column dataset's columns `names` (default all), only those converted;
+    a file dataset's path, label and data (or files)."""
     import pyarrow as pa
     if ds.columns:
-        arrays = [_column_array(name, kind, [s.get(name) for s in samples], schema)
-                  for name, kind in ds.columns.items()]
+        names = list(ds.columns) if names is None else names
+        arrays = [_column_array(name, ds.columns[name], [s.get(name) for s in samples], schema)
+                  for name in names]
         if schema is not None:
             return pa.Table.from_arrays(arrays, schema=schema)
-        return pa.Table.from_arrays(arrays, names=list(ds.columns))
+        return pa.Table.from_arrays(arrays, names=names)
     if ds.grouped:
-        rows = {"path": [s[2] for s in samples], "label": [s[1] for s in samples],
+        rows = {"path": engine_read.path_texts(samples), "label": [s[1] for s in samples],
                 "files": [list(s[0].items()) for s in samples]}
     else:
-        rows = {"path": [s[2] for s in samples], "label": [s[1] for s in samples],
+        rows = {"path": engine_read.path_texts(samples), "label": [s[1] for s in samples],
                 "data": [s[0] for s in samples]}
     return pa.table(rows, schema=schema)
 
 
-def _read_chunks(ds: Dataset, plans: list[np.ndarray]) -> Iterator[Any]:
+def _read_chunks(ds: Dataset, plans: list[np.ndarray], names: list[str] | None) -> Iterator[Any]:
     """The blocks of a read task: one per chunk, its samples in index order."""
-    schema = _arrow_schema(ds)
-    yield from engine_read.read_blocks(ds, plans, lambda _, samples: _block(ds, schema, samples))
+    schema = _arrow_schema(ds, names)
+    yield from engine_read.read_blocks(ds, plans,
+                                       lambda _, samples: _block(ds, schema, samples, names))
 
 
 class StokerDatasource(Datasource):
     """A stoker dataset as a Ray Data source (what stoker.ray.read and read_images read)."""
 
     def __init__(self, source: str | os.PathLike | _core.Dataset | DatasetView,
-                 version: int | None = None, images: _ImageDecode | None = None) -> None:
+                 version: int | None = None, images: _ImageDecode | None = None,
+                 columns: list[str] | None = None) -> None:
         super().__init__()
         # The version is fixed here, for every task.
         self._dataset, self._indices = _open(source, version)
         self._images = images
+        # A column dataset's columns to read (the others are never converted); None: all.
+        self._columns = None
+        if columns is not None:
+            ds = self._dataset
+            known = list(ds.columns) or ["path", "label", "files" if ds.grouped else "data"]
+            missing = [c for c in columns if c not in known]
+            if missing or not columns:
+                raise ValueError(f"columns {missing or columns} are not in {ds.uri} ({known})")
+            self._columns = columns if ds.columns else None
         self._by_chunk: list[np.ndarray] | None = None
 
     def get_name(self) -> str:
@@ -167,7 +181,7 @@ class StokerDatasource(Datasource):
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                        data_context: Any = None) -> list[ReadTask]:
         ds = self._dataset
-        schema = self._images.schema(ds) if self._images else _arrow_schema(ds)
+        schema = self._images.schema(ds) if self._images else _arrow_schema(ds, self._columns)
         # Decoding may leave rows out (a README, on_error="skip"): Ray must count them.
         exact = not self._images or (ds.columns and self._images.on_error == "raise")
         tasks = []
@@ -176,7 +190,7 @@ class StokerDatasource(Datasource):
                                  size_bytes=self._bytes(plans), exec_stats=None,
                                  input_files=None)
             read = (functools.partial(self._images.read_chunks, ds, plans) if self._images
-                    else functools.partial(_read_chunks, ds, plans))
+                    else functools.partial(_read_chunks, ds, plans, self._columns))
             tasks.append(ReadTask(read, meta, schema=schema,
                                   per_task_row_limit=per_task_row_limit))
         return tasks
@@ -223,7 +237,7 @@ def _read(source: StokerDatasource, override_num_blocks: int | None,
 
 
 def read(path_or_uri: str | os.PathLike | _core.Dataset | DatasetView,
-         columns: Sequence[str] | None = None,
+         columns: Sequence[str] | str | None = None,
          version: int | None = None, *, override_num_blocks: int | None = None,
          concurrency: int | None = None, ray_remote_args: dict | None = None) -> Any:
     """A stoker dataset (a path or URI of any store stoker reads, a stoker.Dataset, or a view of
@@ -231,15 +245,13 @@ def read(path_or_uri: str | os.PathLike | _core.Dataset | DatasetView,
     chunks. `columns` keeps those columns only; `version` reads that version (default: the
     newest, fixed now). `override_num_blocks` sets the number of read tasks (at most one per
     chunk; default: twice the cluster's CPUs); each yields a block per chunk."""
-    source = StokerDatasource(path_or_uri, version)
+    if isinstance(columns, str):
+        columns = [columns]  # one column, as Ray's select_columns takes it
+    source = StokerDatasource(path_or_uri, version,
+                              columns=None if columns is None else list(columns))
     out = _read(source, override_num_blocks, concurrency, ray_remote_args)
-    if columns is not None:
-        ds = source._dataset
-        known = list(ds.columns) or ["path", "label", "files" if ds.grouped else "data"]
-        missing = [c for c in columns if c not in known]
-        if missing:
-            raise ValueError(f"columns {missing} are not in {ds.uri} ({known})")
-        out = out.select_columns(list(columns))
+    if columns is not None and not source._dataset.columns:
+        out = out.select_columns(list(columns))  # a file dataset's three: Ray cuts them
     return out
 
 
@@ -286,8 +298,18 @@ def read_images(path_or_uri: str | os.PathLike | _core.Dataset | DatasetView, *,
     source = StokerDatasource(path_or_uri, version, images)
     images.check(source._dataset)
     remote = dict(ray_remote_args or {})
-    if threads > 1:
-        remote.setdefault("num_cpus", threads)
+    if threads > 1 and "num_cpus" not in remote:
+        remote["num_cpus"] = threads
+        # A task asking for more CPUs than any node has would wait for ever (Ray only warns).
+        # ray_remote_args={"num_cpus": ...} is not checked: an autoscaler may add such nodes.
+        if not ray.is_initialized():
+            ray.init()
+        most = max((n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")),
+                   default=0)
+        if most and threads > most:
+            raise ValueError(f"threads={threads}: each read task would ask Ray for {threads} "
+                             f"CPUs, and no node of this cluster has more than {most:g} (pass "
+                             "fewer threads, or ray_remote_args={'num_cpus': ...})")
     return _read(source, override_num_blocks, concurrency, remote)
 
 
@@ -326,9 +348,16 @@ class _ImageDecode:
         images = [n for n, k in ds.columns.items()
                   if base_type(k) in ("jpeg", "png")]
         if self.column is None:
-            if len(images) != 1:
-                raise ValueError(f"{ds.uri} has {len(images)} jpeg/png columns "
-                                 f"({images or list(ds.columns)}): say which with column=")
+            if len(images) > 1:
+                raise ValueError(f"{ds.uri} has {len(images)} jpeg/png columns ({images}): say "
+                                 "which with column=")
+            if not images:
+                raw = [n for n, k in ds.columns.items() if base_type(k) == "bytes"]
+                raise ValueError(
+                    f"{ds.uri} has no jpeg or png column ({ds.columns})" + (
+                        f": if bytes column {raw[0]!r} holds images, say column={raw[0]!r} (a "
+                        "writer that infers types stores image bytes as bytes; columns="
+                        f"{{{raw[0]!r}: 'jpeg'}} types them)" if raw else ""))
             self.column = images[0]
         kind = ds.columns.get(self.column)
         if kind is None:
@@ -352,10 +381,13 @@ class _ImageDecode:
     def read_chunks(self, ds: Dataset, plans: list[np.ndarray]) -> Iterator[Any]:
         seed = self.seed if self.seed is not None else secrets.randbits(64)
         rest = _arrow_schema(ds) if ds.columns else None
-        yield from engine_read.read_blocks(
+        blocks = engine_read.read_blocks(
             ds, plans, lambda plan, samples: self._block(ds, rest, seed, plan, samples))
+        yield from (b for b in blocks if b is not None)
 
     def _block(self, ds: Dataset, rest: Any, seed: int, plan: np.ndarray, samples: list) -> Any:
+        """The chunk's block, or None when on_error="skip" left every sample out (an empty
+        block of arrays cannot say its arrays' shape)."""
         import pyarrow as pa
         from ray.data.extensions import ArrowTensorArray
         paths = None  # a file's name tells a README from a damaged image (ImageLoader's rule)
@@ -387,6 +419,8 @@ class _ImageDecode:
             # A read task's warning would stay in its worker: a log line reaches the driver.
             log.warning("stoker.ray.read_images: skipping %s of %s: it %s", name, ds.uri, why)
             keep[i] = False
+        if not keep.any():
+            return None
         if not keep.all():
             pixels = pixels[keep]
             samples = [s for s, k in zip(samples, keep, strict=True) if k]
@@ -398,7 +432,7 @@ class _ImageDecode:
             return pa.Table.from_arrays(arrays, names=list(ds.columns))
         table = {"image": image, "label": pa.array([s[1] for s in samples], pa.int64())}
         if self.include_paths:
-            table["path"] = pa.array([s[2] for s in samples], pa.string())
+            table["path"] = pa.array(engine_read.path_texts(samples), pa.string())
         return pa.table(table)
 
     def _member(self, files: dict) -> str | None:
@@ -459,7 +493,9 @@ class Datasink(_RayDatasink):
             self._types = column_types(schema, self.columns)[0]
 
     def write(self, blocks: Any, ctx: Any) -> dict | None:
-        tables = (BlockAccessor.for_block(b).to_arrow() for b in blocks)
+        # Blocks without rows (what a filter() left empty) have no columns to type: skipped.
+        tables = (t for t in (BlockAccessor.for_block(b).to_arrow() for b in blocks)
+                  if t.num_rows)
         if self._job is None:  # Ray calls on_write_start before any task: never drop rows
             raise RuntimeError("stoker.ray.Datasink.write ran before on_write_start")
         first = next(tables, None)

@@ -77,7 +77,34 @@ def _arrow_type(t) -> tuple[str, Callable[[Any], Any] | None]:
             return f"ndarray:{dtype}", lambda x, d=dtype: np.asarray(x, dtype=d)
     if pa.types.is_temporal(t) or pa.types.is_decimal(t):
         return "str", lambda x: x.isoformat() if hasattr(x, "isoformat") else str(x)
-    return "json", None
+    return "json", _json_value(t)
+
+
+def _json_value(t: Any) -> Callable[[Any], Any] | None:
+    """How a value of Arrow type `t` becomes a JSON value: maps (which pyarrow gives as lists
+    of (key, value) pairs) become objects, at any depth; None where nothing needs converting."""
+    import pyarrow as pa
+    if pa.types.is_map(t):
+        item = _json_value(t.item_type)  # keys are scalars: json.dumps writes them as text
+        return lambda pairs: {k: (item(v) if item and v is not None else v) for k, v in pairs}
+    if pa.types.is_struct(t):
+        fields = {t.field(i).name: _json_value(t.field(i).type) for i in range(t.num_fields)}
+        if not any(fields.values()):
+            return None
+
+        def struct(row: dict) -> dict:
+            out = {}
+            for k, v in row.items():
+                fn = fields.get(k)
+                out[k] = fn(v) if fn is not None and v is not None else v
+            return out
+        return struct
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        element = _json_value(t.value_type)
+        if element is None:
+            return None
+        return lambda items: [element(v) if v is not None else v for v in items]
+    return None
 
 
 def column_types(schema: Any, overrides: dict[str, str] | None
@@ -103,7 +130,7 @@ def _apply_overrides(types: dict[str, str], convert: dict[str, Callable[[Any], A
         if name not in types:
             raise ValueError(f"columns: {name!r} is not a column of the {what} ({list(types)})")
         types[name] = kind
-        fn = _array_converter(kind)
+        fn = _array_converter(kind) or _text_converter(kind)
         if fn is None:
             convert.pop(name, None)
         else:
@@ -154,6 +181,18 @@ def _array_converter(kind: str) -> Callable[[Any], Any] | None:
                     f"element {low if low < info.min else high} does not fit {dtype}")
         return given.astype(dtype, copy=False)
     return convert
+
+
+def _text_converter(kind: str) -> Callable[[Any], Any] | None:
+    """A str column given for binary values takes them as UTF-8 (strictly), a bytes, jpeg or
+    png column given for strings their UTF-8 bytes: as format("stoker-jvm") does."""
+    base = kind.rstrip("?").partition(":")[0]
+    if base == "str":
+        return lambda v: bytes(v).decode("utf-8") if isinstance(v, (bytes, bytearray,
+                                                                    memoryview)) else v
+    if base in ("bytes", "jpeg", "png"):
+        return lambda v: v.encode("utf-8") if isinstance(v, str) else v
+    return None
 
 
 def _tensor_type(t: Any) -> tuple[str, Callable[[Any], Any] | None] | None:

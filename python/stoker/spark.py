@@ -82,30 +82,62 @@ def _spark_type(kind: str) -> str:
     return "binary"  # bytes, jpeg, png
 
 
+def _types(ds: Dataset) -> dict[str, str]:
+    """The dataset's columns and their Spark types (DDL)."""
+    if not ds.columns:
+        third = ("files", "map<string, binary>") if ds.grouped else ("data", "binary")
+        return dict([("path", "string"), ("label", "bigint"), third])
+    return {name: _spark_type(kind) for name, kind in ds.columns.items()}
+
+
 def _ddl(ds: Dataset) -> str:
-    if not ds.columns:
-        third = "files map<string, binary>" if ds.grouped else "data binary"
-        return f"path string, label bigint, {third}"
-    return ", ".join(f"`{name}` {_spark_type(kind)}" for name, kind in ds.columns.items())
+    return ", ".join(f"`{name}` {t}" for name, t in _types(ds).items())
 
 
-def _batch(ds: Dataset, schema: Any, samples: list) -> Any:
-    """An Arrow batch of `samples` in the Arrow form of the Spark schema."""
+def _check_schema(ds: Dataset, schema: StructType) -> None:
+    """A schema given to the reader (.schema(...)) must be some of the dataset's columns with
+    their types: then only those are read (a projection). Said on the driver, naming the
+    column, rather than as every task's failure."""
+    types = _types(ds)
+    for field in schema.fields:
+        if field.name not in types:
+            raise ValueError(f"schema: {field.name!r} is not a column of {ds.uri} ({_ddl(ds)})")
+        given, have = field.dataType.simpleString(), types[field.name].replace(" ", "")
+        if given != have:
+            raise ValueError(f"schema: column {field.name!r} of {ds.uri} is {have}, not {given}")
+
+
+def _batch(ds: Dataset, schema: Any, plan: np.ndarray, samples: list) -> Any:
+    """An Arrow batch of `samples` (indices `plan`) in the Arrow form of the Spark schema, whose
+    columns are the dataset's or some of them (_check_schema)."""
     import pyarrow as pa
-    if not ds.columns:
-        third = [list(s[0].items()) for s in samples] if ds.grouped else [s[0] for s in samples]
-        return pa.RecordBatch.from_arrays(
-            [pa.array([s[2] for s in samples]), pa.array([s[1] for s in samples], pa.int64()),
-             pa.array(third, schema.field(2).type)], schema=schema)
     arrays = []
-    for name, kind in ds.columns.items():
+    for field in schema:
+        name = field.name
+        values: list[Any]
+        if not ds.columns:
+            if name == "path":
+                values = engine_read.path_texts(samples)
+            elif name == "files":
+                values = [list(s[0].items()) for s in samples]
+            else:
+                values = [s[1] if name == "label" else s[0] for s in samples]
+            arrays.append(pa.array(values, field.type))
+            continue
+        kind = ds.columns[name]
         base = base_type(kind)
         values = [s.get(name) for s in samples]
         if base == "json":
             values = engine_read.json_text(values)
         elif base in ("tokens", "ndarray"):
             values = [None if v is None else _spark_value(kind, v) for v in values]
-        arrays.append(pa.array(values, schema.field(name).type))
+        try:
+            arrays.append(pa.array(values, field.type))
+        except (OverflowError, pa.ArrowInvalid) as e:
+            raise ValueError(f"{ds.uri}: column {name!r} ({kind}) of a sample in "
+                             f"{plan.min()} .. {plan.max()} does not fit Spark's "
+                             f"{_spark_type(kind)}: {e} (a .schema() without the column leaves "
+                             "it out)") from e
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -156,7 +188,8 @@ class _Reader(DataSourceReader):
         ds = Dataset(self.uri, self.version)
         schema = to_arrow_schema(self.schema)
         yield from engine_read.read_blocks(ds, partition.plans,  # type: ignore[attr-defined]
-                                           lambda _, samples: _batch(ds, schema, samples))
+                                           lambda plan, samples: _batch(ds, schema, plan,
+                                                                        samples))
 
 
 @dataclass
@@ -222,23 +255,50 @@ class StokerDataSource(DataSource):
             raise ValueError('format("stoker") needs a path: .load(path) or .save(path)')
         return os.fspath(uri)
 
+    def _number(self, key: str) -> int | None:
+        text = self.options.get(key)
+        if not text:
+            return None
+        try:
+            n = int(text)
+        except ValueError:
+            raise ValueError(f"option {key}: {text!r} is not a whole number") from None
+        if n < 1:
+            raise ValueError(f"option {key}: {n} (it counts from 1)")
+        return n
+
     def _dataset(self) -> Dataset:
-        version = self.options.get("version")
-        return Dataset(self._uri(), int(version) if version else None)
+        return Dataset(self._uri(), self._number("version"))
 
     def schema(self) -> str:  # type: ignore[override]
         return _ddl(self._dataset())
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        _check_options(self.options, _READ_OPTIONS, "reading")
         ds = self._dataset()
-        count = self.options.get("partitions")
-        return _Reader(self._uri(), ds.version, int(count) if count else None, schema)
+        _check_schema(ds, schema)
+        return _Reader(self._uri(), ds.version, self._number("partitions"), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         if overwrite:
             raise ValueError('stoker never replaces a published version: use mode("append") '
                              "to write the next version, or save to a new path")
+        _check_options(self.options, _WRITE_OPTIONS, "writing")
         return _Writer(self._uri(), schema, dict(self.options))
+
+
+# The options format("stoker") takes (Spark lower-cases their names); "path" is load()'s or
+# save()'s argument.
+_READ_OPTIONS = ("path", "version", "partitions")
+_WRITE_OPTIONS = ("path", "columns", "label", "chunk_size", "order", "order_seed")
+
+
+def _check_options(options: Any, known: tuple[str, ...], doing: str) -> None:
+    """A misspelled option is an error naming the known ones, not silently ignored."""
+    unknown = sorted(k for k in options if k.lower() not in known)
+    if unknown:
+        raise ValueError(f'format("stoker") {doing} takes no option {", ".join(unknown)} '
+                         f"(its options: {', '.join(k for k in known if k != 'path')})")
 
 
 def jar() -> str:

@@ -94,8 +94,24 @@ def test_read_gives_every_sample_of_a_column_dataset(cluster, tmp_path):
     for run in runs:
         assert run == sorted(np.flatnonzero(chunk_of == chunk_of[run[0]]).tolist())
     assert stoker.ray.read(uri, columns=["id", "image"]).schema().names == ["id", "image"]
+    assert stoker.ray.read(uri, columns="id").schema().names == ["id"]  # one, as Ray takes it
     with pytest.raises(ValueError, match="nope"):
         stoker.ray.read(uri, columns=["nope"])
+
+
+def test_read_converts_only_the_columns_asked_for(cluster, tmp_path):
+    """columns= is a projection in the read tasks: a column left out is never converted, so
+    its null in a tensor column (which Ray cannot hold) does not fail the read."""
+    uri = str(tmp_path / "nulls.stoker")
+    with stoker.Writer(uri, columns={"id": "int", "emb": "ndarray:float32:4?"}) as w:
+        for i in range(10):
+            w.write({"id": i, "emb": None if i == 3 else np.zeros(4, np.float32)})
+    with pytest.raises(Exception, match="column 'emb'"):
+        stoker.ray.read(uri).take_all()
+    assert sorted(r["id"] for r in stoker.ray.read(uri, columns=["id"]).take_all()) == \
+        list(range(10))
+    with pytest.raises(ValueError, match="versions count from 1"):
+        stoker.ray.read(uri, version=-1)
 
 
 def test_read_file_dataset_and_torch_batches(cluster, tmp_path):
@@ -178,6 +194,44 @@ def gradient(i: int, fmt: str = "JPEG") -> bytes:
     buf = io.BytesIO()
     Image.fromarray(np.ascontiguousarray(pixels)).save(buf, fmt)
     return buf.getvalue()
+
+
+def test_read_images_edge_cases(cluster, tmp_path):
+    """A chunk whose every image is skipped gives no block (not a crash over its other columns'
+    arrays); a name that is not UTF-8 reads with its bytes escaped; bytes columns that hold
+    images are named when no jpeg/png column is; threads beyond any node's CPUs are refused
+    rather than waiting for ever."""
+    uri = str(tmp_path / "skipped.stoker")
+    with stoker.Writer(uri, columns={"img": "jpeg?", "emb": "ndarray:float32:3"}) as w:
+        for i in range(8):
+            w.write({"img": jpeg(i) if i >= 4 else None, "emb": np.full(3, i, np.float32)})
+    with stoker.Writer(str(tmp_path / "none.stoker"),
+                       columns={"img": "jpeg?", "emb": "ndarray:float32:3"}) as w:
+        for i in range(4):
+            w.write({"img": None, "emb": np.zeros(3, np.float32)})
+    assert stoker.ray.read_images(str(tmp_path / "none.stoker"), size=4,
+                                  on_error="skip").take_all() == []
+    rows = stoker.ray.read_images(uri, size=4, on_error="skip").take_all()
+    assert sorted(int(r["emb"][0]) for r in rows) == [4, 5, 6, 7]
+
+    (tmp_path / "tree" / "cat").mkdir(parents=True)
+    (tmp_path / "tree" / "cat" / "ok.jpg").write_bytes(jpeg(1))
+    (tmp_path / "tree" / "cat").joinpath(os.fsdecode(b"bad\xff.jpg")).write_bytes(jpeg(2))
+    names = str(tmp_path / "names.stoker")
+    stoker.pack(str(tmp_path / "tree"), names, progress=False)
+    assert sorted(r["path"] for r in stoker.ray.read(names).take_all()) == \
+        ["cat/bad\\xff.jpg", "cat/ok.jpg"]
+    assert sorted(r["path"] for r in stoker.ray.read_images(
+        names, size=4, include_paths=True).take_all()) == ["cat/bad\\xff.jpg", "cat/ok.jpg"]
+
+    raw = str(tmp_path / "raw.stoker")
+    with stoker.Writer(raw, columns={"pic": "bytes", "n": "int"}) as w:
+        w.write({"pic": jpeg(0), "n": 0})
+    with pytest.raises(ValueError, match="if bytes column 'pic' holds images, say column='pic'"):
+        stoker.ray.read_images(raw, size=4)
+    assert len(stoker.ray.read_images(raw, column="pic", size=4).take_all()) == 1
+    with pytest.raises(ValueError, match="no node of this cluster has more than 1"):
+        stoker.ray.read_images(uri, size=4, threads=2)
 
 
 def test_read_images_of_a_column_dataset_keeps_its_other_columns(cluster, tmp_path):
@@ -268,6 +322,14 @@ def test_a_task_retried_after_its_worker_died_leaves_no_duplicate(cluster, tmp_p
     assert sorted(ds[i]["id"] for i in range(len(ds))) == list(range(400))
     jobs = list((Path(uri) / "parts").iterdir())
     assert [p.name for p in jobs[0].iterdir()] == ["closed"]  # the died attempt's part is gone
+
+
+def test_an_empty_write_after_a_filter_publishes_nothing(cluster, tmp_path):
+    uri = str(tmp_path / "empty.stoker")
+    sink = stoker.ray.Datasink(uri)
+    ray.data.range(10, override_num_blocks=2).filter(lambda r: r["id"] > 100).write_datasink(sink)
+    assert sink.summary is None
+    assert not (Path(uri) / "versions").exists()
 
 
 def test_tasks_whose_schemas_disagree_are_refused_naming_both(cluster, tmp_path):

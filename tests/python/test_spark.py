@@ -107,6 +107,53 @@ def test_a_file_dataset_reads_as_path_label_data(spark, tmp_path):
     assert all(r["label"] == int(r["path"][1]) for r in rows)
 
 
+def test_a_name_that_is_not_utf8_reads_with_its_bytes_escaped(spark, tmp_path):
+    """Spark strings are UTF-8: such a name reads as Python prints its bytes (\\xff), and the
+    other files read as they are, rather than every task failing on one name."""
+    (tmp_path / "tree" / "cat").mkdir(parents=True)
+    (tmp_path / "tree" / "cat" / "ok.bin").write_bytes(b"ok")
+    (tmp_path / "tree" / "cat").joinpath(os.fsdecode(b"bad\xff.bin")).write_bytes(b"bad")
+    uri = str(tmp_path / "names.stoker")
+    stoker.pack(str(tmp_path / "tree"), uri, progress=False)
+    rows = spark.read.format("stoker").load(uri).collect()
+    assert {r["path"]: bytes(r["data"]) for r in rows} == {"cat/ok.bin": b"ok",
+                                                          "cat/bad\\xff.bin": b"bad"}
+
+
+def test_a_given_schema_reads_those_columns_and_a_wrong_one_is_named(spark, tmp_path):
+    uri = str(tmp_path / "s.stoker")
+    with stoker.Writer(uri, columns={"a": "int", "b": "str", "t": "tokens:uint64"}) as w:
+        for i in range(6):
+            w.write({"a": i, "b": f"s{i}", "t": np.array([2**63 + i], np.uint64)})
+    # uint64 tokens of 2**63 and more do not fit Spark's bigint: the error names the column;
+    # a schema without it reads the rest (a projection).
+    with pytest.raises(Exception, match="column 't'.*does not fit Spark's array<bigint>"):
+        spark.read.format("stoker").load(uri).collect()
+    rows = spark.read.format("stoker").schema("b string, a bigint").load(uri).collect()
+    assert [(r["b"], r["a"]) for r in rows] == [(f"s{i}", i) for i in range(6)]
+    with pytest.raises(Exception, match="schema: 'c' is not a column of"):
+        spark.read.format("stoker").schema("a bigint, c string").load(uri).collect()
+    with pytest.raises(Exception, match="schema: column 'a' of .* is bigint, not string"):
+        spark.read.format("stoker").schema("a string").load(uri).collect()
+    with pytest.raises(Exception, match="option partitions: 'abc' is not a whole number"):
+        spark.read.format("stoker").option("partitions", "abc").load(uri).collect()
+    with pytest.raises(Exception, match="takes no option partitons"):
+        spark.read.format("stoker").option("partitons", "2").load(uri).collect()
+
+
+def test_maps_are_json_objects_and_declared_text_types_convert(spark, tmp_path):
+    from pyspark.sql import Row
+    df = spark.createDataFrame([Row(m={"a": 1, "b": 2}, s=Row(x=1, m={"k": [1, 2]}),
+                                    raw=b"caf\xc3\xa9", text="hi")])
+    uri = str(tmp_path / "m.stoker")
+    (df.write.format("stoker").mode("append").option("columns", "raw=str,text=bytes")
+     .save(uri))
+    ds = stoker.Dataset(uri)
+    assert ds.columns == {"m": "json?", "s": "json?", "raw": "str", "text": "bytes"}
+    assert ds[0] == {"m": {"a": 1, "b": 2}, "s": {"x": 1, "m": {"k": [1, 2]}}, "raw": "café",
+                     "text": b"hi"}
+
+
 def test_arrays_of_any_shape_read_as_spark_arrays(spark, tmp_path):
     uri = str(tmp_path / "arrays.stoker")
     rng = np.random.default_rng(3)
