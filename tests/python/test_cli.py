@@ -458,3 +458,22 @@ def test_a_pack_without_labels_says_why_for_its_kind_of_input(tmp_path, stoker_c
                                 "quietly)"]
     with pytest.warns(UserWarning, match="no sample has a .cls member"):
         stoker.pack(str(shard), str(tmp_path / "tar-py"))
+
+
+def test_a_damaged_mds_index_is_an_error_not_a_tree_of_files(tmp_path, stoker_cli):
+    """An MDS or LitData directory whose index.json was cut short is a migration that failed,
+    said as such; a tree that merely holds some other index.json packs as files."""
+    src = tmp_path / "mds"
+    src.mkdir()
+    (src / "index.json").write_text('{"version": 2, "shards": [{"column_encodings": ["int"], ')
+    (src / "shard.00000.mds").write_bytes(b"\0" * 100)
+    proc = stoker_cli("pack", src, tmp_path / "out")
+    assert proc.returncode == 1, proc.stderr
+    assert "index.json: not JSON" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out" / "versions").exists()
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "index.json").write_text('{"pages": [1, 2')  # not MDS, not even JSON: a file
+    (tree / "a" / "x.bin").write_bytes(b"x")
+    stoker_cli("pack", tree, tmp_path / "files", "--labels", "none", check=True)
+    assert stoker.Dataset(str(tmp_path / "files")).find("index.json") is not None
