@@ -235,9 +235,9 @@ namespace {
 uint64_t VersionArgument(nb::handle version) {
   if (version.is_none()) return 0;
   if (PyBool_Check(version.ptr()) || !PyIndex_Check(version.ptr())) {
-    throw nb::type_error(("version must be an int or None, not " +
-                          nb::cast<std::string>(nb::repr(version)))
-                             .c_str());
+    throw nb::type_error(
+        ("version must be an int or None, not " + nb::cast<std::string>(nb::repr(version)))
+            .c_str());
   }
   nb::object index = nb::steal(PyNumber_Index(version.ptr()));
   if (!index.is_valid()) throw nb::python_error();
