@@ -171,7 +171,8 @@ def _array_converter(kind: str) -> Callable[[Any], Any] | None:
         # None elements (object arrays) become NaN in float columns, as numpy makes them.
         if given.dtype.kind == "O" and dtype.kind in "fc" and \
                 all(_number_or_none(v) for v in given.flat):
-            return np.asarray(value, dtype=dtype)
+            return _finite_kept(np.asarray(value, dtype=np.complex128 if dtype.kind == "c"
+                                           else np.float64), dtype)
         if given.dtype.kind not in allowed:
             raise TypeError(f"{given.dtype} elements cannot be stored as {dtype}")
         if dtype.kind in "iu" and given.dtype != dtype:
@@ -179,8 +180,23 @@ def _array_converter(kind: str) -> Callable[[Any], Any] | None:
             if low < info.min or high > info.max:
                 raise OverflowError(
                     f"element {low if low < info.min else high} does not fit {dtype}")
+        if dtype.kind in "fc":
+            return _finite_kept(given, dtype)
         return given.astype(dtype, copy=False)
     return convert
+
+
+def _finite_kept(given: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`given` rounded to float `dtype`, where numpy would store infinity for a finite element
+    beyond the type's range (70000 as float16): an error naming the element instead, as for an
+    integer that does not fit (format("stoker-jvm") says the same)."""
+    with np.errstate(over="ignore"):
+        stored = given.astype(dtype, copy=False)
+    grew = np.isinf(stored) & np.isfinite(given)
+    if grew.any():
+        raise OverflowError(f"element {given[grew].flat[0]} does not fit {dtype} (largest "
+                            f"{np.finfo(dtype).max})")
+    return stored
 
 
 def _text_converter(kind: str) -> Callable[[Any], Any] | None:

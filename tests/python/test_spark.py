@@ -351,8 +351,10 @@ def test_null_array_elements_are_nan_as_the_python_writer_makes_them(spark, tmp_
 def test_the_jvm_writer_takes_every_element_type_and_fixed_shapes(spark, tmp_path):
     """float16 (rounded as numpy rounds), bool, uint64 tokens and nested arrays of a fixed shape:
     the same values as the Python writer stores with the same column types."""
-    halves = [0.1, 1 / 3, 65504.0, 65520.0, 1e-8, 2.0 ** -24 * 1.5, -2.5e-6, 1e6, -0.0]
-    rows = [(i, [h * (i + 1) for h in halves], [i % 2 == 0, i % 3 == 0, True],
+    # 65519 rounds to float16's largest, 65504; 65520 and more would round to infinity, an
+    # error (below).
+    halves = [0.1, 1 / 3, 65504.0, 65519.0, 1e-8, 2.0 ** -24 * 1.5, -2.5e-6, -65504.0, -0.0]
+    rows = [(i, [h / (i + 1) for h in halves], [i % 2 == 0, i % 3 == 0, True],
              [2 ** 63 - 1 - i, i], [[float(i + r * 3 + c) for c in range(3)] for r in range(2)])
             for i in range(40)]
     df = spark.createDataFrame(
@@ -389,3 +391,13 @@ def test_the_jvm_writer_takes_every_element_type_and_fixed_shapes(spark, tmp_pat
     flat = spark.createDataFrame([([1.0] * 6,)], "f array<double>")
     refused("cannot have the 2-dimensional shape", flat, "f=ndarray:float32:2x3", "e")
     refused("double elements cannot be stored as int32", flat, "f=tokens:int32", "f")
+    # A finite value beyond float16's (float32's) range would be stored as infinity by numpy:
+    # both writers refuse it, naming the column and the value.
+    big = spark.createDataFrame([([1.0, 70000.0],), ([1e39, 1.0],)], "f array<double>")
+    refused(r"'f': element 1 \(70000.0\) does not fit float16", big.limit(1), "f=ndarray:float16",
+            "g")
+    refused(r"'f': element 0 \(1.0E39\) does not fit float32", big, "f=ndarray:float32", "h")
+    with pytest.raises(Exception, match=r"'f': element 70000.0 does not fit float16"):
+        big.limit(1).write.format("stoker").mode("append").option(
+            "columns", "f=ndarray:float16").save(str(tmp_path / "i"))
+    assert not (tmp_path / "i" / "versions").exists()

@@ -1,7 +1,8 @@
 // An array column's value as the row stream carries it: its elements in the stored element
 // type, little-endian, nested arrays flattened row-major. What numpy.asarray(value, dtype) makes
 // of the same value in stoker.spark's Python writer is the reference: integers range-checked,
-// floats rounded to the stored width (float16 to nearest, ties to even, as numpy), a null float
+// floats rounded to the stored width (float16 to nearest, ties to even, as numpy; a finite
+// value beyond the width's range is an error, where numpy would store infinity), a null float
 // element NaN. Nested arrays are taken only for a fixed shape (ndarray:float32:3x4), each level
 // of the length the shape says, so a ragged value is refused rather than stored flattened.
 package stoker.spark;
@@ -137,13 +138,18 @@ final class ArrayElements implements Serializable {
     if (element.startsWith("float")) {  // a null element is NaN, as numpy.asarray makes it
       double v = a.isNullAt(j) ? Double.NaN : leaf instanceof FloatType ? a.getFloat(j)
           : leaf instanceof DoubleType ? a.getDouble(j) : (double) integral(a, j);
-      if (size == 2) {
-        out.put(toHalf(v), 2);
-      } else if (size == 4) {
-        out.put(Float.floatToRawIntBits((float) v) & 0xFFFFFFFFL, 4);
-      } else {
-        out.put(Double.doubleToRawLongBits(v), 8);
+      long bits = size == 2 ? toHalf(v)
+          : size == 4 ? Float.floatToRawIntBits((float) v) & 0xFFFFFFFFL
+          : Double.doubleToRawLongBits(v);
+      // A finite element that would round to infinity does not fit, as stoker.spark says.
+      boolean infinite = size == 2 ? (bits & 0x7FFF) == 0x7C00
+          : size == 4 && Float.isInfinite((float) v);
+      if (infinite && Double.isFinite(v)) {
+        throw new IllegalArgumentException("column '" + column + "': element " + j + " ("
+            + v + ") does not fit " + element + " (largest "
+            + (size == 2 ? "65504.0" : String.valueOf(Float.MAX_VALUE)) + ")");
       }
+      out.put(bits, size);
       return;
     }
     if (a.isNullAt(j)) {
