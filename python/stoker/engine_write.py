@@ -21,6 +21,7 @@ from typing import Any
 
 from ._core import Writer, commit, discard_parts  # type: ignore[attr-defined]  # see pyproject
 from .sources import _WRITER_KEYS, converted
+from .views import Dataset
 
 # stoker.Writer's options an engine's sink passes through (the part, job and name are its own;
 # it publishes the next version, or the first).
@@ -52,10 +53,12 @@ def table_rows(table: Any) -> Iterable[dict[str, Any]]:
 
 def write_part(uri: str, job: str, order: int, columns: dict[str, str],
                convert: dict[str, Callable[[Any], Any]], rows: Iterable[dict[str, Any]],
-               options: dict[str, Any]) -> dict[str, Any] | None:
+               options: dict[str, Any], unseen: Sequence[str] = ()) -> dict[str, Any] | None:
     """One task attempt's part of `job`: its rows, in the directory that puts them at place
-    `order` among the tasks. Returns what the driver commits ({part, order, rows, columns}),
-    or None for a task without rows (it writes nothing)."""
+    `order` among the tasks. Returns what the driver commits ({part, order, rows, columns,
+    unseen}), or None for a task without rows (it writes nothing). `unseen`: the columns whose
+    type this task could not see (only nulls), for the commit's message if the tasks
+    disagree."""
     part = secrets.randbits(_PART_BITS)
     writer = Writer(uri, columns=columns, part=(part, 0), job=job, name=f"{job}-{order:010d}",
                     progress=False, **options)
@@ -64,6 +67,11 @@ def write_part(uri: str, job: str, order: int, columns: dict[str, str],
         for row in converted(rows, convert):
             writer.write(row)
             written += 1
+    except (TypeError, ValueError, OverflowError) as e:
+        writer.abort()
+        # The Writer counts this task's samples; say so, and which task.
+        raise type(e)(f"write task {order}, its row {written} (counted from the task's first): "
+                      f"{e}") from e
     except BaseException:
         writer.abort()
         raise
@@ -71,7 +79,8 @@ def write_part(uri: str, job: str, order: int, columns: dict[str, str],
         writer.abort()
         return None
     writer.close()
-    return {"part": part, "order": order, "rows": written, "columns": columns}
+    return {"part": part, "order": order, "rows": written, "columns": columns,
+            "unseen": list(unseen)}
 
 
 def commit_parts(uri: str, job: str, messages: Sequence[dict[str, Any] | None]) -> dict | None:
@@ -86,14 +95,30 @@ def commit_parts(uri: str, job: str, messages: Sequence[dict[str, Any] | None]) 
     for m in tasks[1:]:
         if m["columns"] != tasks[0]["columns"]:
             discard(uri, job)
+            unseen = sorted(set(tasks[0].get("unseen", ())) | set(m.get("unseen", ())))
+            why = (f"; {', '.join(map(repr, unseen))} held only nulls in one task's rows, whose "
+                   "type could therefore not be seen there" if unseen else "")
             raise ValueError(
                 f"the write tasks' columns disagree: task {tasks[0]['order']} wrote "
                 f"{_schema_text(tasks[0]['columns'])}, task {m['order']} wrote "
-                f"{_schema_text(m['columns'])} (give the types: columns={{name: type}})")
+                f"{_schema_text(m['columns'])}{why} (give the types: columns={{name: type}})")
     if not chosen:
         discard(uri, job)
         return None
     return commit(uri, job, parts=[m["part"] for m in chosen.values()])
+
+
+def check_append(uri: str, columns: dict[str, str]) -> None:
+    """On the driver, before any task writes: a dataset already at `uri` must have `columns`,
+    as the commit would require after every task had written its part."""
+    try:
+        ds = Dataset(uri)
+    except FileNotFoundError:
+        return  # the first version
+    if ds.columns != columns:
+        have = _schema_text(ds.columns) if ds.columns else "files, not columns"
+        raise ValueError(f"{uri} holds {have}; this write's columns are {_schema_text(columns)}:"
+                         " an append needs the same (give the types: columns={name: type})")
 
 
 def _schema_text(columns: dict[str, str]) -> str:

@@ -502,9 +502,15 @@ class Datasink(_RayDatasink):
         if first is None:
             return None
         types, convert = column_types(first.schema, self.columns)
+        unseen = []
         for field in first.schema:
-            if str(field.type) == "null" and self._types and field.name in self._types:
-                types[field.name] = self._types[field.name]
+            if str(field.type) != "null" or field.name in (self.columns or {}):
+                continue
+            known = (self._types or {}).get(field.name)
+            if known is not None and base_type(known) != "json":
+                types[field.name] = known
+            else:
+                unseen.append(field.name)
 
         def rows() -> Iterator[dict]:
             yield from engine_write.table_rows(first)
@@ -512,7 +518,7 @@ class Datasink(_RayDatasink):
                 yield from engine_write.table_rows(t)
 
         return engine_write.write_part(self.path, self._job, ctx.task_idx, types, convert,
-                                       rows(), self.options)
+                                       rows(), self.options, unseen)
 
     def on_write_complete(self, write_result: Any) -> None:
         if self._job is None:  # no block ever came: nothing was written

@@ -204,6 +204,7 @@ class _Writer(DataSourceArrowWriter):
         self.job = engine_write.new_job("spark")  # made once, on the driver: every task's
         overrides = _column_options(options.get("columns", ""))
         self.types, self.convert = column_types(to_arrow_schema(schema), overrides)
+        engine_write.check_append(uri, self.types)
         self.writer_options: dict[str, Any] = {}
         for key in ("label", "chunk_size", "order"):
             if options.get(key):

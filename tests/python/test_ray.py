@@ -346,6 +346,20 @@ def test_tasks_whose_schemas_disagree_are_refused_naming_both(cluster, tmp_path)
     assert not (Path(uri) / "versions").exists()
     job = next((Path(uri) / "parts").iterdir())
     assert [p.name for p in job.iterdir()] == ["closed"]  # discarded
+    # A column with only nulls in one task's rows: the message says why the types differ.
+    rows = [{"x": 1, "n": None}, {"x": 2, "n": None}, {"x": 3, "n": 7}, {"x": 4, "n": 8}]
+    with pytest.raises(Exception, match=r"'n' held only nulls in one task's rows"):
+        ray.data.from_items(rows, override_num_blocks=2).write_datasink(
+            stoker.ray.Datasink(str(tmp_path / "nulls.stoker")))
+    sink = stoker.ray.Datasink(str(tmp_path / "typed.stoker"), columns={"n": "int?"})
+    ray.data.from_items(rows, override_num_blocks=2).write_datasink(sink)
+    assert sorted(r["n"] or 0 for r in stoker.ray.read(str(tmp_path / "typed.stoker"))
+                  .take_all()) == [0, 0, 7, 8]
+    # A bad value: which task, and that the row is counted within the task.
+    bad = [{"v": jpeg(i)} for i in range(5)] + [{"v": b"not a jpeg"}]
+    with pytest.raises(Exception, match=r"write task 0, its row 5 \(counted from the task's"):
+        ray.data.from_items(bad, override_num_blocks=1).write_datasink(
+            stoker.ray.Datasink(str(tmp_path / "bad.stoker"), columns={"v": "jpeg?"}))
 
 
 def test_feeders_as_ray_actors_make_the_trainers_batches(cluster, tmp_path, monkeypatch):

@@ -230,6 +230,15 @@ def test_bad_writes_are_refused(spark, tmp_path):
     with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE|ErrorIfExists"):
         df.write.format("stoker").save(str(tmp_path / "y.stoker"))
     assert not (tmp_path / "y.stoker" / "versions").exists()
+    # An append of other columns is refused on the driver, before any task writes a part.
+    uri = str(tmp_path / "z.stoker")
+    df.write.format("stoker").mode("append").save(uri)
+    jobs = sorted((Path(uri) / "parts").iterdir())
+    other = spark.createDataFrame([("a",)], "id string")
+    with pytest.raises(Exception, match=r"holds id:int\?; this write's columns are id:str\?: "
+                                        "an append needs the same"):
+        other.write.format("stoker").mode("append").save(uri)
+    assert sorted((Path(uri) / "parts").iterdir()) == jobs  # no job was started
 
 
 # --- format("stoker-jvm"): the writer in the executors' JVMs (stoker.spark.jar()) -------------
