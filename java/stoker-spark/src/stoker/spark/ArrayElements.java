@@ -10,6 +10,7 @@ package stoker.spark;
 import java.io.IOException;
 import java.io.Serializable;
 import java.util.Arrays;
+import org.apache.spark.sql.catalyst.expressions.SpecializedGetters;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.BooleanType;
@@ -201,10 +202,15 @@ final class ArrayElements implements Serializable {
   }
 
   private long integral(ArrayData a, int j) {
-    if (leaf instanceof ByteType) return a.getByte(j);
-    if (leaf instanceof ShortType) return a.getShort(j);
-    if (leaf instanceof IntegerType) return a.getInt(j);
-    return a.getLong(j);
+    return integral(a, j, leaf);
+  }
+
+  // Value `i` of a row or an array whose integral Spark type is `t`, as a long.
+  static long integral(SpecializedGetters in, int i, DataType t) {
+    if (t instanceof ByteType) return in.getByte(i);
+    if (t instanceof ShortType) return in.getShort(i);
+    if (t instanceof IntegerType) return in.getInt(i);
+    return in.getLong(i);
   }
 
   static boolean isIntegral(DataType t) {

@@ -1,8 +1,9 @@
 // The dataset's columns for a DataFrame's schema, and how each value goes on the row stream
 // (docs/engines.md, "The row stream"). The types are those stoker.spark's Python writer infers
 // (python/stoker/sources.py, column_types): integers and booleans int, floats float:nan,
-// strings str, binary bytes, arrays of floats ndarray, arrays of integers tokens; every inferred
-// type optional ("?"), as Spark's columns may hold nulls. The option columns=NAME=TYPE,... sets
+// strings str, binary bytes, arrays of floats ndarray, arrays of integers tokens, structs, maps
+// and other arrays json (JsonText); every inferred type optional ("?"), as Spark's columns may
+// hold nulls. The option columns=NAME=TYPE,... sets
 // a type by name (image=jpeg), its "?" as given.
 package stoker.spark;
 
@@ -23,6 +24,7 @@ import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.FloatType;
 import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.MapType;
 import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
@@ -31,7 +33,7 @@ import org.apache.spark.sql.types.StructType;
 final class RowColumns implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  enum Wire { INT, FLOAT, TEXT, BINARY, ARRAY }
+  enum Wire { INT, FLOAT, TEXT, BINARY, ARRAY, JSON }
 
   static final class Column implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -40,6 +42,7 @@ final class RowColumns implements Serializable {
     final Wire wire;
     final DataType spark;  // the DataFrame column's type
     final ArrayElements elements;  // ARRAY: how its elements are stored
+    final JsonText json;           // JSON: how a value becomes its text
 
     Column(String name, String type, Wire wire, DataType spark, ArrayElements elements) {
       this.name = name;
@@ -47,6 +50,7 @@ final class RowColumns implements Serializable {
       this.wire = wire;
       this.spark = spark;
       this.elements = elements;
+      this.json = wire == Wire.JSON ? new JsonText(name, spark) : null;
     }
   }
 
@@ -96,10 +100,12 @@ final class RowColumns implements Serializable {
       if (e instanceof FloatType) return "ndarray:float32";
       if (e instanceof DoubleType) return "ndarray:float64";
       if (ArrayElements.isIntegral(e)) return "tokens:" + integralName(e);
+      return "json";  // strings, booleans, nested arrays, structs: a JSON array
     }
+    if (t instanceof StructType || t instanceof MapType) return "json";
     throw new IllegalArgumentException(
         "column '" + f.name() + "': format(\"stoker-jvm\") does not write " + t.simpleString()
-            + " (cast it, or write with format(\"stoker\"), which stores it as json or text)");
+            + " (cast it, or write with format(\"stoker\"), which stores it as text)");
   }
 
   private static String integralName(DataType t) {
@@ -129,11 +135,15 @@ final class RowColumns implements Serializable {
       case "str":
         if (text) return new Column(name, type, Wire.TEXT, spark, null);
         break;
-      case "json":
-        // stoker.spark's Python writer stores a string as a JSON string ("\"...\""), not as
-        // the document it may hold; rather than differ, leave json to it.
-        throw new IllegalArgumentException("column '" + name + "': format(\"stoker-jvm\") does "
-            + "not write json columns: write with format(\"stoker\"), or store the text as str");
+      case "json": {
+        // Any value json.dumps can write, as the Python writer writes it: a string too is a
+        // JSON string ("\"...\""), not the document it may hold.
+        String refused = JsonText.refusal(spark);
+        if (refused != null) {
+          throw new IllegalArgumentException("column '" + name + "' (" + type + "): " + refused);
+        }
+        return new Column(name, type, Wire.JSON, spark, null);
+      }
       case "bytes":
       case "jpeg":
       case "png":
@@ -199,11 +209,13 @@ final class RowColumns implements Serializable {
       DataType t = c.spark;
       switch (c.wire) {
         case INT:
-          out.int64(t instanceof BooleanType ? (row.getBoolean(i) ? 1 : 0) : integral(row, i, t));
+          out.int64(t instanceof BooleanType ? (row.getBoolean(i) ? 1 : 0)
+              : ArrayElements.integral(row, i, t));
           break;
         case FLOAT:
           out.float64(t instanceof FloatType ? row.getFloat(i)
-              : t instanceof DoubleType ? row.getDouble(i) : (double) integral(row, i, t));
+              : t instanceof DoubleType ? row.getDouble(i)
+              : (double) ArrayElements.integral(row, i, t));
           break;
         case TEXT:
         case BINARY:
@@ -212,16 +224,12 @@ final class RowColumns implements Serializable {
         case ARRAY:
           out.array(row.getArray(i), c.elements);
           break;
+        case JSON:
+          out.bytes(c.json.text(row, i));
+          break;
         default:
           throw new IllegalStateException();
       }
     }
-  }
-
-  private static long integral(InternalRow row, int i, DataType t) {
-    if (t instanceof ByteType) return row.getByte(i);
-    if (t instanceof ShortType) return row.getShort(i);
-    if (t instanceof IntegerType) return row.getInt(i);
-    return row.getLong(i);
   }
 }
