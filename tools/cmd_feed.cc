@@ -249,8 +249,11 @@ void RegisterFeed(CLI::App& app, int& exit_code) {
                   "the job (e.g. 8G)")
       ->transform(ByteSize())
       ->capture_default_str();
+  // The decoders' own limit (ImagePipeline), checked here so a feeder never starts and then
+  // refuses every slice.
   cmd->add_option("--threads", args->threads,
-                  "decode threads per slice (0: the CPUs this process may use)")
+                  "decode threads per slice (0: the CPUs this process may use; at most 1024)")
+      ->check(CLI::Range(0u, 1024u))
       ->capture_default_str();
   cmd->add_option("--memory-limit", args->memory_limit,
                   "images of the slices being made, together (e.g. 1GiB); a slice over it is "

@@ -51,6 +51,24 @@ namespace nb = nanobind;
 namespace stoker::python {
 namespace {
 
+// A (possibly negative) index of `n` items, as Python's sequences take one (an int, or what has
+// __index__: np.int64): out of range, however large, an IndexError naming it.
+uint64_t IndexInRange(nb::handle key, uint64_t n, std::string_view what) {
+  nb::object index = nb::steal(PyNumber_Index(key.ptr()));
+  if (!index.is_valid()) throw nb::python_error();  // TypeError: not an integer
+  int overflow = 0;
+  long long i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (i == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow == 0 && i < 0) i += static_cast<long long>(n);
+  if (overflow != 0 || i < 0 || static_cast<uint64_t>(i) >= n) {
+    throw nb::index_error((std::string(what) + " index " + nb::cast<std::string>(nb::repr(index)) +
+                           " out of range (dataset has " + std::to_string(n) + " " +
+                           std::string(what) + "s)")
+                              .c_str());
+  }
+  return static_cast<uint64_t>(i);
+}
+
 class PyDataset {
  public:
   // Opens now, so a bad URI or version fails at construction. Version 0: the newest.
@@ -105,29 +123,10 @@ class PyDataset {
   uint64_t FileIndex(nb::handle key) {
     const Dataset& ds = Get();
     if (!PyLong_Check(key.ptr())) return ValueOrThrow(ds.Find(FsPath(key)));
-    const int64_t original = nb::cast<int64_t>(key);
-    int64_t i = original;
-    const int64_t n = ds.file_count();
-    if (i < 0) i += n;
-    if (i < 0 || i >= n) {
-      throw nb::index_error(("file index " + std::to_string(original) +
-                             " out of range (dataset has " + std::to_string(n) + " files)")
-                                .c_str());
-    }
-    return static_cast<uint64_t>(i);
+    return IndexInRange(key, ds.file_count(), "file");
   }
 
-  uint64_t SampleIndex(int64_t i) {
-    const int64_t n = Get().sample_count();
-    const int64_t original = i;
-    if (i < 0) i += n;
-    if (i < 0 || i >= n) {
-      throw nb::index_error(("sample index " + std::to_string(original) +
-                             " out of range (dataset has " + std::to_string(n) + " samples)")
-                                .c_str());
-    }
-    return static_cast<uint64_t>(i);
-  }
+  uint64_t SampleIndex(nb::handle key) { return IndexInRange(key, Get().sample_count(), "sample"); }
 
   // The file's bytes in a new bytes object, filled with the GIL released (no second copy).
   nb::bytes ReadBytes(uint64_t file) {
@@ -138,7 +137,9 @@ class PyDataset {
     Status opened;
     {
       nb::gil_scoped_release release;
-      if (auto chunk = ds.ChunkFile(info.chunk); !chunk) opened = chunk.error();
+      if (auto chunk = ds.ChunkFile(info.chunk); !chunk) {
+        opened = chunk.error().WithContext("reading " + info.path);  // as ReadFile says it
+      }
     }
     ThrowIfError(opened);
     const uint64_t size = info.size;
@@ -171,7 +172,7 @@ class PyDataset {
     return {reinterpret_cast<const uint8_t*>(owned->data()), 1, shape, owner};
   }
 
-  nb::object GetItem(int64_t index) {
+  nb::object GetItem(nb::handle index) {
     const uint64_t sample = SampleIndex(index);
     const auto [first, count] = ValueOrThrow(Get().SampleFiles(sample));
     return SampleValue(Get(), first, count, ValueOrThrow(Get().SampleLabel(sample)),
@@ -332,7 +333,8 @@ void RegisterDataset(nb::module_& m) {
           "Opens a version (the newest by default) at a path or URI: str, bytes or any "
           "os.PathLike.")
       .def("__len__", [](PyDataset& self) { return self.Get().sample_count(); })
-      .def("__getitem__", &PyDataset::GetItem, nb::arg("index"))
+      .def("__getitem__", &PyDataset::GetItem,
+           nb::sig("def __getitem__(self, index: int) -> object"), nb::arg("index"))
       .def(
           "find",
           [](PyDataset& self, nb::handle path) {
@@ -357,7 +359,7 @@ void RegisterDataset(nb::module_& m) {
            "Names in a directory: subdirectories first, then files, each sorted.")
       .def(
           "sample_files",
-          [](PyDataset& self, int64_t index) {
+          [](PyDataset& self, nb::handle index) {
             const Dataset& ds = self.Get();
             const auto [first, count] = ValueOrThrow(ds.SampleFiles(self.SampleIndex(index)));
             nb::list paths;
@@ -366,7 +368,8 @@ void RegisterDataset(nb::module_& m) {
             }
             return paths;
           },
-          nb::arg("index"), "Paths of the files making up sample `index`.")
+          nb::sig("def sample_files(self, index: int) -> list"), nb::arg("index"),
+          "Paths of the files making up sample `index`.")
       .def_prop_ro("uri", [](PyDataset& self) { return FsName(self.uri()); })
       .def_prop_ro("version", &PyDataset::version)
       .def_prop_ro("num_files", [](PyDataset& self) { return self.Get().file_count(); })

@@ -51,6 +51,19 @@ void SetOptions(const nanobind::dict& values, std::span<const char* const> other
       throw nanobind::python_error();
     }
     if (value.is_none()) continue;
+    // A negative number for an option that refuses 0 too gets the option's own lower bound
+    // ("window must be at least 1 ..."), not the type's ("an int >= 0"), which 0 would fail.
+    if ((option->kind == OptionKind::kUnsigned || option->kind == OptionKind::kByteSize) &&
+        PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr()) &&
+        PyObject_RichCompareBool(value.ptr(), nanobind::int_(0).ptr(), Py_LT) == 1) {
+      Options probe = options;
+      if (const Status st = option->set(probe, uint64_t{0}); !st.ok()) {
+        const std::string message = std::string(st.message()) + ", not " +
+                                    nanobind::cast<std::string>(nanobind::repr(value));
+        PyErr_SetString(PyExc_ValueError, message.c_str());
+        throw nanobind::python_error();
+      }
+    }
     // The setter's message names the option ("size must be whole pixels >= 1, not 10.5").
     ThrowIfError(
         option->set(options, OptionFromPython(name, option->kind, option->choices, value)));

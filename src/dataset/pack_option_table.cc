@@ -63,12 +63,13 @@ const std::vector<PackOption>& Table() {
        }},
       {"threads",
        OptionKind::kUnsigned,
-       "parallel file reads of a directory (0: the cores, at least 2).",
+       "parallel file reads of a directory (0: the cores, at least 2; at most 1024).",
        {},
        [](PackSettings& s, const OptionValue& v) -> Status {
+         // Each is a thread: tens of thousands fail to start (and std::thread aborts).
          const uint64_t n = std::get<uint64_t>(v);
-         if (n > uint64_t(std::numeric_limits<int>::max())) {
-           return Status::InvalidArgument(fmt::format("threads is too large: {}", n));
+         if (n > 1024) {
+           return Status::InvalidArgument(fmt::format("threads must be at most 1024, not {}", n));
          }
          s.source.threads = int(n);
          return Status::OK();

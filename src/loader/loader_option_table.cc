@@ -46,8 +46,8 @@ const std::vector<LoaderOption>& Table() {
        "None yields samples; an int yields collate(list of batch_size samples).",
        {},
        [](LoaderOptions& o, const OptionValue& v) -> Status {
-         return SetCount("batch_size", v, std::numeric_limits<uint64_t>::max(),
-                         " (None: single samples)", o.batch_size);
+         // A batch is at most all the samples an epoch can plan (2^32 - 1).
+         return SetCount("batch_size", v, kMaxUint32, " (None: single samples)", o.batch_size);
        },
        [](const LoaderOptions& o) { return FromNullable(o.batch_size); }},
       {"shuffle",

@@ -187,7 +187,8 @@ def test_pack_byte_sizes_take_ints_and_text():
     ("order", 3, TypeError, "order must be one of 'shuffled' 'path'"),
     ("layout", "flat", ValueError, "layout must be one of 'auto' 'tree' 'webdataset'"),
     ("threads", -1, ValueError, "threads must be an int >= 0"),
-    ("threads", 1 << 40, ValueError, "threads is too large"),
+    ("threads", 1 << 40, ValueError, "threads must be at most 1024, not 1099511627776"),
+    ("threads", 100000, ValueError, "threads must be at most 1024"),  # std::thread aborted
     ("order_seed", "7", TypeError, "order_seed must be an int"),
     ("exclude", 3, TypeError, "exclude must be a str or a list of str"),
     ("exclude", ["*.txt", b"x"], TypeError, "exclude must be a list of str"),
@@ -333,6 +334,9 @@ def test_loader_none_keeps_the_default_and_sizes_take_text():
     ("block_size", -1, ValueError, "block_size must be an int >= 0"),
     ("memory_budget", "lots", ValueError, "memory_budget: 'lots' is not a size"),
     ("memory_budget", 0, ValueError, "memory_budget must be at least 1 (bytes)"),
+    # Below 0 where 0 is refused too: the option's own bound, not the type's.
+    ("window", -1, ValueError, "window must be at least 1 (chunks per window), not -1"),
+    ("batch_size", 10**12, ValueError, "batch_size is too large: 1000000000000"),
 ])
 def test_a_bad_loader_value_is_an_error_naming_the_option(name, value, error, says):
     with pytest.raises(error, match=re.escape(says)):

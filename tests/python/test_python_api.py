@@ -9,6 +9,7 @@ import textwrap
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import stoker
@@ -228,6 +229,38 @@ def test_corruption_error(packed):
     report = stoker.verify(str(dst))
     assert not report["ok"]
     assert any(victim == f["path"] for f in report["corrupt_files"])
+
+
+def test_indices_of_any_size_are_index_errors(packed):
+    dst, _, _ = packed
+    ds = stoker.Dataset(str(dst))
+    for bad in (2**63, -2**70, len(ds)):
+        with pytest.raises(IndexError, match=f"sample index {bad} out of range"):
+            ds[bad]
+        with pytest.raises(IndexError, match="out of range"):
+            ds.sample_files(bad)
+    with pytest.raises(IndexError, match=f"file index {2**70} out of range"):
+        ds.read(2**70)
+    assert ds[np.int64(1)] == ds[1] and ds[-1] == ds[len(ds) - 1]
+    with pytest.raises(TypeError):
+        ds["not an index"]
+
+
+def test_a_truncated_chunk_is_reported_by_the_file_read(packed):
+    """Every way of reading a file names it when its chunk is shorter than the metadata says
+    (ds[i] too, which checks the chunk before it sizes the buffer)."""
+    dst, files, _ = packed
+    ds = stoker.Dataset(str(dst))
+    victim = next(p for p, d in files.items() if len(d) > 100)
+    chunk = dst / "chunks" / f"{ds.stat(victim)['chunk']:016x}.chunk"
+    size = chunk.stat().st_size
+    with open(chunk, "r+b") as f:
+        f.truncate(size // 2)
+    fresh = stoker.Dataset(str(dst))
+    for read in (lambda: fresh.read(victim), lambda: fresh[fresh.find(victim)],
+                 lambda: fresh.read_buffer(victim)):
+        with pytest.raises(stoker.CorruptionError, match=f"reading {victim}"):
+            read()
 
 
 def test_pickle_reopens_lazily(tmp_path, packed):

@@ -181,7 +181,7 @@ def pack(src: object, dst: object, *, chunk_size: int | str = '64MiB', append: b
     chunk_size: target chunk file size: bytes, or text like 64MiB.
     append: add the files to the existing dataset as a new version (its chunks and indices kept).
     labels: auto: labels from the first directory level (files beside the class directories are left out, and said so), or from .cls members (tar, WebDataset); none: no labels.
-    threads: parallel file reads of a directory (0: the cores, at least 2).
+    threads: parallel file reads of a directory (0: the cores, at least 2; at most 1024).
     order: where files land in chunks: shuffled (every chunk a random mix of the input, so chunk-wise shuffle mixes classes; tar input: 1024 chunks filled at once) or path (path or archive order: an ImageFolder tree class by class).
     order_seed: the seed of the shuffled order.
     mix_memory: tar input to S3, shuffled order: memory for the part buffers of the chunks filled at once (32 MiB each; 2GiB: 64 chunks, 8GiB: 256).
