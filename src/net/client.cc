@@ -175,7 +175,8 @@ Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType t
   const bool patient = last_resort && options_.reconnect_timeout.count() > 0;
   std::optional<Deadline> reconnect_by;  // set at the first failed connect
   const Clock::time_point started = Clock::now();
-  bool unreachable = false;  // the last failure was a connect
+  bool unreachable = false;  // the last failure was a connect, or a server refusing connections
+  bool busy = false;         // ... the latter: at its connection limit
   int tries = 0;
   const auto again = [&] {
     if (unreachable && patient) return reconnects.Next(last, *reconnect_by);
@@ -206,10 +207,14 @@ Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType t
           return out;
         }
         last = st;
-        // Only a connect that fails is a server away (restarting, partitioned); one that
-        // connects but does not answer the handshake is there and frozen: the request's
+        // A connect that fails is a server away (restarting, partitioned), and one at its
+        // connection limit (it answers the handshake with Unavailable: "too many
+        // connections") is as good as away until a connection leaves: both get the patient
+        // reconnects, so a moment's spike of clients costs a pause, not a training run. One
+        // that connects but does not answer the handshake is there and frozen: the request's
         // deadline decides, as for any unanswered request.
-        unreachable = !socket;
+        busy = socket.has_value() && st.code() == StatusCode::kUnavailable;
+        unreachable = !socket || busy;
         if (unreachable && !reconnect_by) reconnect_by = After(options_.reconnect_timeout);
         continue;
       }
@@ -248,7 +253,8 @@ Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType t
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   const std::string what =
       unreachable
-          ? fmt::format("could not be reached: {} tr{} over {:.1f} s ({}), the last: {}", tries,
+          ? fmt::format("{}: {} tr{} over {:.1f} s ({}), the last: {}",
+                        busy ? "kept refusing connections" : "could not be reached", tries,
                         tries == 1 ? "y" : "ies", seconds,
                         patient ? fmt::format("tried for up to {:g} s: $STOKER_RECONNECT_TIMEOUT",
                                               options_.reconnect_timeout.count() / 1000.0)

@@ -165,6 +165,39 @@ TEST(ConnectionLimit, ConnectionsBeyondTheLimitAreRejected) {
   EXPECT_TRUE(again.has_value()) << again.error().ToString();
 }
 
+// A client patient with a restarting server (reconnect_timeout, as users' stoker:// URIs are)
+// is as patient with one at its connection limit: a moment's spike of clients costs a pause.
+TEST(ConnectionLimit, APatientClientWaitsForRoomAsForARestart) {
+  auto packed = test::PackRandomDir(6, 10);
+  auto options = test::TestServerOptions({{"ds", packed->dir.path()}});
+  options.max_connections = 2;
+  auto server = test::StartServer(options);
+  Socket a = test::RawConnection(server->port());
+  Socket b = test::RawConnection(server->port());
+  ClientOptions client = test::TestClientOptions();
+  client.reconnect_timeout = std::chrono::milliseconds(20000);
+  auto storage = OpenRemoteStorage(test::UriFor({server.get()}, "ds"), test::kSecret, client);
+  std::thread leave([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    a.Close();
+  });
+  auto ds = Dataset::Open(*storage);
+  leave.join();
+  ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
+  EXPECT_GE(server->metrics().connections_rejected.load(), 1u);
+  // Given up on at the reconnect deadline, the error says the server kept refusing.
+  auto full = test::StartServer(options);
+  Socket c = test::RawConnection(full->port());
+  Socket d = test::RawConnection(full->port());
+  client.reconnect_timeout = std::chrono::milliseconds(300);
+  auto impatient = OpenRemoteStorage(test::UriFor({full.get()}, "ds"), test::kSecret, client);
+  auto refused = Dataset::Open(*impatient);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message().find("kept refusing connections"), std::string::npos)
+      << refused.error().ToString();
+  EXPECT_NE(refused.error().message().find("too many connections"), std::string::npos);
+}
+
 TEST(ServerLimits, IdleConnectionsAreClosed) {
   auto packed = test::PackRandomDir(8, 10);
   auto options = test::TestServerOptions({{"ds", packed->dir.path()}});
