@@ -198,7 +198,19 @@ Status ServerHandshake(Socket& socket, std::string_view secret, Deadline deadlin
   STOKER_RETURN_IF_ERROR(
       WriteFrame(socket, MessageType::kChallenge, 0, challenge.data(), deadline));
 
-  STOKER_ASSIGN_OR_RETURN(Frame auth, ReadFrame(socket, kMaxHandshakeFrame, deadline));
+  Result<Frame> answer = ReadFrame(socket, kMaxHandshakeFrame, deadline);
+  if (!answer) {
+    // A client checks this server's proof before it answers and, finding it wrong, hangs up
+    // without a word: its secret differs. Counted as a wrong secret (what else closes in the
+    // microseconds between the two frames?), or dashboards would never see such clients. A
+    // client that stops answering is not.
+    *auth_failed = !answer.error().IsTimeout();
+    return answer.error().WithContext(*auth_failed
+                                          ? "the client hung up after the challenge (a client "
+                                            "whose secret differs does)"
+                                          : "waiting for AUTH");
+  }
+  const Frame& auth = *answer;
   if (auth.message_type() != MessageType::kAuth) {
     return Status::InvalidArgument("expected AUTH from " + socket.peer());
   }

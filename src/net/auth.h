@@ -30,7 +30,8 @@ Status ClientHandshake(Socket& socket, std::string_view secret, Deadline deadlin
 
 // Server side: reads at most two frames of at most kMaxHandshakeFrame bytes. On success the
 // connection is authenticated; on failure an ERROR may have been sent and the caller closes.
-// `auth_failed` is set when the peer spoke the protocol but had the wrong secret.
+// `auth_failed` is set when the peer spoke the protocol but had the wrong secret: its AUTH does
+// not match, or it hung up after the CHALLENGE (a client that finds the server's proof wrong).
 Status ServerHandshake(Socket& socket, std::string_view secret, Deadline deadline,
                        bool* auth_failed);
 

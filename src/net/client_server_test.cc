@@ -206,9 +206,10 @@ TEST_F(ClientServerTest, WrongClientSecretIsRefusedAndNothingIsServed) {
             std::string::npos)
       << ds.error().ToString();
   EXPECT_NE(ds.error().message().find("secrets differ"), std::string::npos);
-  // The client noticed first (the server's proof did not match) and sent nothing more; the
-  // connection counts as one failed handshake, not retried.
-  EXPECT_TRUE(test::Eventually([&] { return server_->metrics().handshake_failures.load() == 1; }));
+  // The client noticed first (the server's proof did not match) and hung up without a word, not
+  // retried; the server counts that as one wrong secret.
+  EXPECT_TRUE(test::Eventually([&] { return server_->metrics().auth_failures.load() == 1; }));
+  EXPECT_EQ(server_->metrics().handshake_failures.load(), 0u);
   EXPECT_EQ(server_->metrics().requests(server::ServerMetrics::kStat), 0u);
   EXPECT_EQ(server_->metrics().requests(server::ServerMetrics::kRead), 0u);
 }
@@ -248,6 +249,10 @@ TEST_F(ClientServerTest, RogueServerIsDetectedBeforeAnyRequest) {
       << ds.error().ToString();
   EXPECT_EQ(rogue->metrics().requests(server::ServerMetrics::kStat), 0u);
   EXPECT_EQ(rogue->metrics().requests(server::ServerMetrics::kRead), 0u);
+  // The client hung up on finding the proof wrong, before AUTH: the server counts that as a
+  // wrong secret too (an operator's dashboard sees clients of another deployment).
+  EXPECT_TRUE(test::Eventually([&] { return rogue->metrics().auth_failures.load() >= 1; }));
+  EXPECT_EQ(rogue->metrics().handshake_failures.load(), 0u);
 }
 
 TEST_F(ClientServerTest, PathEscapesAreInvalidArguments) {

@@ -39,7 +39,8 @@ std::string ServerMetrics::RenderPrometheus() const {
   metric("stoker_serve_connections_rejected_total", "counter",
          "Connections refused because --max-connections were open.");
   out += fmt::format("stoker_serve_connections_rejected_total {}\n", connections_rejected.load());
-  metric("stoker_serve_auth_failures_total", "counter", "Handshakes with a wrong secret.");
+  metric("stoker_serve_auth_failures_total", "counter",
+         "Handshakes with a wrong secret (a wrong proof, or a hang-up after the challenge).");
   out += fmt::format("stoker_serve_auth_failures_total {}\n", auth_failures.load());
   metric("stoker_serve_handshake_failures_total", "counter",
          "Connections dropped before authentication for other reasons.");
