@@ -147,18 +147,23 @@ Status Node::State::Check(uint32_t index, std::span<const std::byte> bytes,
 Status Node::State::FillFromStore(uint32_t index, ChunkFill& fill) {
   const std::string path = ChunkName(index);
   STOKER_ASSIGN_OR_RETURN(auto file, store->OpenRead(path));
+  Status st;
   if (file->Size() != ChunkSize(index)) {
-    return Status::Corruption(fmt::format("{}: {} bytes, the metadata says {}",
-                                          store->Describe(path), file->Size(), ChunkSize(index)));
+    st = Status::Corruption(fmt::format("{}: {} bytes, the metadata says {}", store->Describe(path),
+                                        file->Size(), ChunkSize(index)));
+  } else {
+    std::atomic<uint64_t> bytes{0};
+    auto read = [&](uint64_t offset, std::span<std::byte> dst) {
+      bytes.fetch_add(dst.size());
+      return file->ReadAt(offset, dst);
+    };
+    st = fill.From(read, store->Describe(path), kStorePiece);
+    counters.store_bytes.fetch_add(bytes.load());
+    if (st.ok()) counters.store_fills.fetch_add(1);
   }
-  std::atomic<uint64_t> bytes{0};
-  auto read = [&](uint64_t offset, std::span<std::byte> dst) {
-    bytes.fetch_add(dst.size());
-    return file->ReadAt(offset, dst);
-  };
-  const Status st = fill.From(read, store->Describe(path), kStorePiece);
-  counters.store_bytes.fetch_add(bytes.load());
-  if (st.ok()) counters.store_fills.fetch_add(1);
+  // Said here, by the daemon that read it: a peer waiting on this fill only hears that it
+  // failed, and the trainers name the file, not where the damage was found.
+  if (st.IsCorruption()) Log("the store's chunk is damaged: " + st.ToString());
   return st;
 }
 

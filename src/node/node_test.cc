@@ -9,6 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "dataset/version_view.h"
@@ -65,6 +68,10 @@ class NodeTest : public ::testing::Test {
     o.membership.misses_to_down = misses_to_down_;
     o.probe_timeout = std::chrono::milliseconds(300);
     o.peer_timeout = std::chrono::milliseconds(3000);
+    o.log = [this](const std::string& line) {
+      std::lock_guard lock(log_mu_);
+      log_.push_back(line);
+    };
     auto node = Node::Start(std::move(o));
     EXPECT_TRUE(node.has_value()) << node.error().ToString();
     return node ? std::move(*node) : nullptr;
@@ -103,6 +110,8 @@ class NodeTest : public ::testing::Test {
   }
 
   std::unique_ptr<PackedDir> packed_;
+  std::mutex log_mu_;
+  std::vector<std::string> log_;  // the daemons' log lines
   int misses_to_down_ = MembershipOptions{}.misses_to_down;
   stoker::test::TempDir sockets_;
   std::vector<net::ServerAddress> addresses_;
@@ -230,6 +239,29 @@ TEST_F(NodeTest, CorruptBytesFromAPeerAreNeverHandedOn) {
   ReadAllThrough(0);
   EXPECT_GT(daemons_[0]->stats().peer_corrupt, 0u);
   EXPECT_EQ(daemons_[0]->stats().peer_fills, 0u);
+}
+
+TEST_F(NodeTest, ADamagedChunkInTheStoreIsSaidByTheDaemonThatReadIt) {
+  StartDaemons(1);
+  const std::filesystem::path chunks = std::filesystem::path(packed_->dir.path()) / "chunks";
+  const std::filesystem::path victim = std::filesystem::directory_iterator(chunks)->path();
+  std::string bytes = stoker::test::ReadFileToString(victim.string());
+  bytes[bytes.size() / 2] ^= 0x40;
+  stoker::test::WriteStringToFile(victim.string(), bytes);
+  auto storage = NewNodeStorage(storage::NewPosixStorage(packed_->dir.path()), Socket(0));
+  auto ds = Dataset::Open(storage);
+  ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
+  int corrupt = 0;
+  for (uint64_t f = 0; f < (*ds)->file_count(); ++f) {
+    auto read = (*ds)->ReadFile(f);
+    if (!read) corrupt += read.error().IsCorruption() ? 1 : 0;
+  }
+  EXPECT_GT(corrupt, 0);
+  std::lock_guard lock(log_mu_);
+  EXPECT_TRUE(std::ranges::any_of(log_, [&](const std::string& line) {
+    return line.starts_with("the store's chunk is damaged: Corruption") &&
+           line.find(victim.filename().string()) != std::string::npos;
+  })) << (log_.empty() ? "no log line" : log_.back());
 }
 
 TEST_F(NodeTest, ACacheSmallerThanTheDatasetStaysUnderItsLimit) {
