@@ -18,6 +18,7 @@
 #include "node/node.h"
 #include "tools/commands.h"
 #include "tools/job_peers.h"
+#include "tools/option_flags.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -260,8 +261,7 @@ void RegisterFeed(CLI::App& app, int& exit_code) {
                   "refused and its trainer makes it itself")
       ->transform(ByteSize())
       ->capture_default_str();
-  cmd->add_option("--metrics-port", args->metrics_port,
-                  "serve Prometheus metrics on GET /metrics at this port (0: any free port)");
+  AddMetricsPortFlag(*cmd, args->metrics_port);
   cmd->add_flag("--json", args->json,
                 "print {\"job\", \"listening\"} as one JSON line when ready, and the counters at "
                 "the end");

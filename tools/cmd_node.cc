@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/progress.h"
 #include "common/stop_signals.h"
 #include "net/auth.h"
 #include "node/node.h"
 #include "tools/commands.h"
 #include "tools/job_peers.h"
+#include "tools/option_flags.h"
 #include "tools/output.h"
 
 namespace stoker::cli {
@@ -37,12 +39,17 @@ int RunNode(const NodeArgs& a) {
   node::NodeOptions o;
   o.job = a.job;
   o.store_uri = a.store;
+  // A --listen or --advertise that does not parse is a bad command line (exit 2).
+  const auto usage = [](const Status& st) {
+    PrintError("node", st);
+    return kExitUsage;
+  };
   auto listen = net::ParseServerAddress(a.listen);
-  if (!listen) return Fail("node", listen.error().WithContext("--listen"));
+  if (!listen) return usage(listen.error().WithContext("--listen"));
   o.listen = *listen;
   if (!a.advertise.empty()) {
     auto advertise = net::ParseServerAddress(a.advertise);
-    if (!advertise) return Fail("node", advertise.error().WithContext("--advertise"));
+    if (!advertise) return usage(advertise.error().WithContext("--advertise"));
     o.advertise = *advertise;
   }
   const Status joined = ResolveJobPeers(a.job_peers, o, LogLine);
@@ -52,7 +59,7 @@ int RunNode(const NodeArgs& a) {
   o.disk_dir = a.disk_dir;
   o.disk_limit = a.disk_limit;
   if (!o.disk_dir.empty() && o.disk_limit == 0) {
-    return Fail("node", Status::InvalidArgument("--disk-dir needs --disk-limit (e.g. 500G)"));
+    return usage(Status::InvalidArgument("--disk-dir needs --disk-limit (e.g. 500G)"));
   }
   auto secret = net::LoadSecret(a.secret_file);
   if (!secret) return Fail("node", secret.error());
@@ -67,10 +74,9 @@ int RunNode(const NodeArgs& a) {
   auto daemon = node::Node::Start(std::move(o));
   if (!daemon) return Fail("node", daemon.error());
   const node::NodeStats s = (*daemon)->stats();
-  std::string line =
-      fmt::format("job {}: {} peer(s), cache {:.0f} MiB, peers on port {}, trainers on {}", a.job,
-                  s.peers_total, static_cast<double>(s.cache_capacity) / (1 << 20),
-                  (*daemon)->port(), (*daemon)->socket_path());
+  std::string line = fmt::format("job {}: {} peer(s), cache {}, peers on port {}, trainers on {}",
+                                 a.job, s.peers_total, HumanBytes(s.cache_capacity),
+                                 (*daemon)->port(), (*daemon)->socket_path());
   if ((*daemon)->metrics_port() >= 0) {
     line += fmt::format(", metrics on port {}", (*daemon)->metrics_port());
   }
@@ -115,12 +121,12 @@ void RegisterNode(CLI::App& app, int& exit_code) {
                   "local directory for a disk tier below the memory cache (chunks are kept in "
                   "DIR/JOB and survive a daemon restart)");
   cmd->add_option("--disk-limit", args->disk_limit, "bytes the disk tier may hold (e.g. 500G)")
-      ->transform(ByteSize());
+      ->transform(ByteSize())
+      ->needs("--disk-dir");
   cmd->add_option("--secret-file", args->secret_file,
                   "file holding the shared secret (default: $STOKER_SECRET_FILE or "
                   "$STOKER_SECRET)");
-  cmd->add_option("--metrics-port", args->metrics_port,
-                  "serve Prometheus metrics on GET /metrics at this port (0: any free port)");
+  AddMetricsPortFlag(*cmd, args->metrics_port);
   cmd->add_option("--prefetch", args->prefetch,
                   "chunks to fetch ahead of each trainer's plan (0: none)")
       ->capture_default_str();

@@ -107,8 +107,7 @@ void RegisterServe(CLI::App& app, int& exit_code) {
   cmd->add_option("--secret-file", args->secret_file,
                   "file holding the shared secret (at least 16 bytes)")
       ->required();
-  cmd->add_option("--metrics-port", args->metrics_port,
-                  "serve Prometheus metrics on GET /metrics at this port (0: any free port)");
+  AddMetricsPortFlag(*cmd, args->metrics_port);
   cmd->add_option("--max-connections", args->max_connections, "connections served at once")
       ->check(WholeNumber(true))
       ->capture_default_str();

@@ -32,6 +32,15 @@ inline CLI::Validator WholeNumber(bool positive) {
       positive ? "UINT>=1" : "UINT");
 }
 
+// --metrics-port of the daemons (serve, node, feed): a port, 0 for any free one; unset (-1) serves
+// no metrics. A negative or too large port is a usage error, not metrics silently off.
+inline CLI::Option* AddMetricsPortFlag(CLI::App& cmd, int& port) {
+  return cmd
+      .add_option("--metrics-port", port,
+                  "serve Prometheus metrics on GET /metrics at this port (0: any free port)")
+      ->check(CLI::Range(0, 65535));
+}
+
 // "--chunk-size" for "chunk_size".
 inline std::string FlagName(std::string_view option_name) {
   std::string flag = "--" + std::string(option_name);

@@ -323,6 +323,15 @@ def test_usage_errors(tmp_path, stoker_cli):
     assert proc.returncode == 2 and "chunk-size" in proc.stderr
     proc = stoker_cli("pack", "--part", "3/3", tmp_path, tmp_path / "ds")  # K counts from 0
     assert proc.returncode == 2 and "K must be below N" in proc.stderr, proc.stderr
+    # The daemons' flags: checked, not metrics or a disk tier silently off.
+    for command in (["serve", "--secret-file", tmp_path / "s", "--dataset", f"d={tmp_path}"],
+                    ["node", "--job", "j", "--store", tmp_path], ["feed", "--job", "j"]):
+        proc = stoker_cli(*command, "--metrics-port", "-5")
+        assert proc.returncode == 2 and "not in range 0 to 65535" in proc.stderr, proc.stderr
+    proc = stoker_cli("node", "--job", "j", "--store", tmp_path, "--disk-limit", "1G")
+    assert proc.returncode == 2 and "--disk-limit requires --disk-dir" in proc.stderr
+    proc = stoker_cli("feed", "--job", "j", "--threads", "5000")
+    assert proc.returncode == 2 and "not in range 0 to 1024" in proc.stderr
     assert stoker_cli("--version", check=True).stdout.strip() == "stoker 0.1.0"
     proc = stoker_cli("info", tmp_path / "nothing")
     assert proc.returncode == EXIT_ERROR and "is not a stoker dataset (no versions/)" in proc.stderr
