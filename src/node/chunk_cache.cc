@@ -94,23 +94,25 @@ bool ChunkCache::MakeRoomLocked(uint64_t size, uint64_t limit) {
 }
 
 Result<std::shared_ptr<const CachedChunk>> ChunkCache::Get(uint32_t chunk, uint64_t size,
-                                                           const Filler& fill) {
-  return GetImpl(chunk, size, fill, /*prefetch=*/false);
+                                                           const Filler& fill, bool wait) {
+  return GetImpl(chunk, size, fill, /*prefetch=*/false, wait);
 }
 
 Result<std::shared_ptr<const CachedChunk>> ChunkCache::Prefetch(uint32_t chunk, uint64_t size,
                                                                 const Filler& fill) {
-  return GetImpl(chunk, size, fill, /*prefetch=*/true);
+  return GetImpl(chunk, size, fill, /*prefetch=*/true, /*wait=*/false);
 }
 
 Result<std::shared_ptr<const CachedChunk>> ChunkCache::GetImpl(uint32_t chunk, uint64_t size,
-                                                               const Filler& fill, bool prefetch) {
+                                                               const Filler& fill, bool prefetch,
+                                                               bool wait) {
   if (size > capacity_) {
     return Err(Status::ResourceExhausted(fmt::format(
         "chunk {} has {} bytes, more than the whole cache ({} bytes)", chunk, size, capacity_)));
   }
   std::unique_lock lock(mu_);
-  const auto deadline = std::chrono::steady_clock::now() + wait_for_room_;
+  const auto deadline =
+      std::chrono::steady_clock::now() + (wait ? wait_for_room_ : std::chrono::milliseconds(0));
   while (true) {
     auto it = entries_.find(chunk);
     if (it != entries_.end()) {

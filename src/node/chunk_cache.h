@@ -65,8 +65,10 @@ class ChunkCache {
   // its fill starts on a thread of the cache's; the caller reads what it needs once verified
   // (CachedChunk::WaitFor; a failed fill fails those waits, and the next Get tries again).
   // Concurrent calls for one chunk share a single fill. ResourceExhausted if `size` exceeds the
-  // capacity or no room frees up in time; Unavailable once StopFills() ran.
-  Result<std::shared_ptr<const CachedChunk>> Get(uint32_t chunk, uint64_t size, const Filler& fill);
+  // capacity or no room frees up in time (`wait`: up to wait_for_room; else at once, for a
+  // peer, which can read the store itself rather than wait); Unavailable once StopFills() ran.
+  Result<std::shared_ptr<const CachedChunk>> Get(uint32_t chunk, uint64_t size, const Filler& fill,
+                                                 bool wait = true);
   // Fills in the caller's thread and returns once the chunk is complete (or the fill's error),
   // and only if it fits without evicting anything needed sooner than it (prefetching must never
   // push out what a trainer is about to read): Unavailable otherwise.
@@ -110,8 +112,9 @@ class ChunkCache {
   };
   static constexpr uint64_t kDone = ~uint64_t{0};
 
+  // `wait`: for room, up to wait_for_room_ (prefetches never wait).
   Result<std::shared_ptr<const CachedChunk>> GetImpl(uint32_t chunk, uint64_t size,
-                                                     const Filler& fill, bool prefetch);
+                                                     const Filler& fill, bool prefetch, bool wait);
   uint64_t NextUseLocked(uint32_t chunk) const;
   // Evicts until `size` more bytes fit; false if it cannot now. With `limit` != kDone, only
   // chunks whose next use is beyond `limit` may go.

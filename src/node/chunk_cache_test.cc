@@ -150,6 +150,15 @@ TEST(ChunkCacheTest, HeldChunksAreNotEvicted) {
   auto c = GetWhole(cache, 3, kChunk, filler.Get());
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code(), StatusCode::kResourceExhausted);
+  // A peer's Get does not wait at all (the peer reads the store instead): with an hour's
+  // wait_for_room, it is refused at once (a wait would hang the test).
+  ChunkCache patient(2 * kChunk, [](uint32_t) { return true; }, std::chrono::hours(1));
+  auto held1 = GetWhole(patient, 1, kChunk, filler.Get());
+  auto held2 = GetWhole(patient, 2, kChunk, filler.Get());
+  ASSERT_TRUE(held1 && held2);
+  auto peer = patient.Get(3, kChunk, filler.Get(), /*wait=*/false);
+  ASSERT_FALSE(peer.has_value());
+  EXPECT_EQ(peer.error().code(), StatusCode::kResourceExhausted);
   a->reset();
   EXPECT_TRUE(GetWhole(cache, 3, kChunk, filler.Get()).has_value());
   EXPECT_EQ((*b)->bytes()[0], std::byte{2});

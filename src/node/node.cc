@@ -253,9 +253,13 @@ Result<std::shared_ptr<const CachedChunk>> Node::State::ForTrainer(uint32_t inde
 }
 
 Result<std::shared_ptr<const CachedChunk>> Node::State::ForPeer(uint32_t index) {
-  return cache->Get(index, ChunkSize(index), [this](uint32_t i, CachedChunk& out) {
-    return Fill(i, out, /*from_peers=*/false);
-  });
+  // A peer is answered at once when the cache is full of chunks in use: it reads the store
+  // itself, where waiting for room here (while it may hold what this daemon's trainers wait
+  // for) stalled two daemons with small caches until the peer timeout.
+  return cache->Get(
+      index, ChunkSize(index),
+      [this](uint32_t i, CachedChunk& out) { return Fill(i, out, /*from_peers=*/false); },
+      /*wait=*/false);
 }
 
 Node::Node(std::shared_ptr<State> state) : state_(std::move(state)) {}
