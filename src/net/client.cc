@@ -196,8 +196,10 @@ Client::Answer Client::CallServer(size_t server, bool last_resort, MessageType t
       }
     }
     if (conn == nullptr) {
-      const Deadline connected_by = std::min(After(options_.connect_timeout),
-                                             unreachable && patient ? *reconnect_by : deadline.at);
+      // (reconnect_by is set whenever unreachable is.)
+      const Deadline connected_by =
+          std::min(After(options_.connect_timeout),
+                   unreachable && patient ? reconnect_by.value_or(deadline.at) : deadline.at);
       auto socket = Connect(pool.address.host, pool.address.port, connected_by);
       Status st = socket ? ClientHandshake(*socket, secret_, connected_by) : socket.error();
       if (!st.ok()) {
