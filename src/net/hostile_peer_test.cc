@@ -143,54 +143,63 @@ TEST_F(HostilePeerTest, ReadPastTheEndIsAnError) {
   EXPECT_EQ(DecodeErrorPayload(answer->payload, "s").code(), StatusCode::kInvalidArgument);
 }
 
-TEST(ConnectionLimit, ConnectionsBeyondTheLimitAreRejected) {
-  auto packed = test::PackRandomDir(6, 10);
-  auto options = test::TestServerOptions({{"ds", packed->dir.path()}});
-  options.max_connections = 2;
-  auto server = test::StartServer(options);
-  Socket a = test::RawConnection(server->port());
-  Socket b = test::RawConnection(server->port());
-  auto storage = OpenRemoteStorage(test::UriFor({server.get()}, "ds"), test::kSecret,
-                                   test::TestClientOptions());
+// A server of --max-connections 2, and the two raw connections that fill it.
+class ConnectionLimit : public ::testing::Test {
+ protected:
+  struct Full {
+    std::unique_ptr<server::Server> server;
+    Socket a, b;
+    std::string uri;
+  };
+  Full StartFull() {
+    auto options = test::TestServerOptions({{"ds", packed_->dir.path()}});
+    options.max_connections = 2;
+    Full f;
+    f.server = test::StartServer(options);
+    f.a = test::RawConnection(f.server->port());
+    f.b = test::RawConnection(f.server->port());
+    f.uri = test::UriFor({f.server.get()}, "ds");
+    return f;
+  }
+  std::unique_ptr<test::PackedDir> packed_ = test::PackRandomDir(6, 10);
+};
+
+TEST_F(ConnectionLimit, ConnectionsBeyondTheLimitAreRejected) {
+  Full full = StartFull();
+  auto storage = OpenRemoteStorage(full.uri, test::kSecret, test::TestClientOptions());
   auto ds = Dataset::Open(*storage);
   ASSERT_FALSE(ds.has_value());
   EXPECT_EQ(ds.error().code(), StatusCode::kUnavailable) << ds.error().ToString();
   EXPECT_NE(ds.error().message().find("too many connections"), std::string::npos)
       << ds.error().ToString();
-  EXPECT_GE(server->metrics().connections_rejected.load(), 1u);
+  EXPECT_GE(full.server->metrics().connections_rejected.load(), 1u);
   // Room again once one leaves.
-  a.Close();
-  EXPECT_TRUE(test::Eventually([&] { return server->metrics().connections_open.load() == 1; }));
+  full.a.Close();
+  EXPECT_TRUE(
+      test::Eventually([&] { return full.server->metrics().connections_open.load() == 1; }));
   auto again = Dataset::Open(*storage);
   EXPECT_TRUE(again.has_value()) << again.error().ToString();
 }
 
 // A client patient with a restarting server (reconnect_timeout, as users' stoker:// URIs are)
 // is as patient with one at its connection limit: a moment's spike of clients costs a pause.
-TEST(ConnectionLimit, APatientClientWaitsForRoomAsForARestart) {
-  auto packed = test::PackRandomDir(6, 10);
-  auto options = test::TestServerOptions({{"ds", packed->dir.path()}});
-  options.max_connections = 2;
-  auto server = test::StartServer(options);
-  Socket a = test::RawConnection(server->port());
-  Socket b = test::RawConnection(server->port());
+TEST_F(ConnectionLimit, APatientClientWaitsForRoomAsForARestart) {
+  Full full = StartFull();
   ClientOptions client = test::TestClientOptions();
   client.reconnect_timeout = std::chrono::milliseconds(20000);
-  auto storage = OpenRemoteStorage(test::UriFor({server.get()}, "ds"), test::kSecret, client);
+  auto storage = OpenRemoteStorage(full.uri, test::kSecret, client);
   std::thread leave([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    a.Close();
+    full.a.Close();
   });
   auto ds = Dataset::Open(*storage);
   leave.join();
   ASSERT_TRUE(ds.has_value()) << ds.error().ToString();
-  EXPECT_GE(server->metrics().connections_rejected.load(), 1u);
+  EXPECT_GE(full.server->metrics().connections_rejected.load(), 1u);
   // Given up on at the reconnect deadline, the error says the server kept refusing.
-  auto full = test::StartServer(options);
-  Socket c = test::RawConnection(full->port());
-  Socket d = test::RawConnection(full->port());
+  Full other = StartFull();
   client.reconnect_timeout = std::chrono::milliseconds(300);
-  auto impatient = OpenRemoteStorage(test::UriFor({full.get()}, "ds"), test::kSecret, client);
+  auto impatient = OpenRemoteStorage(other.uri, test::kSecret, client);
   auto refused = Dataset::Open(*impatient);
   ASSERT_FALSE(refused.has_value());
   EXPECT_NE(refused.error().message().find("kept refusing connections"), std::string::npos)
