@@ -40,16 +40,12 @@ int RunNode(const NodeArgs& a) {
   o.job = a.job;
   o.store_uri = a.store;
   // A --listen or --advertise that does not parse is a bad command line (exit 2).
-  const auto usage = [](const Status& st) {
-    PrintError("node", st);
-    return kExitUsage;
-  };
   auto listen = net::ParseServerAddress(a.listen);
-  if (!listen) return usage(listen.error().WithContext("--listen"));
+  if (!listen) return FailUsage("node", listen.error().WithContext("--listen"));
   o.listen = *listen;
   if (!a.advertise.empty()) {
     auto advertise = net::ParseServerAddress(a.advertise);
-    if (!advertise) return usage(advertise.error().WithContext("--advertise"));
+    if (!advertise) return FailUsage("node", advertise.error().WithContext("--advertise"));
     o.advertise = *advertise;
   }
   const Status joined = ResolveJobPeers(a.job_peers, o, LogLine);
@@ -59,7 +55,7 @@ int RunNode(const NodeArgs& a) {
   o.disk_dir = a.disk_dir;
   o.disk_limit = a.disk_limit;
   if (!o.disk_dir.empty() && o.disk_limit == 0) {
-    return usage(Status::InvalidArgument("--disk-dir needs --disk-limit (e.g. 500G)"));
+    return FailUsage("node", Status::InvalidArgument("--disk-dir needs --disk-limit (e.g. 500G)"));
   }
   auto secret = net::LoadSecret(a.secret_file);
   if (!secret) return Fail("node", secret.error());

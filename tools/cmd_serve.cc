@@ -29,13 +29,9 @@ struct ServeArgs {
 
 int RunServe(const ServeArgs& a) {
   // A --listen or --dataset that does not parse is a bad command line (exit 2), as any flag's.
-  const auto usage = [](const Status& st) {
-    PrintError("serve", st);
-    return kExitUsage;
-  };
   server::ServerOptions o;
   auto listen = net::ParseServerAddress(a.listen);
-  if (!listen) return usage(listen.error().WithContext("--listen"));
+  if (!listen) return FailUsage("serve", listen.error().WithContext("--listen"));
   o.host = listen->host;
   o.port = listen->port;
   for (const std::string& spec : a.datasets) {
@@ -54,7 +50,8 @@ int RunServe(const ServeArgs& a) {
       o.storages.emplace(spec.substr(0, eq), std::move(*storage));
       continue;
     }
-    if (Status st = server::AddDatasetSpec(spec, &o.datasets); !st.ok()) return usage(st);
+    if (Status st = server::AddDatasetSpec(spec, &o.datasets); !st.ok())
+      return FailUsage("serve", st);
   }
   if (!a.root.empty()) {
     // The datasets there now are checked at start; later ones are found when asked for.

@@ -76,6 +76,11 @@ int Fail(std::string_view command, const Status& status) {
   return status.IsCorruption() ? kExitCorrupt : kExitError;
 }
 
+int FailUsage(std::string_view command, const Status& status) {
+  PrintError(command, status);
+  return kExitUsage;
+}
+
 void PrintJson(const nlohmann::json& value) {
   std::vector<std::string> held;
   const std::string text = HoldUnwritable(value, held).dump(2);

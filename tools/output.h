@@ -28,6 +28,9 @@ void PrintNote(std::string_view command, std::string_view note);
 
 // PrintError, then the exit code: kExitCorrupt for corruption, kExitError otherwise.
 int Fail(std::string_view command, const Status& status);
+// A mistake on the command line found after parsing (a flag's value that does not parse): says
+// it as PrintError does and returns kExitUsage.
+int FailUsage(std::string_view command, const Status& status);
 
 // `value` indented by 2 and a newline on stdout. Strings that are not UTF-8 (nlohmann::json
 // would throw on them) are written with common/escape.h's JsonQuoted.
